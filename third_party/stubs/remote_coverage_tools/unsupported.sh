@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "coverage through Bazel is not supported in the offline pmuvm build" >&2
+exit 1
