@@ -15,6 +15,12 @@ class InterruptSink {
 
   // Deliver an NMI to the vCPU that owns the calling model.
   virtual void deliver_nmi() = 0;
+
+  // Raise the local APIC performance-counter interrupt (PMI) of the owning vCPU. The VMM routes it
+  // as the guest programmed the LVT performance-counter entry (LVTPC): nothing while masked (it
+  // stays pending until unmasked), NMI or a fixed vector per the delivery mode, and sets
+  // LVTPC.mask on delivery as Intel hardware does. Used by counter-overflow PMUs (NetBurst).
+  virtual void raise_performance_interrupt() = 0;
 };
 
 }  // namespace pmu

@@ -50,6 +50,9 @@ struct RetiredInstruction {
 
   uint64_t rip = 0;   // linear address of the instruction (CS base already added)
   uint8_t cpl = 3;    // privilege level the instruction executed at
+  // Core cycles the instruction is modelled to take (>= 1): the precise backend charges one per
+  // instruction plus the latency of its cache misses; the host backend reports measured cycles.
+  uint32_t cycles = 1;
   BranchInfo branch;  // branch.kind == kNone for non-branches
   // Loads directly caused by the instruction that missed the L1 data cache, in program order.
   // A misaligned load that missed twice is one entry (the lowest address), LWP §4.3.

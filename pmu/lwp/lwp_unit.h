@@ -48,6 +48,7 @@
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
 #include "pmu/lwp/event_record.h"
+#include "pmu/lwp/lwpcb.h"
 #include "pmu/lwp/prng.h"
 #include "pmu/lwp/save_area.h"
 #include "pmu/retired_instruction.h"
@@ -153,12 +154,10 @@ class LwpUnit {
   void disable();
   uint32_t reload_value(const Slot& slot);
   uint32_t random_mask() const { return (1u << random_bits_) - 1u; }
-  unsigned occurrences(const Slot& slot, const RetiredInstruction& insn, int* miss_index);
   bool dcache_eligible(const CacheMiss& miss) const;
-  EventRecordBytes make_record(const Slot& slot, const RetiredInstruction& insn, int miss_index) const;
   StoreOutcome store(const EventRecordBytes& record);
   bool reread_tail();
-  bool increment_missed_events();
+  bool increment_missed_events(uint64_t now);
   void touch() { ++generation_; }
 
   const Capabilities caps_;
@@ -181,6 +180,7 @@ class LwpUnit {
   uint32_t head_ = 0;
   uint32_t cached_tail_ = 0;
   std::array<Slot, kMaxEventSlots> slots_{};
+  uint32_t restored_slots_ = 0;  // slots whose counters came from a restored save area
   bool missed_pending_ = false;
   Prng prng_;
 
