@@ -1,0 +1,95 @@
+#include "vmm/memory/page_walker.h"
+
+#include <cstring>
+#include <vector>
+
+namespace vmm {
+namespace {
+
+constexpr uint64_t kPresent = 1ull << 0;
+constexpr uint64_t kWritable = 1ull << 1;
+constexpr uint64_t kUser = 1ull << 2;
+constexpr uint64_t kLargePage = 1ull << 7;
+constexpr uint64_t kAddressMask = 0x000FFFFFFFFFF000ull;  // bits 51:12
+
+bool canonical(uint64_t linear) {
+  const int64_t s = static_cast<int64_t>(linear << 16) >> 16;  // sign-extend bit 47
+  return static_cast<uint64_t>(s) == linear;
+}
+
+}  // namespace
+
+std::optional<Translation> translate(const GuestRam& ram, uint64_t cr3, uint64_t linear) {
+  if (!canonical(linear)) return std::nullopt;
+  Translation t{0, true, true, 4096};
+  uint64_t table = cr3 & kAddressMask;
+  // Levels: PML4 (bits 47:39), PDPT (38:30), PD (29:21), PT (20:12).
+  for (int level = 3; level >= 0; --level) {
+    const int shift = 12 + 9 * level;
+    const uint64_t index = (linear >> shift) & 0x1FF;
+    uint64_t entry = 0;
+    if (!ram.read_u64(table + index * 8, entry)) return std::nullopt;
+    if (!(entry & kPresent)) return std::nullopt;
+    t.user = t.user && (entry & kUser);
+    t.writable = t.writable && (entry & kWritable);
+    const bool large = (entry & kLargePage) && (level == 1 || level == 2);
+    if ((entry & kLargePage) && level == 3) return std::nullopt;  // PS is reserved in a PML4E
+    if (large || level == 0) {
+      const uint64_t page = 1ull << shift;
+      t.page_size = page;
+      t.gpa = (entry & kAddressMask & ~(page - 1)) | (linear & (page - 1));
+      return t;
+    }
+    table = entry & kAddressMask;
+  }
+  return std::nullopt;  // not reached
+}
+
+template <typename Ok, typename Fn>
+bool PagedGuestMemory::for_each_piece(uint64_t linear, uint64_t length, Ok ok, Fn fn) {
+  if (length == 0) return true;
+  if (linear + length < linear) return false;
+  struct Piece {
+    uint64_t gpa, offset, size;
+  };
+  std::vector<Piece> pieces;
+  uint64_t done = 0;
+  while (done < length) {
+    const uint64_t address = linear + done;
+    std::optional<Translation> t = translate(ram_, cr3_, address);
+    if (!t || !ok(*t)) return false;
+    const uint64_t in_page = t->page_size - (address & (t->page_size - 1));
+    const uint64_t size = std::min(in_page, length - done);
+    if (!ram_.contains(t->gpa, size)) return false;
+    pieces.push_back({t->gpa, done, size});
+    done += size;
+  }
+  for (const Piece& p : pieces) fn(p.gpa, p.offset, p.size);
+  return true;
+}
+
+bool PagedGuestMemory::read(uint64_t linear, std::span<std::byte> out) {
+  // The PMU models read only structures the user program owns (LWPCB): user mode must reach it.
+  return for_each_piece(
+      linear, out.size(), [](const Translation& t) { return t.user; },
+      [&](uint64_t gpa, uint64_t offset, uint64_t size) {
+        std::memcpy(out.data() + offset, ram_.host(gpa, size), size);
+      });
+}
+
+bool PagedGuestMemory::write(uint64_t linear, std::span<const std::byte> in) {
+  // LWP writes on behalf of the user program: user-mode permissions apply (§5.3).
+  return for_each_piece(
+      linear, in.size(), [](const Translation& t) { return t.user && t.writable; },
+      [&](uint64_t gpa, uint64_t offset, uint64_t size) {
+        std::memcpy(ram_.host(gpa, size), in.data() + offset, size);
+      });
+}
+
+bool PagedGuestMemory::user_writable(uint64_t linear, uint64_t length) {
+  return for_each_piece(
+      linear, length, [](const Translation& t) { return t.user && t.writable; },
+      [](uint64_t, uint64_t, uint64_t) {});
+}
+
+}  // namespace vmm

@@ -1,0 +1,49 @@
+// Guest linear -> guest physical translation by walking the guest's own x86-64 4-level page
+// tables in guest RAM (the VMM never caches translations: the guest may change its tables at any
+// time). PagedGuestMemory puts this behind pmu::GuestMemory so the PMU models can reach guest
+// memory by linear address exactly as the hardware feature would: user-mode permissions, no
+// access outside RAM. 5-level paging (CR4.LA57) is not supported by the bundled guest, nor here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "pmu/guest_memory.h"
+#include "vmm/memory/guest_ram.h"
+
+namespace vmm {
+
+struct Translation {
+  uint64_t gpa = 0;
+  bool user = false;      // U/S set at every level
+  bool writable = false;  // R/W set at every level
+  uint64_t page_size = 4096;
+};
+
+// Translates `linear` through the tables at `cr3`. nullopt when the address is not canonical,
+// an entry is not present, a table lies outside RAM, or a reserved combination is found.
+std::optional<Translation> translate(const GuestRam& ram, uint64_t cr3, uint64_t linear);
+
+class PagedGuestMemory : public pmu::GuestMemory {
+ public:
+  explicit PagedGuestMemory(GuestRam& ram) : ram_(ram) {}
+
+  // The address space the next accesses use: the owning vCPU's CR3 at the current exit.
+  void set_cr3(uint64_t cr3) { cr3_ = cr3; }
+  uint64_t cr3() const { return cr3_; }
+
+  bool read(uint64_t linear, std::span<std::byte> out) override;
+  bool write(uint64_t linear, std::span<const std::byte> in) override;
+  bool user_writable(uint64_t linear, uint64_t length) override;
+
+ private:
+  // Calls fn(gpa, offset, chunk) for each page-sized piece of [linear, linear + length), after
+  // checking every piece; returns false (and calls nothing) if any piece fails `ok`.
+  template <typename Ok, typename Fn>
+  bool for_each_piece(uint64_t linear, uint64_t length, Ok ok, Fn fn);
+
+  GuestRam& ram_;
+  uint64_t cr3_ = 0;
+};
+
+}  // namespace vmm
