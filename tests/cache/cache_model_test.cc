@@ -1,0 +1,123 @@
+// The cache hierarchy model: exact hit/miss sequences for known access patterns, LRU order,
+// misaligned accesses, and geometry validation.
+#include "pmu/cache/cache_model.h"
+
+#include <gtest/gtest.h>
+
+namespace pmu::cache {
+namespace {
+
+// Tiny hierarchy so sequences are easy to follow: L1 2 sets x 2 ways, L2 4 sets x 2 ways,
+// L3 8 sets x 2 ways, 64-byte lines.
+Geometry tiny() {
+  Geometry g;
+  g.line_size = 64;
+  g.l1d = {2 * 2 * 64, 2, 4};
+  g.l2 = {4 * 2 * 64, 2, 12};
+  g.l3 = {8 * 2 * 64, 2, 40};
+  g.dram_latency_cycles = 200;
+  return g;
+}
+
+TEST(CacheModelTest, ColdMissComesFromDramThenHitsL1) {
+  CacheModel c(tiny());
+  auto m = c.load(0x1000, 8);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->source, DataSource::kDram);
+  EXPECT_EQ(m->latency_cycles, 200u);
+  EXPECT_EQ(m->data_address, 0x1000u);
+  EXPECT_FALSE(c.load(0x1008, 8).has_value());  // same line
+}
+
+TEST(CacheModelTest, LruEvictsLeastRecentlyUsedWay) {
+  CacheModel c(tiny());
+  // Lines 0, 2, 4 all map to L1 set 0 (2 sets).
+  c.load(0 * 64, 8);
+  c.load(2 * 64, 8);
+  c.load(0 * 64, 8);            // line 0 most recent
+  c.load(4 * 64, 8);            // evicts line 2 from L1
+  EXPECT_FALSE(c.load(0 * 64, 8).has_value());
+  auto m = c.load(2 * 64, 8);   // back from L2
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->source, DataSource::kL2);
+  EXPECT_EQ(m->latency_cycles, 12u);
+}
+
+TEST(CacheModelTest, WorkingSetLargerThanL2ComesFromL3) {
+  CacheModel c(tiny());
+  // 12 lines: more than L2 (8 lines) but fits in L3 (16 lines). Sequential streaming, twice.
+  for (int i = 0; i < 12; ++i) c.load(i * 64, 8);
+  int l3 = 0;
+  for (int i = 0; i < 12; ++i) {
+    auto m = c.load(i * 64, 8);
+    ASSERT_TRUE(m.has_value()) << i;
+    l3 += m->source == DataSource::kLocalL3;
+  }
+  EXPECT_EQ(l3, 12);
+}
+
+TEST(CacheModelTest, StridedWorkingSetLargerThanL3MissesEveryTime) {
+  CacheModel c(tiny());
+  for (int pass = 0; pass < 3; ++pass)
+    for (int i = 0; i < 32; ++i) {
+      auto m = c.load(i * 64, 8);
+      ASSERT_TRUE(m.has_value());
+      EXPECT_EQ(m->source, DataSource::kDram);
+    }
+}
+
+TEST(CacheModelTest, MisalignedLoadReportsLowestMissingAddressAndFarthestLevel) {
+  CacheModel c(tiny());
+  c.load(0x40, 8);                     // second line warm in L1
+  auto m = c.load(0x3C, 8);            // spans 0x00 line (cold) and 0x40 line (L1)
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->data_address, 0x3Cu);
+  EXPECT_EQ(m->source, DataSource::kDram);
+  CacheModel d(tiny());
+  d.load(0x00, 8);                     // first line warm
+  auto n = d.load(0x3C, 8);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->data_address, 0x40u);   // only the second line missed
+}
+
+TEST(CacheModelTest, NoL3GoesStraightToDram) {
+  Geometry g = tiny();
+  g.l3 = {};
+  CacheModel c(g);
+  for (int i = 0; i < 12; ++i) c.load(i * 64, 8);
+  auto m = c.load(0, 8);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->source, DataSource::kDram);
+}
+
+TEST(CacheModelTest, ResetForgetsEverything) {
+  CacheModel c(tiny());
+  c.load(0, 8);
+  c.reset();
+  EXPECT_TRUE(c.load(0, 8).has_value());
+}
+
+TEST(CacheModelTest, StoresAllocateButAreNotLoads) {
+  CacheModel c(tiny());
+  EXPECT_EQ(c.access(0x200, 8, true).level, Level::kDram);
+  EXPECT_FALSE(c.load(0x200, 8).has_value());
+}
+
+TEST(CacheGeometryTest, ValidationNamesTheProblem) {
+  EXPECT_EQ(validate(tiny()), std::nullopt);
+  Geometry g = tiny();
+  g.line_size = 48;
+  EXPECT_EQ(validate(g), "cache line size must be a power of two >= 8");
+  g = tiny();
+  g.l1d.size_bytes = 3 * 2 * 64;
+  EXPECT_EQ(validate(g), "L1D size must be ways x line size x a power of two");
+  g = tiny();
+  g.l2.ways = 0;
+  EXPECT_EQ(validate(g), "L2 must have at least one way");
+  g = tiny();
+  g.dram_latency_cycles = 10;
+  EXPECT_EQ(validate(g), "cache latencies must not decrease from L1D to DRAM");
+}
+
+}  // namespace
+}  // namespace pmu::cache
