@@ -1,0 +1,48 @@
+// A deterministic modelled branch predictor, so branch records carry real prediction bits
+// (LWP Figure 3 PRD valid = 1) and NetBurst's branch_retired masks (MMNP/MMNM/MMTP/MMTM) can be
+// counted. It is a model, not the host's predictor: a bimodal table of 2-bit counters for
+// conditional branches, a direct-mapped branch target buffer for indirect jumps and calls, and a
+// return stack for returns. Direct unconditional branches are always predicted correctly, as
+// the proposal states (§4.2). Part of the per-vCPU state: same inputs, same predictions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "pmu/retired_instruction.h"
+
+namespace pmu::branch {
+
+class BranchPredictor {
+ public:
+  static constexpr int kCounterEntries = 4096;
+  static constexpr int kTargetEntries = 512;
+  static constexpr int kReturnStackDepth = 16;
+
+  BranchPredictor() { reset(); }
+
+  // Resolves one retired branch: `direct` when the target is encoded in the instruction (JMP rel,
+  // CALL rel, Jcc), `fall_through` the address after it, `next_rip` where execution went.
+  // Returns the complete BranchInfo (taken, next_rip, prediction) and trains the predictor.
+  BranchInfo resolve(BranchKind kind, bool direct, uint64_t rip, uint64_t fall_through,
+                     uint64_t next_rip);
+
+  void reset();
+
+ private:
+  std::array<uint8_t, kCounterEntries> counters_;  // 0,1 predict not taken; 2,3 taken
+  struct TargetEntry {
+    uint64_t tag = 0;
+    uint64_t target = 0;
+    bool valid = false;
+  };
+  std::array<TargetEntry, kTargetEntries> targets_;
+  std::array<uint64_t, kReturnStackDepth> return_stack_;
+  int return_depth_ = 0;  // valid entries (<= depth); the oldest are lost on overflow
+  int return_top_ = 0;    // index of the next push
+
+  void push_return(uint64_t address);
+  bool predict_indirect(uint64_t rip, uint64_t target);
+};
+
+}  // namespace pmu::branch

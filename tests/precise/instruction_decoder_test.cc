@@ -1,0 +1,144 @@
+// The precise backend's decoder: LWP §4.2 branch classes, direct targets, and the linear
+// addresses of loads/stores from pre-instruction registers, for hand-assembled byte strings.
+#include "vmm/precise/instruction_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace vmm {
+namespace {
+
+using pmu::BranchKind;
+
+class DecoderTest : public ::testing::Test {
+ protected:
+  DecodedInstruction decode(std::vector<uint8_t> bytes) {
+    auto d = decoder_.decode(bytes, regs_);
+    EXPECT_TRUE(d.has_value());
+    return d.value_or(DecodedInstruction{});
+  }
+  InstructionDecoder decoder_;
+  GuestRegisters regs_{.rax = 0x1111, .rbx = 0x2000, .rcx = 3, .rsi = 0x5000, .rdi = 0x6000,
+                       .rsp = 0x7FF0, .rip = 0x400000, .fs_base = 0x9000};
+};
+
+TEST_F(DecoderTest, LoadThroughRegister) {
+  auto d = decode({0x48, 0x8b, 0x03});  // mov rax, [rbx]
+  EXPECT_EQ(d.length, 3);
+  EXPECT_EQ(d.branch, BranchKind::kNone);
+  ASSERT_EQ(d.load_count, 1);
+  EXPECT_EQ(d.loads[0].address, 0x2000u);
+  EXPECT_EQ(d.loads[0].size, 8u);
+  EXPECT_EQ(d.store_count, 0);
+}
+
+TEST_F(DecoderTest, StoreIsNotALoad) {
+  auto d = decode({0x89, 0x07});  // mov [rdi], eax
+  EXPECT_EQ(d.load_count, 0);
+  ASSERT_EQ(d.store_count, 1);
+  EXPECT_EQ(d.stores[0].address, 0x6000u);
+  EXPECT_EQ(d.stores[0].size, 4u);
+}
+
+TEST_F(DecoderTest, LeaTouchesNoMemory) {
+  auto d = decode({0x48, 0x8d, 0x04, 0x18});  // lea rax, [rax+rbx]
+  EXPECT_EQ(d.load_count, 0);
+  EXPECT_EQ(d.store_count, 0);
+}
+
+TEST_F(DecoderTest, RipRelativeAndFsRelativeLoads) {
+  auto r = decode({0x48, 0x8b, 0x05, 0x10, 0x00, 0x00, 0x00});  // mov rax, [rip+0x10]
+  ASSERT_EQ(r.load_count, 1);
+  EXPECT_EQ(r.loads[0].address, 0x400000u + 7 + 0x10);
+  auto f = decode({0x64, 0x48, 0x8b, 0x04, 0x25, 0x10, 0x00, 0x00, 0x00});  // mov rax, fs:[0x10]
+  ASSERT_EQ(f.load_count, 1);
+  EXPECT_EQ(f.loads[0].address, 0x9010u);
+}
+
+TEST_F(DecoderTest, ScaledIndexUses32BitViewsCorrectly) {
+  auto d = decode({0x8b, 0x04, 0x8b});  // mov eax, [rbx+rcx*4]
+  ASSERT_EQ(d.load_count, 1);
+  EXPECT_EQ(d.loads[0].address, 0x2000u + 3 * 4);
+}
+
+TEST_F(DecoderTest, ConditionalBranchesIncludeJrcxzAndLoop) {
+  auto jnz = decode({0x75, 0x05});
+  EXPECT_EQ(jnz.branch, BranchKind::kConditional);
+  EXPECT_EQ(jnz.direct_target, 0x400007u);
+  EXPECT_EQ(jnz.fall_through(regs_.rip), 0x400002u);
+  EXPECT_EQ(decode({0xe3, 0xfe}).branch, BranchKind::kConditional);  // jrcxz
+  EXPECT_EQ(decode({0xe2, 0xfe}).branch, BranchKind::kConditional);  // loop
+  EXPECT_EQ(decode({0xe1, 0xfe}).branch, BranchKind::kConditional);  // loope
+  auto jcc32 = decode({0x0f, 0x84, 0x00, 0x01, 0x00, 0x00});         // je rel32
+  EXPECT_EQ(jcc32.branch, BranchKind::kConditional);
+  EXPECT_EQ(jcc32.direct_target, 0x400106u);
+}
+
+TEST_F(DecoderTest, DirectAndIndirectJumps) {
+  auto jmp = decode({0xeb, 0xfe});
+  EXPECT_EQ(jmp.branch, BranchKind::kDirectJump);
+  EXPECT_EQ(jmp.direct_target, 0x400000u);
+  EXPECT_EQ(decode({0xe9, 0x00, 0x00, 0x00, 0x00}).branch, BranchKind::kDirectJump);
+  auto reg = decode({0xff, 0xe0});  // jmp rax
+  EXPECT_EQ(reg.branch, BranchKind::kIndirectJump);
+  EXPECT_FALSE(reg.direct_target.has_value());
+  auto mem = decode({0xff, 0x24, 0x25, 0x00, 0x10, 0x00, 0x00});  // jmp [0x1000]
+  EXPECT_EQ(mem.branch, BranchKind::kIndirectJump);
+  ASSERT_EQ(mem.load_count, 1);
+  EXPECT_EQ(mem.loads[0].address, 0x1000u);
+}
+
+TEST_F(DecoderTest, CallsAndReturnsTouchTheStack) {
+  auto call = decode({0xe8, 0x10, 0x00, 0x00, 0x00});
+  EXPECT_EQ(call.branch, BranchKind::kCall);
+  EXPECT_EQ(call.direct_target, 0x400015u);
+  EXPECT_EQ(call.load_count, 0);
+  EXPECT_EQ(call.store_count, 1);
+  EXPECT_EQ(decode({0xff, 0xd0}).branch, BranchKind::kCall);  // call rax
+  auto ret = decode({0xc3});
+  EXPECT_EQ(ret.branch, BranchKind::kReturn);
+  ASSERT_EQ(ret.load_count, 1);
+  EXPECT_EQ(ret.loads[0].address, 0x7FF0u);
+  EXPECT_EQ(decode({0xc2, 0x08, 0x00}).branch, BranchKind::kReturn);  // ret 8
+}
+
+TEST_F(DecoderTest, RingTransitionsAreNotBranches) {
+  auto sys = decode({0x0f, 0x05});
+  EXPECT_EQ(sys.branch, BranchKind::kNone);
+  EXPECT_TRUE(sys.syscall);
+  EXPECT_EQ(decode({0xcc}).branch, BranchKind::kNone);        // int3
+  EXPECT_EQ(decode({0xcd, 0x80}).branch, BranchKind::kNone);  // int 0x80
+  EXPECT_EQ(decode({0x0f, 0x34}).branch, BranchKind::kNone);  // sysenter
+  EXPECT_EQ(decode({0x48, 0xcf}).branch, BranchKind::kNone);  // iretq
+}
+
+TEST_F(DecoderTest, LwpInstructionsAreRecognised) {
+  auto ll = decode({0x8f, 0xe9, 0x78, 0x12, 0xc0});  // llwpcb rax (DESIGN §4.3)
+  EXPECT_TRUE(ll.lwp_instruction);
+  EXPECT_EQ(ll.length, 5);
+  EXPECT_EQ(InstructionDecoder::mnemonic_name(ll.mnemonic), "llwpcb");
+  EXPECT_TRUE(decode({0x8f, 0xe9, 0x78, 0x12, 0xc8}).lwp_instruction);  // slwpcb rax
+  EXPECT_FALSE(decode({0x90}).lwp_instruction);
+}
+
+TEST_F(DecoderTest, StringAndStackInstructions) {
+  auto movs = decode({0x48, 0xa5});  // movsq
+  ASSERT_EQ(movs.load_count, 1);
+  EXPECT_EQ(movs.loads[0].address, 0x5000u);
+  ASSERT_EQ(movs.store_count, 1);
+  EXPECT_EQ(movs.stores[0].address, 0x6000u);
+  auto pop = decode({0x58});
+  ASSERT_EQ(pop.load_count, 1);
+  EXPECT_EQ(pop.loads[0].address, 0x7FF0u);
+}
+
+TEST_F(DecoderTest, InvalidBytesAreRejected) {
+  std::vector<uint8_t> bad = {0x06};  // push es: invalid in 64-bit mode
+  EXPECT_FALSE(decoder_.decode(bad, regs_).has_value());
+  std::vector<uint8_t> truncated = {0x48, 0x8b};
+  EXPECT_FALSE(decoder_.decode(truncated, regs_).has_value());
+}
+
+}  // namespace
+}  // namespace vmm

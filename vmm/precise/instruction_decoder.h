@@ -1,0 +1,65 @@
+// Decodes one retired guest instruction for the precise counting backend (DESIGN §4.7): its
+// length, its branch class as LWP §4.2 defines branches, and the linear addresses of the memory
+// it reads and writes, computed from the registers *before* the instruction executed.
+// Uses Zydis (libzydis-dev 4.0); no KVM dependency, so it is tested from byte strings.
+#pragma once
+
+#include <Zydis/Zydis.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "pmu/retired_instruction.h"
+
+namespace vmm {
+
+// The architectural state the decoder needs (64-bit mode).
+struct GuestRegisters {
+  uint64_t rax = 0, rbx = 0, rcx = 0, rdx = 0, rsi = 0, rdi = 0, rsp = 0, rbp = 0;
+  uint64_t r8 = 0, r9 = 0, r10 = 0, r11 = 0, r12 = 0, r13 = 0, r14 = 0, r15 = 0;
+  uint64_t rip = 0, rflags = 0;
+  uint64_t fs_base = 0, gs_base = 0;
+};
+
+struct MemoryAccess {
+  uint64_t address = 0;  // linear, segment base included
+  uint32_t size = 0;     // bytes
+};
+
+struct DecodedInstruction {
+  static constexpr int kMaxAccesses = 2;
+
+  uint8_t length = 0;
+  ZydisMnemonic mnemonic = ZYDIS_MNEMONIC_INVALID;
+  pmu::BranchKind branch = pmu::BranchKind::kNone;
+  std::optional<uint64_t> direct_target;  // for RIP-relative branches
+  bool lwp_instruction = false;           // LLWPCB / SLWPCB: emulated via #UD, never retire
+  bool syscall = false;                   // SYSCALL: retires at CPL 3, not a branch (§4.2)
+  std::array<MemoryAccess, kMaxAccesses> loads{};
+  uint8_t load_count = 0;
+  std::array<MemoryAccess, kMaxAccesses> stores{};
+  uint8_t store_count = 0;
+
+  uint64_t fall_through(uint64_t rip) const { return rip + length; }
+};
+
+class InstructionDecoder {
+ public:
+  InstructionDecoder();
+
+  // Decodes the instruction at regs.rip from `bytes` (up to 15 bytes fetched there). nullopt if
+  // the bytes are not a valid 64-bit-mode instruction.
+  std::optional<DecodedInstruction> decode(std::span<const uint8_t> bytes,
+                                           const GuestRegisters& regs) const;
+
+  // Mnemonic text, for reports.
+  static std::string mnemonic_name(ZydisMnemonic mnemonic);
+
+ private:
+  ZydisDecoder decoder_;
+};
+
+}  // namespace vmm
