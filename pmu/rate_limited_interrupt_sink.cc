@@ -1,0 +1,76 @@
+#include "pmu/rate_limited_interrupt_sink.h"
+
+#include <algorithm>
+
+namespace pmu {
+namespace {
+constexpr uint64_t kWindowNs = 1'000'000'000;
+}
+
+RateLimitedInterruptSink::RateLimitedInterruptSink(InterruptSink& inner, Clock& clock,
+                                                   uint32_t max_per_second)
+    : inner_(inner), clock_(clock), limit_(max_per_second), history_(max_per_second, 0) {}
+
+bool RateLimitedInterruptSink::take_slot() {
+  if (limit_ == 0) return true;
+  const uint64_t now = clock_.now_ns();
+  // history_[next_] is the oldest of the last `limit_` deliveries (0 = never used).
+  const uint64_t oldest = history_[next_];
+  if (delivered_ >= limit_ && now - oldest < kWindowNs) return false;
+  history_[next_] = now;
+  next_ = (next_ + 1) % history_.size();
+  return true;
+}
+
+void RateLimitedInterruptSink::deliver_now(int kind, uint8_t vector) {
+  ++delivered_;
+  if (kind == kNmi) inner_.deliver_nmi();
+  else if (kind == kPmi) inner_.raise_performance_interrupt();
+  else inner_.deliver_vector(vector);
+}
+
+void RateLimitedInterruptSink::deliver_vector(uint8_t vector) {
+  poll();  // older held interrupts go first
+  if (pending_vectors_.empty() && take_slot()) return deliver_now(kKinds, vector);
+  ++throttled_;
+  if (std::find(pending_vectors_.begin(), pending_vectors_.end(), vector) == pending_vectors_.end())
+    pending_vectors_.push_back(vector);
+}
+
+void RateLimitedInterruptSink::deliver_nmi() {
+  poll();
+  if (!pending_[kNmi] && take_slot()) return deliver_now(kNmi, 0);
+  ++throttled_;
+  pending_[kNmi] = true;
+}
+
+void RateLimitedInterruptSink::raise_performance_interrupt() {
+  poll();
+  if (!pending_[kPmi] && take_slot()) return deliver_now(kPmi, 0);
+  ++throttled_;
+  pending_[kPmi] = true;
+}
+
+int RateLimitedInterruptSink::poll() {
+  int n = 0;
+  for (int kind : {kNmi, kPmi}) {
+    if (pending_[kind] && take_slot()) {
+      pending_[kind] = false;
+      deliver_now(kind, 0);
+      ++n;
+    }
+  }
+  while (!pending_vectors_.empty() && take_slot()) {
+    const uint8_t v = pending_vectors_.front();
+    pending_vectors_.erase(pending_vectors_.begin());
+    deliver_now(kKinds, v);
+    ++n;
+  }
+  return n;
+}
+
+bool RateLimitedInterruptSink::has_pending() const {
+  return pending_[kNmi] || pending_[kPmi] || !pending_vectors_.empty();
+}
+
+}  // namespace pmu

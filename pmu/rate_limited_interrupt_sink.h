@@ -1,0 +1,49 @@
+// Interrupt-storm protection (perfmon2 §4.4.4 suggests limiting by time, not by event count):
+// wraps the sink of one vCPU so that a guest cannot make the VMM deliver more than
+// `max_per_second` interrupts (threshold vectors, NMIs and PMIs together) in ANY one-second
+// interval — a sliding window over the last `max_per_second` delivery times. An interrupt over
+// the limit is not lost: it is held, coalesced with others of the same kind (as an edge-triggered
+// line would), and delivered by poll() as soon as the window allows. The VMM calls poll() on
+// every exit of the vCPU. 0 disables the limit.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "pmu/clock.h"
+#include "pmu/interrupt_sink.h"
+
+namespace pmu {
+
+class RateLimitedInterruptSink : public InterruptSink {
+ public:
+  RateLimitedInterruptSink(InterruptSink& inner, Clock& clock, uint32_t max_per_second);
+
+  void deliver_vector(uint8_t vector) override;
+  void deliver_nmi() override;
+  void raise_performance_interrupt() override;
+
+  // Delivers held interrupts the window now allows. Returns how many were delivered.
+  int poll();
+
+  uint64_t delivered() const { return delivered_; }
+  uint64_t throttled() const { return throttled_; }  // requests held back (coalesced or later)
+  bool has_pending() const;
+
+ private:
+  enum Kind { kNmi, kPmi, kKinds };
+  bool take_slot();  // true when one more delivery fits in the window now
+  void deliver_now(int kind, uint8_t vector);
+
+  InterruptSink& inner_;
+  Clock& clock_;
+  const uint32_t limit_;
+  std::vector<uint64_t> history_;  // ring of the last `limit_` delivery times
+  size_t next_ = 0;
+  bool pending_[kKinds] = {};
+  std::vector<uint8_t> pending_vectors_;  // distinct vectors held, in arrival order
+  uint64_t delivered_ = 0, throttled_ = 0;
+};
+
+}  // namespace pmu
