@@ -1,0 +1,43 @@
+// The counting code both steppers of the precise backend share (DESIGN §4.7): given the state
+// before one guest instruction and where execution went after it, it decodes the instruction,
+// classifies it, runs its loads and stores through the vCPU's cache model, resolves branches
+// through the modelled predictor, and returns the RetiredInstruction the PMU models count.
+//
+// Counting rules (DESIGN §4.4): LLWPCB/SLWPCB are emulated through #UD and do not retire;
+// SYSCALL retires as one instruction and is not a branch; everything else that the stepper
+// reports retired is one instruction.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "pmu/branch/branch_predictor.h"
+#include "pmu/cache/cache_model.h"
+#include "pmu/retired_instruction.h"
+#include "vmm/precise/instruction_decoder.h"
+
+namespace vmm {
+
+class StepAccountant {
+ public:
+  explicit StepAccountant(const pmu::cache::Geometry& cache) : cache_(cache) {}
+
+  // `bytes` are the instruction bytes fetched at before.rip (up to 15); `next_rip` is the RIP after
+  // the instruction retired. nullopt when the instruction does not count as retired or the bytes
+  // do not decode (then `undecodable()` grows: the stepper logs it).
+  std::optional<pmu::RetiredInstruction> account(const GuestRegisters& before,
+                                                 std::span<const uint8_t> bytes, uint8_t cpl,
+                                                 uint64_t next_rip);
+
+  uint64_t undecodable() const { return undecodable_; }
+  void reset();
+
+ private:
+  InstructionDecoder decoder_;
+  pmu::cache::CacheModel cache_;
+  pmu::branch::BranchPredictor predictor_;
+  uint64_t undecodable_ = 0;
+};
+
+}  // namespace vmm
