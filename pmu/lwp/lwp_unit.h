@@ -35,6 +35,13 @@
 //  * Clearing LWPMSR0.EN turns LWP off without touching memory; other LWPMSR0 changes apply
 //    at the next LLWPCB, except INT, which is checked again at each interrupt.
 //  * SLWPCB while initialisation is pending returns the pointer and flushes nothing.
+//  * LLWPCB/SLWPCB flush the old state into the old LWPCB at whatever CPL they run (§5.3 asks
+//    for the flush; a guest kernel switching tasks with WRMSR/RDMSR of LWPMSR1 depends on it).
+//    Only *reading* the new LWPCB's state is deferred to ring 3. In a VM the guest's memory is
+//    resident, so the flush cannot page-fault; a failed write is simply skipped.
+//  * A counter frozen at zero (waiting for its record) is flushed as 0, which the next LLWPCB of
+//    that LWPCB reads as "load from the interval": that pending record is dropped, a discarded
+//    event occurrence as §3 allows. The §5.5.2 save area (world switch, snapshot) keeps it.
 #pragma once
 
 #include <array>

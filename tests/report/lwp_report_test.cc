@@ -1,0 +1,60 @@
+// The LWP report and trace: exact text for a small set of records, JSON lines that round-trip.
+#include "vmm/report/lwp_report.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "vmm/report/lwp_trace.h"
+
+namespace vmm {
+namespace {
+
+using pmu::lwp::encode_instructions_retired;
+
+TEST(LwpReportTest, RendersTopAddressesWithShareAndBars) {
+  LwpReport r;
+  r.set_task_name(1, "demo");
+  for (int i = 0; i < 3; ++i) r.add_record(1, encode_instructions_retired(0, 0x401000), false);
+  r.add_record(1, encode_instructions_retired(0, 0x401010), true);
+  r.add_interrupt(1);
+  const std::string expected =
+      "== task 1 demo: 1 missed events, 1 threshold interrupts\n"
+      "   instructions retired: 4 records\n"
+      "     0x0000000000401000        3  75.00% ##########\n"
+      "     0x0000000000401010        1  25.00% ###\n";
+  EXPECT_EQ(r.render(10, 10), expected);
+}
+
+TEST(LwpReportTest, TopLimitsAndTiesAreDeterministic) {
+  LwpReport r;
+  for (uint64_t rip = 0x10; rip > 0; --rip) r.add_record(2, encode_instructions_retired(0, rip), false);
+  const std::string text = r.render(2, 4);
+  EXPECT_NE(text.find("0x0000000000000001"), std::string::npos);
+  EXPECT_NE(text.find("0x0000000000000002"), std::string::npos);
+  EXPECT_EQ(text.find("0x0000000000000003"), std::string::npos);
+}
+
+TEST(LwpReportTest, EmptyReportSaysSo) {
+  EXPECT_EQ(LwpReport{}.render(), "LWP report: no task stored any record\n");
+}
+
+TEST(LwpTraceTest, OneJsonObjectPerRecord) {
+  pmu::BranchInfo b{pmu::BranchKind::kConditional, true, 0x400100, true, false};
+  pmu::lwp::StoredRecord rec{pmu::lwp::encode_branch_retired(3, 0x400010, b), 0x20040, false};
+  const std::string line = trace_line(7, 1, rec);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["task"], 7);
+  EXPECT_EQ(j["vcpu"], 1);
+  EXPECT_EQ(j["event"], 2);
+  EXPECT_EQ(j["core"], 3);
+  EXPECT_EQ(j["flags"], 0xA000);  // taken (bit 31) + PRD valid (bit 29), mispredicted
+  EXPECT_EQ(j["rip"], 0x400010);
+  EXPECT_EQ(j["addr"], 0x400100);
+  EXPECT_EQ(j["address"], 0x20040);
+  EXPECT_EQ(j["missed"], false);
+}
+
+}  // namespace
+}  // namespace vmm
