@@ -1,0 +1,92 @@
+/* The contract between pmuvm (the VMM, C++) and its bundled guest kernel (freestanding C).
+ * Plain C, fixed-width fields, little-endian, no padding surprises: both sides include it.
+ *
+ * Boot: the boot vCPU starts in 64-bit mode at the kernel's ELF entry with
+ *   RDI = guest-physical address of struct pmuvm_boot_info (PMUVM_BOOT_INFO_ADDR),
+ *   CR3 = an identity map of the first min(RAM, 4 GiB) (2 MiB pages, supervisor-only),
+ *   GDT at 0x1000 with selectors 0x08 kernel code, 0x10 kernel data, 0x1b user data,
+ *   0x23 user code, 0x28 TSS; interrupts disabled; RSP = 0 (the kernel sets its own stack).
+ * Secondary vCPUs start the same way at the same entry with RDI = the boot info and
+ *   RSI = their vCPU index (1..vcpu_count-1); the boot vCPU has RSI = 0.
+ *
+ * User programs: the VMM parses each ELF program and copies every PT_LOAD segment into guest
+ * RAM at a page-aligned physical address (segment.paddr, with the in-page offset of vaddr kept),
+ * zero-filled up to memsz. The kernel maps each segment's pages at vaddr for its task.
+ */
+#ifndef PMUVM_GUEST_ABI_PMUVM_ABI_H_
+#define PMUVM_GUEST_ABI_PMUVM_ABI_H_
+
+#include <stdint.h>
+
+#define PMUVM_BOOT_INFO_ADDR 0x3000ull
+#define PMUVM_BOOT_MAGIC 0x31544f4f424d56ull /* "VMBOOT1" */
+#define PMUVM_BOOT_VERSION 1u
+
+#define PMUVM_MAX_PROGRAMS 16
+#define PMUVM_MAX_SEGMENTS 8
+#define PMUVM_MAX_NAME 32
+
+/* Segment flags (ELF p_flags). */
+#define PMUVM_SEG_X 1u
+#define PMUVM_SEG_W 2u
+#define PMUVM_SEG_R 4u
+
+struct pmuvm_segment {
+  uint64_t vaddr;  /* first byte, as in the ELF file */
+  uint64_t paddr;  /* guest-physical address of that byte (same offset within its page) */
+  uint64_t memsz;  /* bytes; memory past the file contents is already zero */
+  uint32_t flags;  /* PMUVM_SEG_* */
+  uint32_t reserved;
+};
+
+struct pmuvm_program {
+  char name[PMUVM_MAX_NAME];  /* file name, NUL-terminated (truncated) */
+  uint64_t entry;
+  uint32_t segment_count;
+  uint32_t argc;              /* argv[0] is the program name */
+  uint64_t args_paddr;        /* argc NUL-terminated strings, back to back */
+  uint64_t args_size;         /* bytes at args_paddr */
+  struct pmuvm_segment segments[PMUVM_MAX_SEGMENTS];
+};
+
+struct pmuvm_boot_info {
+  uint64_t magic;             /* PMUVM_BOOT_MAGIC */
+  uint32_t version;           /* PMUVM_BOOT_VERSION */
+  uint32_t vcpu_count;
+  uint64_t ram_size;          /* bytes of guest RAM from physical 0 */
+  uint64_t free_phys_start;   /* first physical byte the VMM did not use (page aligned) */
+  uint32_t program_count;
+  uint32_t pv_features;       /* PMUVM_PV_* the VMM offers (also in CPUID 0x40000001 EAX) */
+  uint32_t timer_hz;          /* scheduler tick the kernel should program (LAPIC timer) */
+  uint32_t reserved;
+  struct pmuvm_program programs[PMUVM_MAX_PROGRAMS];
+};
+
+/* I/O ports the VMM implements besides COM1 (0x3F8-0x3FF). */
+#define PMUVM_PORT_EXIT 0x510    /* outl: the guest is done; the value is the VM's exit status */
+#define PMUVM_EXIT_PANIC 3u      /* status a kernel panic reports (DESIGN §4.6: VMM failure) */
+#define PMUVM_EXIT_TASK_FAULT 11u /* a task whose LLWPCB emulation faulted (DESIGN §4.4) */
+
+/* Paravirtual CPUID leaves (DESIGN §4.7): 0x40000000 EAX = max leaf, EBX/ECX/EDX = signature. */
+#define PMUVM_CPUID_SIGNATURE_LEAF 0x40000000u
+#define PMUVM_CPUID_FEATURES_LEAF 0x40000001u /* EAX = PMUVM_PV_* */
+#define PMUVM_PV_GUEST_STEPPER (1u << 0) /* the kernel should single-step profiled tasks with TF */
+#define PMUVM_PV_USER_ENTRY (1u << 1)    /* the kernel reports returns to ring 3 (deferred LLWPCB) */
+
+/* Paravirtual MSRs (0x4B564D00-0x4B564DFF, DESIGN §4.7). */
+#define PMUVM_MSR_STEP 0x4B564D00u       /* wrmsr from the #DB handler: a user-mode step retired;
+                                          * value = guest-physical address of the trap frame */
+#define PMUVM_MSR_USER_ENTRY 0x4B564D01u /* wrmsr: about to return to ring 3 on this vCPU */
+#define PMUVM_MSR_TASK 0x4B564D02u       /* wrmsr: the task now running on this vCPU (id) */
+
+/* Syscall numbers (DESIGN §4.4). */
+#define PMUVM_SYS_EXIT 0
+#define PMUVM_SYS_WRITE 1
+#define PMUVM_SYS_YIELD 2
+#define PMUVM_SYS_LWP_WAIT 3
+#define PMUVM_SYS_LWP_INFO 4
+#define PMUVM_SYS_PMC_CONFIG 5
+#define PMUVM_SYS_PMC_READ 6
+#define PMUVM_SYS_PMC_PMIS 7
+
+#endif /* PMUVM_GUEST_ABI_PMUVM_ABI_H_ */
