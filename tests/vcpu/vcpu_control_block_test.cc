@@ -1,0 +1,116 @@
+// The per-vCPU control block over real guest page tables: LLWPCB through a trapped WRMSR reaches
+// the LWPCB by linear address in the vCPU's address space, supervisor-only memory is refused
+// (#GP, nothing written), and a snapshot restored into a fresh block continues identically.
+#include "vmm/vcpu_control_block.h"
+
+#include <gtest/gtest.h>
+
+#include "pmu/lwp/lwpcb.h"
+#include "tests/support/recording_interrupt_sink.h"
+
+namespace vmm {
+namespace {
+
+constexpr uint64_t kCr3 = 0x1000;
+constexpr uint64_t kLwpcb = 0x600000, kBuffer = 0x601000;
+constexpr uint64_t P = 1, W = 2, U = 4, PS = 0x80;
+
+class VcpuControlBlockTest : public ::testing::Test {
+ protected:
+  VcpuControlBlockTest() : ram_(16 << 20) {
+    // PML4[0] -> PDPT -> PD; PD[3] = 2 MiB user page at linear 0x600000 -> physical 0xA00000.
+    ram_.write_u64(kCr3, 0x2000 | P | W | U);
+    ram_.write_u64(0x2000, 0x3000 | P | W | U);
+    ram_.write_u64(0x3000 + 3 * 8, 0xA00000 | P | W | U | PS);
+    ram_.write_u64(0x3000 + 4 * 8, 0xC00000 | P | W | PS);  // 0x800000: supervisor only
+    caps_ = pmu::lwp::Capabilities{true, true, true, true, true, 3, 10, true, true, true, 1};
+  }
+  void write_lwpcb(uint64_t phys, uint64_t buffer_linear) {
+    pmu::lwp::Lwpcb cb;
+    cb.buffer_size = 32 * 16;
+    cb.buffer_base = buffer_linear;
+    cb.slots = {{1, 5, 0}, {0, 0, 0}, {0, 0, 0}};
+    auto bytes = pmu::lwp::encode_lwpcb(cb);
+    ASSERT_TRUE(ram_.write(phys, bytes));
+  }
+  uint32_t u32(uint64_t phys) {
+    uint64_t v = 0;
+    ram_.read_u64(phys, v);
+    return static_cast<uint32_t>(v);
+  }
+  void run_instructions(VcpuControlBlock& b, int n, uint64_t rip) {
+    for (int i = 0; i < n; ++i) {
+      pmu::RetiredInstruction insn;
+      insn.rip = rip + i;
+      b.retire(insn, kCr3);
+    }
+  }
+
+  GuestRam ram_;
+  pmu::lwp::Capabilities caps_;
+  pmu::testing::RecordingInterruptSink irq_;
+};
+
+TEST_F(VcpuControlBlockTest, LlwpcbThroughGuestPageTables) {
+  write_lwpcb(0xA00000, kBuffer);
+  VcpuControlBlock b(0, 0, caps_, 1, ram_, irq_);
+  EXPECT_TRUE(b.write_msr(pmu::lwp::kMsrLwpFeatureEnable, 0x7, 0, kCr3).handled);
+  MsrOutcome w = b.write_msr(pmu::lwp::kMsrLwpControlBlock, kLwpcb, 3, kCr3);
+  ASSERT_TRUE(w.handled);
+  ASSERT_FALSE(w.general_protection);
+  EXPECT_EQ(u32(0xA00000), 0x3u);  // Flags: EN | IRE, written through the page tables
+  run_instructions(b, 10, 0x400000);
+  MsrOutcome r = b.read_msr(pmu::lwp::kMsrLwpControlBlock, 3, kCr3);
+  EXPECT_EQ(r.value, kLwpcb);
+  EXPECT_EQ(u32(0xA00000 + 16), 64u);  // two records stored, head flushed by SLWPCB
+  uint64_t rip = 0;
+  ram_.read_u64(0xA01000 + 8, rip);
+  EXPECT_EQ(rip, 0x400004u);
+}
+
+TEST_F(VcpuControlBlockTest, SupervisorOnlyLwpcbIsGeneralProtection) {
+  write_lwpcb(0xC00000, kBuffer);
+  VcpuControlBlock b(0, 0, caps_, 1, ram_, irq_);
+  b.write_msr(pmu::lwp::kMsrLwpFeatureEnable, 0x7, 0, kCr3);
+  MsrOutcome w = b.write_msr(pmu::lwp::kMsrLwpControlBlock, 0x800000, 3, kCr3);
+  EXPECT_TRUE(w.general_protection);
+  EXPECT_EQ(u32(0xC00000), 0u);  // Flags untouched
+}
+
+TEST_F(VcpuControlBlockTest, OtherMsrsAreNotHandled) {
+  VcpuControlBlock b(0, 0, caps_, 1, ram_, irq_);
+  EXPECT_FALSE(b.read_msr(0x10, 0, kCr3).handled);
+  EXPECT_FALSE(b.write_msr(0x1A0, 0, 0, kCr3).handled);
+}
+
+TEST_F(VcpuControlBlockTest, SnapshotContinuesIdentically) {
+  write_lwpcb(0xA00000, kBuffer);
+  VcpuControlBlock a(0, 0, caps_, 7, ram_, irq_);
+  a.write_msr(pmu::lwp::kMsrLwpFeatureEnable, 0x7, 0, kCr3);
+  a.write_msr(pmu::lwp::kMsrLwpControlBlock, kLwpcb, 3, kCr3);
+  run_instructions(a, 7, 0x400000);
+  const uint64_t generation = a.generation();
+  std::vector<std::byte> snapshot = a.save_state();
+  EXPECT_EQ(a.generation(), generation) << "saving changes nothing";
+
+  VcpuControlBlock b(0, 0, caps_, 999, ram_, irq_);
+  ASSERT_EQ(b.restore_state(snapshot), std::nullopt);
+  b.enter_user(kCr3);
+  run_instructions(b, 8, 0x400007);  // 15 in all: records at instructions 5, 10, 15
+  EXPECT_EQ(b.read_msr(pmu::lwp::kMsrLwpControlBlock, 3, kCr3).value, kLwpcb);
+  EXPECT_EQ(u32(0xA00000 + 16), 96u);
+  uint64_t rip = 0;
+  ram_.read_u64(0xA01000 + 64 + 8, rip);
+  EXPECT_EQ(rip, 0x40000Eu);
+}
+
+TEST_F(VcpuControlBlockTest, CorruptSnapshotIsRejectedWithReason) {
+  VcpuControlBlock b(0, 0, caps_, 1, ram_, irq_);
+  std::vector<std::byte> junk(10, std::byte{0x42});
+  auto error = b.restore_state(junk);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(*error, "not an LWP save area (bad magic)");
+}
+
+}  // namespace
+}  // namespace vmm

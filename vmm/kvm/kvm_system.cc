@@ -1,0 +1,59 @@
+#include "vmm/kvm/kvm_system.h"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "vmm/vmm_error.h"
+
+namespace vmm {
+
+KvmSystem::KvmSystem(const std::string& path) {
+  fd_ = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd_ < 0) {
+    const int e = errno;
+    std::string hint = e == ENOENT   ? " (KVM is not available on this host)"
+                       : e == EACCES ? " (no permission: add yourself to the kvm group or run as root)"
+                                     : "";
+    throw VmmError("cannot open " + path + ": " + std::strerror(e) + hint);
+  }
+  const int version = ioctl(fd_, KVM_GET_API_VERSION, 0);
+  if (version != KVM_API_VERSION) {
+    close(fd_);
+    throw VmmError("unsupported KVM API version " + std::to_string(version));
+  }
+}
+
+KvmSystem::~KvmSystem() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int KvmSystem::check_extension(long capability) const {
+  const int r = ioctl(fd_, KVM_CHECK_EXTENSION, capability);
+  return r < 0 ? 0 : r;
+}
+
+int KvmSystem::vcpu_mmap_size() const {
+  const int size = ioctl(fd_, KVM_GET_VCPU_MMAP_SIZE, 0);
+  if (size <= 0) throw_errno("KVM_GET_VCPU_MMAP_SIZE");
+  return size;
+}
+
+std::vector<kvm_cpuid_entry2> KvmSystem::supported_cpuid() const {
+  for (int n = 128; n <= 4096; n *= 2) {
+    const size_t bytes = sizeof(kvm_cpuid2) + n * sizeof(kvm_cpuid_entry2);
+    std::unique_ptr<std::byte[]> buf(new std::byte[bytes]());
+    auto* cpuid = reinterpret_cast<kvm_cpuid2*>(buf.get());
+    cpuid->nent = n;
+    if (ioctl(fd_, KVM_GET_SUPPORTED_CPUID, cpuid) == 0)
+      return std::vector<kvm_cpuid_entry2>(cpuid->entries, cpuid->entries + cpuid->nent);
+    if (errno != E2BIG) throw_errno("KVM_GET_SUPPORTED_CPUID");
+  }
+  throw VmmError("KVM_GET_SUPPORTED_CPUID: more than 4096 entries");
+}
+
+}  // namespace vmm

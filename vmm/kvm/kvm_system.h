@@ -1,0 +1,28 @@
+// /dev/kvm: the system-level KVM handle. Opening it is the first thing `pmuvm run` does after
+// validating its inputs; every failure is a VmmError with a reason a user can act on.
+#pragma once
+
+#include <linux/kvm.h>
+
+#include <string>
+#include <vector>
+
+namespace vmm {
+
+class KvmSystem {
+ public:
+  explicit KvmSystem(const std::string& path = "/dev/kvm");
+  ~KvmSystem();
+  KvmSystem(const KvmSystem&) = delete;
+  KvmSystem& operator=(const KvmSystem&) = delete;
+
+  int fd() const { return fd_; }
+  int check_extension(long capability) const;  // KVM_CHECK_EXTENSION (0 = absent)
+  int vcpu_mmap_size() const;
+  std::vector<kvm_cpuid_entry2> supported_cpuid() const;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace vmm

@@ -1,0 +1,132 @@
+#include "vmm/kvm/kvm_vcpu.h"
+
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+
+#include "vmm/vmm_error.h"
+
+namespace vmm {
+namespace {
+
+kvm_segment to_kvm(const SegmentState& s) {
+  kvm_segment k{};
+  k.base = s.base;
+  k.limit = s.limit;
+  k.selector = s.selector;
+  k.type = s.type;
+  k.present = s.present;
+  k.dpl = s.dpl;
+  k.db = s.db;
+  k.s = s.s;
+  k.l = s.l;
+  k.g = s.g;
+  k.unusable = s.present ? 0 : 1;
+  return k;
+}
+
+}  // namespace
+
+KvmVcpu::KvmVcpu(KvmVm& vm, uint32_t index) : vm_(vm), index_(index) {
+  fd_ = ioctl(vm.fd(), KVM_CREATE_VCPU, static_cast<unsigned long>(index));
+  if (fd_ < 0) throw_errno("KVM_CREATE_VCPU " + std::to_string(index));
+  run_size_ = static_cast<size_t>(vm.system().vcpu_mmap_size());
+  void* p = mmap(nullptr, run_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) throw_errno("mmap of kvm_run");
+  run_ = static_cast<kvm_run*>(p);
+}
+
+KvmVcpu::~KvmVcpu() {
+  if (run_) munmap(run_, run_size_);
+  if (fd_ >= 0) close(fd_);
+}
+
+void KvmVcpu::set_cpuid(const std::vector<kvm_cpuid_entry2>& entries) {
+  const size_t bytes = sizeof(kvm_cpuid2) + entries.size() * sizeof(kvm_cpuid_entry2);
+  std::unique_ptr<std::byte[]> buf(new std::byte[bytes]());
+  auto* cpuid = reinterpret_cast<kvm_cpuid2*>(buf.get());
+  cpuid->nent = static_cast<uint32_t>(entries.size());
+  std::copy(entries.begin(), entries.end(), cpuid->entries);
+  if (ioctl(fd_, KVM_SET_CPUID2, cpuid) < 0) throw_errno("KVM_SET_CPUID2");
+}
+
+void KvmVcpu::enter_long_mode(const LongModeState& state, uint64_t rip, uint64_t rdi,
+                              uint64_t rsi) {
+  kvm_sregs s = sregs();
+  s.cs = to_kvm(state.cs);
+  s.ds = to_kvm(state.ds);
+  s.es = to_kvm(state.es);
+  s.fs = to_kvm(state.fs);
+  s.gs = to_kvm(state.gs);
+  s.ss = to_kvm(state.ss);
+  s.tr = to_kvm(state.tr);
+  s.ldt = to_kvm(state.ldt);
+  s.gdt.base = state.gdt_base;
+  s.gdt.limit = state.gdt_limit;
+  s.idt.base = 0;
+  s.idt.limit = 0;
+  s.cr0 = state.cr0;
+  s.cr3 = state.cr3;
+  s.cr4 = state.cr4;
+  s.efer = state.efer;
+  if (ioctl(fd_, KVM_SET_SREGS, &s) < 0) throw_errno("KVM_SET_SREGS");
+  kvm_regs r{};
+  r.rip = rip;
+  r.rdi = rdi;
+  r.rsi = rsi;
+  r.rflags = 0x2;
+  set_regs(r);
+}
+
+void KvmVcpu::make_runnable() {
+  kvm_mp_state mp{KVM_MP_STATE_RUNNABLE};
+  if (ioctl(fd_, KVM_SET_MP_STATE, &mp) < 0) throw_errno("KVM_SET_MP_STATE");
+}
+
+void KvmVcpu::set_msr(uint32_t index, uint64_t value) {
+  // kvm_msrs ends in a flexible array: lay out header + one entry in one buffer.
+  alignas(kvm_msrs) std::byte buf[sizeof(kvm_msrs) + sizeof(kvm_msr_entry)] = {};
+  auto* msrs = reinterpret_cast<kvm_msrs*>(buf);
+  msrs->nmsrs = 1;
+  msrs->entries[0].index = index;
+  msrs->entries[0].data = value;
+  if (ioctl(fd_, KVM_SET_MSRS, msrs) != 1)
+    throw VmmError("KVM_SET_MSRS " + std::to_string(index) + " refused");
+}
+
+void KvmVcpu::set_single_step(bool enabled) {
+  kvm_guest_debug debug{};
+  if (enabled) debug.control = KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_SINGLESTEP | KVM_GUESTDBG_BLOCKIRQ;
+  if (ioctl(fd_, KVM_SET_GUEST_DEBUG, &debug) < 0) throw_errno("KVM_SET_GUEST_DEBUG");
+}
+
+int KvmVcpu::run() {
+  if (ioctl(fd_, KVM_RUN, 0) == 0) return 0;
+  if (errno == EINTR || errno == EAGAIN) return -errno;
+  throw_errno("KVM_RUN on vCPU " + std::to_string(index_));
+}
+
+kvm_regs KvmVcpu::regs() const {
+  kvm_regs r{};
+  if (ioctl(fd_, KVM_GET_REGS, &r) < 0) throw_errno("KVM_GET_REGS");
+  return r;
+}
+
+void KvmVcpu::set_regs(const kvm_regs& r) {
+  if (ioctl(fd_, KVM_SET_REGS, &r) < 0) throw_errno("KVM_SET_REGS");
+}
+
+kvm_sregs KvmVcpu::sregs() const {
+  kvm_sregs s{};
+  if (ioctl(fd_, KVM_GET_SREGS, &s) < 0) throw_errno("KVM_GET_SREGS");
+  return s;
+}
+
+void KvmVcpu::nmi() {
+  if (ioctl(fd_, KVM_NMI, 0) < 0) throw_errno("KVM_NMI");
+}
+
+}  // namespace vmm

@@ -1,0 +1,48 @@
+// One KVM vCPU: its fd, the shared kvm_run page, and typed wrappers of the ioctls pmuvm uses.
+// Used only from the vCPU's own thread, except request_exit() (any thread).
+#pragma once
+
+#include <linux/kvm.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "vmm/boot/long_mode.h"
+#include "vmm/kvm/kvm_vm.h"
+
+namespace vmm {
+
+class KvmVcpu {
+ public:
+  KvmVcpu(KvmVm& vm, uint32_t index);
+  ~KvmVcpu();
+  KvmVcpu(const KvmVcpu&) = delete;
+  KvmVcpu& operator=(const KvmVcpu&) = delete;
+
+  uint32_t index() const { return index_; }
+  kvm_run* run_state() { return run_; }
+
+  void set_cpuid(const std::vector<kvm_cpuid_entry2>& entries);
+  // 64-bit entry: segments/CRs from `state`, RIP/RSP/RDI/RSI as given, RFLAGS = 0x2.
+  void enter_long_mode(const LongModeState& state, uint64_t rip, uint64_t rdi, uint64_t rsi);
+  void make_runnable();  // secondary vCPUs start UNINITIALIZED (DESIGN §3)
+  void set_msr(uint32_t index, uint64_t value);
+  void set_single_step(bool enabled);
+
+  // KVM_RUN. Returns 0, or -errno for EINTR/EAGAIN (the caller loops); throws on other errors.
+  int run();
+
+  kvm_regs regs() const;
+  void set_regs(const kvm_regs& regs);
+  kvm_sregs sregs() const;
+  void nmi();
+
+ private:
+  KvmVm& vm_;
+  uint32_t index_;
+  int fd_ = -1;
+  kvm_run* run_ = nullptr;
+  size_t run_size_ = 0;
+};
+
+}  // namespace vmm

@@ -1,0 +1,41 @@
+// One KVM virtual machine: its memory slot, the in-kernel irqchip (LAPIC per vCPU, as DESIGN §3
+// measured: KVM_NMI and KVM_SIGNAL_MSI reach the guest), user-space MSR exits, and the MSR filter
+// that routes the PMU MSRs to pmuvm while every other MSR keeps KVM's behaviour.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "vmm/kvm/kvm_system.h"
+#include "vmm/memory/guest_ram.h"
+
+namespace vmm {
+
+struct MsrRange {
+  uint32_t base = 0;
+  uint32_t count = 0;
+};
+
+class KvmVm {
+ public:
+  KvmVm(KvmSystem& kvm, GuestRam& ram);
+  ~KvmVm();
+  KvmVm(const KvmVm&) = delete;
+  KvmVm& operator=(const KvmVm&) = delete;
+
+  int fd() const { return fd_; }
+  KvmSystem& system() { return kvm_; }
+
+  // RDMSR/WRMSR of any MSR in `trapped` exits to user space (KVM_EXIT_X86_RDMSR/WRMSR).
+  // Can be called again after vCPUs ran (DESIGN §3).
+  void set_msr_filter(const std::vector<MsrRange>& trapped);
+
+  // A fixed-vector interrupt to the vCPU with this APIC ID, through the in-kernel LAPIC.
+  void signal_msi(uint32_t apic_id, uint8_t vector);
+
+ private:
+  KvmSystem& kvm_;
+  int fd_ = -1;
+};
+
+}  // namespace vmm

@@ -1,0 +1,67 @@
+// The per-vCPU control block — pmuvm's "VMCB" (LWP proposal §5.5.2.2): it owns everything
+// PMU-related about one vCPU (the LWP unit with its save area, the guest-memory view the models
+// use, the interrupt path) and it is the one place a snapshot or a migration reads and writes.
+//
+// When state is saved and restored on world switches, and why so rarely:
+//  * VM exit / VM entry: nothing is saved or restored. The virtual LWP hardware *is* this object
+//    in pmuvm's memory, so it survives exits untouched; only the guest-memory view is pointed at
+//    the vCPU's current CR3 before the models are called. (A hardware implementation would save
+//    on VMRUN/#VMEXIT; a software one gets that for free.)
+//  * Guest task switch: the guest kernel does it (SLWPCB flush + LLWPCB of the next task's LWPCB
+//    through LWPMSR1, DESIGN §4.4); the model only sees the two MSR accesses.
+//  * Snapshot / migration: save_state() serialises the unit's state (LWPMSR0 + the §5.5.2 save
+//    area). The unit's generation() tells whether anything changed since the last snapshot, so
+//    an incremental snapshot (live-migration rounds) can skip an unchanged vCPU.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pmu/interrupt_sink.h"
+#include "pmu/lwp/lwp_unit.h"
+#include "vmm/memory/page_walker.h"
+
+namespace vmm {
+
+// What the run loop does with a trapped MSR access.
+struct MsrOutcome {
+  bool handled = false;        // false: not a PMU MSR this block owns
+  bool general_protection = false;
+  uint64_t value = 0;          // RDMSR result
+};
+
+class VcpuControlBlock {
+ public:
+  VcpuControlBlock(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabilities& lwp,
+                   uint64_t seed, GuestRam& ram, pmu::InterruptSink& interrupts);
+
+  uint32_t vcpu_index() const { return vcpu_index_; }
+  uint32_t apic_id() const { return apic_id_; }
+
+  // A trapped RDMSR/WRMSR executed at `cpl` with the vCPU's current `cr3`.
+  MsrOutcome read_msr(uint32_t msr, uint8_t cpl, uint64_t cr3);
+  MsrOutcome write_msr(uint32_t msr, uint64_t value, uint8_t cpl, uint64_t cr3);
+
+  // The vCPU is about to run at CPL 3 with `cr3` (PV user-entry notification or a stepper).
+  void enter_user(uint64_t cr3);
+  // One retired instruction from a counting backend, with the vCPU's current `cr3`.
+  void retire(const pmu::RetiredInstruction& insn, uint64_t cr3);
+
+  bool wants_events() const { return lwp_.wants_events(); }
+
+  std::vector<std::byte> save_state() const;
+  std::optional<std::string> restore_state(std::span<const std::byte> bytes);
+  uint64_t generation() const { return lwp_.generation(); }
+
+  pmu::lwp::LwpUnit& lwp() { return lwp_; }
+
+ private:
+  uint32_t vcpu_index_;
+  uint32_t apic_id_;
+  PagedGuestMemory memory_;
+  pmu::lwp::LwpUnit lwp_;
+};
+
+}  // namespace vmm

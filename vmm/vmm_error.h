@@ -1,0 +1,18 @@
+// A failure of the VMM or of KVM (DESIGN §4.6: exit status 3 with a one-line reason), as
+// opposed to a usage error (status 2) or the guest's own exit status.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace vmm {
+
+class VmmError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// "what: strerror(errno)" for a failed system call.
+[[noreturn]] void throw_errno(const std::string& what);
+
+}  // namespace vmm
