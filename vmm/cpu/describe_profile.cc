@@ -1,0 +1,109 @@
+#include "vmm/cpu/describe_profile.h"
+
+#include <cstdio>
+#include <string>
+
+#include "pmu/lwp/architecture.h"
+#include "pmu/lwp/capabilities.h"
+
+namespace vmm {
+namespace {
+
+namespace lwp = pmu::lwp;
+
+std::string hex(uint64_t v, int width = 0) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%0*llx", width, static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string level(const char* name, const CacheLevel& l) {
+  return std::string(name) + " " + std::to_string(l.size_kib) + " KiB " + std::to_string(l.ways) +
+         "-way " + std::to_string(l.latency_cycles) + " cycles";
+}
+
+std::string policy_names(uint64_t policy) {
+  std::string s;
+  auto add = [&](uint64_t bit, const char* name) {
+    if (policy & bit) s += (s.empty() ? "" : "|") + std::string(name);
+  };
+  add(lwp::msr0::kEnabled, "EN");
+  add(lwp::msr0::kIre, "IRE");
+  add(lwp::msr0::kBre, "BRE");
+  add(lwp::msr0::kDme, "DME");
+  add(lwp::msr0::kInterrupt, "INT");
+  return s.empty() ? "none" : s;
+}
+
+std::string describe_lwp(const CpuProfile& p) {
+  const lwp::Capabilities& c = p.lwp;
+  if (!c.available) return "  LWP          none\n";
+  std::string events;
+  if (c.instructions_retired) events += " IRE";
+  if (c.branches_retired) events += " BRE";
+  if (c.dcache_misses) events += " DME";
+  std::string s = "  LWP          version " + std::to_string(c.version) + ", events" + events +
+                  ", " + std::to_string(c.max_events) + " slot(s) (LWPCB " +
+                  std::to_string(c.lwpcb_size()) + " bytes), " +
+                  (c.interrupt ? "threshold interrupt" : "no interrupt") + "\n";
+  s += "               latency counters " + std::to_string(c.cache_max_bits) + " bits" +
+       (c.data_address ? ", data address" : "") +
+       (c.cache_latency_filter ? ", latency filter" : "") +
+       (c.cache_level_filter ? ", cache-level filter" : "") + "\n";
+  s += "               enable policy " + policy_names(p.lwp_enable_policy);
+  if (p.lwp_enable_policy & lwp::msr0::kInterrupt) s += ", vector " + hex(p.lwp_interrupt_vector);
+  s += " (LWPMSR0 " + hex(p.lwp_enable_policy) + ")\n";
+  const lwp::CpuidLeaf l = lwp::cpuid_leaf(c, p.lwp_enable_policy);
+  s += "               CPUID 0x8000001C eax=" + hex(l.eax, 8) + " ebx=" + hex(l.ebx, 8) +
+       " ecx=" + hex(l.ecx, 8) + " edx=" + hex(l.edx, 8) + "\n";
+  return s;
+}
+
+const char* reg_name(CpuidRegister r) {
+  switch (r) {
+    case CpuidRegister::kEax: return "eax";
+    case CpuidRegister::kEbx: return "ebx";
+    case CpuidRegister::kEcx: return "ecx";
+    case CpuidRegister::kEdx: return "edx";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string describe_profile(const CpuProfile& p) {
+  std::string s = p.name + " - " + p.description + "\n";
+  s += "  processor    " + p.vendor + " family " + hex(p.family) + " model " + hex(p.model) +
+       " stepping " + std::to_string(p.stepping) + ", \"" + p.brand + "\"\n";
+  s += describe_lwp(p);
+  if (p.netburst) {
+    s += "  NetBurst     " + std::to_string(p.netburst->counters) + " counters of " +
+         std::to_string(p.netburst->counter_bits) + " bits, " +
+         (p.netburst->threads_per_core == 1 ? "single-threaded (T1 bits inert)"
+                                            : "two threads per core") + "\n";
+  } else {
+    s += "  NetBurst     none\n";
+  }
+  s += "  MISC_ENABLE  " + (p.misc_enable ? hex(*p.misc_enable) : std::string("not set")) + "\n";
+  const CacheGeometry& c = p.cache;
+  s += "  cache        " + std::to_string(c.line_size) + "-byte lines; " + level("L1D", c.l1d) +
+       "; " + level("L2", c.l2) + "; " + (c.l3 ? level("L3", *c.l3) : std::string("no L3")) +
+       "; DRAM " + std::to_string(c.dram_latency_cycles) + " cycles\n";
+  for (const CpuidOverride& ov : p.cpuid_overrides) {
+    s += "  override     CPUID " + hex(ov.leaf) + "." + std::to_string(ov.subleaf) + " " +
+         reg_name(ov.reg);
+    if (ov.clear) s += " clear " + hex(ov.clear);
+    if (ov.set) s += " set " + hex(ov.set);
+    if (!ov.note.empty()) s += " (" + ov.note + ")";
+    s += "\n";
+  }
+  if (!p.baseline_of.empty()) {
+    s += "  baseline of ";
+    for (size_t i = 0; i < p.baseline_of.size(); ++i) s += (i ? ", " : "") + p.baseline_of[i];
+    s += "\n";
+  }
+  s += "  source       " + p.source + "\n";
+  return s;
+}
+
+}  // namespace vmm

@@ -1,0 +1,151 @@
+#include "vmm/cpu/json_reader.h"
+
+#include <cstdio>
+#include <optional>
+#include <tuple>
+
+namespace vmm {
+
+std::string JsonReader::child(std::string_view path, std::string_view key) {
+  if (path.empty()) return std::string(key);
+  std::string s(path);
+  s += '.';
+  s += key;
+  return s;
+}
+
+std::string JsonReader::element(std::string_view path, size_t index) {
+  return std::string(path) + "[" + std::to_string(index) + "]";
+}
+
+std::string JsonReader::locate(std::string_view path) const {
+  const TextPosition pos = positions_.of(path);
+  return source_ + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
+}
+
+void JsonReader::fail(std::string_view path, std::string_view message) const {
+  throw Failure{locate(path) + ": " + std::string(message)};
+}
+
+static std::string object_name(std::string_view path) {
+  return path.empty() ? std::string("the profile") : std::string(path);
+}
+
+void JsonReader::expect_object(const Json& v, std::string_view path) const {
+  if (!v.is_object())
+    fail(path, object_name(path) + " must be an object, got " + describe_value(v));
+}
+
+void JsonReader::expect_array(const Json& v, std::string_view path) const {
+  if (!v.is_array()) fail(path, std::string(path) + " must be an array, got " + describe_value(v));
+}
+
+void JsonReader::check_keys(const Json& obj, std::string_view path,
+                            std::initializer_list<std::string_view> known) const {
+  // nlohmann keeps keys sorted, not in text order: report the unknown key that comes first in
+  // the text, which is the one a reader fixing errors top to bottom expects.
+  std::optional<std::tuple<int, int, std::string>> first;
+  for (const auto& [key, value] : obj.items()) {
+    bool ok = false;
+    for (std::string_view k : known) ok = ok || k == key;
+    if (ok) continue;
+    const TextPosition pos = positions_.of(child(path, key));
+    const auto candidate = std::make_tuple(pos.line, pos.column, key);
+    if (!first || candidate < *first) first = candidate;
+  }
+  if (!first) return;
+  std::string list;
+  for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+  fail(child(path, std::get<2>(*first)), "unknown key '" + std::get<2>(*first) + "' in " +
+                                             object_name(path) + " (known keys: " + list + ")");
+}
+
+const JsonReader::Json* JsonReader::optional(const Json& obj, std::string_view key) {
+  const auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+const JsonReader::Json* JsonReader::nullable(const Json& obj, std::string_view key) {
+  const Json* v = optional(obj, key);
+  return v == nullptr || v->is_null() ? nullptr : v;
+}
+
+const JsonReader::Json& JsonReader::required(const Json& obj, std::string_view path,
+                                             std::string_view key) const {
+  const Json* v = optional(obj, key);
+  if (v == nullptr)
+    fail(path, "missing required key '" + std::string(key) + "' in " + object_name(path));
+  return *v;
+}
+
+std::string JsonReader::hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Parses "0x" followed by 1..16 hex digits; nullopt for anything else.
+static std::optional<uint64_t> parse_hex_string(const std::string& s) {
+  if (s.size() < 3 || s.size() > 18 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
+    return std::nullopt;
+  uint64_t v = 0;
+  for (size_t i = 2; i < s.size(); ++i) {
+    const char c = s[i];
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else return std::nullopt;
+    v = (v << 4) | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+uint64_t JsonReader::unsigned_value(const Json& v, std::string_view path, uint64_t lo, uint64_t hi,
+                                    bool print_hex) const {
+  auto show = [&](uint64_t x) { return print_hex ? hex(x) : std::to_string(x); };
+  auto range = [&] { return lo == hi ? show(lo) : show(lo) + ".." + show(hi); };
+  const std::string p(path);
+  uint64_t value = 0;
+  if (v.is_number_unsigned()) {
+    value = v.get<uint64_t>();
+  } else if (v.is_number_integer()) {  // only negative integers land here
+    fail(path, p + " must be " + range() + ", got " + std::to_string(v.get<int64_t>()));
+  } else if (v.is_string()) {
+    const std::optional<uint64_t> parsed = parse_hex_string(v.get<std::string>());
+    if (!parsed)
+      fail(path, p + " must be an integer or a \"0x\" hex string, got " + describe_value(v));
+    value = *parsed;
+  } else {
+    fail(path, p + " must be an integer or a \"0x\" hex string, got " + describe_value(v));
+  }
+  if (value < lo || value > hi) fail(path, p + " must be " + range() + ", got " + show(value));
+  return value;
+}
+
+bool JsonReader::boolean(const Json& v, std::string_view path) const {
+  if (!v.is_boolean())
+    fail(path, std::string(path) + " must be true or false, got " + describe_value(v));
+  return v.get<bool>();
+}
+
+std::string JsonReader::string(const Json& v, std::string_view path) const {
+  if (!v.is_string())
+    fail(path, std::string(path) + " must be a string, got " + describe_value(v));
+  return v.get<std::string>();
+}
+
+std::string JsonReader::describe_value(const Json& v) {
+  std::string text = v.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  switch (v.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "boolean " + text;
+    case Json::value_t::string: return "string " + text;
+    case Json::value_t::object: return "an object";
+    case Json::value_t::array: return "an array";
+    default: return "number " + text;
+  }
+}
+
+}  // namespace vmm

@@ -1,0 +1,66 @@
+// Typed access to a parsed JSON document whose every error names FILE:LINE:COLUMN.
+//
+// The CPU-profile parser reads each field through a JsonReader with the field's path
+// ("lwp.max_events"); on a wrong type, an out-of-range value, an unknown or missing key the reader
+// throws JsonReader::Failure carrying the finished one-line message. Failure never leaves the
+// profile API: parse_profile() catches it and returns the message (errors are values there).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "vmm/cpu/json_positions.h"
+
+namespace vmm {
+
+class JsonReader {
+ public:
+  struct Failure {
+    std::string message;  // "FILE:LINE:COLUMN: text"
+  };
+  using Json = nlohmann::json;
+
+  JsonReader(std::string_view source_name, const JsonPositions& positions)
+      : source_(source_name), positions_(positions) {}
+
+  static std::string child(std::string_view path, std::string_view key);
+  static std::string element(std::string_view path, size_t index);
+
+  // "FILE:LINE:COLUMN" of the key or element at `path`.
+  std::string locate(std::string_view path) const;
+  [[noreturn]] void fail(std::string_view path, std::string_view message) const;
+
+  void expect_object(const Json& v, std::string_view path) const;
+  void expect_array(const Json& v, std::string_view path) const;
+  // Rejects the first key of `obj` (in text order) that is not in `known`, at that key's position.
+  void check_keys(const Json& obj, std::string_view path,
+                  std::initializer_list<std::string_view> known) const;
+
+  // The member `key` of `obj`, or nullptr when the key is absent.
+  static const Json* optional(const Json& obj, std::string_view key);
+  // As optional(), but a JSON null also counts as absent (for sections that may be null).
+  static const Json* nullable(const Json& obj, std::string_view key);
+  // The member `key`, or a "missing required key" failure at the object `path`.
+  const Json& required(const Json& obj, std::string_view path, std::string_view key) const;
+
+  // A non-negative integer given as a JSON number or a "0x…" hex string, within [lo, hi].
+  // `hex` only chooses how the range is printed in the error.
+  uint64_t unsigned_value(const Json& v, std::string_view path, uint64_t lo, uint64_t hi,
+                          bool hex = false) const;
+  bool boolean(const Json& v, std::string_view path) const;
+  std::string string(const Json& v, std::string_view path) const;
+
+  // "boolean true", "string \"abc\"": how a wrong value is quoted back to the user.
+  static std::string describe_value(const Json& v);
+  static std::string hex(uint64_t v);
+
+ private:
+  std::string source_;
+  const JsonPositions& positions_;
+};
+
+}  // namespace vmm

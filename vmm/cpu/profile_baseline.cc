@@ -1,0 +1,61 @@
+#include "vmm/cpu/profile_baseline.h"
+
+#include <algorithm>
+
+#include "pmu/lwp/architecture.h"
+#include "pmu/lwp/capabilities.h"
+
+namespace vmm::detail {
+
+namespace lwp = pmu::lwp;
+
+std::optional<std::string> compose_baseline(const std::vector<CpuProfile>& members,
+                                            CpuProfile& p) {
+  if (members.empty()) return "a baseline needs at least one member";
+  const CpuProfile& first = members.front();
+  p.vendor = first.vendor;
+  p.family = first.family;
+  p.model = first.model;
+  p.stepping = first.stepping;
+  p.brand = first.brand;
+  p.cpuid_overrides = first.cpuid_overrides;
+  p.misc_enable = first.misc_enable;
+  p.cache = first.cache;
+
+  std::vector<lwp::Capabilities> caps;
+  for (const CpuProfile& m : members) caps.push_back(m.lwp);
+  p.lwp = lwp::baseline(caps);
+  p.lwp_enable_policy = 0;
+  p.lwp_interrupt_vector = 0;
+  if (p.lwp.available) {
+    // AND of what every member's kernel enables, limited to what the baseline still offers
+    // (baseline() may have dropped DME); the vector bits are not ANDed but taken from the first.
+    uint64_t flags = lwp::msr0::kWritableMask & ~lwp::msr0::kVectorMask;
+    for (const CpuProfile& m : members) flags &= m.lwp_enable_policy;
+    flags &= p.lwp.msr0_allowed();
+    if (!(flags & lwp::msr0::kEnabled)) flags = 0;  // nothing is on without EN
+    if (flags & lwp::msr0::kInterrupt) {
+      p.lwp_interrupt_vector = first.lwp_interrupt_vector;
+      flags |= uint64_t{first.lwp_interrupt_vector} << lwp::msr0::kVectorShift;
+    }
+    p.lwp_enable_policy = flags;
+  }
+
+  p.netburst.reset();
+  const bool all_netburst = std::all_of(members.begin(), members.end(),
+                                        [](const CpuProfile& m) { return m.netburst.has_value(); });
+  if (all_netburst) {
+    NetburstParams n = *first.netburst;
+    for (const CpuProfile& m : members) {
+      n.counters = std::min(n.counters, m.netburst->counters);
+      n.counter_bits = std::min(n.counter_bits, m.netburst->counter_bits);
+      n.threads_per_core = std::min(n.threads_per_core, m.netburst->threads_per_core);
+    }
+    p.netburst = n;
+  }
+  if (const std::optional<std::string> why = lwp::validate(p.lwp))
+    return "the computed LWP capabilities are invalid: " + *why;
+  return std::nullopt;
+}
+
+}  // namespace vmm::detail

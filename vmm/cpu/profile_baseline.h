@@ -1,0 +1,22 @@
+// Internal to //vmm/cpu: the migration baseline of several resolved profiles (DESIGN §1,
+// proposal §5.1: "the logical AND of the available feature bits and the minimum of the number of
+// events over all processors in the migration set").
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vmm/cpu/cpu_profile.h"
+
+namespace vmm::detail {
+
+// Fills everything of `out` but name, description, source and baseline_of from `members`
+// (at least one): LWP = pmu::lwp::baseline(), enable policy = AND of the members' policies within
+// what the baseline offers, NetBurst = present only if every member has it (minimum of each
+// parameter); identity, brand, CPUID overrides, MISC_ENABLE and cache = the first member's.
+// Returns why the result is invalid, or nullopt.
+std::optional<std::string> compose_baseline(const std::vector<CpuProfile>& members,
+                                            CpuProfile& out);
+
+}  // namespace vmm::detail

@@ -1,0 +1,526 @@
+#include "vmm/cpu/profile_parser.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "pmu/lwp/architecture.h"
+#include "pmu/lwp/capabilities.h"
+#include "vmm/cpu/json_positions.h"
+#include "vmm/cpu/json_reader.h"
+#include "vmm/cpu/profile_baseline.h"
+
+namespace vmm::detail {
+namespace {
+
+using Json = nlohmann::json;
+namespace lwp = pmu::lwp;
+
+constexpr size_t kMaxBaselineDepth = 16;  // nesting of baseline_of; real sets need 1 or 2
+constexpr uint8_t kDefaultLwpVector = 0xF0;
+constexpr uint64_t kMiscEnablePerfmonAvailable = 1ull << 7;
+constexpr size_t kMaxBrandLength = 47;  // 48 bytes in CPUID 0x80000002..4, NUL-terminated
+
+bool printable_ascii(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7E; });
+}
+
+bool power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// nlohmann's message is "[json.exception.parse_error.101] parse error at line 2, column 8:
+// syntax error while parsing value - ..."; we print our own position, so keep what follows it.
+std::string syntax_message(const std::string& what) {
+  const size_t at = what.find("parse error");
+  const size_t colon = what.find(": ", at == std::string::npos ? 0 : at);
+  return colon == std::string::npos ? what : what.substr(colon + 2);
+}
+
+// Where to point for a JSON syntax error. nlohmann reports the last character it read: for an
+// unexpected token that is the token's last character, so step back to where the token starts
+// (a string's opening quote, a number's or literal's first character), which is where a reader
+// looks; likewise for a misspelt literal or number ("tru", "1.x"). Errors inside a string (bad
+// escape, control character) already point at the bad character and stay there.
+size_t syntax_error_offset(std::string_view text, size_t offset, const std::string& what) {
+  const bool whole_token = what.find("- unexpected ") != std::string::npos;
+  const bool bad_word = what.find("- invalid literal") != std::string::npos ||
+                        what.find("- invalid number") != std::string::npos;
+  if ((!whole_token && !bad_word) || offset >= text.size()) return offset;
+  if (whole_token && text[offset] == '"') {
+    for (size_t i = offset; i-- > 0;) {
+      if (text[i] == '\n') break;
+      if (text[i] != '"') continue;
+      size_t backslashes = 0;
+      while (i - backslashes > 0 && text[i - backslashes - 1] == '\\') ++backslashes;
+      if (backslashes % 2 == 0) return i;
+    }
+    return offset;
+  }
+  auto token_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-';
+  };
+  if (!token_char(text[offset])) return offset;
+  while (offset > 0 && token_char(text[offset - 1])) --offset;
+  return offset;
+}
+
+// Pops the frame that ProfileParser pushed, also when parsing fails by exception.
+class FrameGuard {
+ public:
+  FrameGuard(ParseContext& ctx, ParseFrame frame) : ctx_(ctx) { ctx_.frames.push_back(std::move(frame)); }
+  ~FrameGuard() { ctx_.frames.pop_back(); }
+  FrameGuard(const FrameGuard&) = delete;
+  FrameGuard& operator=(const FrameGuard&) = delete;
+
+ private:
+  ParseContext& ctx_;
+};
+
+class ProfileParser {
+ public:
+  ProfileParser(std::string_view source, const JsonPositions& positions, ParseContext& ctx,
+                std::vector<std::string> identity_keys)
+      : r_(source, positions), positions_(positions), source_(source), ctx_(ctx),
+        identity_keys_(std::move(identity_keys)) {}
+
+  CpuProfile parse(const Json& root) {
+    r_.expect_object(root, "");
+    CpuProfile p;
+    p.source = source_;
+    p.name = parse_name(root);
+    identity_keys_.push_back("name:" + p.name);
+    FrameGuard frame(ctx_, ParseFrame{identity_keys_, p.name});
+    if (ctx_.frames.size() > kMaxBaselineDepth)
+      r_.fail("baseline_of", "baseline_of nests deeper than " + std::to_string(kMaxBaselineDepth) +
+                                 " profiles");
+    if (JsonReader::optional(root, "baseline_of") != nullptr) return parse_baseline(root, p);
+    return parse_literal(root, p);
+  }
+
+ private:
+  std::string parse_name(const Json& root) {
+    const std::string name = r_.string(r_.required(root, "", "name"), "name");
+    const bool ok = !name.empty() && name.size() <= 64 &&
+                    std::all_of(name.begin(), name.end(), [](char c) {
+                      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+                             c == '.';
+                    });
+    if (!ok)
+      r_.fail("name", "name must be 1..64 characters from A-Z a-z 0-9 . _ -, got \"" + name + "\"");
+    return name;
+  }
+
+  // ---- literal profiles ----------------------------------------------------------------------
+
+  CpuProfile parse_literal(const Json& root, CpuProfile& p) {
+    r_.check_keys(root, "", {"name", "description", "vendor", "family", "model", "stepping",
+                             "brand", "cpuid_overrides", "misc_enable", "lwp", "netburst", "cache",
+                             "baseline_of"});
+    p.description = r_.string(r_.required(root, "", "description"), "description");
+    parse_identity(root, p);
+    parse_overrides(root, p);
+    if (const Json* v = JsonReader::nullable(root, "misc_enable"))
+      p.misc_enable = r_.unsigned_value(*v, "misc_enable", 0,
+                                        std::numeric_limits<uint64_t>::max(), true);
+    parse_lwp(root, p);
+    parse_netburst(root, p);
+    parse_cache(r_.required(root, "", "cache"), p.cache);
+    return p;
+  }
+
+  void parse_identity(const Json& root, CpuProfile& p) {
+    p.vendor = r_.string(r_.required(root, "", "vendor"), "vendor");
+    if (p.vendor.size() != 12 || !printable_ascii(p.vendor))
+      r_.fail("vendor", "vendor must be exactly 12 printable ASCII characters (CPUID 0 EBX, EDX, "
+                        "ECX), got \"" + p.vendor + "\"");
+    // Displayed family = base + extended; base saturates at 0xF, extended is 8 bits.
+    p.family = static_cast<uint32_t>(
+        r_.unsigned_value(r_.required(root, "", "family"), "family", 1, 0xF + 0xFF, true));
+    p.model = static_cast<uint32_t>(
+        r_.unsigned_value(r_.required(root, "", "model"), "model", 0, 0xFF, true));
+    if (p.model > 0xF && p.family != 0x6 && p.family < 0xF)
+      r_.fail("model", "model " + JsonReader::hex(p.model) + " needs CPUID's extended model field, "
+                       "which only families 0x6 and 0xf and above use; family " +
+                       JsonReader::hex(p.family) + " allows models 0x0..0xf");
+    if (const Json* v = JsonReader::optional(root, "stepping"))
+      p.stepping = static_cast<uint32_t>(r_.unsigned_value(*v, "stepping", 0, 0xF, true));
+    p.brand = "pmuvm " + p.name;
+    if (const Json* v = JsonReader::optional(root, "brand")) {
+      p.brand = r_.string(*v, "brand");
+      if (p.brand.size() > kMaxBrandLength || !printable_ascii(p.brand))
+        r_.fail("brand", "brand must be at most 47 printable ASCII characters (CPUID "
+                         "0x80000002..4), got " + std::to_string(p.brand.size()) + " characters");
+    }
+  }
+
+  void parse_overrides(const Json& root, CpuProfile& p) {
+    const Json* list = JsonReader::optional(root, "cpuid_overrides");
+    if (list == nullptr) return;
+    r_.expect_array(*list, "cpuid_overrides");
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string path = JsonReader::element("cpuid_overrides", i);
+      const Json& o = (*list)[i];
+      r_.expect_object(o, path);
+      r_.check_keys(o, path, {"leaf", "subleaf", "register", "set", "clear", "note"});
+      CpuidOverride ov;
+      auto word = [&](const char* key, bool required) -> uint32_t {
+        const Json* v = required ? &r_.required(o, path, key) : JsonReader::optional(o, key);
+        if (v == nullptr) return 0;
+        return static_cast<uint32_t>(
+            r_.unsigned_value(*v, JsonReader::child(path, key), 0, 0xFFFFFFFF, true));
+      };
+      ov.leaf = word("leaf", true);
+      ov.subleaf = word("subleaf", false);
+      ov.set = word("set", false);
+      ov.clear = word("clear", false);
+      const std::string reg_path = JsonReader::child(path, "register");
+      const std::string reg = r_.string(r_.required(o, path, "register"), reg_path);
+      if (reg == "eax") ov.reg = CpuidRegister::kEax;
+      else if (reg == "ebx") ov.reg = CpuidRegister::kEbx;
+      else if (reg == "ecx") ov.reg = CpuidRegister::kEcx;
+      else if (reg == "edx") ov.reg = CpuidRegister::kEdx;
+      else r_.fail(reg_path, reg_path + " must be one of eax, ebx, ecx, edx, got \"" + reg + "\"");
+      if (ov.set & ov.clear)
+        r_.fail(path, path + " sets and clears the same bits " + JsonReader::hex(ov.set & ov.clear));
+      if (const Json* v = JsonReader::optional(o, "note"))
+        ov.note = r_.string(*v, JsonReader::child(path, "note"));
+      p.cpuid_overrides.push_back(ov);
+    }
+  }
+
+  // The key of `obj` that comes first in the text among those `pred` accepts, or "".
+  template <typename Pred>
+  std::string first_key_in_text(const Json& obj, std::string_view path, Pred pred) const {
+    std::string best;
+    TextPosition best_pos{std::numeric_limits<int>::max(), 0};
+    for (const auto& [key, value] : obj.items()) {
+      if (!pred(key)) continue;
+      const TextPosition pos = positions_.of(JsonReader::child(path, key));
+      if (std::tie(pos.line, pos.column) < std::tie(best_pos.line, best_pos.column)) {
+        best = key;
+        best_pos = pos;
+      }
+    }
+    return best;
+  }
+
+  void parse_lwp(const Json& root, CpuProfile& p) {
+    const Json* v = JsonReader::nullable(root, "lwp");
+    if (v == nullptr) return;  // no LWP: Capabilities{} has available == false
+    const Json& o = *v;
+    r_.expect_object(o, "lwp");
+    r_.check_keys(o, "lwp", {"available", "version", "interrupt", "events", "max_events",
+                             "cache_max_bits", "data_address", "cache_level_filter",
+                             "cache_latency_filter", "enable_policy", "interrupt_vector"});
+    auto flag = [&](const char* key) {
+      const Json* f = JsonReader::optional(o, key);
+      return f != nullptr && r_.boolean(*f, JsonReader::child("lwp", key));
+    };
+    if (const Json* a = JsonReader::optional(o, "available"); a && !r_.boolean(*a, "lwp.available")) {
+      // "available": false describes a processor without LWP; any other field is a mistake.
+      const std::string extra = first_key_in_text(o, "lwp", [](const std::string& k) {
+        return k != "available";
+      });
+      if (!extra.empty())
+        r_.fail("lwp." + extra, "lwp." + extra + " has no meaning when lwp.available is false");
+      return;
+    }
+    lwp::Capabilities& c = p.lwp;
+    c.available = true;
+    if (const Json* f = JsonReader::optional(o, "version"))
+      c.version = static_cast<uint8_t>(r_.unsigned_value(*f, "lwp.version", lwp::kVersion,
+                                                         lwp::kVersion));
+    c.interrupt = flag("interrupt");
+    parse_lwp_events(r_.required(o, "lwp", "events"), c);
+    c.max_events = static_cast<uint8_t>(r_.unsigned_value(r_.required(o, "lwp", "max_events"),
+                                                          "lwp.max_events", 1, lwp::kMaxEventSlots));
+    if (const Json* f = JsonReader::optional(o, "cache_max_bits"))
+      c.cache_max_bits = static_cast<uint8_t>(r_.unsigned_value(*f, "lwp.cache_max_bits", 10, 31));
+    c.data_address = flag("data_address");
+    c.cache_level_filter = flag("cache_level_filter");
+    c.cache_latency_filter = flag("cache_latency_filter");
+    if (const std::optional<std::string> why = lwp::validate(c)) r_.fail("lwp", "lwp: " + *why);
+    parse_lwp_policy(o, p);
+  }
+
+  void parse_lwp_events(const Json& events, lwp::Capabilities& c) {
+    r_.expect_array(events, "lwp.events");
+    for (size_t i = 0; i < events.size(); ++i) {
+      const std::string path = JsonReader::element("lwp.events", i);
+      const std::string name = r_.string(events[i], path);
+      bool* slot = name == "IRE"   ? &c.instructions_retired
+                   : name == "BRE" ? &c.branches_retired
+                   : name == "DME" ? &c.dcache_misses
+                                   : nullptr;
+      if (slot == nullptr)
+        r_.fail(path, path + " must be one of IRE, BRE, DME (proposal Table 2), got \"" + name + "\"");
+      if (*slot) r_.fail(path, path + ": event " + name + " is listed twice");
+      *slot = true;
+    }
+  }
+
+  void parse_lwp_policy(const Json& o, CpuProfile& p) {
+    const lwp::Capabilities& c = p.lwp;
+    const uint64_t allowed = c.msr0_allowed();
+    uint64_t policy = allowed;  // default: the kernel enables everything the processor offers
+    if (const Json* list = JsonReader::optional(o, "enable_policy")) {
+      r_.expect_array(*list, "lwp.enable_policy");
+      policy = 0;
+      for (size_t i = 0; i < list->size(); ++i) {
+        const std::string path = JsonReader::element("lwp.enable_policy", i);
+        const std::string name = r_.string((*list)[i], path);
+        struct Bit { const char* name; uint64_t bit; const char* needs; };
+        static constexpr Bit kBits[] = {
+            {"EN", lwp::msr0::kEnabled, "lwp.available"},
+            {"IRE", lwp::msr0::kIre, "\"IRE\" in lwp.events"},
+            {"BRE", lwp::msr0::kBre, "\"BRE\" in lwp.events"},
+            {"DME", lwp::msr0::kDme, "\"DME\" in lwp.events"},
+            {"INT", lwp::msr0::kInterrupt, "lwp.interrupt: true"},
+        };
+        const Bit* bit = nullptr;
+        for (const Bit& b : kBits) if (name == b.name) bit = &b;
+        if (bit == nullptr)
+          r_.fail(path, path + " must be one of EN, IRE, BRE, DME, INT, got \"" + name + "\"");
+        if (!(allowed & bit->bit))
+          r_.fail(path, path + ": the policy enables " + name + " but the profile does not offer "
+                        "it (needs " + bit->needs + "); LWPMSR0 would #GP");
+        if (policy & bit->bit) r_.fail(path, path + ": " + name + " is listed twice");
+        policy |= bit->bit;
+      }
+      if (policy != 0 && !(policy & lwp::msr0::kEnabled))
+        r_.fail("lwp.enable_policy", "lwp.enable_policy enables features without EN, which "
+                                     "leaves LWP off; add \"EN\" or make the list empty");
+    }
+    const Json* vec = JsonReader::optional(o, "interrupt_vector");
+    if (vec != nullptr && !c.interrupt)
+      r_.fail("lwp.interrupt_vector", "lwp.interrupt_vector needs lwp.interrupt: true");
+    uint8_t vector = kDefaultLwpVector;
+    if (vec != nullptr)  // vectors 0..31 are exceptions, not interrupts
+      vector = static_cast<uint8_t>(r_.unsigned_value(*vec, "lwp.interrupt_vector", 0x20, 0xFF, true));
+    if (policy & lwp::msr0::kInterrupt) {
+      p.lwp_interrupt_vector = vector;
+      policy |= uint64_t{vector} << lwp::msr0::kVectorShift;
+    }
+    p.lwp_enable_policy = policy;
+  }
+
+  void parse_netburst(const Json& root, CpuProfile& p) {
+    const Json* v = JsonReader::nullable(root, "netburst");
+    if (v == nullptr) return;
+    r_.expect_object(*v, "netburst");
+    r_.check_keys(*v, "netburst", {"counters", "counter_bits", "threads_per_core"});
+    NetburstParams n;
+    auto field = [&](const char* key, uint32_t& out, uint64_t lo, uint64_t hi) {
+      if (const Json* f = JsonReader::optional(*v, key))
+        out = static_cast<uint32_t>(r_.unsigned_value(*f, JsonReader::child("netburst", key), lo, hi));
+    };
+    field("counters", n.counters, 1, 18);
+    field("counter_bits", n.counter_bits, 32, 40);
+    field("threads_per_core", n.threads_per_core, 1, 2);
+    // Linux's p4 driver (and ours) trust the counters only when MISC_ENABLE says they exist.
+    if (!p.misc_enable || !(*p.misc_enable & kMiscEnablePerfmonAvailable))
+      r_.fail("netburst", "netburst needs misc_enable bit 7 (performance monitoring available) set");
+    p.netburst = n;
+  }
+
+  void parse_cache(const Json& o, CacheGeometry& cache) {
+    r_.expect_object(o, "cache");
+    r_.check_keys(o, "cache", {"line_size", "l1d", "l2", "l3", "dram_latency_cycles"});
+    if (const Json* v = JsonReader::optional(o, "line_size")) {
+      cache.line_size = static_cast<uint32_t>(r_.unsigned_value(*v, "cache.line_size", 16, 512));
+      if (!power_of_two(cache.line_size))
+        r_.fail("cache.line_size", "cache.line_size must be a power of two, got " +
+                                       std::to_string(cache.line_size));
+    }
+    cache.l1d = parse_level(r_.required(o, "cache", "l1d"), "cache.l1d", cache.line_size);
+    cache.l2 = parse_level(r_.required(o, "cache", "l2"), "cache.l2", cache.line_size);
+    if (const Json* v = JsonReader::nullable(o, "l3"))
+      cache.l3 = parse_level(*v, "cache.l3", cache.line_size);
+    cache.dram_latency_cycles = static_cast<uint32_t>(r_.unsigned_value(
+        r_.required(o, "cache", "dram_latency_cycles"), "cache.dram_latency_cycles", 1, 100000));
+    // Each level further out must be slower, or the cache model's costs make no sense.
+    auto slower = [&](const char* inner, uint32_t inner_lat, const std::string& outer_path,
+                      uint32_t outer_lat) {
+      if (outer_lat <= inner_lat)
+        r_.fail(outer_path, outer_path + " (" + std::to_string(outer_lat) + ") must exceed " +
+                                inner + " (" + std::to_string(inner_lat) + ")");
+    };
+    slower("cache.l1d.latency_cycles", cache.l1d.latency_cycles, "cache.l2.latency_cycles",
+           cache.l2.latency_cycles);
+    uint32_t last = cache.l2.latency_cycles;
+    const char* last_name = "cache.l2.latency_cycles";
+    if (cache.l3) {
+      slower(last_name, last, "cache.l3.latency_cycles", cache.l3->latency_cycles);
+      last = cache.l3->latency_cycles;
+      last_name = "cache.l3.latency_cycles";
+    }
+    slower(last_name, last, "cache.dram_latency_cycles", cache.dram_latency_cycles);
+  }
+
+  CacheLevel parse_level(const Json& o, const std::string& path, uint32_t line_size) {
+    r_.expect_object(o, path);
+    r_.check_keys(o, path, {"size_kib", "ways", "latency_cycles"});
+    CacheLevel level;
+    auto field = [&](const char* key, uint64_t lo, uint64_t hi) {
+      return static_cast<uint32_t>(r_.unsigned_value(r_.required(o, path, key),
+                                                     JsonReader::child(path, key), lo, hi));
+    };
+    level.size_kib = field("size_kib", 1, 1u << 20);
+    level.ways = field("ways", 1, 1024);
+    level.latency_cycles = field("latency_cycles", 1, 100000);
+    // A set-associative cache indexes sets with address bits: their number is a power of two.
+    const uint64_t bytes = uint64_t{level.size_kib} * 1024;
+    const uint64_t way_bytes = uint64_t{line_size} * level.ways;
+    if (bytes % way_bytes != 0 || !power_of_two(bytes / way_bytes))
+      r_.fail(path, path + ": " + std::to_string(level.size_kib) + " KiB in " +
+                        std::to_string(level.ways) + " ways of " + std::to_string(line_size) +
+                        "-byte lines is not a power-of-two number of sets");
+    return level;
+  }
+
+  // ---- computed baselines ---------------------------------------------------------------------
+
+  CpuProfile parse_baseline(const Json& root, CpuProfile& p) {
+    // Everything but the name and description is computed from the members, so other keys
+    // could only contradict the computation.
+    const std::string extra = first_key_in_text(root, "", [](const std::string& k) {
+      return k != "name" && k != "description" && k != "baseline_of";
+    });
+    if (!extra.empty()) {
+      r_.check_keys(root, "", {"name", "description", "vendor", "family", "model", "stepping",
+                               "brand", "cpuid_overrides", "misc_enable", "lwp", "netburst",
+                               "cache", "baseline_of"});
+      r_.fail(extra, extra + " is not allowed next to baseline_of (a baseline profile takes "
+                             "everything but name and description from its members)");
+    }
+    p.description = r_.string(r_.required(root, "", "description"), "description");
+    const Json& list = r_.required(root, "", "baseline_of");
+    r_.expect_array(list, "baseline_of");
+    if (list.empty()) r_.fail("baseline_of", "baseline_of must name at least one profile");
+    std::vector<CpuProfile> members;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string path = JsonReader::element("baseline_of", i);
+      const std::string ref = r_.string(list[i], path);
+      if (ref.empty()) r_.fail(path, path + " must not be empty");
+      members.push_back(resolve_member(ref, path));
+      p.baseline_of.push_back(ref);
+    }
+    if (const std::optional<std::string> why = compose_baseline(members, p))
+      r_.fail("baseline_of", "baseline_of: " + *why);
+    return p;
+  }
+
+  CpuProfile resolve_member(const std::string& ref, const std::string& path) {
+    const bool is_path = ref.find('/') != std::string::npos ||
+                         (ref.size() > 5 && ref.compare(ref.size() - 5, 5, ".json") == 0);
+    ProfileResult result;
+    if (is_path) {
+      std::filesystem::path file(ref);
+      if (file.is_relative()) file = std::filesystem::path(source_).parent_path() / file;
+      const std::string key = file_key(file.string());
+      check_cycle(key, ref, path);
+      std::string why;
+      const std::optional<std::string> text = read_text_file(file.string(), why);
+      if (!text) r_.fail(path, path + ": cannot read '" + file.string() + "': " + why);
+      result = parse_in_context(*text, file.string(), {key}, ctx_);
+    } else {
+      const std::string key = "name:" + ref;
+      check_cycle(key, ref, path);
+      const std::optional<NamedProfileText> found = ctx_.lookup ? ctx_.lookup(ref) : std::nullopt;
+      if (!found)
+        r_.fail(path, path + ": unknown profile '" + ref + "' (not a shipped profile; a file "
+                             "must be given as a path ending in .json)");
+      result = parse_in_context(found->text, found->source_name, {key}, ctx_);
+    }
+    if (!result.ok()) throw JsonReader::Failure{result.error};
+    return std::move(*result.profile);
+  }
+
+  void check_cycle(const std::string& key, const std::string& ref, const std::string& path) {
+    for (size_t i = 0; i < ctx_.frames.size(); ++i) {
+      const auto& keys = ctx_.frames[i].keys;
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) continue;
+      std::string chain;
+      for (size_t j = i; j < ctx_.frames.size(); ++j) chain += ctx_.frames[j].display + " -> ";
+      r_.fail(path, path + ": baseline_of cycle " + chain + ref);
+    }
+  }
+
+  JsonReader r_;
+  const JsonPositions& positions_;
+  std::string source_;
+  ParseContext& ctx_;
+  std::vector<std::string> identity_keys_;
+};
+
+}  // namespace
+
+std::string file_key(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  if (ec) p = std::filesystem::path(path).lexically_normal();
+  return "file:" + p.string();
+}
+
+std::optional<std::string> read_text_file(const std::string& path, std::string& error) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    error = "is a directory";
+    return std::nullopt;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = std::strerror(errno);
+    return std::nullopt;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    error = "read error";
+    return std::nullopt;
+  }
+  return text.str();
+}
+
+ProfileResult parse_in_context(std::string_view text, std::string_view source_name,
+                               std::vector<std::string> identity_keys, ParseContext& context) {
+  ProfileResult result;
+  Json root;
+  try {
+    root = Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    // e.byte is the 1-based index of the last character read, i.e. the offending one
+    // (one past the end for "unexpected end of input").
+    const size_t offset = e.byte == 0 ? 0 : e.byte - 1;
+    const TextPosition pos =
+        position_of_offset(text, syntax_error_offset(text, offset, e.what()));
+    result.error = std::string(source_name) + ":" + std::to_string(pos.line) + ":" +
+                   std::to_string(pos.column) + ": JSON " + syntax_message(e.what());
+    return result;
+  }
+  const JsonPositions positions = JsonPositions::scan(text);
+  if (const auto& dup = positions.first_duplicate()) {
+    result.error = std::string(source_name) + ":" + std::to_string(dup->position.line) + ":" +
+                   std::to_string(dup->position.column) + ": duplicate key " + dup->path +
+                   " (JSON would silently keep only the last one)";
+    return result;
+  }
+  try {
+    ProfileParser parser(source_name, positions, context, std::move(identity_keys));
+    result.profile = parser.parse(root);
+  } catch (const JsonReader::Failure& f) {
+    result.error = f.message;
+  } catch (const std::exception& e) {  // nlohmann type errors we did not foresee, bad_alloc
+    result.error = std::string(source_name) + ": " + e.what();
+  }
+  return result;
+}
+
+}  // namespace vmm::detail

@@ -1,0 +1,35 @@
+// Internal to //vmm/cpu: turns one profile's JSON text into a CpuProfile, resolving `baseline_of`
+// members recursively. cpu_profile.cc wraps it in the public API of cpu_profile.h.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vmm/cpu/cpu_profile.h"
+
+namespace vmm::detail {
+
+// Profiles being parsed right now, outermost first, so a `baseline_of` reference back into this
+// chain is reported as a cycle instead of recursing forever.
+struct ParseFrame {
+  std::vector<std::string> keys;  // "name:amd-lwp", "file:/abs/path.json"
+  std::string display;            // how the cycle message names this profile
+};
+
+struct ParseContext {
+  const ProfileLookup& lookup;
+  std::vector<ParseFrame> frames;
+};
+
+// Parses `text`. `identity_keys` are the keys under which the caller found this text (its
+// lookup name and/or canonical file path); the profile's declared name is added to them.
+ProfileResult parse_in_context(std::string_view text, std::string_view source_name,
+                               std::vector<std::string> identity_keys, ParseContext& context);
+
+// "file:" key of a path, canonical so that two spellings of one file are one key.
+std::string file_key(const std::string& path);
+// Reads a whole file; on failure returns nullopt and sets `error` to the OS reason.
+std::optional<std::string> read_text_file(const std::string& path, std::string& error);
+
+}  // namespace vmm::detail
