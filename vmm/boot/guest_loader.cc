@@ -1,0 +1,134 @@
+#include "vmm/boot/guest_loader.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "guest/abi/pmuvm_abi.h"
+#include "vmm/boot/guest_layout.h"
+
+namespace vmm {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t page_down(uint64_t a) { return a & ~(kPage - 1); }
+constexpr uint64_t page_up(uint64_t a) { return (a + kPage - 1) & ~(kPage - 1); }
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Physical bytes a program needs: each segment's pages, plus its argument strings.
+uint64_t program_footprint(const GuestProgram& p) {
+  uint64_t bytes = 0;
+  for (const ElfSegment& s : p.image.segments)
+    bytes += page_up(s.vaddr + s.memsz) - page_down(s.vaddr);
+  uint64_t args = p.path.size() + 1;
+  for (const std::string& a : p.args) args += a.size() + 1;
+  return bytes + page_up(args);
+}
+
+uint64_t kernel_end(const ElfImage& kernel) {
+  uint64_t end = 0;
+  for (const ElfSegment& s : kernel.segments) end = std::max(end, s.paddr + s.memsz);
+  return page_up(end);
+}
+
+std::string base_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+uint64_t minimum_ram_mib(const ElfImage& kernel, const std::vector<GuestProgram>& programs) {
+  uint64_t bytes = kernel_end(kernel);
+  for (const GuestProgram& p : programs) bytes += program_footprint(p);
+  bytes += 2ull << 20;  // headroom for the kernel's page tables, stacks and heap
+  return (bytes + (1ull << 20) - 1) >> 20;
+}
+
+std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage& kernel,
+                                                  const std::string& kernel_name,
+                                                  const std::vector<GuestProgram>& programs,
+                                                  const BootParameters& params) {
+  // --- checks, before anything is written --------------------------------------------------
+  for (const ElfSegment& s : kernel.segments)
+    if (s.paddr < layout::kKernelMin)
+      return kernel_name + ": segment at physical " + hex(s.paddr) + " is below 1 MiB";
+  if (programs.size() > PMUVM_MAX_PROGRAMS)
+    return "too many programs: " + std::to_string(programs.size()) + " (at most " +
+           std::to_string(PMUVM_MAX_PROGRAMS) + ")";
+  uint64_t kernel_low = UINT64_MAX, kernel_high = 0;
+  for (const ElfSegment& s : kernel.segments) {
+    kernel_low = std::min(kernel_low, s.vaddr);
+    kernel_high = std::max(kernel_high, s.vaddr + s.memsz);
+  }
+  for (const GuestProgram& p : programs) {
+    if (p.image.segments.size() > PMUVM_MAX_SEGMENTS)
+      return p.path + ": " + std::to_string(p.image.segments.size()) +
+             " loadable segments (at most " + std::to_string(PMUVM_MAX_SEGMENTS) + ")";
+    for (const ElfSegment& s : p.image.segments)
+      if (s.vaddr < kernel_high && kernel_low < s.vaddr + s.memsz)
+        return p.path + ": segment " + hex(s.vaddr) + "-" + hex(s.vaddr + s.memsz) +
+               " overlaps the kernel (" + hex(kernel_low) + "-" + hex(kernel_high) + ")";
+  }
+  const uint64_t needed_mib = minimum_ram_mib(kernel, programs);
+  if (ram.size() < (needed_mib << 20))
+    return "--mem " + std::to_string(ram.size() >> 20) + " MiB is too small for " + kernel_name +
+           " and " + std::to_string(programs.size()) + " program(s): need at least " +
+           std::to_string(needed_mib) + " MiB";
+
+  // --- kernel ------------------------------------------------------------------------------
+  for (const ElfSegment& s : kernel.segments) {
+    std::vector<std::byte> zero(s.memsz - s.filesz);
+    ram.write(s.paddr, kernel.contents(s));
+    ram.write(s.paddr + s.filesz, zero);
+  }
+
+  // --- programs and boot information -------------------------------------------------------
+  pmuvm_boot_info info{};
+  info.magic = PMUVM_BOOT_MAGIC;
+  info.version = PMUVM_BOOT_VERSION;
+  info.vcpu_count = params.vcpu_count;
+  info.ram_size = ram.size();
+  info.program_count = static_cast<uint32_t>(programs.size());
+  info.pv_features = params.pv_features;
+  info.timer_hz = params.timer_hz;
+  uint64_t next = kernel_end(kernel);
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const GuestProgram& p = programs[i];
+    pmuvm_program& out = info.programs[i];
+    std::strncpy(out.name, base_name(p.path).c_str(), PMUVM_MAX_NAME - 1);
+    out.entry = p.image.entry;
+    out.segment_count = static_cast<uint32_t>(p.image.segments.size());
+    for (size_t k = 0; k < p.image.segments.size(); ++k) {
+      const ElfSegment& s = p.image.segments[k];
+      const uint64_t first_page = page_down(s.vaddr);
+      const uint64_t span = page_up(s.vaddr + s.memsz) - first_page;
+      std::vector<std::byte> zero(span);
+      ram.write(next, zero);
+      ram.write(next + (s.vaddr - first_page), p.image.contents(s));
+      out.segments[k] = pmuvm_segment{s.vaddr, next + (s.vaddr - first_page), s.memsz,
+                                      (s.executable ? PMUVM_SEG_X : 0u) |
+                                          (s.writable ? PMUVM_SEG_W : 0u) |
+                                          (s.readable ? PMUVM_SEG_R : 0u),
+                                      0};
+      next += span;
+    }
+    std::string args = base_name(p.path) + '\0';
+    for (const std::string& a : p.args) args += a + '\0';
+    out.argc = static_cast<uint32_t>(1 + p.args.size());
+    out.args_paddr = next;
+    out.args_size = args.size();
+    ram.write(next, std::as_bytes(std::span(args.data(), args.size())));
+    next += page_up(args.size());
+  }
+  info.free_phys_start = next;
+  ram.write(PMUVM_BOOT_INFO_ADDR, std::as_bytes(std::span(&info, 1)));
+  return LoadedGuest{kernel.entry, PMUVM_BOOT_INFO_ADDR, next};
+}
+
+}  // namespace vmm
