@@ -12,6 +12,13 @@ class VmmError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Bad input from the user (DESIGN §4.6: exit status 2): options, profiles, program files, a
+// guest that does not fit. Always detected before KVM is touched.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // "what: strerror(errno)" for a failed system call.
 [[noreturn]] void throw_errno(const std::string& what);
 

@@ -1,0 +1,91 @@
+// The pmuvm command line (DESIGN §4.6): programs and their arguments after `--`, every option
+// with its default, and usage errors as one line with exit status 2.
+#include "vmm/command_line.h"
+
+#include <gtest/gtest.h>
+
+namespace vmm {
+namespace {
+
+ParsedCommandLine parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "pmuvm");
+  return parse_command_line(args);
+}
+
+TEST(CommandLineTest, RunWithProgramsAndArguments) {
+  auto c = parse({"run", "--cpu", "amd-lwp-lite", "--vcpus", "2", "--mem", "64", "--seed", "9",
+                  "--", "a.elf", "x", "--flag-for-guest", "--", "b.elf"});
+  ASSERT_EQ(c.kind, ParsedCommandLine::Kind::kRun) << c.message;
+  EXPECT_EQ(c.run.cpu, "amd-lwp-lite");
+  EXPECT_EQ(c.run.vcpus, 2u);
+  EXPECT_EQ(c.run.mem_mib, 64u);
+  EXPECT_EQ(c.run.seed, 9u);
+  ASSERT_EQ(c.run.programs.size(), 2u);
+  EXPECT_EQ(c.run.programs[0].path, "a.elf");
+  EXPECT_EQ(c.run.programs[0].args, (std::vector<std::string>{"x", "--flag-for-guest"}));
+  EXPECT_EQ(c.run.programs[1].path, "b.elf");
+  EXPECT_TRUE(c.run.programs[1].args.empty());
+}
+
+TEST(CommandLineTest, Defaults) {
+  auto c = parse({"run", "--", "a.elf"});
+  ASSERT_EQ(c.kind, ParsedCommandLine::Kind::kRun);
+  EXPECT_EQ(c.run.cpu, "amd-lwp");
+  EXPECT_EQ(c.run.backend, "auto");
+  EXPECT_EQ(c.run.vcpus, 1u);
+  EXPECT_EQ(c.run.mem_mib, 256u);
+  EXPECT_EQ(c.run.seed, 1u);
+  EXPECT_EQ(c.run.kernel, "");
+  EXPECT_EQ(c.run.max_interrupt_rate, 10000u);
+}
+
+TEST(CommandLineTest, RunWithoutProgramIsUsageError) {
+  auto c = parse({"run"});
+  EXPECT_EQ(c.kind, ParsedCommandLine::Kind::kExit);
+  EXPECT_EQ(c.exit_status, 2);
+  EXPECT_EQ(c.message, "pmuvm: run needs at least one program after `--` (see pmuvm run --help)");
+  EXPECT_EQ(parse({"run", "--", "a.elf", "--"}).exit_status, 2);
+}
+
+TEST(CommandLineTest, BadOptionValuesAreUsageErrors) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"run", "--vcpus", "0", "--", "a"},
+           {"run", "--vcpus", "many", "--", "a"},
+           {"run", "--mem", "1", "--", "a"},
+           {"run", "--backend", "magic", "--", "a"},
+           {"run", "--log-level", "loud", "--", "a"},
+           {"run", "--bogus", "--", "a"},
+           {"frobnicate"},
+           {}}) {
+    auto c = parse(args);
+    EXPECT_EQ(c.kind, ParsedCommandLine::Kind::kExit);
+    EXPECT_EQ(c.exit_status, 2) << ::testing::PrintToString(args);
+    EXPECT_EQ(c.message.rfind("pmuvm: ", 0), 0u) << c.message;
+    EXPECT_EQ(c.message.find('\n'), std::string::npos) << "one line: " << c.message;
+  }
+}
+
+TEST(CommandLineTest, HelpDocumentsEveryRunOption) {
+  auto c = parse({"run", "--help"});
+  EXPECT_EQ(c.kind, ParsedCommandLine::Kind::kExit);
+  EXPECT_EQ(c.exit_status, 0);
+  for (const char* option : {"--cpu", "--backend", "--vcpus", "--mem", "--seed", "--kernel",
+                             "--log-level", "--lwp-report", "--lwp-trace", "--max-interrupt-rate",
+                             "Exit status"})
+    EXPECT_NE(c.message.find(option), std::string::npos) << option;
+  auto top = parse({"--help"});
+  EXPECT_EQ(top.exit_status, 0);
+  EXPECT_NE(top.message.find("profiles"), std::string::npos);
+}
+
+TEST(CommandLineTest, Profiles) {
+  auto list = parse({"profiles"});
+  ASSERT_EQ(list.kind, ParsedCommandLine::Kind::kProfiles);
+  EXPECT_EQ(list.profiles.name, "");
+  auto one = parse({"profiles", "amd-lwp"});
+  EXPECT_EQ(one.profiles.name, "amd-lwp");
+  EXPECT_EQ(parse({"profiles", "--", "x.elf"}).exit_status, 2);
+}
+
+}  // namespace
+}  // namespace vmm

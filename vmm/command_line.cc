@@ -1,0 +1,121 @@
+#include "vmm/command_line.h"
+
+#include <CLI/CLI.hpp>
+#include <sstream>
+
+namespace vmm {
+namespace {
+
+constexpr const char* kRunFooter =
+    "Programs follow the first `--`; further `--` separate programs, each a static ELF64 run as "
+    "a ring-3 task of the bundled guest kernel with the arguments after it.\n"
+    "Exit status: the guest's (0 when every task exited 0; 11 for a task killed for a faulting "
+    "LLWPCB), 2 for a usage error, 3 for a VMM/KVM failure or a guest crash.";
+
+// Splits `argv` at the first "--": CLI11 gets the options before it, the programs come after.
+std::vector<ProgramArgs> split_programs(const std::vector<std::string>& after) {
+  std::vector<ProgramArgs> programs;
+  for (const std::string& a : after) {
+    if (a == "--" || programs.empty()) {
+      programs.emplace_back();
+      if (a == "--") continue;
+    }
+    if (programs.back().path.empty()) programs.back().path = a;
+    else programs.back().args.push_back(a);
+  }
+  return programs;
+}
+
+}  // namespace
+
+ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
+  ParsedCommandLine out;
+  std::vector<std::string> before;
+  std::vector<std::string> after;
+  bool separated = false;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (!separated && argv[i] == "--") {
+      separated = true;
+      continue;
+    }
+    (separated ? after : before).push_back(argv[i]);
+  }
+
+  CLI::App app{"pmuvm — a KVM virtual machine monitor that gives guests virtual AMD Lightweight "
+               "Profiling and a virtual Intel NetBurst PMU"};
+  app.require_subcommand(1);
+  RunCommand& run = out.run;
+  CLI::App* run_cmd = app.add_subcommand("run", "Boot the guest kernel and run PROGRAM(s) as ring-3 tasks");
+  run_cmd->add_option("--cpu", run.cpu, "CPU profile: a shipped name (see `pmuvm profiles`) or a JSON file")
+      ->capture_default_str();
+  run_cmd->add_option("--backend", run.backend,
+                      "Counting backend: precise (exact, no host PMU needed), host (host counters), "
+                      "auto (host when the host has hardware events, else precise)")
+      ->check(CLI::IsMember({"precise", "host", "auto"}))
+      ->capture_default_str();
+  run_cmd->add_option("--vcpus", run.vcpus, "Number of vCPUs")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  run_cmd->add_option("--mem", run.mem_mib, "Guest RAM in MiB")
+      ->check(CLI::Range(4, 65536))
+      ->capture_default_str();
+  run_cmd->add_option("--seed", run.seed, "Seed of the LWPCB.Random generator (same seed, same records)")
+      ->capture_default_str();
+  run_cmd->add_option("--kernel", run.kernel, "Guest kernel ELF instead of the bundled one");
+  run_cmd->add_option("--log-level", run.log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+  run_cmd->add_option("--lwp-report", run.lwp_report,
+                      "At exit, print the LWP profile per task and event to FILE (- = stdout)");
+  run_cmd->add_option("--lwp-trace", run.lwp_trace, "Write every stored LWP record to FILE as JSON lines");
+  run_cmd->add_option("--max-interrupt-rate", run.max_interrupt_rate,
+                      "Most PMU interrupts per second per vCPU; more are held back (0 = no limit)")
+      ->capture_default_str();
+  run_cmd->footer(kRunFooter);
+
+  ProfilesCommand& profiles = out.profiles;
+  CLI::App* profiles_cmd = app.add_subcommand("profiles", "List the shipped CPU profiles, or describe one");
+  profiles_cmd->add_option("profile", profiles.name, "A profile name or JSON file to describe");
+
+  std::vector<std::string> reversed(before.rbegin(), before.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 renders help for whichever (sub)command asked for it; errors become one line.
+    std::ostringstream help, ignored;
+    if (app.exit(e, help, ignored) == 0) {
+      out.message = help.str();
+      return out;
+    }
+    out.exit_status = 2;
+    out.message = std::string("pmuvm: ") + e.what() + " (see pmuvm --help)";
+    return out;
+  }
+
+  if (run_cmd->parsed()) {
+    run.programs = split_programs(after);
+    if (run.programs.empty()) {
+      out.exit_status = 2;
+      out.message = "pmuvm: run needs at least one program after `--` (see pmuvm run --help)";
+      return out;
+    }
+    for (const ProgramArgs& p : run.programs) {
+      if (p.path.empty()) {
+        out.exit_status = 2;
+        out.message = "pmuvm: empty program between `--` separators";
+        return out;
+      }
+    }
+    out.kind = ParsedCommandLine::Kind::kRun;
+  } else if (profiles_cmd->parsed()) {
+    if (!after.empty()) {
+      out.exit_status = 2;
+      out.message = "pmuvm: profiles takes no programs";
+      return out;
+    }
+    out.kind = ParsedCommandLine::Kind::kProfiles;
+  }
+  return out;
+}
+
+}  // namespace vmm

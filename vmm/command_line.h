@@ -1,0 +1,48 @@
+// `pmuvm` command line (DESIGN §4.6), parsed with CLI11:
+//   pmuvm run [options] -- PROGRAM.elf [ARGS...] [-- PROGRAM2.elf [ARGS...] ...]
+//   pmuvm profiles [NAME|FILE]
+//   pmuvm --help
+// Parsing is separate from running so tests can check every usage error without KVM.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vmm {
+
+struct ProgramArgs {
+  std::string path;
+  std::vector<std::string> args;
+};
+
+struct RunCommand {
+  std::string cpu = "amd-lwp";
+  std::string backend = "auto";   // precise | host | auto
+  uint32_t vcpus = 1;
+  uint64_t mem_mib = 256;
+  uint64_t seed = 1;
+  std::string kernel;             // "" = the bundled kernel
+  std::string log_level = "warn";
+  std::string lwp_report;         // "" none, "-" stdout, else file
+  std::string lwp_trace;          // "" none, else file
+  uint32_t max_interrupt_rate = 10000;
+  std::vector<ProgramArgs> programs;
+};
+
+struct ProfilesCommand {
+  std::string name;  // "" = list all
+};
+
+struct ParsedCommandLine {
+  enum class Kind { kRun, kProfiles, kExit } kind = Kind::kExit;
+  RunCommand run;
+  ProfilesCommand profiles;
+  int exit_status = 0;   // for kExit: 0 after --help, 2 after a usage error
+  std::string message;   // for kExit: what to print (help text or the one-line error)
+};
+
+ParsedCommandLine parse_command_line(const std::vector<std::string>& argv);
+
+}  // namespace vmm

@@ -1,0 +1,315 @@
+#include "vmm/machine.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "guest/abi/pmuvm_abi.h"
+#include "pmu/rate_limited_interrupt_sink.h"
+#include "vmm/boot/long_mode.h"
+#include "vmm/cpu/cpuid_table.h"
+#include "vmm/devices/serial_16550.h"
+#include "vmm/kvm/kvm_vcpu.h"
+#include "vmm/report/lwp_report.h"
+#include "vmm/report/lwp_trace.h"
+#include "vmm/vcpu_control_block.h"
+#include "vmm/vmm_error.h"
+
+namespace vmm {
+namespace {
+
+constexpr uint32_t kMsrMiscEnable = 0x1A0;
+constexpr int kKickSignal = SIGUSR1;
+
+struct SteadyClock : pmu::Clock {
+  uint64_t now_ns() override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+};
+
+// Threshold interrupts go to the owning vCPU's in-kernel LAPIC as fixed-vector MSIs.
+struct VcpuInterrupts : pmu::InterruptSink {
+  KvmVm* vm = nullptr;
+  KvmVcpu* vcpu = nullptr;
+  uint32_t apic_id = 0;
+  void deliver_vector(uint8_t vector) override { vm->signal_msi(apic_id, vector); }
+  void deliver_nmi() override { vcpu->nmi(); }
+  void raise_performance_interrupt() override {
+    // LVTPC routing arrives with the NetBurst PMU (issue 5); no model raises it yet.
+    spdlog::warn("vCPU {}: performance-counter interrupt requested but LVTPC routing is not implemented",
+                 vcpu->index());
+  }
+};
+
+std::vector<kvm_cpuid_entry2> to_kvm(const std::vector<CpuidEntry>& table) {
+  std::vector<kvm_cpuid_entry2> out;
+  for (const CpuidEntry& e : table) {
+    kvm_cpuid_entry2 k{};
+    k.function = e.function;
+    k.index = e.index;
+    k.flags = e.flags;
+    k.eax = e.eax;
+    k.ebx = e.ebx;
+    k.ecx = e.ecx;
+    k.edx = e.edx;
+    out.push_back(k);
+  }
+  return out;
+}
+
+std::string describe_registers(KvmVcpu& vcpu) {
+  char buf[512];
+  try {
+    const kvm_regs r = vcpu.regs();
+    const kvm_sregs s = vcpu.sregs();
+    std::snprintf(buf, sizeof buf,
+                  "rip=%#llx rsp=%#llx rflags=%#llx rax=%#llx rbx=%#llx rcx=%#llx rdx=%#llx "
+                  "rsi=%#llx rdi=%#llx cs=%#x cr0=%#llx cr2=%#llx cr3=%#llx cr4=%#llx efer=%#llx",
+                  r.rip, r.rsp, r.rflags, r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, s.cs.selector,
+                  s.cr0, s.cr2, s.cr3, s.cr4, s.efer);
+  } catch (const VmmError& e) {
+    return std::string("(registers unavailable: ") + e.what() + ")";
+  }
+  return buf;
+}
+
+}  // namespace
+
+struct Machine::Impl {
+  MachineOptions options;
+  GuestRam ram;
+  LoadedGuest loaded;
+  std::unique_ptr<KvmSystem> kvm;
+  std::unique_ptr<KvmVm> vm;
+  SteadyClock clock;
+  Serial16550 serial{[](char c) {
+    std::fputc(c, stdout);
+    if (c == '\n') std::fflush(stdout);
+  }};
+  std::mutex serial_lock;
+
+  struct Vcpu {
+    std::unique_ptr<KvmVcpu> kvm;
+    VcpuInterrupts interrupts;
+    std::unique_ptr<pmu::RateLimitedInterruptSink> limited;
+    std::unique_ptr<VcpuControlBlock> control;
+    std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
+    std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
+  };
+  std::vector<std::unique_ptr<Vcpu>> vcpus;
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> exit_status{0};
+  std::mutex failure_lock;
+  std::string failure;  // a VMM failure ends the run with status 3
+
+  std::mutex report_lock;
+  LwpReport report;
+  std::ofstream trace;
+
+  explicit Impl(MachineOptions o) : options(std::move(o)), ram(options.mem_mib << 20) {
+    auto result = load_guest(ram, options.kernel, options.kernel_name, options.programs,
+                             BootParameters{options.vcpus, PMUVM_PV_USER_ENTRY, 100});
+    if (auto* error = std::get_if<std::string>(&result)) throw UsageError(*error);
+    loaded = std::get<LoadedGuest>(result);
+  }
+
+  void fail(const std::string& reason) {
+    {
+      std::lock_guard<std::mutex> g(failure_lock);
+      if (failure.empty()) failure = reason;
+    }
+    finish(PMUVM_EXIT_PANIC);
+  }
+
+  void finish(int status) {
+    if (stop.exchange(true)) return;
+    exit_status = status;
+    for (auto& v : vcpus) {
+      v->kvm->run_state()->immediate_exit = 1;  // a vCPU about to enter KVM_RUN returns at once
+      if (const pthread_t t = v->thread.load()) pthread_kill(t, kKickSignal);
+    }
+  }
+
+  void handle_io(Vcpu& v) {
+    kvm_run* run = v.kvm->run_state();
+    auto* data = reinterpret_cast<uint8_t*>(run) + run->io.data_offset;
+    const uint16_t port = run->io.port;
+    if (port == PMUVM_PORT_EXIT && run->io.direction == KVM_EXIT_IO_OUT && run->io.size == 4) {
+      uint32_t status = 0;
+      std::memcpy(&status, data, 4);
+      spdlog::debug("guest reported exit status {}", status);
+      finish(static_cast<int>(status & 0xFF));
+      return;
+    }
+    for (uint32_t i = 0; i < run->io.count; ++i, data += run->io.size) {
+      if (!serial.owns(port)) {
+        if (run->io.direction == KVM_EXIT_IO_IN) std::memset(data, 0xFF, run->io.size);
+        continue;  // no device: reads float high, writes are dropped
+      }
+      std::lock_guard<std::mutex> g(serial_lock);
+      if (run->io.direction == KVM_EXIT_IO_OUT) serial.write(port, data[0]);
+      else data[0] = serial.read(port);
+    }
+  }
+
+  void handle_msr(Vcpu& v, bool write) {
+    kvm_run* run = v.kvm->run_state();
+    const kvm_sregs s = v.kvm->sregs();
+    const uint8_t cpl = s.cs.selector & 3;
+    const uint32_t msr = run->msr.index;
+    run->msr.error = 0;
+    if (write) {
+      switch (msr) {
+        case PMUVM_MSR_USER_ENTRY: v.control->enter_user(s.cr3); return;
+        case PMUVM_MSR_TASK: v.task = static_cast<uint32_t>(run->msr.data); return;
+        default: break;
+      }
+      const MsrOutcome o = v.control->write_msr(msr, run->msr.data, cpl, s.cr3);
+      run->msr.error = (!o.handled || o.general_protection) ? 1 : 0;
+    } else {
+      if (msr == kMsrMiscEnable && options.profile.misc_enable) {
+        run->msr.data = *options.profile.misc_enable;
+        return;
+      }
+      const MsrOutcome o = v.control->read_msr(msr, cpl, s.cr3);
+      run->msr.data = o.value;
+      run->msr.error = (!o.handled || o.general_protection) ? 1 : 0;
+    }
+    if (run->msr.error)
+      spdlog::debug("vCPU {}: {} MSR {:#x} at CPL {} -> #GP", v.kvm->index(),
+                    write ? "WRMSR" : "RDMSR", msr, cpl);
+  }
+
+  // Returns false when the vCPU must stop.
+  bool dispatch(Vcpu& v) {
+    kvm_run* run = v.kvm->run_state();
+    switch (run->exit_reason) {
+      case KVM_EXIT_IO: handle_io(v); return true;
+      case KVM_EXIT_X86_RDMSR: handle_msr(v, false); return true;
+      case KVM_EXIT_X86_WRMSR: handle_msr(v, true); return true;
+      case KVM_EXIT_INTR: return true;
+      case KVM_EXIT_HLT: return true;  // in-kernel LAPIC: not expected, harmless
+      case KVM_EXIT_MMIO:
+        spdlog::warn("vCPU {}: MMIO {} at {:#x} with no device", v.kvm->index(),
+                     run->mmio.is_write ? "write" : "read", run->mmio.phys_addr);
+        if (!run->mmio.is_write) std::memset(run->mmio.data, 0xFF, sizeof run->mmio.data);
+        return true;
+      case KVM_EXIT_SHUTDOWN:
+        fail("guest triple fault on vCPU " + std::to_string(v.kvm->index()) + ": " +
+             describe_registers(*v.kvm));
+        return false;
+      case KVM_EXIT_FAIL_ENTRY:
+        fail("KVM could not enter vCPU " + std::to_string(v.kvm->index()) +
+             " (hardware reason " +
+             std::to_string(run->fail_entry.hardware_entry_failure_reason) + "): " +
+             describe_registers(*v.kvm));
+        return false;
+      case KVM_EXIT_INTERNAL_ERROR:
+        fail("KVM internal error " + std::to_string(run->internal.suberror) + " on vCPU " +
+             std::to_string(v.kvm->index()) + ": " + describe_registers(*v.kvm));
+        return false;
+      default:
+        fail("unexpected KVM exit reason " + std::to_string(run->exit_reason) + " on vCPU " +
+             std::to_string(v.kvm->index()));
+        return false;
+    }
+  }
+
+  void vcpu_loop(Vcpu& v) {
+    v.thread = pthread_self();
+    try {
+      while (!stop) {
+        const int r = v.kvm->run();
+        v.limited->poll();  // storm protection: release held interrupts when allowed
+        if (r < 0) continue;  // EINTR/EAGAIN: a kick or a signal; re-check stop
+        if (!dispatch(v)) return;
+      }
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  }
+
+  void create_vcpus(const LoadedGuest& guest) {
+    const LongModeState boot = setup_long_mode(ram);
+    std::vector<CpuidEntry> host;
+    for (const kvm_cpuid_entry2& e : kvm->supported_cpuid())
+      host.push_back(CpuidEntry{e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx});
+    const uint32_t pv = PMUVM_PV_USER_ENTRY;
+    std::vector<kvm_cpuid_entry2> table = to_kvm(build_guest_cpuid(host, options.profile, pv));
+    for (uint32_t i = 0; i < options.vcpus; ++i) {
+      auto v = std::make_unique<Vcpu>();
+      v->kvm = std::make_unique<KvmVcpu>(*vm, i);
+      // The in-kernel LAPIC takes its initial APIC ID from the vCPU index; leaf 1 EBX[31:24]
+      // and leaf 0xB follow KVM's per-vCPU fix-up of the table.
+      v->kvm->set_cpuid(table);
+      v->kvm->enter_long_mode(boot, guest.kernel_entry, guest.boot_info, i);
+      if (i > 0) v->kvm->make_runnable();
+      if (options.profile.misc_enable) v->kvm->set_msr(kMsrMiscEnable, *options.profile.misc_enable);
+      v->interrupts.vm = vm.get();
+      v->interrupts.vcpu = v->kvm.get();
+      v->interrupts.apic_id = i;
+      v->limited = std::make_unique<pmu::RateLimitedInterruptSink>(
+          v->interrupts, clock, options.max_interrupts_per_second);
+      v->control = std::make_unique<VcpuControlBlock>(i, i, options.profile.lwp, options.seed, ram,
+                                                      *v->limited);
+      Vcpu* raw = v.get();
+      v->control->lwp().set_record_observer([this, raw](const pmu::lwp::StoredRecord& rec) {
+        std::lock_guard<std::mutex> g(report_lock);
+        report.add_record(raw->task, rec.bytes, rec.missed);
+        if (trace.is_open()) trace << trace_line(raw->task, raw->kvm->index(), rec) << '\n';
+      });
+      vcpus.push_back(std::move(v));
+    }
+    // The PMU MSRs pmuvm implements: LWP, MISC_ENABLE, the NetBurst range, the PV MSRs.
+    vm->set_msr_filter({{0xC0000105, 2}, {kMsrMiscEnable, 1}, {0x300, 0x100}, {PMUVM_MSR_STEP, 0x100}});
+  }
+
+  int run() {
+    if (!options.lwp_trace.empty()) {
+      trace.open(options.lwp_trace);
+      if (!trace) throw UsageError("cannot write LWP trace " + options.lwp_trace);
+    }
+    kvm = std::make_unique<KvmSystem>();
+    vm = std::make_unique<KvmVm>(*kvm, ram);
+    create_vcpus(loaded);
+
+    struct sigaction sa{};
+    sa.sa_handler = [](int) {};  // only to interrupt KVM_RUN (no SA_RESTART)
+    sigaction(kKickSignal, &sa, nullptr);
+    spdlog::info("booting {} with {} vCPU(s), {} MiB, CPU profile {}", options.kernel_name,
+                 options.vcpus, options.mem_mib, options.profile.name);
+    std::vector<std::thread> threads;
+    for (auto& v : vcpus) threads.emplace_back([this, &v] { vcpu_loop(*v); });
+    for (std::thread& t : threads) t.join();
+
+    if (!options.lwp_report.empty()) write_report();
+    if (!failure.empty()) throw VmmError(failure);
+    return exit_status;
+  }
+
+  void write_report() {
+    const std::string text = report.render();
+    if (options.lwp_report == "-") {
+      std::fputs(text.c_str(), stdout);
+      return;
+    }
+    std::ofstream out(options.lwp_report);
+    out << text;
+    if (!out) spdlog::error("cannot write LWP report {}", options.lwp_report);
+  }
+};
+
+Machine::Machine(MachineOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Machine::~Machine() = default;
+int Machine::run() { return impl_->run(); }
+
+}  // namespace vmm

@@ -1,0 +1,43 @@
+// One guest: RAM, the KVM VM, one thread per vCPU, the devices, and each vCPU's control block.
+// The constructor allocates RAM and loads the kernel and programs, throwing UsageError (status 2)
+// for input that cannot work — before KVM is touched. run() opens KVM, boots, and returns the
+// guest's exit status (DESIGN §4.6), or throws VmmError (status 3) for a VMM/KVM failure or a
+// guest crash (triple fault, internal error) with the vCPU registers in the message.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vmm/boot/guest_loader.h"
+#include "vmm/cpu/cpu_profile.h"
+
+namespace vmm {
+
+struct MachineOptions {
+  CpuProfile profile;
+  uint32_t vcpus = 1;
+  uint64_t mem_mib = 256;
+  uint64_t seed = 0;
+  ElfImage kernel;
+  std::string kernel_name = "bundled kernel";
+  std::vector<GuestProgram> programs;
+  uint32_t max_interrupts_per_second = 10000;  // storm protection (pmu/rate_limited_interrupt_sink.h)
+  std::string lwp_report;  // "" = none, "-" = stdout, else a file
+  std::string lwp_trace;   // "" = none, else a JSON-lines file
+};
+
+class Machine {
+ public:
+  explicit Machine(MachineOptions options);
+  ~Machine();
+  int run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vmm
