@@ -46,7 +46,7 @@ MsrResult LwpUnit::read_msr(uint32_t msr, uint8_t cpl, uint64_t& value) {
   }
   // SLWPCB. At CPL 3 the ring-3 entry has happened, so a deferred initialisation is due first.
   if (cpl == 3) enter_user();
-  if (lwpcb_ != 0 && pending_ == PendingInit::kNone) flush();
+  if (lwpcb_ != 0 && pending_ != PendingInit::kLlwpcb) flush();
   value = lwpcb_;
   return MsrResult::kOk;
 }
@@ -63,14 +63,14 @@ MsrResult LwpUnit::write_lwpmsr0(uint64_t value) {
 
 MsrResult LwpUnit::write_lwpcb(uint64_t address, uint8_t cpl) {
   if (address == 0) {  // LLWPCB 0: flush and disable (§5.3)
-    if (lwpcb_ != 0 && pending_ == PendingInit::kNone) flush();
+    if (lwpcb_ != 0 && pending_ != PendingInit::kLlwpcb) flush();
     disable();
     return MsrResult::kOk;
   }
   if (!(msr0_ & msr0::kEnabled)) return MsrResult::kGeneralProtection;
   Lwpcb candidate;
   if (!lwpcb_acceptable(address, &candidate)) return MsrResult::kGeneralProtection;
-  if (lwpcb_ != 0 && pending_ == PendingInit::kNone) flush();  // old state into the old LWPCB
+  if (lwpcb_ != 0 && pending_ != PendingInit::kLlwpcb) flush();  // old state into the old LWPCB
   disable();
   lwpcb_ = address;
   pending_ = PendingInit::kLlwpcb;
@@ -146,11 +146,18 @@ void LwpUnit::initialise(PendingInit kind) {
   if (!restoring) write_u32(memory_, lwpcb_ + lwpcb::kFlags, flags);
 }
 
+// Writes the volatile state into the LWPCB. While a restore is pending (§5.5.2.4) the restored
+// head and counters are authoritative and the save area says which slots are active, so the flush
+// writes them without reading the LWPCB; only the owed MissedEvents increment (a read-modify-
+// write) waits for ring 3.
 void LwpUnit::flush() {
+  const bool restoring = pending_ == PendingInit::kRestore;
   write_u32(memory_, lwpcb_ + lwpcb::kBufferHeadOffset, head_);
-  for (uint32_t i = 0; i < caps_.max_events; ++i)
-    if (slots_[i].active) write_u32(memory_, slot_counter_address(lwpcb_, i), slots_[i].counter);
-  if (missed_pending_ && increment_missed_events(0)) missed_pending_ = false;
+  for (uint32_t i = 0; i < caps_.max_events; ++i) {
+    const bool active = restoring ? (restored_active_ >> i & 1) : slots_[i].active;
+    if (active) write_u32(memory_, slot_counter_address(lwpcb_, i), slots_[i].counter);
+  }
+  if (!restoring && missed_pending_ && increment_missed_events(0)) missed_pending_ = false;
 }
 
 void LwpUnit::disable() {
@@ -158,6 +165,7 @@ void LwpUnit::disable() {
   pending_ = PendingInit::kNone;
   slots_ = {};
   restored_slots_ = 0;
+  restored_active_ = 0;
   head_ = cached_tail_ = 0;
   buffer_base_ = 0;
   buffer_size_ = threshold_ = filters_ = 0;
@@ -331,7 +339,11 @@ SaveArea LwpUnit::save() const {
   sa.lwpcb_address = lwpcb_;
   sa.head_offset = head_;
   sa.counter_count = caps_.max_events;
-  for (uint32_t i = 0; i < caps_.max_events; ++i) sa.counters[i] = slots_[i].counter;
+  for (uint32_t i = 0; i < caps_.max_events; ++i) {
+    sa.counters[i] = slots_[i].counter;
+    const bool active = pending_ == PendingInit::kRestore ? (restored_active_ >> i & 1) : slots_[i].active;
+    if (active) sa.active_slots |= 1u << i;
+  }
   sa.missed_pending = missed_pending_;
   sa.pending = lwpcb_ == 0 ? PendingInit::kNone : pending_;
   sa.prng_state = prng_.state();
@@ -346,6 +358,7 @@ void LwpUnit::restore(const SaveArea& area) {
   head_ = area.head_offset;
   restored_slots_ = std::min<uint32_t>(area.counter_count, caps_.max_events);
   for (uint32_t i = 0; i < restored_slots_; ++i) slots_[i].counter = area.counters[i];
+  restored_active_ = area.active_slots & ((1u << restored_slots_) - 1);
   missed_pending_ = area.missed_pending;
   // Nothing is read from the LWPCB before ring 3 (§5.5.2.4). A save taken while an LLWPCB was
   // still pending continues that LLWPCB; otherwise the saved head and counters are kept.
@@ -375,7 +388,6 @@ void LwpUnit::reset() {
   msr0_ = 0;
   disable();
   prng_.set_state(config_.seed);
-  stats_ = {};
 }
 
 }  // namespace pmu::lwp

@@ -34,7 +34,11 @@
 //    sources (code 0) are never eligible: no filter bit names them.
 //  * Clearing LWPMSR0.EN turns LWP off without touching memory; other LWPMSR0 changes apply
 //    at the next LLWPCB, except INT, which is checked again at each interrupt.
-//  * SLWPCB while initialisation is pending returns the pointer and flushes nothing.
+//  * SLWPCB while an LLWPCB initialisation is pending returns the pointer and flushes nothing
+//    (the LWPCB still holds the authoritative state). SLWPCB or LLWPCB while a *restore* is
+//    pending flushes the restored head and counters — a migrated guest's first task switch must
+//    not lose them — without reading the LWPCB: the save area records which slots are active.
+//    Only the owed MissedEvents increment (a read-modify-write) waits for ring 3.
 //  * LLWPCB/SLWPCB flush the old state into the old LWPCB at whatever CPL they run (§5.3 asks
 //    for the flush; a guest kernel switching tasks with WRMSR/RDMSR of LWPMSR1 depends on it).
 //    Only *reading* the new LWPCB's state is deferred to ring 3. In a VM the guest's memory is
@@ -128,7 +132,8 @@ class LwpUnit {
   UnitState state() const;
   std::optional<std::string> load_state(const UnitState& state);
 
-  // Processor reset: LWPMSR0 = 0, LWP off.
+  // Processor reset: LWPMSR0 = 0, LWP off, PRNG back to the seed. stats() are cumulative over
+  // the unit's life (diagnostics), so reset() keeps them.
   void reset();
 
   uint64_t lwpmsr0() const { return msr0_; }
@@ -188,6 +193,7 @@ class LwpUnit {
   uint32_t cached_tail_ = 0;
   std::array<Slot, kMaxEventSlots> slots_{};
   uint32_t restored_slots_ = 0;  // slots whose counters came from a restored save area
+  uint32_t restored_active_ = 0; // which of them were active (bit per slot), for flushes
   bool missed_pending_ = false;
   Prng prng_;
 

@@ -7,9 +7,10 @@ namespace {
 
 // Format, version 1 (little-endian):
 //   "LWPS" | u16 version | u16 counter_count | u64 lwpmsr0 | u64 lwpcb_address | u32 head_offset |
-//   u8 missed_pending | u8 pending | u16 zero | u64 prng_state | u32 counters[counter_count]
+//   u8 missed_pending | u8 pending | u16 zero | u64 prng_state | u32 active_slots |
+//   u32 counters[counter_count]
 constexpr char kMagic[4] = {'L', 'W', 'P', 'S'};
-constexpr size_t kFixedSize = 4 + 2 + 2 + 8 + 8 + 4 + 1 + 1 + 2 + 8;
+constexpr size_t kFixedSize = 4 + 2 + 2 + 8 + 8 + 4 + 1 + 1 + 2 + 8 + 4;
 
 class Writer {
  public:
@@ -57,6 +58,7 @@ std::vector<std::byte> serialize(const UnitState& state) {
   w.le(static_cast<uint8_t>(sa.pending), 1);
   w.le(0, 2);
   w.le(sa.prng_state, 8);
+  w.le(sa.active_slots, 4);
   for (uint8_t i = 0; i < sa.counter_count && i < kMaxEventSlots; ++i) w.le(sa.counters[i], 4);
   return w.take();
 }
@@ -93,6 +95,9 @@ std::variant<UnitState, std::string> deserialize(std::span<const std::byte> byte
   sa.missed_pending = missed == 1;
   sa.pending = static_cast<PendingInit>(pending);
   sa.prng_state = r.le(8);
+  sa.active_slots = static_cast<uint32_t>(r.le(4));
+  if (count < 32 && (sa.active_slots >> count) != 0)
+    return std::string("LWP save area marks slots active beyond its counter count");
   if (r.remaining() != count * 4)
     return "LWP save area size mismatch: " + std::to_string(r.remaining()) +
            " bytes of counters, expected " + std::to_string(count * 4);

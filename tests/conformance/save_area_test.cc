@@ -129,12 +129,35 @@ TEST_F(SaveAreaTest, RestoreTouchesNoMemoryUntilEnterUser) {
   o.unit->retire(Plain(RipOf(900), 0));  // kernel code
   EXPECT_TRUE(o.mem.reads().empty());
   EXPECT_TRUE(o.mem.writes().empty());
+  o.unit->enter_user();
+  EXPECT_FALSE(o.mem.reads().empty());
+}
+
+// §5.5.2.4 + §5.3: an SLWPCB in the kernel while the restore is still pending must not lose the
+// restored state (a migrated guest's first task switch does exactly this). It writes the restored
+// head and the active counters, and still reads nothing from the LWPCB before ring 3.
+TEST_F(SaveAreaTest, KernelSlwpcbDuringPendingRestoreFlushesWithoutReading) {
+  Start(BusyCb());
+  for (int i = 0; i < 30; ++i) unit->retire(Mixed(i));
+  const SaveArea s = unit->save();
+
+  Other o;
+  o.mem = mem;
+  o.Make(caps, config);
+  ASSERT_EQ(o.unit->write_msr(kMsrLwpFeatureEnable, kMsr0AllFeatures | msr0_vector(kVector), 0),
+            MsrResult::kOk);
+  o.mem.poke_u32(kLwpcbAddr + 16, 0xDEAD0);  // stale head in memory: must be overwritten
+  o.unit->restore(s);
+  o.mem.clear_log();
   uint64_t v = 0;
   ASSERT_EQ(o.unit->read_msr(kMsrLwpControlBlock, 0, v), MsrResult::kOk);  // SLWPCB in kernel
   EXPECT_EQ(v, kLwpcbAddr);
-  EXPECT_TRUE(o.mem.writes().empty());
-  o.unit->enter_user();
-  EXPECT_FALSE(o.mem.reads().empty());
+  EXPECT_TRUE(o.mem.reads().empty());
+  EXPECT_FALSE(o.mem.writes().empty());
+  EXPECT_EQ(o.mem.peek_u32(kLwpcbAddr + 16), s.head_offset);
+  for (uint32_t i = 0; i < s.counter_count; ++i)
+    if (s.active_slots >> i & 1)
+      EXPECT_EQ(o.mem.peek_u32(kLwpcbAddr + 40 + 8 * i + 4), s.counters[i]) << "slot " << i;
 }
 
 // §5.5.2: a restore on another unit (other seed, copied memory) continues the identical stream:
