@@ -1,0 +1,118 @@
+// Step reports -> retired instructions: pre-state from the previous report, bytes fetched from
+// guest memory (also across a page boundary), SYSCALL counted on re-entry, interrupted
+// instructions dropped, trampolines ignored.
+#include "vmm/precise/step_sequencer.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/fake_guest_memory.h"
+
+namespace vmm {
+namespace {
+
+pmu::cache::Geometry geometry() {
+  pmu::cache::Geometry g;
+  g.l1d = {1024, 2, 4};
+  g.l2 = {4096, 4, 12};
+  g.l3 = {};
+  g.dram_latency_cycles = 100;
+  return g;
+}
+
+class StepSequencerTest : public ::testing::Test {
+ protected:
+  StepSequencerTest() : accountant_(geometry()), seq_(accountant_, mem_) {
+    mem_.map(0x400000, 0x2000);
+    mem_.map(0x600000, 0x1000);
+  }
+  void code(uint64_t at, std::vector<uint8_t> bytes) {
+    mem_.poke(at, std::as_bytes(std::span(bytes)));
+  }
+  GuestRegisters at(uint64_t rip, uint64_t rbx = 0) {
+    GuestRegisters r{};
+    r.rip = rip;
+    r.rbx = rbx;
+    return r;
+  }
+
+  pmu::testing::FakeGuestMemory mem_;
+  StepAccountant accountant_;
+  StepSequencer seq_;
+};
+
+TEST_F(StepSequencerTest, EachStepAccountsThePreviousInstructionWithItsPreState) {
+  code(0x400000, {0x48, 0x8b, 0x03,  // mov rax, [rbx]
+                  0x75, 0xfb});      // jne 0x400000
+  EXPECT_FALSE(seq_.enter_user(at(0x400000, 0x600000)).has_value());
+  // After the load: rbx changed by the program afterwards must not matter for this load.
+  auto load = seq_.step(at(0x400003, 0x999999));
+  ASSERT_TRUE(load.has_value());
+  EXPECT_EQ(load->rip, 0x400000u);
+  ASSERT_EQ(load->cache_miss_count, 1);
+  EXPECT_EQ(load->cache_misses[0].data_address, 0x600000u);
+  auto branch = seq_.step(at(0x400000));
+  ASSERT_TRUE(branch.has_value());
+  EXPECT_EQ(branch->rip, 0x400003u);
+  EXPECT_EQ(branch->branch.kind, pmu::BranchKind::kConditional);
+  EXPECT_TRUE(branch->branch.taken);
+  EXPECT_EQ(branch->branch.next_rip, 0x400000u);
+}
+
+TEST_F(StepSequencerTest, SyscallCountsWhenUserModeIsReentered) {
+  code(0x400000, {0x0f, 0x05, 0x90});  // syscall; nop
+  seq_.enter_user(at(0x400000));
+  // The kernel handles the syscall and returns to the next instruction.
+  auto sys = seq_.enter_user(at(0x400002));
+  ASSERT_TRUE(sys.has_value());
+  EXPECT_EQ(sys->rip, 0x400000u);
+  EXPECT_FALSE(sys->is_branch());  // SYSCALL is not a branch (§4.2)
+}
+
+TEST_F(StepSequencerTest, LeavingUserModeForgetsThePendingInstruction) {
+  code(0x400000, {0x0f, 0x05});
+  seq_.enter_user(at(0x400000));
+  seq_.leave_user();  // e.g. the task was switched out: its state is reported again on entry
+  EXPECT_FALSE(seq_.enter_user(at(0x400002)).has_value());
+}
+
+TEST_F(StepSequencerTest, InterruptedInstructionIsDropped) {
+  code(0x400000, {0x90, 0x90});
+  seq_.enter_user(at(0x400000));
+  EXPECT_FALSE(seq_.enter_user(at(0x400000)).has_value());  // timer interrupt, back to same RIP
+  EXPECT_EQ(seq_.dropped(), 1u);
+  auto nop = seq_.step(at(0x400001));
+  ASSERT_TRUE(nop.has_value());
+  EXPECT_EQ(nop->rip, 0x400000u);
+}
+
+TEST_F(StepSequencerTest, InstructionStraddlingAPageBoundaryIsFetchedWhole) {
+  code(0x400FFE, {0x48, 0x8b, 0x03});  // mov rax, [rbx] across 0x401000
+  seq_.enter_user(at(0x400FFE, 0x600040));
+  auto load = seq_.step(at(0x401001));
+  ASSERT_TRUE(load.has_value());
+  ASSERT_EQ(load->cache_miss_count, 1);
+  EXPECT_EQ(load->cache_misses[0].data_address, 0x600040u);
+}
+
+TEST_F(StepSequencerTest, ShortInstructionAtTheLastMappedPageEndDecodes) {
+  code(0x401FFF, {0x90});  // nop in the last byte of the mapping
+  seq_.enter_user(at(0x401FFF));
+  EXPECT_TRUE(seq_.step(at(0x402000)).has_value());
+  EXPECT_EQ(seq_.unreadable(), 0u);
+}
+
+TEST_F(StepSequencerTest, UnmappedCodeIsCountedAsUnreadable) {
+  seq_.enter_user(at(0x700000));
+  EXPECT_FALSE(seq_.step(at(0x700001)).has_value());
+  EXPECT_EQ(seq_.unreadable(), 1u);
+}
+
+TEST_F(StepSequencerTest, TrampolineStepsNeverCount) {
+  code(0x401000, {0x90, 0x90});
+  seq_.ignore_range(0x401000, 0x402000);
+  seq_.enter_user(at(0x401000));
+  EXPECT_FALSE(seq_.step(at(0x401001)).has_value());
+}
+
+}  // namespace
+}  // namespace vmm

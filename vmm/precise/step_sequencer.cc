@@ -1,0 +1,59 @@
+#include "vmm/precise/step_sequencer.h"
+
+#include <algorithm>
+
+namespace vmm {
+
+bool StepSequencer::ignored(uint64_t rip) const {
+  return std::any_of(ignored_.begin(), ignored_.end(),
+                     [rip](const Range& r) { return rip >= r.begin && rip < r.end; });
+}
+
+std::vector<uint8_t> StepSequencer::fetch(uint64_t rip) {
+  // Read what lies in rip's page first, then the rest from the next page if it is readable:
+  // an instruction may straddle the boundary, but a short one at a page end must still decode.
+  const uint64_t in_page = std::min<uint64_t>(15, 4096 - (rip & 4095));
+  std::vector<uint8_t> bytes(15);
+  auto as_bytes = [&](size_t from, size_t n) {
+    return std::span<std::byte>(reinterpret_cast<std::byte*>(bytes.data()) + from, n);
+  };
+  if (!code_.read(rip, as_bytes(0, in_page))) return {};
+  if (in_page < 15 && !code_.read(rip + in_page, as_bytes(in_page, 15 - in_page)))
+    bytes.resize(in_page);
+  return bytes;
+}
+
+std::optional<pmu::RetiredInstruction> StepSequencer::account(const GuestRegisters& before,
+                                                              uint64_t next_rip, bool syscall_only) {
+  if (ignored(before.rip)) return std::nullopt;
+  const std::vector<uint8_t> bytes = fetch(before.rip);
+  if (bytes.empty()) {
+    ++unreadable_;
+    return std::nullopt;
+  }
+  if (syscall_only) {
+    // SYSCALL is 0F 05 (a REX or other prefix before it is possible but not emitted by compilers).
+    if (bytes.size() < 2 || bytes[0] != 0x0F || bytes[1] != 0x05) {
+      ++dropped_;
+      return std::nullopt;
+    }
+    next_rip = before.rip + 2;  // where SYSRET returns; the kernel entry is not the next RIP
+  }
+  return accountant_.account(before, bytes, 3, next_rip);
+}
+
+std::optional<pmu::RetiredInstruction> StepSequencer::enter_user(const GuestRegisters& regs) {
+  std::optional<pmu::RetiredInstruction> syscall;
+  if (pending_) syscall = account(*pending_, 0, /*syscall_only=*/true);
+  pending_ = regs;
+  return syscall;
+}
+
+std::optional<pmu::RetiredInstruction> StepSequencer::step(const GuestRegisters& after) {
+  std::optional<pmu::RetiredInstruction> retired;
+  if (pending_) retired = account(*pending_, after.rip, /*syscall_only=*/false);
+  pending_ = after;
+  return retired;
+}
+
+}  // namespace vmm

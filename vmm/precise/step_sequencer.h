@@ -1,0 +1,60 @@
+// Turns a stream of single-step reports into retired instructions, for both steppers of the
+// precise backend (DESIGN §4.7). A step report arrives *after* an instruction retired (KVM's
+// single-step exit, or the guest kernel's #DB report), but load addresses must be computed from
+// the registers *before* it. So the sequencer keeps the state of the previous report (or of the
+// return to user mode) as the next instruction's pre-state, fetches that instruction's bytes from
+// guest memory at its RIP, and accounts it with the RIP of the new report as its next RIP.
+//
+// Rules (DESIGN §4.4): when execution leaves user mode without a step report (interrupt,
+// exception, SYSCALL), the pending instruction did not retire — except SYSCALL, which retires as
+// one instruction; the sequencer counts it when user mode is re-entered. Steps whose pre-state
+// RIP lies in an ignored range (the guest kernel's user-mode trampolines) never count.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "pmu/guest_memory.h"
+#include "vmm/precise/step_accountant.h"
+
+namespace vmm {
+
+class StepSequencer {
+ public:
+  StepSequencer(StepAccountant& accountant, pmu::GuestMemory& code) : accountant_(accountant), code_(code) {}
+
+  // Instructions at [begin, end) never count (e.g. the kernel's syscall trampoline page).
+  void ignore_range(uint64_t begin, uint64_t end) { ignored_.push_back({begin, end}); }
+
+  // User mode is (re-)entered with `regs`. Returns the SYSCALL that led here, if the pending
+  // instruction was one; any other pending instruction is dropped (it did not retire).
+  std::optional<pmu::RetiredInstruction> enter_user(const GuestRegisters& regs);
+
+  // One user-mode instruction retired; `after` is the state after it.
+  std::optional<pmu::RetiredInstruction> step(const GuestRegisters& after);
+
+  // User mode was left without a step report and will be re-entered through enter_user().
+  void leave_user() { pending_.reset(); }
+
+  uint64_t dropped() const { return dropped_; }       // pending instructions that did not retire
+  uint64_t unreadable() const { return unreadable_; } // code bytes that could not be fetched
+
+ private:
+  struct Range {
+    uint64_t begin, end;
+  };
+  bool ignored(uint64_t rip) const;
+  // Fetches up to 15 bytes at `rip` (fewer when the next page is not readable).
+  std::vector<uint8_t> fetch(uint64_t rip);
+  std::optional<pmu::RetiredInstruction> account(const GuestRegisters& before, uint64_t next_rip,
+                                                 bool syscall_only);
+
+  StepAccountant& accountant_;
+  pmu::GuestMemory& code_;
+  std::vector<Range> ignored_;
+  std::optional<GuestRegisters> pending_;
+  uint64_t dropped_ = 0, unreadable_ = 0;
+};
+
+}  // namespace vmm
