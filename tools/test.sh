@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 tools/setup.sh || { echo "setup failed"; exit 1; }
 
 echo "== bazel test //..."
-bazel test //... --test_output=errors
+bep=$(mktemp --suffix=.bep.json)
+trap 'rm -f "$bep"' EXIT
+bazel test //... --test_output=errors --build_event_json_file="$bep"
 bazel_status=$?
 # 0 = all passed, 3 = some tests failed (counted below); anything else is a build/infra failure.
 if [[ $bazel_status -ne 0 && $bazel_status -ne 3 ]]; then
@@ -22,4 +24,4 @@ fuzz_result=pass
 tests/fuzz/build_and_run.sh || fuzz_result=fail
 
 echo "== summary"
-python3 tools/test_summary.py "$(bazel info bazel-testlogs 2>/dev/null)" --extra "fuzz.lwp_msr_fuzz=$fuzz_result"
+python3 tools/test_summary.py "$bep" --extra "fuzz.lwp_msr_fuzz=$fuzz_result"

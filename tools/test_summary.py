@@ -1,44 +1,65 @@
 #!/usr/bin/env python3
-"""Sums the JUnit XML files Bazel writes (bazel-testlogs/**/test.xml) into one closing line.
+"""Sums the test cases of one `bazel test` invocation into one closing line.
 
-Bazel's own summary counts test *targets*; CI wants test *cases*. Prints each failed case,
-then `N passed, N failed` (plus `, N skipped` when any), and exits 1 if anything failed or no
-test ran. Extra results (e.g. the fuzzer) are added with --extra NAME=pass|fail.
+Bazel's own summary counts test *targets*; CI wants test *cases*. The test.xml files of exactly
+this invocation are taken from its build-event stream (`--build_event_json_file`), so stale logs
+of earlier runs (e.g. run_1_of_3 directories) never count, and cached results do. Prints each
+failed case, then `N passed, N failed` (plus `, N skipped` when any), and exits 1 if anything
+failed or no test ran. Extra results (e.g. the fuzzer) are added with --extra NAME=pass|fail.
 """
 import argparse
+import json
 import pathlib
 import sys
+import urllib.parse
 import xml.etree.ElementTree as ET
+
+
+def test_results(bep_path):
+    """Yields (label, status, test.xml path or None) for every test run of the invocation."""
+    with open(bep_path, encoding="utf-8") as bep:
+        for line in bep:
+            event = json.loads(line)
+            if "testResult" not in event.get("id", {}) or "testResult" not in event:
+                continue
+            label = event["id"]["testResult"]["label"]
+            result = event["testResult"]
+            xml = None
+            for output in result.get("testActionOutput", []):
+                if output.get("name") == "test.xml":
+                    xml = pathlib.Path(urllib.parse.urlparse(output["uri"]).path)
+            yield label, result.get("status", "NO_STATUS"), xml
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("testlogs", type=pathlib.Path)
+    parser.add_argument("bep", type=pathlib.Path, help="build-event JSON file of the bazel test run")
     parser.add_argument("--extra", action="append", default=[],
                         help="NAME=pass|fail: one more result to count")
     args = parser.parse_args()
 
     passed = failed = skipped = 0
-    for xml in sorted(args.testlogs.glob("**/test.xml")):
-        try:
-            root = ET.parse(xml).getroot()
-        except ET.ParseError as err:
-            print(f"FAILED {xml}: unreadable test.xml ({err})")
-            failed += 1
-            continue
-        cases = list(root.iter("testcase"))
-        if not cases:  # a target that crashed before writing cases counts as one failure
-            errors = int(root.get("errors", "0") or 0) + int(root.get("failures", "0") or 0)
-            if errors:
-                print(f"FAILED {xml.parent.relative_to(args.testlogs)} (no test cases recorded)")
+    for label, status, xml in test_results(args.bep):
+        cases = []
+        if xml is not None and xml.exists():
+            try:
+                cases = list(ET.parse(xml).getroot().iter("testcase"))
+            except ET.ParseError as err:
+                print(f"FAILED {label}: unreadable test.xml ({err})")
+        if not cases:  # crashed, timed out, or wrote no cases: the target is one result
+            if status == "PASSED":
+                passed += 1
+            else:
+                print(f"FAILED {label} ({status}, no test cases recorded)")
                 failed += 1
             continue
         for case in cases:
-            name = f"{case.get('classname', '')}.{case.get('name', '')}"
+            name = f"{label} {case.get('classname', '')}.{case.get('name', '')}"
             if case.find("failure") is not None or case.find("error") is not None:
                 print(f"FAILED {name}")
                 failed += 1
-            elif case.find("skipped") is not None or case.get("status") == "notrun":
+            elif (case.find("skipped") is not None or case.get("result") == "skipped"
+                  or case.get("status") == "notrun"):
                 skipped += 1
             else:
                 passed += 1
