@@ -75,9 +75,22 @@ struct pmuvm_boot_info {
 
 /* Paravirtual MSRs (0x4B564D00-0x4B564DFF, DESIGN §4.7). */
 #define PMUVM_MSR_STEP 0x4B564D00u       /* wrmsr from the #DB handler: a user-mode step retired;
-                                          * value = guest-physical address of the trap frame */
-#define PMUVM_MSR_USER_ENTRY 0x4B564D01u /* wrmsr: about to return to ring 3 on this vCPU */
+                                          * value = guest-physical address of the struct
+                                          * pmuvm_trap_frame holding the state after it */
+#define PMUVM_MSR_USER_ENTRY 0x4B564D01u /* wrmsr: about to return to ring 3 on this vCPU;
+                                          * value = guest-physical address of the struct
+                                          * pmuvm_trap_frame that iretq will restore */
 #define PMUVM_MSR_TASK 0x4B564D02u       /* wrmsr: the task now running on this vCPU (id) */
+
+/* The kernel's trap frame as the PV MSRs above report it (guest/kernel/kernel.h asserts that its
+ * struct trap_frame has exactly this layout): general registers as pushed by the entry code, the
+ * vector and error code, then the hardware interrupt frame. */
+struct pmuvm_trap_frame {
+  uint64_t r15, r14, r13, r12, r11, r10, r9, r8;
+  uint64_t rbp, rdi, rsi, rdx, rcx, rbx, rax;
+  uint64_t vector, error;
+  uint64_t rip, cs, rflags, rsp, ss;
+};
 
 /* Syscall numbers (DESIGN §4.4). */
 #define PMUVM_SYS_EXIT 0
