@@ -15,6 +15,7 @@ packages=(
   libvirt-dev                    # CPU baseline cross-checks
   libpfm4-dev                    # NetBurst event encodings (test oracle)
   python3                        # test-result summary
+  qemu-system-x86                # runs the bundled guest kernel under TCG in tests (no KVM needed)
 )
 
 missing=()

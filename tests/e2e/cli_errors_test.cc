@@ -1,0 +1,108 @@
+// pmuvm's bad-input paths, end to end through the real binary (DESIGN §4.6, issue 3): each is a
+// one-line reason and exit status 2 (usage) or 3 (VMM/KVM), never a crash or a hang. These run on
+// every machine: all inputs are checked before KVM is touched.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "tests/e2e/pmuvm_process.h"
+#include "tests/support/elf_builder.h"
+
+namespace {
+
+using pmuvm_e2e::run;
+using pmuvm_e2e::runfile;
+
+std::string hello() { return runfile("guest/programs/hello"); }
+
+bool one_line(const std::string& s) {
+  return !s.empty() && s.find('\n') == s.size() - 1;
+}
+
+// The last line of stderr (warnings may precede the error line).
+std::string last_line(const std::string& s) {
+  std::string t = s;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+TEST(CliErrors, MissingProgram) {
+  auto r = run({"run", "--", "/nonexistent/prog.elf"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(last_line(r.err), "pmuvm: /nonexistent/prog.elf: cannot open (No such file or directory)");
+}
+
+TEST(CliErrors, NonElfProgram) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/notes.txt";
+  std::ofstream(path) << std::string(200, 'x') << "\n";  // longer than an ELF header
+  auto r = run({"run", "--", path});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(last_line(r.err), "pmuvm: " + path + ": not an ELF file");
+}
+
+TEST(CliErrors, ProgramOverlappingTheKernel) {
+  // A valid static executable linked at 1 MiB, where the bundled kernel lives.
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/low.elf";
+  auto bytes = pmu::testing::make_elf({{0x100000, 0x1000, 0x10, PF_R | PF_X}}, 0x100000);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  auto r = run({"run", "--", path});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(last_line(r.err).find(path + ": segment 0x100000-0x101000 overlaps the kernel"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(CliErrors, MemoryTooSmall) {
+  auto r = run({"run", "--mem", "4", "--", hello()});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(last_line(r.err).find("--mem 4 MiB is too small"), std::string::npos) << r.err;
+  EXPECT_NE(last_line(r.err).find("need at least"), std::string::npos) << r.err;
+}
+
+TEST(CliErrors, UnknownProfileAndBadProfileFile) {
+  auto r = run({"run", "--cpu", "pentium-9", "--", hello()});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(last_line(r.err).rfind("pmuvm: unknown CPU profile 'pentium-9'", 0), 0u) << r.err;
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/bad.json";
+  std::ofstream(path) << "{\n  \"name\": \"x\",\n  \"vendor\": ,\n}\n";  // syntax error, line 3
+  auto f = run({"run", "--cpu", path, "--", hello()});
+  EXPECT_EQ(f.status, 2);
+  EXPECT_NE(last_line(f.err).find(path + ":3:"), std::string::npos) << "line-precise: " << f.err;
+}
+
+TEST(CliErrors, UsageErrorsAreOneLine) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"run"}, {"run", "--vcpus", "0", "--", "x"}, {"bogus"}, {"run", "--backend", "x", "--", "x"}}) {
+    auto r = run(args);
+    EXPECT_EQ(r.status, 2) << ::testing::PrintToString(args);
+    EXPECT_TRUE(one_line(r.err)) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST(CliErrors, NoKvmIsExitThreeWithReason) {
+  std::string why;
+  if (pmuvm_e2e::kvm_usable(&why)) GTEST_SKIP() << "this machine has /dev/kvm";
+  auto r = run({"run", "--", hello()});
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(last_line(r.err).rfind("pmuvm: cannot open /dev/kvm: ", 0), 0u) << r.err;
+}
+
+TEST(Cli, HelpAndProfiles) {
+  auto h = run({"--help"});
+  EXPECT_EQ(h.status, 0);
+  EXPECT_NE(h.out.find("run"), std::string::npos);
+  auto p = run({"profiles"});
+  EXPECT_EQ(p.status, 0);
+  for (const char* name : {"amd-lwp  ", "amd-lwp-lite  ", "amd-lwp-baseline  ", "intel-netburst  "})
+    EXPECT_NE(p.out.find(name), std::string::npos) << name;
+  auto d = run({"profiles", "amd-lwp"});
+  EXPECT_EQ(d.status, 0);
+  EXPECT_NE(d.out.find("CPUID 0x8000001C eax=0x8000000f ebx=0x01032040 ecx=0xc000002a edx=0x0000001f"),
+            std::string::npos)
+      << d.out;
+}
+
+}  // namespace

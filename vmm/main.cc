@@ -1,0 +1,97 @@
+// pmuvm: parse the command line, check every input, then boot. Exit status: the guest's, 2 for
+// a usage error, 3 for a VMM/KVM failure (DESIGN §4.6). Errors are one line on stderr.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include "vmm/bundled_kernel.h"
+#include "vmm/command_line.h"
+#include "vmm/cpu/cpu_profile.h"
+#include "vmm/cpu/describe_profile.h"
+#include "vmm/loader/elf_image.h"
+#include "vmm/machine.h"
+#include "vmm/vmm_error.h"
+
+namespace {
+
+int list_profiles(const vmm::ProfilesCommand& cmd) {
+  if (!cmd.name.empty()) {
+    vmm::ProfileResult r = vmm::resolve_cpu_option(cmd.name);
+    if (!r.ok()) throw vmm::UsageError(r.error);
+    std::cout << vmm::describe_profile(*r.profile);
+    return 0;
+  }
+  for (const std::string& name : vmm::builtin_profile_names()) {
+    vmm::ProfileResult r = vmm::builtin_profile(name);
+    std::cout << name << (r.ok() ? "  " + r.profile->description : "  (invalid: " + r.error + ")")
+              << '\n';
+  }
+  return 0;
+}
+
+vmm::ElfImage load_elf_or_usage_error(const std::string& path) {
+  auto r = vmm::load_elf_file(path);
+  if (auto* error = std::get_if<std::string>(&r)) throw vmm::UsageError(*error);
+  return std::move(std::get<vmm::ElfImage>(r));
+}
+
+int run(const vmm::RunCommand& cmd) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("pmuvm"));
+  spdlog::set_level(spdlog::level::from_str(cmd.log_level));
+  spdlog::set_pattern("pmuvm: [%l] %v");
+
+  vmm::ProfileResult profile = vmm::resolve_cpu_option(cmd.cpu);
+  if (!profile.ok()) throw vmm::UsageError(profile.error);
+  vmm::MachineOptions options;
+  options.profile = std::move(*profile.profile);
+  options.vcpus = cmd.vcpus;
+  options.mem_mib = cmd.mem_mib;
+  options.seed = cmd.seed;
+  options.max_interrupts_per_second = cmd.max_interrupt_rate;
+  options.lwp_report = cmd.lwp_report;
+  options.lwp_trace = cmd.lwp_trace;
+  if (cmd.kernel.empty()) {
+    auto r = vmm::parse_elf(vmm::bundled_kernel(), "bundled kernel");
+    if (auto* error = std::get_if<std::string>(&r)) throw vmm::VmmError(*error);
+    options.kernel = std::move(std::get<vmm::ElfImage>(r));
+  } else {
+    options.kernel = load_elf_or_usage_error(cmd.kernel);
+    options.kernel_name = cmd.kernel;
+  }
+  for (const vmm::ProgramArgs& p : cmd.programs)
+    options.programs.push_back(vmm::GuestProgram{p.path, load_elf_or_usage_error(p.path), p.args});
+  if (cmd.backend != "precise" && cmd.backend != "auto")
+    spdlog::warn("--backend {}: not implemented yet, counting uses no backend", cmd.backend);
+  spdlog::warn("counting backends are not implemented yet: LWP state is emulated, records are "
+               "only produced once a backend reports retired instructions");
+
+  vmm::Machine machine(std::move(options));  // UsageError for a guest that cannot fit
+  return machine.run();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const vmm::ParsedCommandLine cl = vmm::parse_command_line(std::vector<std::string>(argv, argv + argc));
+  try {
+    switch (cl.kind) {
+      case vmm::ParsedCommandLine::Kind::kExit:
+        (cl.exit_status == 0 ? std::cout : std::cerr) << cl.message << (cl.exit_status ? "\n" : "");
+        return cl.exit_status;
+      case vmm::ParsedCommandLine::Kind::kProfiles:
+        return list_profiles(cl.profiles);
+      case vmm::ParsedCommandLine::Kind::kRun:
+        return run(cl.run);
+    }
+  } catch (const vmm::UsageError& e) {
+    std::cerr << "pmuvm: " << e.what() << '\n';
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "pmuvm: " << e.what() << '\n';
+    return 3;
+  }
+  return 3;
+}
