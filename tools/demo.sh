@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The README's main command: boot the bundled guest under KVM and profile the demo workload
-# with virtual LWP. The VMM (`pmuvm run`, issue 3) does not exist yet: say so plainly.
+# The README's main command: build pmuvm and the demo workload, boot the bundled guest under KVM
+# and let the demo profile itself with virtual LWP, then print the LWP report.
+# Extra arguments go to `pmuvm run` (e.g. --cpu amd-lwp-lite, --seed 7, --vcpus 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
-echo "pmuvm: the KVM VMM ('pmuvm run') is not implemented yet; only the LWP model (pmu/lwp) and its tests exist." >&2
-echo "pmuvm: run tools/test.sh to exercise it." >&2
-exit 2
+bazel build -c opt //vmm:pmuvm //guest/programs:lwp_demo
+exec bazel-bin/vmm/pmuvm run --lwp-report - "$@" -- bazel-bin/guest/programs/lwp_demo

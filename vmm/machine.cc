@@ -16,6 +16,7 @@
 #include "vmm/cpu/cpuid_table.h"
 #include "vmm/devices/serial_16550.h"
 #include "vmm/kvm/kvm_vcpu.h"
+#include "vmm/precise/guest_assisted_stepper.h"
 #include "vmm/report/lwp_report.h"
 #include "vmm/report/lwp_trace.h"
 #include "vmm/vcpu_control_block.h"
@@ -65,6 +66,19 @@ std::vector<kvm_cpuid_entry2> to_kvm(const std::vector<CpuidEntry>& table) {
   return out;
 }
 
+pmu::cache::Geometry to_cache_geometry(const CacheGeometry& g) {
+  auto level = [](const CacheLevel& l) {
+    return pmu::cache::LevelGeometry{l.size_kib * 1024, l.ways, l.latency_cycles};
+  };
+  pmu::cache::Geometry out;
+  out.line_size = g.line_size;
+  out.l1d = level(g.l1d);
+  out.l2 = level(g.l2);
+  if (g.l3) out.l3 = level(*g.l3);
+  out.dram_latency_cycles = g.dram_latency_cycles;
+  return out;
+}
+
 std::string describe_registers(KvmVcpu& vcpu) {
   char buf[512];
   try {
@@ -101,6 +115,7 @@ struct Machine::Impl {
     VcpuInterrupts interrupts;
     std::unique_ptr<pmu::RateLimitedInterruptSink> limited;
     std::unique_ptr<VcpuControlBlock> control;
+    std::unique_ptr<GuestAssistedStepper> stepper;  // precise backend (nullptr: none)
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
   };
@@ -115,9 +130,13 @@ struct Machine::Impl {
   LwpReport report;
   std::ofstream trace;
 
+  uint32_t pv_features() const {
+    return PMUVM_PV_USER_ENTRY | (options.guest_stepper ? PMUVM_PV_GUEST_STEPPER : 0);
+  }
+
   explicit Impl(MachineOptions o) : options(std::move(o)), ram(options.mem_mib << 20) {
     auto result = load_guest(ram, options.kernel, options.kernel_name, options.programs,
-                             BootParameters{options.vcpus, PMUVM_PV_USER_ENTRY, 100});
+                             BootParameters{options.vcpus, pv_features(), 100});
     if (auto* error = std::get_if<std::string>(&result)) throw UsageError(*error);
     loaded = std::get<LoadedGuest>(result);
   }
@@ -168,8 +187,18 @@ struct Machine::Impl {
     const uint32_t msr = run->msr.index;
     run->msr.error = 0;
     if (write) {
+      const StepContext ctx{s.cr3, s.fs.base, s.gs.base};
       switch (msr) {
-        case PMUVM_MSR_USER_ENTRY: v.control->enter_user(s.cr3); return;
+        case PMUVM_MSR_USER_ENTRY:
+          v.control->enter_user(s.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
+          if (v.stepper)
+            if (auto retired = v.stepper->on_user_entry(run->msr.data, ctx))
+              v.control->retire(*retired, s.cr3);
+          return;
+        case PMUVM_MSR_STEP:
+          if (!v.stepper) break;  // not offered: #GP, the kernel stops stepping
+          if (auto retired = v.stepper->on_step(run->msr.data, ctx)) v.control->retire(*retired, s.cr3);
+          return;
         case PMUVM_MSR_TASK: v.task = static_cast<uint32_t>(run->msr.data); return;
         default: break;
       }
@@ -243,7 +272,7 @@ struct Machine::Impl {
     std::vector<CpuidEntry> host;
     for (const kvm_cpuid_entry2& e : kvm->supported_cpuid())
       host.push_back(CpuidEntry{e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx});
-    const uint32_t pv = PMUVM_PV_USER_ENTRY;
+    const uint32_t pv = pv_features();
     std::vector<kvm_cpuid_entry2> table = to_kvm(build_guest_cpuid(host, options.profile, pv));
     for (uint32_t i = 0; i < options.vcpus; ++i) {
       auto v = std::make_unique<Vcpu>();
@@ -261,6 +290,8 @@ struct Machine::Impl {
           v->interrupts, clock, options.max_interrupts_per_second);
       v->control = std::make_unique<VcpuControlBlock>(i, i, options.profile.lwp, options.seed, ram,
                                                       *v->limited);
+      if (options.guest_stepper)
+        v->stepper = std::make_unique<GuestAssistedStepper>(ram, to_cache_geometry(options.profile.cache));
       Vcpu* raw = v.get();
       v->control->lwp().set_record_observer([this, raw](const pmu::lwp::StoredRecord& rec) {
         std::lock_guard<std::mutex> g(report_lock);

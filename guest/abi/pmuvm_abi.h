@@ -82,6 +82,11 @@ struct pmuvm_boot_info {
                                           * pmuvm_trap_frame that iretq will restore */
 #define PMUVM_MSR_TASK 0x4B564D02u       /* wrmsr: the task now running on this vCPU (id) */
 
+/* The kernel's syscall trampoline page (LSTAR), mapped user-executable in every task. Code there is
+ * the kernel's, never the program's: the VMM's steppers do not count it (DESIGN §4.7). */
+#define PMUVM_TRAMPOLINE_VA 0x00007FFFFFFFE000ull
+#define PMUVM_TRAMPOLINE_SIZE 0x1000ull
+
 /* The kernel's trap frame as the PV MSRs above report it (guest/kernel/kernel.h asserts that its
  * struct trap_frame has exactly this layout): general registers as pushed by the entry code, the
  * vector and error code, then the hardware interrupt frame. */

@@ -51,6 +51,7 @@ _Static_assert(__builtin_offsetof(struct trap_frame, rflags) == TRAP_FRAME_RFLAG
 _Static_assert(__builtin_offsetof(struct trap_frame, rsp) == TRAP_FRAME_RSP, "layout");
 _Static_assert(__builtin_offsetof(struct trap_frame, ss) == TRAP_FRAME_SS, "layout");
 _Static_assert(PV_MSR_STEP == PMUVM_MSR_STEP, "layout.h copy of PMUVM_MSR_STEP");
+_Static_assert(TRAMPOLINE_VA == PMUVM_TRAMPOLINE_VA, "layout.h copy of PMUVM_TRAMPOLINE_VA");
 
 static inline bool frame_is_user(const struct trap_frame *f) { return (f->cs & 3) == 3; }
 

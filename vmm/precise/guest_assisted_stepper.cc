@@ -1,0 +1,52 @@
+#include "vmm/precise/guest_assisted_stepper.h"
+
+#include <cstring>
+
+#include "guest/abi/pmuvm_abi.h"
+
+namespace vmm {
+
+GuestAssistedStepper::GuestAssistedStepper(GuestRam& ram, const pmu::cache::Geometry& cache)
+    : ram_(ram), code_(ram), accountant_(cache), sequencer_(accountant_, code_) {
+  sequencer_.ignore_range(PMUVM_TRAMPOLINE_VA, PMUVM_TRAMPOLINE_VA + PMUVM_TRAMPOLINE_SIZE);
+}
+
+std::optional<GuestRegisters> GuestAssistedStepper::read_frame(uint64_t frame_gpa,
+                                                               const StepContext& ctx) {
+  pmuvm_trap_frame f;
+  if (!ram_.read(frame_gpa, std::as_writable_bytes(std::span(&f, 1))) || (f.cs & 3) != 3) {
+    ++bad_frames_;  // outside RAM, or not a user-mode frame: the kernel broke the protocol
+    return std::nullopt;
+  }
+  code_.set_cr3(ctx.cr3);
+  GuestRegisters r;
+  r.rax = f.rax, r.rbx = f.rbx, r.rcx = f.rcx, r.rdx = f.rdx;
+  r.rsi = f.rsi, r.rdi = f.rdi, r.rsp = f.rsp, r.rbp = f.rbp;
+  r.r8 = f.r8, r.r9 = f.r9, r.r10 = f.r10, r.r11 = f.r11;
+  r.r12 = f.r12, r.r13 = f.r13, r.r14 = f.r14, r.r15 = f.r15;
+  r.rip = f.rip, r.rflags = f.rflags;
+  r.fs_base = ctx.fs_base, r.gs_base = ctx.gs_base;
+  return r;
+}
+
+std::optional<pmu::RetiredInstruction> GuestAssistedStepper::on_step(uint64_t frame_gpa,
+                                                                     const StepContext& ctx) {
+  std::optional<GuestRegisters> regs = read_frame(frame_gpa, ctx);
+  if (!regs) {
+    sequencer_.leave_user();
+    return std::nullopt;
+  }
+  return sequencer_.step(*regs);
+}
+
+std::optional<pmu::RetiredInstruction> GuestAssistedStepper::on_user_entry(uint64_t frame_gpa,
+                                                                           const StepContext& ctx) {
+  std::optional<GuestRegisters> regs = read_frame(frame_gpa, ctx);
+  if (!regs) {
+    sequencer_.leave_user();
+    return std::nullopt;
+  }
+  return sequencer_.enter_user(*regs);
+}
+
+}  // namespace vmm

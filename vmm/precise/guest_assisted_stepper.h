@@ -1,0 +1,48 @@
+// The guest-assisted stepper (DESIGN §4.7), VMM side. The bundled kernel single-steps a profiled
+// task with RFLAGS.TF and reports each user-mode step with one WRMSR of PMUVM_MSR_STEP, and each
+// return to user mode with PMUVM_MSR_USER_ENTRY; both carry the guest-physical address of the
+// kernel's trap frame (guest/abi/pmuvm_abi.h). This class reads that frame from guest RAM, turns
+// it into registers, and runs the step sequencer; the run loop hands the result to the vCPU's
+// PMU models. No KVM dependency: tested over guest RAM with real page tables.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "pmu/cache/cache_model.h"
+#include "pmu/retired_instruction.h"
+#include "vmm/memory/page_walker.h"
+#include "vmm/precise/step_accountant.h"
+#include "vmm/precise/step_sequencer.h"
+
+namespace vmm {
+
+// What the run loop knows at the PV MSR exit besides the frame.
+struct StepContext {
+  uint64_t cr3 = 0;
+  uint64_t fs_base = 0, gs_base = 0;
+};
+
+class GuestAssistedStepper {
+ public:
+  GuestAssistedStepper(GuestRam& ram, const pmu::cache::Geometry& cache);
+
+  // PMUVM_MSR_STEP: one user instruction retired; returns it (if it counts).
+  std::optional<pmu::RetiredInstruction> on_step(uint64_t frame_gpa, const StepContext& ctx);
+  // PMUVM_MSR_USER_ENTRY: returns the SYSCALL that retired before this entry, if any.
+  std::optional<pmu::RetiredInstruction> on_user_entry(uint64_t frame_gpa, const StepContext& ctx);
+
+  uint64_t bad_frames() const { return bad_frames_; }
+  const StepSequencer& sequencer() const { return sequencer_; }
+
+ private:
+  std::optional<GuestRegisters> read_frame(uint64_t frame_gpa, const StepContext& ctx);
+
+  GuestRam& ram_;
+  PagedGuestMemory code_;
+  StepAccountant accountant_;
+  StepSequencer sequencer_;
+  uint64_t bad_frames_ = 0;
+};
+
+}  // namespace vmm
