@@ -7,6 +7,43 @@
 
         .code64
 
+/* The general-register part of struct trap_frame (kernel.h), pushed and popped in one order. */
+.macro PUSH_GPRS
+        push %rax
+        push %rbx
+        push %rcx
+        push %rdx
+        push %rsi
+        push %rdi
+        push %rbp
+        push %r8
+        push %r9
+        push %r10
+        push %r11
+        push %r12
+        push %r13
+        push %r14
+        push %r15
+.endm
+.macro POP_GPRS
+        pop %r15
+        pop %r14
+        pop %r13
+        pop %r12
+        pop %r11
+        pop %r10
+        pop %r9
+        pop %r8
+        pop %rbp
+        pop %rdi
+        pop %rsi
+        pop %rdx
+        pop %rcx
+        pop %rbx
+        pop %rax
+.endm
+
+
 /* ---- boot entry ------------------------------------------------------------------------------
  * All vCPUs start here in 64-bit mode with interrupts off, RSP = 0, RDI = boot information,
  * RSI = vCPU index (guest/abi/pmuvm_abi.h). Each takes the kernel stack of its index in
@@ -83,21 +120,7 @@ trap_stubs:
 
         .type trap_common, @function
 trap_common:
-        push %rax
-        push %rbx
-        push %rcx
-        push %rdx
-        push %rsi
-        push %rdi
-        push %rbp
-        push %r8
-        push %r9
-        push %r10
-        push %r11
-        push %r12
-        push %r13
-        push %r14
-        push %r15
+        PUSH_GPRS
 trap_common_saved:              /* the frame is complete (debug_entry joins here) */
         cld
         mov %rsp, %rdi
@@ -125,41 +148,13 @@ trap_common_saved:              /* the frame is complete (debug_entry joins here
         mov %rcx, -8(%rax)
         sub $16, %rax
         mov %rax, TRAP_FRAME_ERROR(%rsp) /* the error-code slot holds the new RSP */
-        pop %r15
-        pop %r14
-        pop %r13
-        pop %r12
-        pop %r11
-        pop %r10
-        pop %r9
-        pop %r8
-        pop %rbp
-        pop %rdi
-        pop %rsi
-        pop %rdx
-        pop %rcx
-        pop %rbx
-        pop %rax
+        POP_GPRS
         mov 8(%rsp), %rsp               /* -> [RFLAGS, RIP] below the interrupted RSP */
         popfq
         ret
         .globl trap_return
 trap_return:
-        pop %r15
-        pop %r14
-        pop %r13
-        pop %r12
-        pop %r11
-        pop %r10
-        pop %r9
-        pop %r8
-        pop %rbp
-        pop %rdi
-        pop %rsi
-        pop %rdx
-        pop %rcx
-        pop %rbx
-        pop %rax
+        POP_GPRS
         add $16, %rsp           /* vector, error code */
         iretq
         .size trap_common, . - trap_common
@@ -178,21 +173,7 @@ trap_return:
 debug_entry:
         pushq $0                /* error code */
         pushq $1                /* vector */
-        push %rax
-        push %rbx
-        push %rcx
-        push %rdx
-        push %rsi
-        push %rdi
-        push %rbp
-        push %r8
-        push %r9
-        push %r10
-        push %r11
-        push %r12
-        push %r13
-        push %r14
-        push %r15
+        PUSH_GPRS
         testb $3, TRAP_FRAME_CS(%rsp)
         jz .Ldebug_slow
         cmpb $0, guest_stepper_on(%rip)

@@ -102,6 +102,18 @@ static void save_current(struct cpu *c, struct task *t, const struct trap_frame 
   lwp_switch_out(c, t); /* still under t's CR3 */
 }
 
+/* Takes the next runnable task for this CPU off the run queue and makes it current (NULL: none).
+ * Called with sched_lock held. */
+static struct task *take_next_locked(struct cpu *c) {
+  struct task *next = rq_pop_for(c);
+  if (next) {
+    next->state = TASK_RUNNING;
+    next->cpu = (int)c->index;
+  }
+  c->current = next;
+  return next;
+}
+
 static void load_task(struct cpu *c, struct task *t, struct trap_frame *f) {
   if (read_cr3() != t->cr3) write_cr3(t->cr3);
   pv_wrmsr(PMUVM_MSR_TASK, t->id, &kcfg.task_msr_on, "PMUVM_MSR_TASK");
@@ -128,12 +140,7 @@ static void switch_to_next(struct cpu *c, struct trap_frame *f) {
       rq_push(cur);
     }
   }
-  struct task *next = rq_pop_for(c);
-  if (next) {
-    next->state = TASK_RUNNING;
-    next->cpu = (int)c->index;
-  }
-  c->current = next;
+  struct task *next = take_next_locked(c);
   spin_unlock_irqrestore(&sched_lock, fl);
   if (!next) go_idle(c);
   load_task(c, next, f);
@@ -208,12 +215,7 @@ static void idle_loop(void) {
   for (;;) {
     cli();
     uint64_t fl = spin_lock_irqsave(&sched_lock);
-    struct task *next = rq_pop_for(c);
-    if (next) {
-      next->state = TASK_RUNNING;
-      next->cpu = (int)c->index;
-    }
-    c->current = next;
+    struct task *next = take_next_locked(c);
     spin_unlock_irqrestore(&sched_lock, fl);
     if (next) {
       /* The frame goes where a trap from ring 3 would have put it: at the top of the kernel
