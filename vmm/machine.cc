@@ -277,9 +277,14 @@ struct Machine::Impl {
     for (uint32_t i = 0; i < options.vcpus; ++i) {
       auto v = std::make_unique<Vcpu>();
       v->kvm = std::make_unique<KvmVcpu>(*vm, i);
-      // The in-kernel LAPIC takes its initial APIC ID from the vCPU index; leaf 1 EBX[31:24]
-      // and leaf 0xB follow KVM's per-vCPU fix-up of the table.
-      v->kvm->set_cpuid(table);
+      // The in-kernel LAPIC's initial APIC ID is the vCPU index; KVM does not patch CPUID to
+      // match, so each vCPU gets its own copy with the x2APIC/initial APIC ID fields set.
+      std::vector<kvm_cpuid_entry2> own = table;
+      for (kvm_cpuid_entry2& e : own) {
+        if (e.function == 1) e.ebx = (e.ebx & 0x00FFFFFFu) | (i << 24);
+        if (e.function == 0xB || e.function == 0x1F) e.edx = i;
+      }
+      v->kvm->set_cpuid(own);
       v->kvm->enter_long_mode(boot, guest.kernel_entry, guest.boot_info, i);
       if (i > 0) v->kvm->make_runnable();
       if (options.profile.misc_enable) v->kvm->set_msr(kMsrMiscEnable, *options.profile.misc_enable);
