@@ -1,0 +1,204 @@
+// 40-bit wrap, the sticky OVF flag, FORCE_OVF and overflow PMIs (both timings).
+#include "tests/netburst/netburst_fixture.h"
+
+namespace pmu::netburst::testing {
+namespace {
+
+using NetburstOverflow = NetburstTest;
+
+const uint64_t kInstrUser = MakeEscr(kInstrRetired, 1, false, true);
+
+TEST_F(NetburstOverflow, CounterWrapsAt40BitsAndSetsOvf) {
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01), kCounterMask - 2);
+  Run(Plain(), 2);
+  EXPECT_EQ(Count(kIqCounter0), kCounterMask);
+  EXPECT_EQ(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  Run(Plain());
+  EXPECT_EQ(Count(kIqCounter0), 0u);
+  EXPECT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  Run(Plain(), 5);
+  EXPECT_EQ(Count(kIqCounter0), 5u) << "counting continues after the wrap";
+  EXPECT_EQ(sink.pmis, 0) << "no OVF_PMI_T0, no interrupt";
+}
+
+TEST_F(NetburstOverflow, OvfIsStickyUntilSoftwareWritesZero) {
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01), kCounterMask);
+  Run(Plain());
+  ASSERT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  Run(Plain(), 100);
+  Wr(kCounter(kIqCounter0), 0);  // writing the counter does not clear OVF
+  Wr(kCruEscr0, kInstrUser);     // nor does writing the ESCR
+  EXPECT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  Wr(kCccr(kIqCounter0), Rd(kCccr(kIqCounter0)));  // writing it back as 1 keeps it
+  EXPECT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  Wr(kCccr(kIqCounter0), Rd(kCccr(kIqCounter0)) & ~kOvf);
+  EXPECT_EQ(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  Run(Plain(), 10);
+  EXPECT_EQ(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  EXPECT_EQ(Count(kIqCounter0), 10u);
+}
+
+TEST_F(NetburstOverflow, PmiComesWithTheNextEventCountAfterTheOverflow) {
+  // SDM: preset -N+1 to get the interrupt on the Nth event.
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kOvfPmiT0),
+          static_cast<uint64_t>(-99));
+  Run(Plain(), 99);
+  EXPECT_EQ(Count(kIqCounter0), 0u);
+  EXPECT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  EXPECT_EQ(sink.pmis, 0) << "overflowed, interrupt not yet generated";
+  Run(Plain(0));  // a kernel instruction is not an event of this counter
+  EXPECT_EQ(sink.pmis, 0);
+  Run(Plain());  // the 100th event
+  EXPECT_EQ(sink.pmis, 1);
+  Run(Plain(), 1000);
+  EXPECT_EQ(sink.pmis, 1) << "one PMI per overflow";
+  EXPECT_EQ(pmu.stats().overflows, 1u);
+}
+
+TEST_F(NetburstOverflow, OverflowInsideOneInstructionsCyclesRaisesAtOnce) {
+  // RUNNING over a 10-cycle instruction: wrap at the 3rd cycle, next count at the 4th.
+  Program(kBpuCounter0, kFsbEscr0, MakeEscr(kGlobalPower, 1, true, true), MakeCccr(kSelFsb, kOvfPmiT0),
+          kCounterMask - 2);
+  Run(Plain(3, 10));
+  EXPECT_EQ(Count(kBpuCounter0), 7u);
+  EXPECT_EQ(sink.pmis, 1);
+}
+
+class NetburstAtOverflow : public NetburstTest {
+ protected:
+  NetburstAtOverflow() : NetburstTest(MakeConfig()) {}
+  static Config MakeConfig() {
+    Config c;
+    c.pmi_timing = PmiTiming::kAtOverflow;
+    return c;
+  }
+};
+
+TEST_F(NetburstAtOverflow, PmiAtTheOverflowingIncrementWhenConfigured) {
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kOvfPmiT0),
+          static_cast<uint64_t>(-100));
+  Run(Plain(), 99);
+  EXPECT_EQ(sink.pmis, 0);
+  Run(Plain());
+  EXPECT_EQ(sink.pmis, 1);
+  Run(Plain(), 50);
+  EXPECT_EQ(sink.pmis, 1);
+}
+
+TEST_F(NetburstOverflow, SamplingLoopGetsOnePmiPerPeriod) {
+  // The bundled kernel's handler: on each PMI clear OVF and reload the preset. With the SDM
+  // preset -(N-1) every Nth event interrupts.
+  const uint64_t preset = static_cast<uint64_t>(-(1000 - 1)) & kCounterMask;
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kOvfPmiT0), preset);
+  int handled = 0;
+  for (int i = 0; i < 10000; ++i) {
+    Run(Plain());
+    if (sink.pmis > handled) {
+      ++handled;
+      EXPECT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+      Wr(kCccr(kIqCounter0), Rd(kCccr(kIqCounter0)) & ~kOvf);
+      Wr(kCounter(kIqCounter0), preset);
+    }
+  }
+  EXPECT_EQ(sink.pmis, 10);
+}
+
+TEST_F(NetburstOverflow, PmiCancelledWhenOvfPmiT0ClearedBeforeTheNextEvent) {
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kOvfPmiT0), kCounterMask);
+  Run(Plain());
+  EXPECT_EQ(sink.pmis, 0);
+  Wr(kCccr(kIqCounter0), MakeCccr(kSelCru01) | kOvf);
+  Run(Plain(), 3);
+  EXPECT_EQ(sink.pmis, 0);
+}
+
+TEST_F(NetburstOverflow, ArmedPmiWaitsWhileTheCounterIsStopped) {
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kOvfPmiT0), kCounterMask);
+  Run(Plain());
+  Wr(kCccr(kIqCounter0), (MakeCccr(kSelCru01, kOvfPmiT0) | kOvf) & ~kEnable);
+  Run(Plain(), 5);
+  EXPECT_EQ(sink.pmis, 0);
+  Wr(kCccr(kIqCounter0), MakeCccr(kSelCru01, kOvfPmiT0) | kOvf);
+  Run(Plain());
+  EXPECT_EQ(sink.pmis, 1);
+}
+
+TEST_F(NetburstOverflow, OvfPmiT1NeverInterrupts) {
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kOvfPmiT1), kCounterMask);
+  Run(Plain(), 5);
+  EXPECT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  EXPECT_EQ(sink.pmis, 0);
+}
+
+TEST_F(NetburstOverflow, ForceOvfOverflowsOnEveryIncrement) {
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kForceOvf | kOvfPmiT0), 10);
+  Run(Plain());
+  EXPECT_EQ(Count(kIqCounter0), 11u) << "the value still counts normally";
+  EXPECT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  EXPECT_EQ(sink.pmis, 0) << "the PMI comes with the next count";
+  Run(Plain());
+  EXPECT_EQ(sink.pmis, 1);
+  Run(Plain(), 3);
+  EXPECT_EQ(sink.pmis, 4);
+  Run(Plain(0), 3);  // no increments, no overflow, no PMI
+  EXPECT_EQ(sink.pmis, 4);
+  EXPECT_EQ(pmu.stats().overflows, 5u);
+}
+
+TEST_F(NetburstOverflow, ForceOvfWithoutPmiOnlySetsOvf) {
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kForceOvf), 0);
+  EXPECT_EQ(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  Run(Plain());
+  EXPECT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  EXPECT_EQ(sink.pmis, 0);
+}
+
+TEST_F(NetburstOverflow, TwoCountersOverflowingTogetherRaiseTwoPmis) {
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kOvfPmiT0), kCounterMask);
+  Program(kIqCounter2, kCruEscr1, kInstrUser, MakeCccr(kSelCru01, kOvfPmiT0), kCounterMask);
+  Run(Plain(), 2);
+  EXPECT_EQ(sink.pmis, 2);
+}
+
+TEST_F(NetburstOverflow, SoftwareCanSetOvfAndCounterWritesNeverInterrupt) {
+  Wr(kCccr(kIqCounter0), MakeCccr(kSelCru01, kOvfPmiT0) | kOvf);
+  EXPECT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  Wr(kCounter(kIqCounter0), kCounterMask);
+  EXPECT_EQ(sink.pmis, 0);
+}
+
+class Netburst32BitCounters : public NetburstTest {
+ protected:
+  Netburst32BitCounters() : NetburstTest(MakeConfig()) {}
+  static Config MakeConfig() {
+    Config c;
+    c.counter_bits = 32;
+    return c;
+  }
+};
+
+TEST_F(Netburst32BitCounters, NarrowerCountersWrapAtTheirWidth) {
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01), 0xFFFFFFFFFFull);
+  EXPECT_EQ(Count(kIqCounter0), 0xFFFFFFFFu);
+  Run(Plain());
+  EXPECT_EQ(Count(kIqCounter0), 0u);
+  EXPECT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+}
+
+TEST(NetburstConfig, InvalidConfigurationsAreRejected) {
+  Config c;
+  EXPECT_EQ(validate(c), std::nullopt);
+  c.counters = 0;
+  EXPECT_NE(validate(c), std::nullopt);
+  c = Config{};
+  c.counter_bits = 48;
+  EXPECT_NE(validate(c), std::nullopt);
+  c = Config{};
+  c.threads_per_core = 2;
+  EXPECT_NE(validate(c), std::nullopt);
+  RecordingInterruptSink sink;
+  EXPECT_THROW(NetburstPmu(c, sink), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pmu::netburst::testing
