@@ -36,17 +36,39 @@ struct SteadyClock : pmu::Clock {
   }
 };
 
-// Threshold interrupts go to the owning vCPU's in-kernel LAPIC as fixed-vector MSIs.
+// PMU interrupts of one vCPU. Threshold interrupts (LWP) are fixed-vector MSIs to its in-kernel
+// LAPIC. A performance-counter interrupt (NetBurst overflow) goes where the guest programmed the
+// LVT performance-counter entry: nothing while LVTPC is masked (it stays pending and is retried
+// at every exit of the vCPU), NMI or the fixed vector by its delivery mode, and LVTPC.mask is set
+// on delivery as Intel hardware does (the guest's PMI handler unmasks it).
 struct VcpuInterrupts : pmu::InterruptSink {
+  static constexpr uint32_t kLvtpc = 0x340;
+  static constexpr uint32_t kLvtMasked = 1u << 16;
   KvmVm* vm = nullptr;
   KvmVcpu* vcpu = nullptr;
   uint32_t apic_id = 0;
+  bool pmi_pending = false;
+
   void deliver_vector(uint8_t vector) override { vm->signal_msi(apic_id, vector); }
   void deliver_nmi() override { vcpu->nmi(); }
   void raise_performance_interrupt() override {
-    // LVTPC routing arrives with the NetBurst PMU (issue 5); no model raises it yet.
-    spdlog::warn("vCPU {}: performance-counter interrupt requested but LVTPC routing is not implemented",
-                 vcpu->index());
+    pmi_pending = true;
+    deliver_pending_pmi();
+  }
+  void deliver_pending_pmi() {
+    if (!pmi_pending) return;
+    const uint32_t lvtpc = vcpu->lapic_register(kLvtpc);
+    if (lvtpc & kLvtMasked) return;
+    switch ((lvtpc >> 8) & 7) {
+      case 4: vcpu->nmi(); break;                                        // NMI
+      case 0: vm->signal_msi(apic_id, static_cast<uint8_t>(lvtpc)); break;  // fixed
+      default:
+        spdlog::warn("vCPU {}: LVTPC delivery mode {} is not supported; PMI dropped",
+                     vcpu->index(), (lvtpc >> 8) & 7);
+        break;
+    }
+    vcpu->set_lapic_register(kLvtpc, lvtpc | kLvtMasked);
+    pmi_pending = false;
   }
 };
 
@@ -259,6 +281,7 @@ struct Machine::Impl {
       while (!stop) {
         const int r = v.kvm->run();
         v.limited->poll();  // storm protection: release held interrupts when allowed
+        v.interrupts.deliver_pending_pmi();  // a PMI waiting for the guest to unmask LVTPC
         if (r < 0) continue;  // EINTR/EAGAIN: a kick or a signal; re-check stop
         if (!dispatch(v)) return;
       }
@@ -293,8 +316,20 @@ struct Machine::Impl {
       v->interrupts.apic_id = i;
       v->limited = std::make_unique<pmu::RateLimitedInterruptSink>(
           v->interrupts, clock, options.max_interrupts_per_second);
+      std::optional<pmu::netburst::Config> netburst;
+      if (options.profile.netburst) {
+        netburst.emplace();
+        netburst->counters = options.profile.netburst->counters;
+        netburst->counter_bits = options.profile.netburst->counter_bits;
+        netburst->threads_per_core = options.profile.netburst->threads_per_core;
+        netburst->third_level_cache = options.profile.cache.l3.has_value();
+        // IQ_ESCR0/1 exist on family 0xF models 1 and 2 only (pmu/netburst/README.md).
+        netburst->iq_escrs = options.profile.family == 0xF && options.profile.model <= 2;
+        if (auto error = pmu::netburst::validate(*netburst))
+          throw UsageError("CPU profile " + options.profile.name + ": NetBurst PMU: " + *error);
+      }
       v->control = std::make_unique<VcpuControlBlock>(i, i, options.profile.lwp, options.seed, ram,
-                                                      *v->limited);
+                                                      *v->limited, netburst);
       if (options.guest_stepper)
         v->stepper = std::make_unique<GuestAssistedStepper>(ram, to_cache_geometry(options.profile.cache));
       Vcpu* raw = v.get();

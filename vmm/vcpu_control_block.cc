@@ -4,30 +4,49 @@ namespace vmm {
 
 VcpuControlBlock::VcpuControlBlock(uint32_t vcpu_index, uint32_t apic_id,
                                    const pmu::lwp::Capabilities& lwp, uint64_t seed, GuestRam& ram,
-                                   pmu::InterruptSink& interrupts)
+                                   pmu::InterruptSink& interrupts,
+                                   std::optional<pmu::netburst::Config> netburst)
     : vcpu_index_(vcpu_index),
       apic_id_(apic_id),
       memory_(ram),
       // Each vCPU draws its own random stream from the VM seed, reproducibly.
       lwp_(lwp, pmu::lwp::UnitConfig{static_cast<uint8_t>(apic_id), seed ^ (0x9E37ull * (vcpu_index + 1))},
-           memory_, interrupts) {}
+           memory_, interrupts) {
+  if (netburst) netburst_.emplace(*netburst, interrupts);
+}
+
+namespace {
+
+MsrOutcome outcome(pmu::lwp::MsrResult r, uint64_t value) {
+  return MsrOutcome{r != pmu::lwp::MsrResult::kNotLwpMsr,
+                    r == pmu::lwp::MsrResult::kGeneralProtection, value};
+}
+MsrOutcome outcome(pmu::netburst::MsrResult r, uint64_t value) {
+  return MsrOutcome{r != pmu::netburst::MsrResult::kNotNetburstMsr,
+                    r == pmu::netburst::MsrResult::kGeneralProtection, value};
+}
+
+}  // namespace
 
 MsrOutcome VcpuControlBlock::read_msr(uint32_t msr, uint8_t cpl, uint64_t cr3) {
-  MsrOutcome out;
   memory_.set_cr3(cr3);
-  const pmu::lwp::MsrResult r = lwp_.read_msr(msr, cpl, out.value);
-  out.handled = r != pmu::lwp::MsrResult::kNotLwpMsr;
-  out.general_protection = r == pmu::lwp::MsrResult::kGeneralProtection;
-  return out;
+  uint64_t value = 0;  // sequenced: the read must happen before `value` is copied out
+  if (pmu::lwp::LwpUnit::is_lwp_msr(msr)) {
+    const pmu::lwp::MsrResult r = lwp_.read_msr(msr, cpl, value);
+    return outcome(r, value);
+  }
+  if (netburst_) {
+    const pmu::netburst::MsrResult r = netburst_->rdmsr(msr, value);
+    return outcome(r, value);
+  }
+  return MsrOutcome{};
 }
 
 MsrOutcome VcpuControlBlock::write_msr(uint32_t msr, uint64_t value, uint8_t cpl, uint64_t cr3) {
-  MsrOutcome out;
   memory_.set_cr3(cr3);
-  const pmu::lwp::MsrResult r = lwp_.write_msr(msr, value, cpl);
-  out.handled = r != pmu::lwp::MsrResult::kNotLwpMsr;
-  out.general_protection = r == pmu::lwp::MsrResult::kGeneralProtection;
-  return out;
+  if (pmu::lwp::LwpUnit::is_lwp_msr(msr)) return outcome(lwp_.write_msr(msr, value, cpl), 0);
+  if (netburst_) return outcome(netburst_->wrmsr(msr, value), 0);
+  return MsrOutcome{};
 }
 
 void VcpuControlBlock::enter_user(uint64_t cr3) {
@@ -38,6 +57,7 @@ void VcpuControlBlock::enter_user(uint64_t cr3) {
 void VcpuControlBlock::retire(const pmu::RetiredInstruction& insn, uint64_t cr3) {
   memory_.set_cr3(cr3);
   lwp_.retire(insn);
+  if (netburst_) netburst_->retire(insn);
 }
 
 std::vector<std::byte> VcpuControlBlock::save_state() const {

@@ -21,6 +21,7 @@
 
 #include "pmu/interrupt_sink.h"
 #include "pmu/lwp/lwp_unit.h"
+#include "pmu/netburst/netburst_pmu.h"
 #include "vmm/memory/page_walker.h"
 
 namespace vmm {
@@ -34,8 +35,10 @@ struct MsrOutcome {
 
 class VcpuControlBlock {
  public:
+  // `netburst`: the virtual NetBurst PMU's configuration when the CPU profile has one.
   VcpuControlBlock(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabilities& lwp,
-                   uint64_t seed, GuestRam& ram, pmu::InterruptSink& interrupts);
+                   uint64_t seed, GuestRam& ram, pmu::InterruptSink& interrupts,
+                   std::optional<pmu::netburst::Config> netburst = std::nullopt);
 
   uint32_t vcpu_index() const { return vcpu_index_; }
   uint32_t apic_id() const { return apic_id_; }
@@ -49,19 +52,25 @@ class VcpuControlBlock {
   // One retired instruction from a counting backend, with the vCPU's current `cr3`.
   void retire(const pmu::RetiredInstruction& insn, uint64_t cr3);
 
-  bool wants_events() const { return lwp_.wants_events(); }
+  bool wants_events() const {
+    return lwp_.wants_events() || (netburst_ && netburst_->wants_events());
+  }
 
+  // The LWP unit's state (the NetBurst PMU has its own versioned format, pmu/netburst/save_state.h;
+  // snapshots of it arrive with migration).
   std::vector<std::byte> save_state() const;
   std::optional<std::string> restore_state(std::span<const std::byte> bytes);
   uint64_t generation() const { return lwp_.generation(); }
 
   pmu::lwp::LwpUnit& lwp() { return lwp_; }
+  pmu::netburst::NetburstPmu* netburst() { return netburst_ ? &*netburst_ : nullptr; }
 
  private:
   uint32_t vcpu_index_;
   uint32_t apic_id_;
   PagedGuestMemory memory_;
   pmu::lwp::LwpUnit lwp_;
+  std::optional<pmu::netburst::NetburstPmu> netburst_;
 };
 
 }  // namespace vmm

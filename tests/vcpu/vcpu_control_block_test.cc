@@ -104,6 +104,20 @@ TEST_F(VcpuControlBlockTest, SnapshotContinuesIdentically) {
   EXPECT_EQ(rip, 0x40000Eu);
 }
 
+TEST_F(VcpuControlBlockTest, NetburstMsrsRouteOnlyWhenTheProfileHasThePmu) {
+  VcpuControlBlock without(0, 0, caps_, 1, ram_, irq_);
+  EXPECT_FALSE(without.read_msr(0x300, 0, kCr3).handled) << "no NetBurst PMU: KVM's behaviour";
+  VcpuControlBlock with(0, 0, caps_, 1, ram_, irq_, pmu::netburst::Config{});
+  MsrOutcome w = with.write_msr(0x300, 0xFFFFFFFFFFFFFF00ull, 0, kCr3);  // counter 0, -256
+  ASSERT_TRUE(w.handled);
+  EXPECT_FALSE(w.general_protection);
+  MsrOutcome r = with.read_msr(0x300, 0, kCr3);
+  EXPECT_EQ(r.value, 0xFFFFFFFF00ull) << "40-bit counter";
+  EXPECT_TRUE(with.read_msr(0x3BF, 0, kCr3).general_protection) << "no ESCR at 0x3BF";
+  EXPECT_TRUE(with.read_msr(pmu::lwp::kMsrLwpFeatureEnable, 0, kCr3).handled) << "LWP still routed";
+  EXPECT_FALSE(with.wants_events());
+}
+
 TEST_F(VcpuControlBlockTest, CorruptSnapshotIsRejectedWithReason) {
   VcpuControlBlock b(0, 0, caps_, 1, ram_, irq_);
   std::vector<std::byte> junk(10, std::byte{0x42});

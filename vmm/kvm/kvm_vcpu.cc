@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include "vmm/vmm_error.h"
@@ -123,6 +124,21 @@ kvm_sregs KvmVcpu::sregs() const {
   kvm_sregs s{};
   if (ioctl(fd_, KVM_GET_SREGS, &s) < 0) throw_errno("KVM_GET_SREGS");
   return s;
+}
+
+uint32_t KvmVcpu::lapic_register(uint32_t offset) const {
+  kvm_lapic_state state{};
+  if (ioctl(fd_, KVM_GET_LAPIC, &state) < 0) throw_errno("KVM_GET_LAPIC");
+  uint32_t value = 0;
+  std::memcpy(&value, state.regs + offset, 4);
+  return value;
+}
+
+void KvmVcpu::set_lapic_register(uint32_t offset, uint32_t value) {
+  kvm_lapic_state state{};
+  if (ioctl(fd_, KVM_GET_LAPIC, &state) < 0) throw_errno("KVM_GET_LAPIC");
+  std::memcpy(state.regs + offset, &value, 4);
+  if (ioctl(fd_, KVM_SET_LAPIC, &state) < 0) throw_errno("KVM_SET_LAPIC");
 }
 
 void KvmVcpu::nmi() {

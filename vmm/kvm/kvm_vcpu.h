@@ -36,6 +36,11 @@ class KvmVcpu {
   void set_regs(const kvm_regs& regs);
   kvm_sregs sregs() const;
   void nmi();
+  // One 32-bit register of the in-kernel local APIC (offset as in the xAPIC page, e.g. 0x340 =
+  // LVT performance counter). The write goes through KVM_GET_LAPIC/KVM_SET_LAPIC of the whole
+  // state; call only while the vCPU is stopped in an exit on its own thread.
+  uint32_t lapic_register(uint32_t offset) const;
+  void set_lapic_register(uint32_t offset, uint32_t value);
 
  private:
   KvmVm& vm_;
