@@ -28,7 +28,11 @@ check() {  # check NAME EXPECTED_STATUS PATTERN... -- RUN_ARGS...
 
 check hello_arguments 0 'hello from hello \(3 arguments\)' 'argv\[2\] = "two"' -- hello:one,two
 check exit_status 7 'exited with status 7' -- exit_code:7
-check first_nonzero_status 5 'exit status 5' -- exit_code:0 exit_code:5 exit_code:6
+check nonzero_status_wins 5 'exit status 5' -- exit_code:0 exit_code:5 exit_code:0
+# With two failing tasks the first to *exit* decides, which depends on scheduling: either is right.
+out=$(python3 "$run" --bin "$bin" --timeout 60 exit_code:5 exit_code:6 2>&1); status=$?
+if [[ $status -eq 5 || $status -eq 6 ]]; then echo "PASS first_failure_decides"
+else echo "FAIL first_failure_decides: status $status"; echo "$out" | tail -20; failures=$((failures + 1)); fi
 check syscalls 0 -- smoke_test:sys
 check two_tasks_one_vcpu 0 'A done' 'B done' -- yield_ping:4,A yield_ping:4,B
 check two_vcpus 0 'A done' 'B done' -- --vcpus 2 yield_ping:20,A yield_ping:20,B
