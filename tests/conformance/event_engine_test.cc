@@ -24,6 +24,19 @@ class EngineTest : public LwpFixture {
     }
     return out;
   }
+  // A fresh unit seeded with `seed`, instructions retired every 64 with Random = 4, over 2000
+  // instructions: the record indices.
+  std::vector<int> RandomisedRun(uint64_t seed) {
+    config.seed = seed;
+    mem = FakeGuestMemory();
+    SetUp();
+    MakeUnit();
+    CbSpec cb = One(kEventInstructionsRetired, 64);
+    cb.random = 4;
+    Start(cb);
+    RetirePlain(0, 2000);
+    return Indices();
+  }
   std::vector<uint8_t> Ids() const {
     std::vector<uint8_t> out;
     for (const auto& s : stored) out.push_back(static_cast<uint8_t>(s.bytes[0]));
@@ -338,19 +351,8 @@ TEST_F(EngineTest, SimultaneousExpiryLowestSlotWins) {
 // DESIGN §4.2 Random: low Random bits of each reload come from the seeded PRNG; same seed gives
 // the same stream; counters stay within interval with the low bits replaced.
 TEST_F(EngineTest, RandomSameSeedSameStream) {
-  auto run = [&](uint64_t seed) {
-    config.seed = seed;
-    mem = FakeGuestMemory();
-    SetUp();
-    MakeUnit();
-    CbSpec cb = One(kEventInstructionsRetired, 64);
-    cb.random = 4;
-    Start(cb);
-    RetirePlain(0, 2000);
-    return Indices();
-  };
-  const auto a = run(12345);
-  const auto b = run(12345);
+  const auto a = RandomisedRun(12345);
+  const auto b = RandomisedRun(12345);
   ASSERT_GE(a.size(), 20u);
   EXPECT_EQ(a, b);
   // Gaps: (64 & ~15) | r, r in 0..15 -> 64..79.
@@ -368,19 +370,8 @@ TEST_F(EngineTest, RandomSameSeedSameStream) {
 
 // DESIGN §4.2: the seed is the PRNG's: different seeds give different streams.
 TEST_F(EngineTest, RandomDifferentSeedDiffers) {
-  auto run = [&](uint64_t seed) {
-    config.seed = seed;
-    mem = FakeGuestMemory();
-    SetUp();
-    MakeUnit();
-    CbSpec cb = One(kEventInstructionsRetired, 64);
-    cb.random = 4;
-    Start(cb);
-    RetirePlain(0, 2000);
-    return Indices();
-  };
-  EXPECT_NE(run(1), run(2));
-  EXPECT_NE(run(0), run(0xFFFFFFFFFFFFFFFFull));
+  EXPECT_NE(RandomisedRun(1), RandomisedRun(2));
+  EXPECT_NE(RandomisedRun(0), RandomisedRun(0xFFFFFFFFFFFFFFFFull));
 }
 
 // Table 4 Random = 0: no randomisation, exact intervals regardless of the seed.

@@ -51,6 +51,10 @@ struct Other {
     unit = std::make_unique<LwpUnit>(caps, config, mem, sink);
     unit->set_record_observer([this](const StoredRecord& r) { stored.push_back(r); });
   }
+  // The destination OS enables LWP before state is restored into it.
+  void Enable(uint64_t lwpmsr0) {
+    ASSERT_EQ(unit->write_msr(kMsrLwpFeatureEnable, lwpmsr0, 0), MsrResult::kOk);
+  }
 };
 
 void ExpectSameRecords(const std::vector<StoredRecord>& a, const std::vector<StoredRecord>& b) {
@@ -68,6 +72,11 @@ class SaveAreaTest : public LwpFixture {
     LwpFixture::SetUp();
     config.seed = 0x5EED;
     MakeUnit();
+  }
+  // Loads BusyCb() and retires `n` mixed instructions: a unit with non-trivial volatile state.
+  void RunBusy(int n) {
+    Start(BusyCb());
+    for (int i = 0; i < n; ++i) unit->retire(Mixed(i));
   }
 };
 
@@ -97,8 +106,7 @@ TEST_F(SaveAreaTest, SaveHoldsVolatileState) {
 
 // §5.5.2 / lwp_unit.h: save() copies the volatile state and touches no memory.
 TEST_F(SaveAreaTest, SaveTouchesNoMemory) {
-  Start(BusyCb());
-  for (int i = 0; i < 50; ++i) unit->retire(Mixed(i));
+  RunBusy(50);
   mem.clear_log();
   const uint64_t g = unit->generation();
   (void)unit->save();
@@ -111,15 +119,13 @@ TEST_F(SaveAreaTest, SaveTouchesNoMemory) {
 // §5.5.2.4: "must not attempt to access [the LWPCB] while still in the OS kernel": restore()
 // touches no memory; the CPL-3 entry does.
 TEST_F(SaveAreaTest, RestoreTouchesNoMemoryUntilEnterUser) {
-  Start(BusyCb());
-  for (int i = 0; i < 30; ++i) unit->retire(Mixed(i));
+  RunBusy(30);
   const SaveArea s = unit->save();
 
   Other o;
   o.mem = mem;
   o.Make(caps, config);
-  ASSERT_EQ(o.unit->write_msr(kMsrLwpFeatureEnable, kMsr0AllFeatures | msr0_vector(kVector), 0),
-            MsrResult::kOk);
+  ASSERT_NO_FATAL_FAILURE(o.Enable(kMsr0AllFeatures | msr0_vector(kVector)));
   o.mem.clear_log();
   o.unit->restore(s);
   EXPECT_TRUE(o.mem.reads().empty());
@@ -137,15 +143,13 @@ TEST_F(SaveAreaTest, RestoreTouchesNoMemoryUntilEnterUser) {
 // restored state (a migrated guest's first task switch does exactly this). It writes the restored
 // head and the active counters, and still reads nothing from the LWPCB before ring 3.
 TEST_F(SaveAreaTest, KernelSlwpcbDuringPendingRestoreFlushesWithoutReading) {
-  Start(BusyCb());
-  for (int i = 0; i < 30; ++i) unit->retire(Mixed(i));
+  RunBusy(30);
   const SaveArea s = unit->save();
 
   Other o;
   o.mem = mem;
   o.Make(caps, config);
-  ASSERT_EQ(o.unit->write_msr(kMsrLwpFeatureEnable, kMsr0AllFeatures | msr0_vector(kVector), 0),
-            MsrResult::kOk);
+  ASSERT_NO_FATAL_FAILURE(o.Enable(kMsr0AllFeatures | msr0_vector(kVector)));
   o.mem.poke_u32(kLwpcbAddr + 16, 0xDEAD0);  // stale head in memory: must be overwritten
   o.unit->restore(s);
   o.mem.clear_log();
@@ -163,16 +167,14 @@ TEST_F(SaveAreaTest, KernelSlwpcbDuringPendingRestoreFlushesWithoutReading) {
 // §5.5.2: a restore on another unit (other seed, copied memory) continues the identical stream:
 // records, ring addresses, MissedEvents, interrupts and the PRNG draws for Random.
 TEST_F(SaveAreaTest, SaveRestoreContinuesIdenticalStream) {
-  Start(BusyCb());
-  for (int i = 0; i < 137; ++i) unit->retire(Mixed(i));
+  RunBusy(137);
   const SaveArea s = unit->save();
   Other o;
   o.mem = mem;  // the guest's memory at the switch
   UnitConfig other_config = config;
   other_config.seed = 999;
   o.Make(caps, other_config);
-  ASSERT_EQ(o.unit->write_msr(kMsrLwpFeatureEnable, kMsr0AllFeatures | msr0_vector(kVector), 0),
-            MsrResult::kOk);
+  ASSERT_NO_FATAL_FAILURE(o.Enable(kMsr0AllFeatures | msr0_vector(kVector)));
   o.unit->restore(s);
   o.unit->enter_user();
 
@@ -211,8 +213,7 @@ TEST_F(SaveAreaTest, ContextSwitchOnOneUnitPreservesThreadStream) {
   ASSERT_EQ(ref.unit->write_msr(kMsrLwpControlBlock, kLwpcbAddr, 3), MsrResult::kOk);
   for (int i = 0; i < 400; ++i) ref.unit->retire(Mixed(i));
 
-  Start(BusyCb());
-  for (int i = 0; i < 150; ++i) unit->retire(Mixed(i));
+  RunBusy(150);
   const SaveArea a = unit->save();
   mem.clear_log();
   unit->restore(SaveArea{});  // switch to a thread without LWP: no flush, no memory access
@@ -249,7 +250,7 @@ TEST_F(SaveAreaTest, RestoreUsesSavedHeadAndCountersNotLwpcb) {
   o.mem = mem;
   ASSERT_EQ(o.mem.peek_u32(kLwpcbAddr + 16), 0u) << "precondition: LWPCB head is stale";
   o.Make(caps, config);
-  ASSERT_EQ(o.unit->write_msr(kMsrLwpFeatureEnable, kMsr0AllFeatures, 0), MsrResult::kOk);
+  ASSERT_NO_FATAL_FAILURE(o.Enable(kMsr0AllFeatures));
   o.unit->restore(s);
   o.unit->enter_user();
   for (int i = 13; i < 15; ++i) o.unit->retire(Plain(RipOf(i)));
@@ -273,7 +274,7 @@ TEST_F(SaveAreaTest, PendingLlwpcbSurvivesSaveRestore) {
   Other o;
   o.mem = mem;
   o.Make(caps, config);
-  ASSERT_EQ(o.unit->write_msr(kMsrLwpFeatureEnable, kMsr0AllFeatures, 0), MsrResult::kOk);
+  ASSERT_NO_FATAL_FAILURE(o.Enable(kMsr0AllFeatures));
   o.unit->restore(s);
   EXPECT_EQ(o.mem.peek_u32(kLwpcbAddr), 0x77u);
   o.unit->enter_user();
@@ -385,8 +386,7 @@ TEST(SaveAreaFormat, RejectsTruncation) {
 
 // lwp_unit.h load_state(): LWPMSR0 bits the destination lacks are refused, nothing changes.
 TEST_F(SaveAreaTest, LoadStateRejectsLwpmsr0BitsDestinationLacks) {
-  Start(BusyCb());
-  for (int i = 0; i < 40; ++i) unit->retire(Mixed(i));
+  RunBusy(40);
   const UnitState st = unit->state();
 
   for (bool Capabilities::*f : {&Capabilities::interrupt, &Capabilities::dcache_misses}) {
@@ -415,8 +415,7 @@ TEST_F(SaveAreaTest, LoadStateRejectsLwpmsr0BitsDestinationLacks) {
 
 // lwp_unit.h load_state(): more counters than the destination has slots are refused.
 TEST_F(SaveAreaTest, LoadStateRejectsSlotCountDestinationLacks) {
-  Start(BusyCb());
-  for (int i = 0; i < 40; ++i) unit->retire(Mixed(i));
+  RunBusy(40);
   const UnitState st = unit->state();
   ASSERT_EQ(st.save_area.counter_count, 3);
   Capabilities one = caps;
@@ -434,8 +433,7 @@ TEST_F(SaveAreaTest, LoadStateRejectsSlotCountDestinationLacks) {
 // lwp_unit.h state()/load_state(): a snapshot loaded through the serialised form continues the
 // identical stream on a fresh unit.
 TEST_F(SaveAreaTest, SnapshotThroughSerializedFormContinues) {
-  Start(BusyCb());
-  for (int i = 0; i < 211; ++i) unit->retire(Mixed(i));
+  RunBusy(211);
   const auto blob = serialize(unit->state());
   auto decoded = deserialize(blob);
   ASSERT_TRUE(std::holds_alternative<UnitState>(decoded));
