@@ -1,5 +1,6 @@
 /* AP trampoline, copied to 0x7000 by the shim (SIPI vector 7). Real mode -> long mode with the
  * shim's page tables at 0x8000 -> kernel _start with RDI = 0x3000, RSI = index. */
+#include "guest/kernel/qemu_smoke/long_mode_setup.h"
         .section .rodata
         .globl ap_tramp, ap_tramp_end
 #define A(x) ((x) - ap_tramp + 0x7000)
@@ -19,15 +20,7 @@ ap32:
         mov %ax, %ds
         mov %ax, %es
         mov %ax, %ss
-        mov %cr4, %eax
-        or $0x620, %eax
-        mov %eax, %cr4
-        mov $0x8000, %eax
-        mov %eax, %cr3
-        mov $0xC0000080, %ecx
-        rdmsr
-        or $0xD01, %eax
-        wrmsr
+        LONG_MODE_SETUP
         mov $0x80050033, %eax
         mov %eax, %cr0
         ljmp $0x08, $A(ap64)

@@ -1,6 +1,7 @@
 /* PVH entry of the QEMU smoke-test shim (qemu_smoke/run.py): 32-bit protected mode, paging off.
  * Builds identity page tables at 0x8000 (4 GiB, 2 MiB pages) like vmm/boot/long_mode.cc, enters
  * long mode and calls shim_main (shim.c). */
+#include "guest/kernel/qemu_smoke/long_mode_setup.h"
         .section .note.Xen, "a"
         .balign 4
         .long 4          /* name size */
@@ -42,15 +43,7 @@ _start32:
         cmp $2048, %ecx
         jb 2b
         lgdt gdt32_ptr
-        mov %cr4, %eax
-        or $0x620, %eax
-        mov %eax, %cr4
-        mov $0x8000, %eax
-        mov %eax, %cr3
-        mov $0xC0000080, %ecx
-        rdmsr
-        or $0xD01, %eax
-        wrmsr
+        LONG_MODE_SETUP
         mov %cr0, %eax
         or $0x80050033, %eax
         mov %eax, %cr0
