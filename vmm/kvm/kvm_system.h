@@ -2,7 +2,7 @@
 // validating its inputs; every failure is a VmmError with a reason a user can act on.
 #pragma once
 
-#include <linux/kvm.h>
+#include "vmm/kvm/kvm_abi.h"
 
 #include <string>
 #include <vector>
@@ -18,6 +18,9 @@ class KvmSystem {
 
   int fd() const { return fd_; }
   int check_extension(long capability) const;  // KVM_CHECK_EXTENSION (0 = absent)
+  // Every capability pmuvm relies on; throws VmmError naming each one that is missing, so a run
+  // on an unsuitable host stops at start-up (exit 3) instead of failing halfway through a boot.
+  void require_capabilities() const;
   int vcpu_mmap_size() const;
   std::vector<kvm_cpuid_entry2> supported_cpuid() const;
 

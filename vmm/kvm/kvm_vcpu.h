@@ -2,7 +2,7 @@
 // Used only from the vCPU's own thread, except request_exit() (any thread).
 #pragma once
 
-#include <linux/kvm.h>
+#include "vmm/kvm/kvm_abi.h"
 
 #include <cstdint>
 #include <vector>
@@ -37,10 +37,9 @@ class KvmVcpu {
   kvm_sregs sregs() const;
   void nmi();
   // One 32-bit register of the in-kernel local APIC (offset as in the xAPIC page, e.g. 0x340 =
-  // LVT performance counter). The write goes through KVM_GET_LAPIC/KVM_SET_LAPIC of the whole
-  // state; call only while the vCPU is stopped in an exit on its own thread.
+  // LVT performance counter), read with KVM_GET_LAPIC. There is deliberately no single-register
+  // write: KVM_SET_LAPIC rewrites the whole state (timer re-armed, IRR overwritten).
   uint32_t lapic_register(uint32_t offset) const;
-  void set_lapic_register(uint32_t offset, uint32_t value);
 
  private:
   KvmVm& vm_;
