@@ -37,6 +37,27 @@ int KvmSystem::check_extension(long capability) const {
   return r < 0 ? 0 : r;
 }
 
+void KvmSystem::require_capabilities() const {
+  struct Required {
+    long capability;
+    const char* name;
+    const char* why;
+  };
+  static constexpr Required kRequired[] = {
+      {KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP", "in-kernel LAPIC/IOAPIC"},
+      {KVM_CAP_IMMEDIATE_EXIT, "KVM_CAP_IMMEDIATE_EXIT", "stopping vCPUs without races"},
+      {KVM_CAP_SIGNAL_MSI, "KVM_CAP_SIGNAL_MSI", "LWP threshold interrupts"},
+      {KVM_CAP_X86_USER_SPACE_MSR, "KVM_CAP_X86_USER_SPACE_MSR", "PMU MSRs handled by pmuvm"},
+      {KVM_CAP_X86_MSR_FILTER, "KVM_CAP_X86_MSR_FILTER", "PMU MSRs handled by pmuvm"},
+      {KVM_CAP_SET_GUEST_DEBUG, "KVM_CAP_SET_GUEST_DEBUG", "the KVM single-step stepper"},
+  };
+  std::string missing;
+  for (const Required& r : kRequired)
+    if (!check_extension(r.capability))
+      missing += std::string(missing.empty() ? "" : ", ") + r.name + " (" + r.why + ")";
+  if (!missing.empty()) throw VmmError("this KVM lacks capabilities pmuvm needs: " + missing);
+}
+
 int KvmSystem::vcpu_mmap_size() const {
   const int size = ioctl(fd_, KVM_GET_VCPU_MMAP_SIZE, 0);
   if (size <= 0) throw_errno("KVM_GET_VCPU_MMAP_SIZE");
