@@ -53,7 +53,7 @@ struct pmuvm_boot_info {
   uint64_t magic;             /* PMUVM_BOOT_MAGIC */
   uint32_t version;           /* PMUVM_BOOT_VERSION */
   uint32_t vcpu_count;
-  uint64_t ram_size;          /* bytes of guest RAM from physical 0 */
+  uint64_t ram_size;          /* bytes of guest RAM from physical 0, below the 3 GiB MMIO hole */
   uint64_t free_phys_start;   /* first physical byte the VMM did not use (page aligned) */
   uint32_t program_count;
   uint32_t pv_features;       /* PMUVM_PV_* the VMM offers (also in CPUID 0x40000001 EAX) */

@@ -4,7 +4,7 @@
 //   0x0000_1000  GDT (kGdt): null, kernel code64, kernel data, user data, user code64, TSS
 //   0x0000_2000  TSS for the boot vCPU (the kernel installs its own per-CPU TSS later)
 //   0x0000_3000  boot information block (kBootInfo), one page
-//   0x0000_8000  boot page tables: PML4, PDPT, PDs (identity map of the first 4 GiB or of RAM)
+//   0x0000_8000  boot page tables: PML4, PDPT, PDs (identity map of the RAM below the MMIO hole)
 //   0x0010_0000  kernel image (its ELF physical addresses; must not go below 1 MiB)
 //   above        user program images, placed by the VMM, described in the boot information
 #pragma once

@@ -93,7 +93,7 @@ std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage&
   info.magic = PMUVM_BOOT_MAGIC;
   info.version = PMUVM_BOOT_VERSION;
   info.vcpu_count = params.vcpu_count;
-  info.ram_size = ram.size();
+  info.ram_size = ram.low_size();  // the bundled kernel uses RAM below the MMIO hole only
   info.program_count = static_cast<uint32_t>(programs.size());
   info.pv_features = params.pv_features;
   info.timer_hz = params.timer_hz;

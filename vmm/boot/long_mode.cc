@@ -51,7 +51,7 @@ LongModeState setup_long_mode(GuestRam& ram) {
 
   // Identity map with 2 MiB pages: PML4[0] -> PDPT, PDPT[i] -> PD i (one per GiB).
   const uint64_t pml4 = layout::kPageTables, pdpt = pml4 + 0x1000, pd0 = pdpt + 0x1000;
-  const uint64_t mapped = std::min<uint64_t>(ram.size(), 4ull << 30);
+  const uint64_t mapped = ram.low_size();  // RAM below the 32-bit MMIO hole
   const uint64_t gibs = (mapped + (1ull << 30) - 1) >> 30;
   for (uint64_t off = 0; off < 0x1000 * (2 + gibs); off += 8) ram.write_u64(pml4 + off, 0);
   ram.write_u64(pml4, pdpt | kPresent | kWritable);

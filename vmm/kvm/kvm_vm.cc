@@ -10,6 +10,7 @@
 namespace vmm {
 
 KvmVm::KvmVm(KvmSystem& kvm, GuestRam& ram) : kvm_(kvm) {
+  kvm.require_capabilities();  // before anything is created: exit 3 naming what is missing
   fd_ = ioctl(kvm.fd(), KVM_CREATE_VM, 0);
   if (fd_ < 0) throw_errno("KVM_CREATE_VM");
   // Intel needs a TSS and identity-map page below 4 GiB outside RAM; harmless on AMD.
@@ -18,15 +19,18 @@ KvmVm::KvmVm(KvmSystem& kvm, GuestRam& ram) : kvm_(kvm) {
   if (ioctl(fd_, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0) throw_errno("KVM_SET_IDENTITY_MAP_ADDR");
   if (ioctl(fd_, KVM_CREATE_IRQCHIP, 0) < 0) throw_errno("KVM_CREATE_IRQCHIP");
 
-  kvm_userspace_memory_region region{};
-  region.slot = 0;
-  region.guest_phys_addr = 0;
-  region.memory_size = ram.size();
-  region.userspace_addr = reinterpret_cast<uint64_t>(ram.host_base());
-  if (ioctl(fd_, KVM_SET_USER_MEMORY_REGION, &region) < 0) throw_errno("KVM_SET_USER_MEMORY_REGION");
+  // One slot per RAM region: below the 32-bit MMIO hole, and above 4 GiB (GuestRam).
+  uint32_t slot = 0;
+  for (const GuestRam::Region& r : ram.regions()) {
+    kvm_userspace_memory_region region{};
+    region.slot = slot++;
+    region.guest_phys_addr = r.gpa;
+    region.memory_size = r.size;
+    region.userspace_addr = reinterpret_cast<uint64_t>(r.host);
+    if (ioctl(fd_, KVM_SET_USER_MEMORY_REGION, &region) < 0)
+      throw_errno("KVM_SET_USER_MEMORY_REGION");
+  }
 
-  if (!kvm.check_extension(KVM_CAP_X86_USER_SPACE_MSR) || !kvm.check_extension(KVM_CAP_X86_MSR_FILTER))
-    throw VmmError("this KVM cannot exit to user space on MSR accesses (KVM_CAP_X86_USER_SPACE_MSR)");
   kvm_enable_cap cap{};
   cap.cap = KVM_CAP_X86_USER_SPACE_MSR;
   cap.args[0] = KVM_MSR_EXIT_REASON_FILTER;

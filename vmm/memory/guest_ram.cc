@@ -18,6 +18,12 @@ GuestRam::GuestRam(uint64_t size) : size_(size) {
   base_ = static_cast<std::byte*>(p);
 }
 
+std::vector<GuestRam::Region> GuestRam::regions() const {
+  std::vector<Region> out{{0, low_size(), base_}};
+  if (high_size() > 0) out.push_back({kHighRamStart, high_size(), base_ + low_size()});
+  return out;
+}
+
 GuestRam::~GuestRam() {
   if (base_) munmap(base_, size_);
 }

@@ -1,12 +1,18 @@
-// The guest's RAM: one anonymous mapping, guest-physical address 0 .. size. Every access from the
-// VMM goes through the bounds checks here, so no guest-controlled address can make the VMM read or
-// write host memory outside the guest's RAM.
+// The guest's RAM: one anonymous host mapping, seen by the guest as up to two regions so that the
+// 32-bit MMIO hole stays free, as on a PC:
+//   low   guest-physical 0 .. min(size, 3 GiB)            host offset 0
+//   high  guest-physical 4 GiB .. 4 GiB + (size - 3 GiB)  host offset 3 GiB (only when size > 3 GiB)
+// The hole 3–4 GiB holds the LAPIC (0xFEE00000), the IOAPIC (0xFEC00000) and the TSS/identity
+// pages KVM needs on Intel (0xFFFBC000): RAM mapped over them would shadow the devices.
+// Every access from the VMM goes through the bounds checks here, so no guest-controlled address
+// can make the VMM read or write host memory outside the guest's RAM.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace vmm {
 
@@ -19,16 +25,34 @@ class GuestRam {
   GuestRam(const GuestRam&) = delete;
   GuestRam& operator=(const GuestRam&) = delete;
 
-  uint64_t size() const { return size_; }
-  std::byte* host_base() const { return base_; }
+  static constexpr uint64_t kMmioHoleStart = 0xC0000000;  // 3 GiB
+  static constexpr uint64_t kHighRamStart = 0x100000000;   // 4 GiB
 
-  // True when [gpa, gpa + length) lies inside RAM (and does not wrap).
-  bool contains(uint64_t gpa, uint64_t length) const {
-    return gpa <= size_ && length <= size_ - gpa;
-  }
-  // Host pointer for [gpa, gpa + length), or nullptr when any byte is outside RAM.
+  // One guest-physical range of RAM and where it lives in the host mapping.
+  struct Region {
+    uint64_t gpa = 0;
+    uint64_t size = 0;
+    std::byte* host = nullptr;
+  };
+
+  uint64_t size() const { return size_; }  // all RAM, both regions
+  uint64_t low_size() const { return size_ < kMmioHoleStart ? size_ : kMmioHoleStart; }
+  uint64_t high_size() const { return size_ - low_size(); }
+  std::byte* host_base() const { return base_; }
+  // The low region, then the high one when there is one.
+  std::vector<Region> regions() const;
+
+  // True when [gpa, gpa + length) lies inside one RAM region (and does not wrap).
+  bool contains(uint64_t gpa, uint64_t length) const { return host(gpa, length) != nullptr; }
+  // Host pointer for [gpa, gpa + length), or nullptr when any byte is outside RAM. A range that
+  // spans the hole is outside RAM (the hole is not RAM).
   std::byte* host(uint64_t gpa, uint64_t length) const {
-    return contains(gpa, length) ? base_ + gpa : nullptr;
+    const uint64_t low = low_size();
+    if (gpa <= low && length <= low - gpa) return base_ + gpa;
+    const uint64_t high = size_ - low;
+    if (high == 0 || gpa < kHighRamStart) return nullptr;
+    const uint64_t off = gpa - kHighRamStart;
+    return off <= high && length <= high - off ? base_ + low + off : nullptr;
   }
 
   bool read(uint64_t gpa, std::span<std::byte> out) const;
