@@ -18,8 +18,10 @@ class InterruptSink {
 
   // Raise the local APIC performance-counter interrupt (PMI) of the owning vCPU. The VMM routes it
   // as the guest programmed the LVT performance-counter entry (LVTPC): nothing while masked (it
-  // stays pending until unmasked), NMI or a fixed vector per the delivery mode, and sets
-  // LVTPC.mask on delivery as Intel hardware does. Used by counter-overflow PMUs (NetBurst).
+  // stays pending until unmasked), NMI or a fixed vector per the delivery mode. Intel hardware
+  // also sets LVTPC.mask on delivery; a VMM that can write the register does so (pmuvm on KVM
+  // cannot without disturbing the LAPIC timer: vmm/machine.cc). Used by counter-overflow PMUs
+  // (NetBurst).
   virtual void raise_performance_interrupt() = 0;
 };
 

@@ -134,13 +134,6 @@ uint32_t KvmVcpu::lapic_register(uint32_t offset) const {
   return value;
 }
 
-void KvmVcpu::set_lapic_register(uint32_t offset, uint32_t value) {
-  kvm_lapic_state state{};
-  if (ioctl(fd_, KVM_GET_LAPIC, &state) < 0) throw_errno("KVM_GET_LAPIC");
-  std::memcpy(state.regs + offset, &value, 4);
-  if (ioctl(fd_, KVM_SET_LAPIC, &state) < 0) throw_errno("KVM_SET_LAPIC");
-}
-
 void KvmVcpu::nmi() {
   if (ioctl(fd_, KVM_NMI, 0) < 0) throw_errno("KVM_NMI");
 }
