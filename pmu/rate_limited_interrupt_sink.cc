@@ -73,4 +73,10 @@ bool RateLimitedInterruptSink::has_pending() const {
   return pending_[kNmi] || pending_[kPmi] || !pending_vectors_.empty();
 }
 
+std::optional<uint64_t> RateLimitedInterruptSink::next_release_ns() const {
+  if (!has_pending()) return std::nullopt;
+  if (limit_ == 0 || delivered_ < limit_) return clock_.now_ns();  // a slot is free now
+  return history_[next_] + kWindowNs;
+}
+
 }  // namespace pmu

@@ -4,7 +4,7 @@
 // interval — a sliding window over the last `max_per_second` delivery times. An interrupt over
 // the limit is not lost: it is held, coalesced with others of the same kind (as an edge-triggered
 // line would), and delivered by poll() as soon as the window allows. The VMM calls poll() on
-// every exit of the vCPU. 0 disables the limit.
+// every exit of the vCPU, and wakes a halted vCPU at next_release_ns(). 0 disables the limit.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,10 @@ class RateLimitedInterruptSink : public InterruptSink {
   uint64_t delivered() const { return delivered_; }
   uint64_t throttled() const { return throttled_; }  // requests held back (coalesced or later)
   bool has_pending() const;
+  // When held interrupts exist: the Clock time at which poll() can deliver the first of them
+  // (the oldest delivery in the window leaves it). nullopt when nothing is held. A VMM whose vCPU
+  // can sit in a halt without exiting uses this to wake it at that time (machine.cc).
+  std::optional<uint64_t> next_release_ns() const;
 
  private:
   enum Kind { kNmi, kPmi, kKinds };

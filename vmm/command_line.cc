@@ -71,6 +71,9 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
   run_cmd->add_option("--max-interrupt-rate", run.max_interrupt_rate,
                       "Most PMU interrupts per second per vCPU; more are held back (0 = no limit)")
       ->capture_default_str();
+  run_cmd->add_option("--kvm-device", run.kvm_device,
+                      "The KVM device to open (a VMM in a container may see it elsewhere)")
+      ->capture_default_str();
   run_cmd->footer(kRunFooter);
 
   ProfilesCommand& profiles = out.profiles;

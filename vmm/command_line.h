@@ -28,6 +28,7 @@ struct RunCommand {
   std::string lwp_report;         // "" none, "-" stdout, else file
   std::string lwp_trace;          // "" none, else file
   uint32_t max_interrupt_rate = 10000;
+  std::string kvm_device = "/dev/kvm";
   std::vector<ProgramArgs> programs;
 };
 

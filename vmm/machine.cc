@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -39,8 +40,15 @@ struct SteadyClock : pmu::Clock {
 // PMU interrupts of one vCPU. Threshold interrupts (LWP) are fixed-vector MSIs to its in-kernel
 // LAPIC. A performance-counter interrupt (NetBurst overflow) goes where the guest programmed the
 // LVT performance-counter entry: nothing while LVTPC is masked (it stays pending and is retried
-// at every exit of the vCPU), NMI or the fixed vector by its delivery mode, and LVTPC.mask is set
-// on delivery as Intel hardware does (the guest's PMI handler unmasks it).
+// at every exit of the vCPU), NMI or the fixed vector by its delivery mode.
+//
+// Not modelled: Intel's mask-on-delivery (hardware sets LVTPC.mask when it delivers a PMI).
+// KVM 6.1 has no ioctl that writes one LAPIC register; KVM_SET_LAPIC rewrites the whole state,
+// which re-arms the LAPIC timer from a stale count and overwrites IRR bits raised since the
+// KVM_GET_LAPIC (an interrupt lost). Guests unmask LVTPC at the end of their PMI handler (Linux's
+// P4 driver, the bundled kernel), so for them the only difference is that a second PMI could
+// arrive inside the handler: NMIs are blocked there until IRET, and a fixed vector waits in IRR
+// while IF = 0, so nothing nests in practice.
 struct VcpuInterrupts : pmu::InterruptSink {
   static constexpr uint32_t kLvtpc = 0x340;
   static constexpr uint32_t kLvtMasked = 1u << 16;
@@ -57,7 +65,7 @@ struct VcpuInterrupts : pmu::InterruptSink {
   }
   void deliver_pending_pmi() {
     if (!pmi_pending) return;
-    const uint32_t lvtpc = vcpu->lapic_register(kLvtpc);
+    const uint32_t lvtpc = vcpu->lapic_register(kLvtpc);  // a read: KVM_GET_LAPIC changes nothing
     if (lvtpc & kLvtMasked) return;
     switch ((lvtpc >> 8) & 7) {
       case 4: vcpu->nmi(); break;                                        // NMI
@@ -67,7 +75,6 @@ struct VcpuInterrupts : pmu::InterruptSink {
                      vcpu->index(), (lvtpc >> 8) & 7);
         break;
     }
-    vcpu->set_lapic_register(kLvtpc, lvtpc | kLvtMasked);
     pmi_pending = false;
   }
 };
@@ -140,10 +147,16 @@ struct Machine::Impl {
     std::unique_ptr<GuestAssistedStepper> stepper;  // precise backend (nullptr: none)
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
+    // Steady-clock time at which interrupts held by the rate limiter can go out (0 = none held).
+    // Published by the vCPU thread after every exit; the release ticker kicks the vCPU then, since
+    // a guest halted inside KVM (in-kernel LAPIC) makes no exit that would poll the limiter.
+    std::atomic<uint64_t> release_at_ns{0};
   };
   std::vector<std::unique_ptr<Vcpu>> vcpus;
 
   std::atomic<bool> stop{false};
+  std::mutex stop_lock;  // with stop_signal: wakes the release ticker at the end of the run
+  std::condition_variable stop_signal;
   std::atomic<int> exit_status{0};
   std::mutex failure_lock;
   std::string failure;  // a VMM failure ends the run with status 3
@@ -174,9 +187,37 @@ struct Machine::Impl {
   void finish(int status) {
     if (stop.exchange(true)) return;
     exit_status = status;
-    for (auto& v : vcpus) {
-      v->kvm->run_state()->immediate_exit = 1;  // a vCPU about to enter KVM_RUN returns at once
-      if (const pthread_t t = v->thread.load()) pthread_kill(t, kKickSignal);
+    for (auto& v : vcpus) kick(*v);
+    std::lock_guard<std::mutex> g(stop_lock);
+    stop_signal.notify_all();
+  }
+
+  // Makes the vCPU leave (or not enter) KVM_RUN: immediate_exit covers a thread that is about to
+  // enter, the signal one that is inside. The vCPU thread clears immediate_exit after each return
+  // and only then looks at what it was kicked for, so no kick is lost.
+  static void kick(Vcpu& v) {
+    v.kvm->run_state()->immediate_exit = 1;
+    if (const pthread_t t = v.thread.load()) pthread_kill(t, kKickSignal);
+  }
+
+  // Wakes each vCPU when interrupts its rate limiter held may go out (storm protection must
+  // delay interrupts, never lose or strand them).
+  void release_ticker() {
+    std::unique_lock<std::mutex> lock(stop_lock);
+    while (!stop) {
+      const uint64_t now = clock.now_ns();
+      uint64_t next = now + 50'000'000;  // look again at least every 50 ms
+      for (auto& v : vcpus) {
+        const uint64_t at = v->release_at_ns.load();
+        if (at == 0) continue;
+        if (at <= now) {
+          v->release_at_ns = 0;
+          kick(*v);
+        } else {
+          next = std::min(next, at);
+        }
+      }
+      stop_signal.wait_for(lock, std::chrono::nanoseconds(next - now));
     }
   }
 
@@ -280,10 +321,11 @@ struct Machine::Impl {
     try {
       while (!stop) {
         const int r = v.kvm->run();
+        v.kvm->run_state()->immediate_exit = 0;  // before looking at why: see kick()
         v.limited->poll();  // storm protection: release held interrupts when allowed
         v.interrupts.deliver_pending_pmi();  // a PMI waiting for the guest to unmask LVTPC
-        if (r < 0) continue;  // EINTR/EAGAIN: a kick or a signal; re-check stop
-        if (!dispatch(v)) return;
+        if (r >= 0 && !dispatch(v)) return;  // r < 0: EINTR/EAGAIN, a kick; re-check stop
+        v.release_at_ns = v.limited->next_release_ns().value_or(0);
       }
     } catch (const std::exception& e) {
       fail(e.what());
@@ -349,17 +391,25 @@ struct Machine::Impl {
       trace.open(options.lwp_trace);
       if (!trace) throw UsageError("cannot write LWP trace " + options.lwp_trace);
     }
-    kvm = std::make_unique<KvmSystem>();
+    kvm = std::make_unique<KvmSystem>(options.kvm_device);
     vm = std::make_unique<KvmVm>(*kvm, ram);
     create_vcpus(loaded);
 
+    // The kick signal only has to interrupt KVM_RUN, which returns EINTR whatever the flags say.
+    // SA_RESTART keeps it from breaking anything else the vCPU thread may be doing, such as a
+    // console write() on stdout (EINTR there would set the stream's error flag and lose output).
     struct sigaction sa{};
-    sa.sa_handler = [](int) {};  // only to interrupt KVM_RUN (no SA_RESTART)
+    sa.sa_handler = [](int) {};
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
     sigaction(kKickSignal, &sa, nullptr);
     spdlog::info("booting {} with {} vCPU(s), {} MiB, CPU profile {}", options.kernel_name,
                  options.vcpus, options.mem_mib, options.profile.name);
     std::vector<std::thread> threads;
     for (auto& v : vcpus) threads.emplace_back([this, &v] { vcpu_loop(*v); });
+    // The ticker returns once finish() stopped the run; only then are the vCPU threads joined, so
+    // it never signals a thread that is gone (a vCPU thread ends only after finish()).
+    release_ticker();
     for (std::thread& t : threads) t.join();
 
     if (!options.lwp_report.empty()) write_report();

@@ -30,6 +30,7 @@ struct MachineOptions {
   bool guest_stepper = true;
   std::string lwp_report;  // "" = none, "-" = stdout, else a file
   std::string lwp_trace;   // "" = none, else a JSON-lines file
+  std::string kvm_device = "/dev/kvm";
 };
 
 class Machine {

@@ -54,6 +54,7 @@ int run(const vmm::RunCommand& cmd) {
   options.max_interrupts_per_second = cmd.max_interrupt_rate;
   options.lwp_report = cmd.lwp_report;
   options.lwp_trace = cmd.lwp_trace;
+  options.kvm_device = cmd.kvm_device;
   if (cmd.kernel.empty()) {
     auto r = vmm::parse_elf(vmm::bundled_kernel(), "bundled kernel");
     if (auto* error = std::get_if<std::string>(&r)) throw vmm::VmmError(*error);

@@ -30,6 +30,27 @@ TEST(RateLimitTest, DeliversUpToTheLimitThenHolds) {
   EXPECT_FALSE(sink.has_pending());
 }
 
+TEST(RateLimitTest, NextReleaseIsWhenTheOldestDeliveryLeavesTheWindow) {
+  testing::RecordingInterruptSink inner;
+  FakeClock clock;
+  RateLimitedInterruptSink sink(inner, clock, 2);
+  EXPECT_FALSE(sink.next_release_ns().has_value());  // nothing held
+  const uint64_t first = clock.ns;
+  sink.deliver_nmi();
+  clock.ns += 300'000'000;
+  sink.deliver_nmi();
+  EXPECT_FALSE(sink.next_release_ns().has_value());  // both delivered
+  clock.ns += 100'000'000;
+  sink.deliver_nmi();  // held
+  ASSERT_TRUE(sink.next_release_ns().has_value());
+  EXPECT_EQ(*sink.next_release_ns(), first + 1'000'000'000);
+  clock.ns = *sink.next_release_ns() - 1;
+  EXPECT_EQ(sink.poll(), 0);
+  clock.ns += 1;
+  EXPECT_EQ(sink.poll(), 1);
+  EXPECT_FALSE(sink.next_release_ns().has_value());
+}
+
 TEST(RateLimitTest, SlidingWindowBoundsAnyOneSecondInterval) {
   testing::RecordingInterruptSink inner;
   FakeClock clock;
