@@ -1,0 +1,67 @@
+// Guest RAM layout: RAM above 3 GiB moves above 4 GiB so the 32-bit MMIO hole (LAPIC, IOAPIC,
+// KVM's TSS pages) is never covered by RAM, and every access outside RAM fails instead of
+// touching host memory. Large sizes cost nothing here: the mapping is MAP_NORESERVE and only
+// the touched pages are faulted in.
+#include "vmm/memory/guest_ram.h"
+
+#include <gtest/gtest.h>
+
+namespace vmm {
+namespace {
+
+constexpr uint64_t GiB = 1ull << 30;
+
+TEST(GuestRam, SmallRamIsOneLowRegion) {
+  GuestRam ram(64 << 20);
+  ASSERT_EQ(ram.regions().size(), 1u);
+  EXPECT_EQ(ram.regions()[0].gpa, 0u);
+  EXPECT_EQ(ram.regions()[0].size, 64u << 20);
+  EXPECT_EQ(ram.low_size(), 64u << 20);
+  EXPECT_EQ(ram.high_size(), 0u);
+  EXPECT_TRUE(ram.contains((64 << 20) - 8, 8));
+  EXPECT_FALSE(ram.contains((64 << 20) - 4, 8));
+  EXPECT_FALSE(ram.contains(4 * GiB, 1));
+}
+
+TEST(GuestRam, RamAboveThreeGiBMovesAboveFourGiB) {
+  GuestRam ram(5 * GiB);
+  const auto regions = ram.regions();
+  ASSERT_EQ(regions.size(), 2u);
+  EXPECT_EQ(regions[0].gpa, 0u);
+  EXPECT_EQ(regions[0].size, 3 * GiB);
+  EXPECT_EQ(regions[1].gpa, 4 * GiB);
+  EXPECT_EQ(regions[1].size, 2 * GiB);
+  EXPECT_EQ(regions[1].host, regions[0].host + 3 * GiB);
+  EXPECT_EQ(ram.size(), 5 * GiB);
+}
+
+TEST(GuestRam, TheHoleIsNotRam) {
+  GuestRam ram(5 * GiB);
+  EXPECT_FALSE(ram.contains(0xFEE00000, 4));  // LAPIC
+  EXPECT_FALSE(ram.contains(0xFEC00000, 4));  // IOAPIC
+  EXPECT_FALSE(ram.contains(0xFFFBD000, 1));  // KVM's TSS pages
+  EXPECT_FALSE(ram.contains(3 * GiB, 1));
+  EXPECT_TRUE(ram.contains(3 * GiB - 8, 8));
+  EXPECT_FALSE(ram.contains(3 * GiB - 4, 8));  // spans into the hole
+  EXPECT_FALSE(ram.contains(4 * GiB - 4, 8));  // spans out of the hole
+  EXPECT_TRUE(ram.contains(4 * GiB, 8));
+  EXPECT_TRUE(ram.contains(6 * GiB - 8, 8));
+  EXPECT_FALSE(ram.contains(6 * GiB - 4, 8));  // past the end
+  EXPECT_FALSE(ram.contains(UINT64_MAX - 3, 8));  // wraps
+}
+
+TEST(GuestRam, HighAddressesReachTheirOwnBytes) {
+  GuestRam ram(4 * GiB);
+  ASSERT_TRUE(ram.write_u64(4 * GiB + 0x1000, 0x1122334455667788));
+  ASSERT_TRUE(ram.write_u64(0x1000, 0xAABB));
+  uint64_t v = 0;
+  ASSERT_TRUE(ram.read_u64(4 * GiB + 0x1000, v));
+  EXPECT_EQ(v, 0x1122334455667788u);
+  EXPECT_EQ(ram.host(4 * GiB + 0x1000, 8), ram.host_base() + 3 * GiB + 0x1000);
+  ASSERT_TRUE(ram.read_u64(0x1000, v));
+  EXPECT_EQ(v, 0xAABBu);  // the high write did not alias low RAM
+  EXPECT_FALSE(ram.write_u64(3 * GiB + 0x1000, 1));  // the hole takes no writes
+}
+
+}  // namespace
+}  // namespace vmm
