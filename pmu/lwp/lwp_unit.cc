@@ -11,6 +11,11 @@ namespace {
 constexpr uint64_t kMsr0FeatureBits =
     msr0::kEnabled | msr0::kIre | msr0::kBre | msr0::kDme | msr0::kInterrupt;
 
+// DESIGN §4.1: with INT set, a vector below 16 would raise an exception vector; #GP instead.
+bool interrupt_vector_invalid(uint64_t msr0_value) {
+  return (msr0_value & msr0::kInterrupt) && ((msr0_value & msr0::kVectorMask) >> msr0::kVectorShift) < 16;
+}
+
 uint64_t slot_counter_address(uint64_t lwpcb, uint32_t slot) {
   return lwpcb + lwpcb::kEventSlots + slot * kLwpcbEventSlotSize + lwpcb::kSlotCounter;
 }
@@ -55,6 +60,7 @@ MsrResult LwpUnit::write_lwpmsr0(uint64_t value) {
   if (value & ~msr0::kWritableMask) return MsrResult::kGeneralProtection;
   // Per-feature test against EDX, not a bitwise one (DESIGN §4.1).
   if (value & kMsr0FeatureBits & ~caps_.msr0_allowed()) return MsrResult::kGeneralProtection;
+  if (interrupt_vector_invalid(value)) return MsrResult::kGeneralProtection;
   msr0_ = value;
   if (!(value & msr0::kEnabled) && lwpcb_ != 0) disable();  // the OS withdrew LWP
   touch();
@@ -376,6 +382,8 @@ std::optional<std::string> LwpUnit::load_state(const UnitState& state) {
   if (state.lwpmsr0 & kMsr0FeatureBits & ~caps_.msr0_allowed())
     return "LWPMSR0 " + hex(state.lwpmsr0) + " enables LWP features this CPU profile lacks (allowed " +
            hex(caps_.msr0_allowed()) + ")";
+  if (interrupt_vector_invalid(state.lwpmsr0))
+    return "LWPMSR0 " + hex(state.lwpmsr0) + " has INT with a vector below 16";
   if (state.save_area.counter_count > caps_.max_events)
     return "LWP state has " + std::to_string(state.save_area.counter_count) +
            " event slots, this CPU profile has " + std::to_string(caps_.max_events);

@@ -32,6 +32,8 @@
 //  * DCache eligibility: with both filters supported and in use, a miss must pass both (AND).
 //    Latency is compared after rounding down to 16 and capping. Under CLF, L2 and unknown
 //    sources (code 0) are never eligible: no filter bit names them.
+//  * LWPMSR0 with INT set and a vector below 16 (an exception vector) is #GP, state unchanged
+//    (DESIGN §4.1); without INT the vector field is not checked.
 //  * Clearing LWPMSR0.EN turns LWP off without touching memory; other LWPMSR0 changes apply
 //    at the next LLWPCB, except INT, which is checked again at each interrupt.
 //  * SLWPCB while an LLWPCB initialisation is pending returns the pointer and flushes nothing

@@ -249,7 +249,7 @@ TEST_F(EngineTest, MinLatencyIgnoredWithoutLatencyCapability) {
 TEST_F(EngineTest, CacheLevelFilterSelectsSources) {
   caps.cache_latency_filter = false;
   MakeUnit();
-  SetMsr0(kMsr0AllFeatures);
+  SetMsr0(kMsr0AllFeatures | msr0_vector(kVector));
   const DataSource all[] = {DataSource::kNoValidStatus, DataSource::kLocalL3,
                             DataSource::kRemoteCache, DataSource::kDram, DataSource::kOther,
                             DataSource::kL2};

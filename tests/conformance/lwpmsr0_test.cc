@@ -84,7 +84,7 @@ TEST_F(Lwpmsr0Test, PerFeatureGpAgainstEdx) {
     caps = FullCaps();
     caps.*(c.feature) = false;
     MakeUnit();
-    const uint64_t ok = kMsr0AllFeatures & ~c.bit;
+    const uint64_t ok = (kMsr0AllFeatures & ~c.bit) | msr0_vector(kVector);
     EXPECT_EQ(unit->write_msr(kMsrLwpFeatureEnable, ok, 0), MsrResult::kOk) << std::hex << c.bit;
     EXPECT_EQ(unit->write_msr(kMsrLwpFeatureEnable, ok | c.bit, 0),
               MsrResult::kGeneralProtection)
@@ -123,13 +123,33 @@ TEST_F(Lwpmsr0Test, ReservedBitsGp) {
   EXPECT_EQ(msr0::kWritableMask, 0x0000FF008000000Full);
 }
 
+// DESIGN §4.1: INT with a vector below 16 (the exception vectors) is #GP, state unchanged; INT
+// clear makes the vector field plain data; vector 16 is the first one allowed.
+TEST_F(Lwpmsr0Test, InterruptVectorBelowSixteenGp) {
+  for (unsigned vector = 0; vector < 16; ++vector) {
+    const uint64_t before = msr0::kEnabled | msr0::kIre | msr0_vector(0x40 + vector);
+    ASSERT_EQ(unit->write_msr(kMsrLwpFeatureEnable, before, 0), MsrResult::kOk);
+    EXPECT_EQ(unit->write_msr(kMsrLwpFeatureEnable,
+                              msr0::kEnabled | msr0::kInterrupt | msr0_vector(vector), 0),
+              MsrResult::kGeneralProtection)
+        << "vector " << vector;
+    EXPECT_EQ(unit->lwpmsr0(), before) << "unchanged after #GP, vector " << vector;
+    EXPECT_EQ(unit->write_msr(kMsrLwpFeatureEnable, msr0::kEnabled | msr0_vector(vector), 0),
+              MsrResult::kOk)
+        << "vector " << vector << " without INT";
+  }
+  EXPECT_EQ(unit->write_msr(kMsrLwpFeatureEnable,
+                            msr0::kEnabled | msr0::kInterrupt | msr0_vector(16), 0),
+            MsrResult::kOk);
+}
+
 // §5.1/§5.2.1: user code sees LWPMSR0 in CPUID 0x8000001C EAX; EBX/ECX/EDX are the capabilities.
 TEST_F(Lwpmsr0Test, CpuidEaxFollowsLwpmsr0) {
   EXPECT_EQ(unit->cpuid(), cpuid_leaf(caps, 0));
   SetMsr0(msr0::kEnabled | msr0::kBre | msr0_vector(0x30));
   EXPECT_EQ(unit->cpuid().eax, 0x5u);
   EXPECT_EQ(unit->cpuid().edx, 0x1Fu);
-  SetMsr0(kMsr0AllFeatures);
+  SetMsr0(kMsr0AllFeatures | msr0_vector(kVector));
   EXPECT_EQ(unit->cpuid().eax, 0x8000000Fu);
   EXPECT_EQ(unit->cpuid(), cpuid_leaf(caps, kMsr0AllFeatures));
   SetMsr0(0);

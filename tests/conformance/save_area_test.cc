@@ -250,7 +250,7 @@ TEST_F(SaveAreaTest, RestoreUsesSavedHeadAndCountersNotLwpcb) {
   o.mem = mem;
   ASSERT_EQ(o.mem.peek_u32(kLwpcbAddr + 16), 0u) << "precondition: LWPCB head is stale";
   o.Make(caps, config);
-  ASSERT_NO_FATAL_FAILURE(o.Enable(kMsr0AllFeatures));
+  ASSERT_NO_FATAL_FAILURE(o.Enable(kMsr0AllFeatures | msr0_vector(kVector)));
   o.unit->restore(s);
   o.unit->enter_user();
   for (int i = 13; i < 15; ++i) o.unit->retire(Plain(RipOf(i)));
@@ -274,7 +274,7 @@ TEST_F(SaveAreaTest, PendingLlwpcbSurvivesSaveRestore) {
   Other o;
   o.mem = mem;
   o.Make(caps, config);
-  ASSERT_NO_FATAL_FAILURE(o.Enable(kMsr0AllFeatures));
+  ASSERT_NO_FATAL_FAILURE(o.Enable(kMsr0AllFeatures | msr0_vector(kVector)));
   o.unit->restore(s);
   EXPECT_EQ(o.mem.peek_u32(kLwpcbAddr), 0x77u);
   o.unit->enter_user();

@@ -121,6 +121,11 @@ constexpr uint64_t kMsr0FeatureBits =
 // DESIGN §4.1: bits 0-3, 31, 47:40. Written out here rather than taken from the model.
 constexpr uint64_t kMsr0DefinedBits = 0xFull | (1ull << 31) | (0xFFull << 40);
 
+// DESIGN §4.1: INT with a vector below 16 is #GP (own oracle).
+bool int_vector_below_16(uint64_t msr0_value) {
+  return (msr0_value & msr0::kInterrupt) && ((msr0_value >> msr0::kVectorShift) & 0xFF) < 16;
+}
+
 uint32_t cb_size(const Capabilities& caps) { return 40 + 8 * uint32_t{caps.max_events}; }
 
 // The LWPMSR0 feature bits a processor with `caps` lets software set (own oracle, DESIGN §4.1).
@@ -327,7 +332,7 @@ uint64_t gen_valid_msr0(Rng& r, const Capabilities& caps) {
   uint64_t v = msr0::kEnabled;
   for (uint64_t bit : {msr0::kIre, msr0::kBre, msr0::kDme, msr0::kInterrupt})
     if ((allowed_features(caps) & bit) && r.chance(85)) v |= bit;
-  if (caps.interrupt) v |= r.below(256) << msr0::kVectorShift;
+  if (caps.interrupt) v |= ((v & msr0::kInterrupt) ? 16 + r.below(240) : r.below(256)) << msr0::kVectorShift;
   return v;
 }
 
@@ -806,6 +811,8 @@ class Runner {
           return fail(w, "msr0-oracle", "accepted undefined bits " + hex(op.value & ~kMsr0DefinedBits));
         if (op.value & kMsr0FeatureBits & ~allowed_features(w.caps))
           return fail(w, "msr0-oracle", "accepted features the processor lacks: " + hex(op.value));
+        if (int_vector_below_16(op.value))
+          return fail(w, "msr0-oracle", "accepted INT with a vector below 16: " + hex(op.value));
         if (u.lwpmsr0() != op.value)
           return fail(w, "msr0-oracle", "LWPMSR0 reads " + hex(u.lwpmsr0()) + " after writing " + hex(op.value));
         if (!(op.value & msr0::kEnabled) && u.lwpcb_address() != 0)
@@ -1536,6 +1543,8 @@ TEST(LwpSerializeProperty, RoundTripsAndSurvivesDamagedBytes) {
           EXPECT_EQ(got.lwpmsr0 & ~kMsr0DefinedBits, 0u) << "load_state accepted undefined LWPMSR0 bits";
           EXPECT_EQ(got.lwpmsr0 & kMsr0FeatureBits & ~allowed_features(caps), 0u)
               << "load_state accepted LWPMSR0 features the processor lacks: " << hex(got.lwpmsr0);
+          EXPECT_FALSE(int_vector_below_16(got.lwpmsr0))
+              << "load_state accepted INT with a vector below 16: " << hex(got.lwpmsr0);
           EXPECT_LE(got.save_area.counter_count, kMaxEventSlots);
           unit.enter_user();  // must not crash on whatever it accepted
           unit.reset();
