@@ -51,10 +51,42 @@ void lwp_probe(void) {
             (unsigned long long)lwp.msr0, kcfg.lwp_vector);
 }
 
+/* Boot self-check of DESIGN.md §4.1 on the boot CPU, before the real LWPMSR0 write: every bit
+ * CPUID 0x8000001C EDX does not offer (EDX numbers features differently: bit 1 INT, bits 2-4 the
+ * events IRE/BRE/DME), every reserved bit, and INT with a vector below 16 must raise #GP. Prints
+ * one line; a bit the VMM accepts is named (the end-to-end tests look for both). */
+static void lwp_msr0_self_check(void) {
+  const uint32_t edx = lwp.leaf[3];
+  uint64_t offered = 1ull | (0xFFull << 40); /* EN and the vector field */
+  if (edx & (1u << 2)) offered |= 1ull << 1;
+  if (edx & (1u << 3)) offered |= 1ull << 2;
+  if (edx & (1u << 4)) offered |= 1ull << 3;
+  if (edx & (1u << 1)) offered |= 1ull << 31;
+  unsigned tried = 0, refused = 0;
+  for (unsigned bit = 0; bit < 64; ++bit) {
+    if (offered & (1ull << bit)) continue;
+    ++tried;
+    if (wrmsr_safe(MSR_LWP_CFG, 1ull | (1ull << bit)))
+      ++refused;
+    else
+      kprintf("kernel: lwp: LWPMSR0 accepted unsupported bit %u\n", bit);
+  }
+  if (offered & (1ull << 31)) {
+    ++tried;
+    if (wrmsr_safe(MSR_LWP_CFG, 1ull | (1ull << 31) | (0x0Full << 40)))
+      ++refused;
+    else
+      kprintf("kernel: lwp: LWPMSR0 accepted INT with vector 0x0f\n");
+  }
+  kprintf("kernel: lwp: LWPMSR0 self-check: %u of %u unsupported settings raise #GP\n", refused,
+          tried);
+}
+
 void lwp_cpu_init(struct cpu *c) {
   c->lwp_ok = false;
   c->lwp_loaded = false;
   if (!lwp.present || !lwp.enabled) return;
+  if (c->index == 0) lwp_msr0_self_check();
   if (wrmsr_safe(MSR_LWP_CFG, lwp.msr0)) {
     kprintf("kernel: cpu %u: WRMSR LWPMSR0 = %#llx raised #GP; LWP stays off on this CPU\n",
             c->index, (unsigned long long)lwp.msr0);
