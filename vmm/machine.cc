@@ -295,10 +295,17 @@ struct Machine::Impl {
                      run->mmio.is_write ? "write" : "read", run->mmio.phys_addr);
         if (!run->mmio.is_write) std::memset(run->mmio.data, 0xFF, sizeof run->mmio.data);
         return true;
-      case KVM_EXIT_SHUTDOWN:
+      case KVM_EXIT_SHUTDOWN: {
+        // On AMD, KVM re-initialises the VMCB after a shutdown intercept (its contents are
+        // undefined then), so the registers read back are the reset state, not the crash site.
+        const kvm_regs r = v.kvm->regs();
+        const bool reset_state = r.rip == 0xFFF0 && v.kvm->sregs().cs.selector == 0xF000;
         fail("guest triple fault on vCPU " + std::to_string(v.kvm->index()) + ": " +
-             describe_registers(*v.kvm));
+             (reset_state ? "registers lost (KVM on AMD SVM resets the vCPU on a shutdown; "
+                            "after the reset: " + describe_registers(*v.kvm) + ")"
+                          : describe_registers(*v.kvm)));
         return false;
+      }
       case KVM_EXIT_FAIL_ENTRY:
         fail("KVM could not enter vCPU " + std::to_string(v.kvm->index()) +
              " (hardware reason " +
