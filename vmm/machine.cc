@@ -245,8 +245,10 @@ struct Machine::Impl {
 
   void handle_msr(Vcpu& v, bool write) {
     kvm_run* run = v.kvm->run_state();
-    const kvm_sregs s = v.kvm->sregs();
-    const uint8_t cpl = s.cs.selector & 3;
+    const kvm_sregs s = v.kvm->exit_sregs();
+    // CPL is SS.DPL (architecturally equal to it; AMD keeps CPL there, and KVM's SVM code reports
+    // it so). A selector's RPL is what the guest loaded, not the privilege level.
+    const uint8_t cpl = s.ss.dpl;
     const uint32_t msr = run->msr.index;
     run->msr.error = 0;
     if (write) {

@@ -38,6 +38,11 @@ KvmVcpu::KvmVcpu(KvmVm& vm, uint32_t index) : vm_(vm), index_(index) {
   void* p = mmap(nullptr, run_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) throw_errno("mmap of kvm_run");
   run_ = static_cast<kvm_run*>(p);
+  constexpr uint64_t kSync = KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS;
+  if ((vm.system().check_extension(KVM_CAP_SYNC_REGS) & kSync) == kSync) {
+    run_->kvm_valid_regs = kSync;
+    synced_ = true;
+  }
 }
 
 KvmVcpu::~KvmVcpu() {

@@ -35,6 +35,12 @@ class KvmVcpu {
   kvm_regs regs() const;
   void set_regs(const kvm_regs& regs);
   kvm_sregs sregs() const;
+  // The registers as they were at the last exit, without an ioctl: KVM copies them into the
+  // kvm_run page on every exit (KVM_CAP_SYNC_REGS), which saves a KVM_GET_(S)REGS round trip per
+  // trapped MSR or stepped instruction. Falls back to the ioctls where the capability is missing.
+  // Valid only between an exit and the next set_regs()/enter_long_mode() or KVM_RUN.
+  kvm_regs exit_regs() const { return synced_ ? run_->s.regs.regs : regs(); }
+  kvm_sregs exit_sregs() const { return synced_ ? run_->s.regs.sregs : sregs(); }
   void nmi();
   // One 32-bit register of the in-kernel local APIC (offset as in the xAPIC page, e.g. 0x340 =
   // LVT performance counter), read with KVM_GET_LAPIC. There is deliberately no single-register
@@ -47,6 +53,7 @@ class KvmVcpu {
   int fd_ = -1;
   kvm_run* run_ = nullptr;
   size_t run_size_ = 0;
+  bool synced_ = false;  // KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS are on
 };
 
 }  // namespace vmm
