@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -57,7 +58,12 @@ struct VcpuInterrupts : pmu::InterruptSink {
   uint32_t apic_id = 0;
   bool pmi_pending = false;
 
-  void deliver_vector(uint8_t vector) override { vm->signal_msi(apic_id, vector); }
+  std::function<void()> on_vector;  // reporting hook (threshold interrupts per task)
+
+  void deliver_vector(uint8_t vector) override {
+    vm->signal_msi(apic_id, vector);
+    if (on_vector) on_vector();
+  }
   void deliver_nmi() override { vcpu->nmi(); }
   void raise_performance_interrupt() override {
     pmi_pending = true;
@@ -384,6 +390,12 @@ struct Machine::Impl {
       if (options.guest_stepper)
         v->stepper = std::make_unique<GuestAssistedStepper>(ram, to_cache_geometry(options.profile.cache));
       Vcpu* raw = v.get();
+      // Only LWP raises fixed vectors (NetBurst goes through LVTPC): each is a threshold
+      // interrupt of the task running on this vCPU.
+      v->interrupts.on_vector = [this, raw = v.get()] {
+        std::lock_guard<std::mutex> g(report_lock);
+        report.add_interrupt(raw->task);
+      };
       v->control->lwp().set_record_observer([this, raw](const pmu::lwp::StoredRecord& rec) {
         std::lock_guard<std::mutex> g(report_lock);
         report.add_record(raw->task, rec.bytes, rec.missed);
@@ -403,6 +415,11 @@ struct Machine::Impl {
     kvm = std::make_unique<KvmSystem>(options.kvm_device);
     vm = std::make_unique<KvmVm>(*kvm, ram);
     create_vcpus(loaded);
+    // The bundled kernel numbers its tasks 1.. in the order of the programs (guest/kernel/task.c).
+    for (size_t i = 0; i < options.programs.size(); ++i) {
+      const std::string& path = options.programs[i].path;
+      report.set_task_name(static_cast<uint32_t>(i + 1), path.substr(path.rfind('/') + 1));
+    }
 
     // The kick signal only has to interrupt KVM_RUN, which returns EINTR whatever the flags say.
     // SA_RESTART keeps it from breaking anything else the vCPU thread may be doing, such as a
