@@ -15,7 +15,10 @@ packages=(
   libvirt-dev                    # CPU baseline cross-checks
   libpfm4-dev                    # NetBurst event encodings (test oracle)
   python3                        # test-result summary
-  qemu-system-x86                # runs the bundled guest kernel under TCG in tests (no KVM needed)
+  qemu-system-x86                # runs the bundled guest kernel under TCG in tests (no KVM needed);
+                                 # also brings the libraries tools/kvm-host's QEMU 10 needs
+  busybox-static xz-utils        # tools/kvm-host: nested KVM host's initramfs; its kernel image
+  util-linux                     # tools/kvm-host: flock, setpriv
 )
 
 missing=()
@@ -32,4 +35,11 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   echo "setup: all ${#packages[@]} packages present"
+fi
+
+# No usable /dev/kvm here: build tools/kvm-host's nested KVM host now (QEMU 10, kernel,
+# initramfs; cached outside the tree, a fast no-op when current), so tests do not pay for it.
+if ! { [[ -c /dev/kvm ]] && (exec 9<>/dev/kvm) 2>/dev/null; }; then
+  echo "setup: no usable /dev/kvm; preparing tools/kvm-host's nested KVM host"
+  "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")/kvm-host/prepare"
 fi
