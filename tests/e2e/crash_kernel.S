@@ -1,0 +1,47 @@
+/* A minimal guest kernel for the crash cases of guest_boot_test. pmuvm loads it like the bundled
+ * kernel (`--kernel FILE`: ELF at 1 MiB, every vCPU enters _start in 64-bit mode with the boot page
+ * tables at 0x8000 and an IDT of limit 0). CRASH_MODE picks the crash:
+ *   1  triple fault: ud2 with no IDT (#UD -> #DF -> shutdown) -> KVM_EXIT_SHUTDOWN
+ *   2  instruction fetch from the 32-bit MMIO hole (no device there): KVM cannot emulate it and
+ *      stops with KVM_EXIT_INTERNAL_ERROR
+ *   3  the bundled kernel's panic contract (guest/kernel/console.c): a "panic:" line on COM1, then
+ *      PMUVM_EXIT_PANIC (3) to the exit port 0x510 */
+    .text
+    .globl _start
+_start:
+#if CRASH_MODE == 1
+    ud2
+#elif CRASH_MODE == 2
+    /* Map guest-physical 0xC0000000 (the hole) at the same linear address with one 2 MiB page:
+     * boot PDPT (0x9000) entry 3 -> pd_hole, pd_hole[0] -> 0xC0000000 | PS | W | P. */
+    lea pd_hole(%rip), %rax
+    or $3, %rax
+    mov %rax, 0x9000 + 3 * 8
+    mov $0xC0000083, %ecx
+    mov %rcx, pd_hole(%rip)
+    mov %cr3, %rax
+    mov %rax, %cr3
+    mov $0xC0000000, %eax
+    jmp *%rax
+#else
+    lea message(%rip), %rsi
+    mov $0x3f8, %dx
+1:  movb (%rsi), %al
+    test %al, %al
+    jz 2f
+    out %al, %dx
+    inc %rsi
+    jmp 1b
+2:  mov $0x510, %dx
+    mov $3, %eax
+    out %eax, %dx
+3:  hlt
+    jmp 3b
+message:
+    .asciz "panic: crash_kernel: deliberate panic for the exit-status test\n"
+#endif
+
+    .bss
+    .balign 4096
+pd_hole:
+    .skip 4096
