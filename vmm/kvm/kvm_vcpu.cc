@@ -93,19 +93,25 @@ void KvmVcpu::make_runnable() {
 }
 
 void KvmVcpu::set_msr(uint32_t index, uint64_t value) {
-  // kvm_msrs ends in a flexible array: lay out header + one entry in one buffer.
-  alignas(kvm_msrs) std::byte buf[sizeof(kvm_msrs) + sizeof(kvm_msr_entry)] = {};
-  auto* msrs = reinterpret_cast<kvm_msrs*>(buf);
-  msrs->nmsrs = 1;
-  msrs->entries[0].index = index;
-  msrs->entries[0].data = value;
-  if (ioctl(fd_, KVM_SET_MSRS, msrs) != 1)
+  // kvm_msrs ends in a flexible array: the header and one entry, laid out as the kernel reads them.
+  struct {
+    kvm_msrs header;
+    kvm_msr_entry entry;
+  } msrs{};
+  static_assert(offsetof(decltype(msrs), entry) == sizeof(kvm_msrs));
+  msrs.header.nmsrs = 1;
+  msrs.entry.index = index;
+  msrs.entry.data = value;
+  if (ioctl(fd_, KVM_SET_MSRS, &msrs) != 1)
     throw VmmError("KVM_SET_MSRS " + std::to_string(index) + " refused");
 }
 
 void KvmVcpu::set_single_step(bool enabled) {
   kvm_guest_debug debug{};
-  if (enabled) debug.control = KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_SINGLESTEP | KVM_GUESTDBG_BLOCKIRQ;
+  // No KVM_GUESTDBG_BLOCKIRQ: interrupts must reach the guest while it is stepped (the LAPIC
+  // timer, LWP threshold interrupts). Delivery clears TF, so handlers run unstepped, and the
+  // interrupted instruction is reported once, when it retires after the IRET.
+  if (enabled) debug.control = KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_SINGLESTEP;
   if (ioctl(fd_, KVM_SET_GUEST_DEBUG, &debug) < 0) throw_errno("KVM_SET_GUEST_DEBUG");
 }
 
