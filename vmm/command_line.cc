@@ -53,6 +53,12 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
                       "auto (host when the host has hardware events, else precise)")
       ->check(CLI::IsMember({"precise", "host", "auto"}))
       ->capture_default_str();
+  run_cmd->add_option("--stepper", run.stepper,
+                      "How the precise backend sees each retired instruction: kvm (KVM single-step, "
+                      "every CPL, no guest help), guest (the bundled kernel single-steps its "
+                      "profiled tasks and reports each step), auto (kvm)")
+      ->check(CLI::IsMember({"kvm", "guest", "auto"}))
+      ->capture_default_str();
   run_cmd->add_option("--vcpus", run.vcpus, "Number of vCPUs")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();

@@ -20,6 +20,7 @@ struct ProgramArgs {
 struct RunCommand {
   std::string cpu = "amd-lwp";
   std::string backend = "auto";   // precise | host | auto
+  std::string stepper = "auto";   // kvm | guest | auto (precise backend, DESIGN §4.7)
   uint32_t vcpus = 1;
   uint64_t mem_mib = 256;
   uint64_t seed = 1;

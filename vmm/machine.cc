@@ -19,6 +19,7 @@
 #include "vmm/devices/serial_16550.h"
 #include "vmm/kvm/kvm_vcpu.h"
 #include "vmm/precise/guest_assisted_stepper.h"
+#include "vmm/precise/kvm_stepper.h"
 #include "vmm/report/lwp_report.h"
 #include "vmm/report/lwp_trace.h"
 #include "vmm/vcpu_control_block.h"
@@ -150,7 +151,10 @@ struct Machine::Impl {
     VcpuInterrupts interrupts;
     std::unique_ptr<pmu::RateLimitedInterruptSink> limited;
     std::unique_ptr<VcpuControlBlock> control;
-    std::unique_ptr<GuestAssistedStepper> stepper;  // precise backend (nullptr: none)
+    std::unique_ptr<GuestAssistedStepper> stepper;  // precise backend, guest-assisted (or none)
+    std::unique_ptr<KvmStepper> kvm_stepper;        // precise backend, KVM single-step (or none)
+    bool stepping = false;  // KVM single-step is on for the next KVM_RUN
+    bool to_user = false;   // stepping through the kernel's return path into a profiled task
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
     // Steady-clock time at which interrupts held by the rate limiter can go out (0 = none held).
@@ -172,7 +176,12 @@ struct Machine::Impl {
   std::ofstream trace;
 
   uint32_t pv_features() const {
-    return PMUVM_PV_USER_ENTRY | (options.guest_stepper ? PMUVM_PV_GUEST_STEPPER : 0);
+    switch (options.stepper) {
+      case MachineOptions::Stepper::kGuest: return PMUVM_PV_USER_ENTRY | PMUVM_PV_GUEST_STEPPER;
+      case MachineOptions::Stepper::kKvm: return PMUVM_PV_USER_ENTRY | PMUVM_PV_PROFILED_ENTRY;
+      case MachineOptions::Stepper::kNone: break;
+    }
+    return PMUVM_PV_USER_ENTRY;
   }
 
   explicit Impl(MachineOptions o) : options(std::move(o)), ram(options.mem_mib << 20) {
@@ -262,6 +271,7 @@ struct Machine::Impl {
       switch (msr) {
         case PMUVM_MSR_USER_ENTRY:
           v.control->enter_user(s.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
+          v.to_user = v.kvm_stepper && v.control->wants_events();  // step into the task
           if (v.stepper)
             if (auto retired = v.stepper->on_user_entry(run->msr.data, ctx))
               v.control->retire(*retired, s.cr3);
@@ -297,6 +307,7 @@ struct Machine::Impl {
       case KVM_EXIT_X86_RDMSR: handle_msr(v, false); return true;
       case KVM_EXIT_X86_WRMSR: handle_msr(v, true); return true;
       case KVM_EXIT_INTR: return true;
+      case KVM_EXIT_DEBUG: on_step(v); return true;
       case KVM_EXIT_HLT: return true;  // in-kernel LAPIC: not expected, harmless
       case KVM_EXIT_MMIO:
         spdlog::warn("vCPU {}: MMIO {} at {:#x} with no device", v.kvm->index(),
@@ -331,12 +342,63 @@ struct Machine::Impl {
     }
   }
 
+  // KVM stepper (DESIGN §4.7): step only while something counts on this vCPU. LWP counts CPL-3
+  // execution only: with the kernel's profiled-entry notification (PMUVM_PV_PROFILED_ENTRY) user
+  // code is stepped from each return into a profiled task until it enters the kernel again, so
+  // kernel code runs free; NetBurst may count CPL 0 too, so while a counter counts every CPL is
+  // stepped. KVM_SET_GUEST_DEBUG is re-issued before every KVM_RUN while stepping: KVM sets TF
+  // for the RIP of that moment only, and POPF/IRET/interrupt delivery drop it.
+  void update_stepping(Vcpu& v) {
+    const uint8_t cpl = v.kvm->exit_sregs().ss.dpl;
+    const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
+    bool want = false;
+    if (netburst && netburst->wants_events()) want = true;
+    else if (v.control->lwp().wants_events()) want = cpl == 3 || v.to_user;
+    if (want) {
+      v.kvm->set_single_step(true);
+    } else if (v.stepping) {
+      v.kvm->set_single_step(false);
+      v.kvm_stepper->stop();
+      v.to_user = false;
+    }
+    v.stepping = want;
+  }
+
+  // One KVM single-step exit: the state after an instruction.
+  void on_step(Vcpu& v) {
+    const kvm_run* run = v.kvm->run_state();
+    if (!v.kvm_stepper || !v.stepping || !(run->debug.arch.dr6 & (1u << 14))) {
+      spdlog::warn("vCPU {}: debug exit that is not a pmuvm single step (exception {}, dr6 {:#x}, "
+                   "rip {:#x}); ignored", v.kvm->index(), run->debug.arch.exception,
+                   run->debug.arch.dr6, run->debug.arch.pc);
+      return;
+    }
+    const kvm_regs r = v.kvm->exit_regs();
+    const kvm_sregs s = v.kvm->exit_sregs();
+    const uint8_t cpl = s.ss.dpl;
+    if (cpl == 3) v.to_user = false;
+    GuestRegisters g;
+    g.rax = r.rax, g.rbx = r.rbx, g.rcx = r.rcx, g.rdx = r.rdx;
+    g.rsi = r.rsi, g.rdi = r.rdi, g.rsp = r.rsp, g.rbp = r.rbp;
+    g.r8 = r.r8, g.r9 = r.r9, g.r10 = r.r10, g.r11 = r.r11;
+    g.r12 = r.r12, g.r13 = r.r13, g.r14 = r.r14, g.r15 = r.r15;
+    g.rip = r.rip, g.rflags = r.rflags;
+    g.fs_base = s.fs.base, g.gs_base = s.gs.base;
+    g.cr3 = s.cr3;
+    spdlog::trace("vCPU {}: step to rip {:#x} at CPL {}", v.kvm->index(), g.rip, cpl);
+    if (auto retired = v.kvm_stepper->on_step(g, cpl, s.cr3)) v.control->retire(*retired, s.cr3);
+  }
+
   void vcpu_loop(Vcpu& v) {
     v.thread = pthread_self();
     try {
       while (!stop) {
+        if (v.kvm_stepper) update_stepping(v);
         const int r = v.kvm->run();
         v.kvm->run_state()->immediate_exit = 0;  // before looking at why: see kick()
+        // A kick (r < 0) stops the vCPU between instructions: nothing retired, nothing changes.
+        if (r >= 0 && v.kvm_stepper && v.kvm->run_state()->exit_reason != KVM_EXIT_DEBUG)
+          v.kvm_stepper->on_other_exit(v.kvm->exit_sregs().ss.dpl);
         v.limited->poll();  // storm protection: release held interrupts when allowed
         v.interrupts.deliver_pending_pmi();  // a PMI waiting for the guest to unmask LVTPC
         if (r >= 0 && !dispatch(v)) return;  // r < 0: EINTR/EAGAIN, a kick; re-check stop
@@ -387,8 +449,11 @@ struct Machine::Impl {
       }
       v->control = std::make_unique<VcpuControlBlock>(i, i, options.profile.lwp, options.seed, ram,
                                                       *v->limited, netburst);
-      if (options.guest_stepper)
+      if (options.stepper == MachineOptions::Stepper::kGuest)
         v->stepper = std::make_unique<GuestAssistedStepper>(ram, to_cache_geometry(options.profile.cache));
+      if (options.stepper == MachineOptions::Stepper::kKvm)
+        v->kvm_stepper = std::make_unique<KvmStepper>(ram, to_cache_geometry(options.profile.cache),
+                                                      PMUVM_TRAMPOLINE_VA);
       Vcpu* raw = v.get();
       // Only LWP raises fixed vectors (NetBurst goes through LVTPC): each is a threshold
       // interrupt of the task running on this vCPU.
@@ -404,7 +469,7 @@ struct Machine::Impl {
       vcpus.push_back(std::move(v));
     }
     // The PMU MSRs pmuvm implements: LWP, MISC_ENABLE, the NetBurst range, the PV MSRs.
-    vm->set_msr_filter({{0xC0000105, 2}, {kMsrMiscEnable, 1}, {0x300, 0x100}, {PMUVM_MSR_STEP, 0x100}});
+    vm->set_msr_filter({{0xC0000105, 2}, {kMsrMiscEnable, 1}, {0x300, 0x100}, {PMUVM_MSR_FIRST, PMUVM_MSR_COUNT}});
   }
 
   int run() {

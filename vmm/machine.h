@@ -25,9 +25,11 @@ struct MachineOptions {
   std::string kernel_name = "bundled kernel";
   std::vector<GuestProgram> programs;
   uint32_t max_interrupts_per_second = 10000;  // storm protection (pmu/rate_limited_interrupt_sink.h)
-  // Precise backend with the guest-assisted stepper: the kernel single-steps profiled tasks and
-  // reports each step (DESIGN §4.7). false: no counting backend (LWP state only, no records).
-  bool guest_stepper = true;
+  // The precise backend's stepper (DESIGN §4.7): KVM single-step (every CPL), or the bundled
+  // kernel single-steps its profiled tasks and reports each step. kNone: no counting backend
+  // (LWP state only, no records).
+  enum class Stepper { kNone, kKvm, kGuest };
+  Stepper stepper = Stepper::kKvm;
   std::string lwp_report;  // "" = none, "-" = stdout, else a file
   std::string lwp_trace;   // "" = none, else a JSON-lines file
   std::string kvm_device = "/dev/kvm";

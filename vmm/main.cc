@@ -65,8 +65,7 @@ int run(const vmm::RunCommand& cmd) {
   }
   for (const vmm::ProgramArgs& p : cmd.programs)
     options.programs.push_back(vmm::GuestProgram{p.path, load_elf_or_usage_error(p.path), p.args});
-  // Counting backend (issue 4): the precise backend with the guest-assisted stepper is the one
-  // implemented; passing host counters through exists as plumbing (vmm/host) but is not wired
+  // Counting backend: the precise backend is the one implemented; passing host counters through exists as plumbing (vmm/host) but is not wired
   // into the run loop yet, so `auto` uses precise everywhere and `host` is refused.
   std::string reason;
   auto backend = vmm::choose_backend(cmd.backend, vmm::probe_host_pmu(), &reason);
@@ -76,8 +75,12 @@ int run(const vmm::RunCommand& cmd) {
       throw vmm::UsageError("--backend host: passing host counters through is not implemented yet");
     reason += "; the host backend is not implemented yet";
   }
-  spdlog::info("counting backend: precise, guest-assisted stepper ({})", reason);
-  options.guest_stepper = true;
+  // Both steppers count identically (tests/e2e). auto = kvm: on SVM and VMX hosts KVM's
+  // single-step stops at every CPL and needs nothing from the guest kernel.
+  options.stepper = cmd.stepper == "guest" ? vmm::MachineOptions::Stepper::kGuest
+                                           : vmm::MachineOptions::Stepper::kKvm;
+  spdlog::info("counting backend: precise, {} stepper ({})",
+               cmd.stepper == "guest" ? "guest-assisted" : "KVM single-step", reason);
 
   vmm::Machine machine(std::move(options));  // UsageError for a guest that cannot fit
   return machine.run();

@@ -72,15 +72,21 @@ struct pmuvm_boot_info {
 #define PMUVM_CPUID_FEATURES_LEAF 0x40000001u /* EAX = PMUVM_PV_* */
 #define PMUVM_PV_GUEST_STEPPER (1u << 0) /* the kernel should single-step profiled tasks with TF */
 #define PMUVM_PV_USER_ENTRY (1u << 1)    /* the kernel reports returns to ring 3 (deferred LLWPCB) */
+#define PMUVM_PV_PROFILED_ENTRY (1u << 2) /* the VMM steps with KVM: report every return to ring 3 of
+                                           * a task with an LWPCB or a NetBurst counter, so the VMM
+                                           * can step user code without stepping the kernel */
 
-/* Paravirtual MSRs (0x4B564D00-0x4B564DFF, DESIGN §4.7). */
-#define PMUVM_MSR_STEP 0x4B564D00u       /* wrmsr from the #DB handler: a user-mode step retired;
+/* Paravirtual MSRs (DESIGN §4.7): 0x40000040-0x4000004F, in the 0x40000000 range Intel reserves
+ * for hypervisor software (0x4B564Dxx is KVM's own: kvm-clock, async PF). */
+#define PMUVM_MSR_FIRST 0x40000040u
+#define PMUVM_MSR_COUNT 0x10u
+#define PMUVM_MSR_STEP 0x40000040u       /* wrmsr from the #DB handler: a user-mode step retired;
                                           * value = guest-physical address of the struct
                                           * pmuvm_trap_frame holding the state after it */
-#define PMUVM_MSR_USER_ENTRY 0x4B564D01u /* wrmsr: about to return to ring 3 on this vCPU;
+#define PMUVM_MSR_USER_ENTRY 0x40000041u /* wrmsr: about to return to ring 3 on this vCPU;
                                           * value = guest-physical address of the struct
                                           * pmuvm_trap_frame that iretq will restore */
-#define PMUVM_MSR_TASK 0x4B564D02u       /* wrmsr: the task now running on this vCPU (id) */
+#define PMUVM_MSR_TASK 0x40000042u       /* wrmsr: the task now running on this vCPU (id) */
 
 /* The kernel's syscall trampoline page (LSTAR), mapped user-executable in every task. Code there is
  * the kernel's, never the program's: the VMM's steppers do not count it (DESIGN §4.7). */

@@ -140,6 +140,7 @@ struct kconfig {
   uint32_t pv_features;    /* CPUID 0x40000001 EAX */
   uint32_t pv_lwp_vector;  /* CPUID 0x40000001 EBX (LWPMSR0[47:40] the profile asks for) */
   bool user_entry_on;      /* write PMUVM_MSR_USER_ENTRY (PMUVM_PV_USER_ENTRY) */
+  bool profiled_entry_on;  /* ... at every return of a profiled task (PMUVM_PV_PROFILED_ENTRY) */
   bool task_msr_on;        /* write PMUVM_MSR_TASK */
   uint8_t lwp_vector;      /* threshold interrupt vector */
   char vendor[13];

@@ -66,7 +66,7 @@
 #define TRAP_FRAME_SS 168
 
 /* PMUVM_MSR_STEP (guest/abi/pmuvm_abi.h, which is C only), for the #DB fast path in entry.S. */
-#define PV_MSR_STEP 0x4B564D00
+#define PV_MSR_STEP 0x40000040
 
 #define TIMER_VECTOR 0x20
 #define DEFAULT_LWP_VECTOR 0xF0

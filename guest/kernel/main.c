@@ -58,6 +58,7 @@ static void probe_cpuid(void) {
   }
   guest_stepper_on = kcfg.pv_present && (kcfg.pv_features & PMUVM_PV_GUEST_STEPPER);
   kcfg.user_entry_on = kcfg.pv_present && (kcfg.pv_features & PMUVM_PV_USER_ENTRY);
+  kcfg.profiled_entry_on = kcfg.user_entry_on && (kcfg.pv_features & PMUVM_PV_PROFILED_ENTRY);
   kcfg.task_msr_on = kcfg.pv_present;
 
   kcfg.lwp_vector = DEFAULT_LWP_VECTOR;

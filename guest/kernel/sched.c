@@ -202,10 +202,11 @@ void return_to_user(struct cpu *c, struct trap_frame *f) {
   struct task *t = c->current;
   if (!t) panic("cpu %u: returning to ring 3 with no current task (rip=%#llx)", c->index,
                 (unsigned long long)f->rip);
-  const bool step = guest_stepper_on && (t->lwpcb != 0 || t->pmc_active);
+  const bool profiled = t->lwpcb != 0 || t->pmc_active;
+  const bool step = guest_stepper_on && profiled;
   f->rflags = (f->rflags & RFLAGS_USER_MASK) | RFLAGS_IF | 0x2 | (step ? RFLAGS_TF : 0);
   set_user_selectors(f);
-  if (kcfg.user_entry_on && (t->need_user_entry || step))
+  if (kcfg.user_entry_on && (t->need_user_entry || step || (profiled && kcfg.profiled_entry_on)))
     pv_wrmsr(PMUVM_MSR_USER_ENTRY, frame_phys(f), &kcfg.user_entry_on, "PMUVM_MSR_USER_ENTRY");
   t->need_user_entry = false;
 }

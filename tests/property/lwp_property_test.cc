@@ -522,7 +522,7 @@ Program gen_program(uint64_t seed, bool hostile, size_t length) {
       }
       case OpKind::kOtherMsr: {
         static const uint32_t kOther[] = {0, 0x10, 0x1B, 0xC0000080, 0xC0000104, 0xC0000107,
-                                          0xC0010000, 0x4B564D00, 0xFFFFFFFF};
+                                          0xC0010000, 0x4B564D00, 0x40000040, 0xFFFFFFFF};
         o.index = kOther[r.below(std::size(kOther))];
         o.value = r.next();
         break;

@@ -26,6 +26,7 @@ std::optional<GuestRegisters> GuestAssistedStepper::read_frame(uint64_t frame_gp
   r.r12 = f.r12, r.r13 = f.r13, r.r14 = f.r14, r.r15 = f.r15;
   r.rip = f.rip, r.rflags = f.rflags;
   r.fs_base = ctx.fs_base, r.gs_base = ctx.gs_base;
+  r.cr3 = ctx.cr3;
   return r;
 }
 

@@ -22,6 +22,7 @@ struct GuestRegisters {
   uint64_t r8 = 0, r9 = 0, r10 = 0, r11 = 0, r12 = 0, r13 = 0, r14 = 0, r15 = 0;
   uint64_t rip = 0, rflags = 0;
   uint64_t fs_base = 0, gs_base = 0;
+  uint64_t cr3 = 0;  // the address space (steppers use it to tell tasks apart; decoding ignores it)
 };
 
 struct MemoryAccess {

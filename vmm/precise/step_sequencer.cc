@@ -39,13 +39,25 @@ std::optional<pmu::RetiredInstruction> StepSequencer::account(const GuestRegiste
     }
     next_rip = before.rip + 2;  // where SYSRET returns; the kernel entry is not the next RIP
   }
-  return accountant_.account(before, bytes, 3, next_rip);
+  return accountant_.account(before, bytes, cpl_, next_rip);
 }
 
 std::optional<pmu::RetiredInstruction> StepSequencer::enter_user(const GuestRegisters& regs) {
   std::optional<pmu::RetiredInstruction> syscall;
-  if (pending_) syscall = account(*pending_, 0, /*syscall_only=*/true);
+  if (pending_) {
+    if (regs.cr3 == pending_->cr3 && regs.rip == pending_->rip + 2)
+      syscall = account(*pending_, 0, /*syscall_only=*/true);
+    else
+      ++dropped_;
+  }
   pending_ = regs;
+  return syscall;
+}
+
+std::optional<pmu::RetiredInstruction> StepSequencer::syscall_entered() {
+  std::optional<pmu::RetiredInstruction> syscall;
+  if (pending_) syscall = account(*pending_, 0, /*syscall_only=*/true);
+  pending_.reset();
   return syscall;
 }
 

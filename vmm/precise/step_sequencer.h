@@ -7,7 +7,9 @@
 //
 // Rules (DESIGN §4.4): when execution leaves user mode without a step report (interrupt,
 // exception, SYSCALL), the pending instruction did not retire — except SYSCALL, which retires as
-// one instruction; the sequencer counts it when user mode is re-entered. Steps whose pre-state
+// one instruction; the sequencer counts it when user mode is re-entered in the same address space
+// right after it (RIP = SYSCALL's + 2). The bytes 0F 05 alone are not enough: an interrupt taken
+// just before a SYSCALL also re-enters at the SYSCALL's own RIP, and the SYSCALL then runs again. Steps whose pre-state
 // RIP lies in an ignored range (the guest kernel's user-mode trampolines) never count.
 #pragma once
 
@@ -22,13 +24,17 @@ namespace vmm {
 
 class StepSequencer {
  public:
-  StepSequencer(StepAccountant& accountant, pmu::GuestMemory& code) : accountant_(accountant), code_(code) {}
+  // `cpl`: the privilege level of the steps this sequencer sees (3 for user mode; the KVM stepper
+  // also runs one for CPL 0 to count kernel instructions for NetBurst T0_OS).
+  StepSequencer(StepAccountant& accountant, pmu::GuestMemory& code, uint8_t cpl = 3)
+      : accountant_(accountant), code_(code), cpl_(cpl) {}
 
   // Instructions at [begin, end) never count (e.g. the kernel's syscall trampoline page).
   void ignore_range(uint64_t begin, uint64_t end) { ignored_.push_back({begin, end}); }
 
   // User mode is (re-)entered with `regs`. Returns the SYSCALL that led here, if the pending
-  // instruction was one; any other pending instruction is dropped (it did not retire).
+  // instruction was one and `regs` continues right after it; any other pending instruction is
+  // dropped (it did not retire).
   std::optional<pmu::RetiredInstruction> enter_user(const GuestRegisters& regs);
 
   // One user-mode instruction retired; `after` is the state after it.
@@ -36,6 +42,14 @@ class StepSequencer {
 
   // User mode was left without a step report and will be re-entered through enter_user().
   void leave_user() { pending_.reset(); }
+
+  // A step was reported at the kernel's SYSCALL entry point (the single-step trap of SYSCALL is
+  // delivered there, at CPL 0): the pending instruction retired if it is a SYSCALL. The caller
+  // checks the new RIP is the entry point, so an interrupt taken before a SYSCALL (which also
+  // lands in the kernel, elsewhere) never counts it. Either way nothing is pending afterwards.
+  std::optional<pmu::RetiredInstruction> syscall_entered();
+
+  bool pending() const { return pending_.has_value(); }
 
   uint64_t dropped() const { return dropped_; }       // pending instructions that did not retire
   uint64_t unreadable() const { return unreadable_; } // code bytes that could not be fetched
@@ -52,6 +66,7 @@ class StepSequencer {
 
   StepAccountant& accountant_;
   pmu::GuestMemory& code_;
+  const uint8_t cpl_;
   std::vector<Range> ignored_;
   std::optional<GuestRegisters> pending_;
   uint64_t dropped_ = 0, unreadable_ = 0;

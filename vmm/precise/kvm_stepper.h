@@ -1,0 +1,63 @@
+// The KVM stepper of the precise backend (DESIGN §4.7), VMM side. The run loop single-steps the
+// vCPU with KVM_GUESTDBG_SINGLESTEP (on SVM and VMX hosts it stops at every CPL) and hands each
+// step's state — the registers *after* the instruction, and the CPL — to on_step(). Like the
+// guest-assisted stepper it feeds the shared step sequencer and accountant; unlike it, it needs
+// nothing from the guest kernel, and it also sees CPL-0 instructions (NetBurst T0_OS).
+// No KVM dependency: tested with register states over guest RAM and real page tables.
+//
+// How a step stream maps to retired instructions (single-step traps are taken after an
+// instruction retires; interrupt and exception delivery clear TF, so handlers are not stepped):
+//  * step at CPL 3 after a CPL-3 step: the instruction at the earlier RIP retired.
+//  * user mode left without a step (exception, interrupt, SYSCALL — measured on the nested AMD
+//    host: SYSCALL with TF set raises no trap, FMASK clears TF): the pending user instruction did
+//    not retire, unless it is a SYSCALL and user mode is re-entered in the same address space at
+//    its RIP + 2; it is counted then (StepSequencer::enter_user). An interrupt before a SYSCALL
+//    re-enters at the SYSCALL itself and counts nothing. LLWPCB's #UD re-enters at RIP + 5.
+//  * a host that does deliver SYSCALL's trap at the entry point (LSTAR) reports a CPL-0 step
+//    there; the SYSCALL is counted at once (RIP and bytes checked) and nothing is left pending.
+//  * CPL-0 steps are counted as CPL-0 instructions the same way, for the PMU models that count
+//    them (LWP ignores them: only CPL-3 execution counts).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "pmu/cache/cache_model.h"
+#include "pmu/retired_instruction.h"
+#include "vmm/memory/page_walker.h"
+#include "vmm/precise/step_accountant.h"
+#include "vmm/precise/step_sequencer.h"
+
+namespace vmm {
+
+class KvmStepper {
+ public:
+  // `syscall_entry`: the guest's IA32_LSTAR (where SYSCALL's single-step trap is reported).
+  KvmStepper(GuestRam& ram, const pmu::cache::Geometry& cache, uint64_t syscall_entry);
+
+  // One single-step exit. Returns the instruction that retired, if one counts.
+  std::optional<pmu::RetiredInstruction> on_step(const GuestRegisters& after, uint8_t cpl,
+                                                 uint64_t cr3);
+  // The vCPU exited at an instruction boundary for another reason (MSR, I/O, HLT): at CPL 0 user
+  // mode was left (the pending instruction is settled when user mode is re-entered). A kernel
+  // step stream goes on: the MSR or I/O instruction retires when the vCPU resumes.
+  void on_other_exit(uint8_t cpl);
+  // Stepping stops (until the next return to user mode, which re-enters through enter_user).
+  void stop();
+
+  void set_syscall_entry(uint64_t rip) { syscall_entry_ = rip; }
+  uint64_t user_steps() const { return user_steps_; }
+  uint64_t kernel_steps() const { return kernel_steps_; }
+  const StepSequencer& user() const { return user_; }
+
+ private:
+  PagedGuestMemory code_;
+  StepAccountant accountant_;  // one cache model and predictor per vCPU, for both CPLs
+  StepSequencer user_;
+  StepSequencer kernel_;
+  uint64_t syscall_entry_;
+  bool in_user_ = false;  // the last report was a CPL-3 step
+  uint64_t user_steps_ = 0, kernel_steps_ = 0;
+};
+
+}  // namespace vmm
