@@ -68,6 +68,30 @@ TEST_F(StepSequencerTest, SyscallCountsWhenUserModeIsReentered) {
   EXPECT_FALSE(sys->is_branch());  // SYSCALL is not a branch (§4.2)
 }
 
+// An interrupt taken just before a SYSCALL: user mode is re-entered at the SYSCALL itself, which
+// has not run yet. Its bytes are 0F 05, but it must not count (it counts when it really retires).
+TEST_F(StepSequencerTest, InterruptBeforeSyscallDoesNotCountIt) {
+  code(0x400000, {0x0f, 0x05, 0x90});
+  seq_.enter_user(at(0x400000));
+  EXPECT_FALSE(seq_.enter_user(at(0x400000)).has_value());
+  EXPECT_EQ(seq_.dropped(), 1u);
+  auto sys = seq_.enter_user(at(0x400002));
+  ASSERT_TRUE(sys.has_value());
+  EXPECT_EQ(sys->rip, 0x400000u);
+}
+
+// A SYSCALL whose task was switched out: another address space re-entering at the same RIP + 2
+// (two copies of one program) is not the SYSCALL's return.
+TEST_F(StepSequencerTest, SyscallCountsOnlyInItsOwnAddressSpace) {
+  code(0x400000, {0x0f, 0x05, 0x90});
+  GuestRegisters before = at(0x400000);
+  before.cr3 = 0x1000;
+  seq_.enter_user(before);
+  GuestRegisters other = at(0x400002);
+  other.cr3 = 0x2000;
+  EXPECT_FALSE(seq_.enter_user(other).has_value());
+}
+
 TEST_F(StepSequencerTest, LeavingUserModeForgetsThePendingInstruction) {
   code(0x400000, {0x0f, 0x05});
   seq_.enter_user(at(0x400000));

@@ -71,7 +71,7 @@ bool PagedGuestMemory::for_each_piece(uint64_t linear, uint64_t length, Ok ok, F
 bool PagedGuestMemory::read(uint64_t linear, std::span<std::byte> out) {
   // The PMU models read only structures the user program owns (LWPCB): user mode must reach it.
   return for_each_piece(
-      linear, out.size(), [](const Translation& t) { return t.user; },
+      linear, out.size(), [this](const Translation& t) { return t.user || supervisor_reads_; },
       [&](uint64_t gpa, uint64_t offset, uint64_t size) {
         std::memcpy(out.data() + offset, ram_.host(gpa, size), size);
       });

@@ -26,7 +26,11 @@ std::optional<Translation> translate(const GuestRam& ram, uint64_t cr3, uint64_t
 
 class PagedGuestMemory : public pmu::GuestMemory {
  public:
-  explicit PagedGuestMemory(GuestRam& ram) : ram_(ram) {}
+  // Whose view reads take: kUser (the PMU models: only what user mode may read) or kSupervisor
+  // (the KVM stepper fetching kernel instructions). Writes always need user-writable pages.
+  enum class ReadAccess { kUser, kSupervisor };
+  explicit PagedGuestMemory(GuestRam& ram, ReadAccess access = ReadAccess::kUser)
+      : ram_(ram), supervisor_reads_(access == ReadAccess::kSupervisor) {}
 
   // The address space the next accesses use: the owning vCPU's CR3 at the current exit.
   void set_cr3(uint64_t cr3) { cr3_ = cr3; }
@@ -43,6 +47,7 @@ class PagedGuestMemory : public pmu::GuestMemory {
   bool for_each_piece(uint64_t linear, uint64_t length, Ok ok, Fn fn);
 
   GuestRam& ram_;
+  bool supervisor_reads_;
   uint64_t cr3_ = 0;
 };
 

@@ -3,15 +3,17 @@
 namespace vmm {
 
 KvmStepper::KvmStepper(GuestRam& ram, const pmu::cache::Geometry& cache, uint64_t syscall_entry)
-    : code_(ram),
+    : user_code_(ram),
+      kernel_code_(ram, PagedGuestMemory::ReadAccess::kSupervisor),
       accountant_(cache),
-      user_(accountant_, code_, 3),
-      kernel_(accountant_, code_, 0),
+      user_(accountant_, user_code_, 3),
+      kernel_(accountant_, kernel_code_, 0),
       syscall_entry_(syscall_entry) {}
 
 std::optional<pmu::RetiredInstruction> KvmStepper::on_step(const GuestRegisters& after,
                                                            uint8_t cpl, uint64_t cr3) {
-  code_.set_cr3(cr3);
+  user_code_.set_cr3(cr3);
+  kernel_code_.set_cr3(cr3);
   if (cpl == 3) {
     ++user_steps_;
     // The kernel's last instruction (IRETQ/SYSRET) retired into user mode, if its pre-state is

@@ -51,7 +51,8 @@ class KvmStepper {
   const StepSequencer& user() const { return user_; }
 
  private:
-  PagedGuestMemory code_;
+  PagedGuestMemory user_code_;    // user instructions: fetched as user mode sees them
+  PagedGuestMemory kernel_code_;  // kernel instructions: supervisor pages too
   StepAccountant accountant_;  // one cache model and predictor per vCPU, for both CPLs
   StepSequencer user_;
   StepSequencer kernel_;
