@@ -1,4 +1,4 @@
-/* lwp_demo [SCALE]: the README's LWP demo. Sets up an LWPCB with the instructions-retired,
+/* lwp_demo [SCALE [RANDOM]]: the README's LWP demo. Sets up an LWPCB with the instructions-retired,
  * branches-retired and DCache-miss events (those CPUID 0x8000001C EAX enables, up to
  * LWPMaxEvents) and a ring buffer with a threshold, loads it with LLWPCB, then runs
  *   1. a hot arithmetic loop,
@@ -8,7 +8,8 @@
  * collecting threshold interrupts with lwp_wait. Prints what it saw per event, then SLWPCB and
  * LLWPCB 0. SCALE (default 1) multiplies the work: each user instruction is single-stepped by the
  * precise backend, so the default is kept to roughly 200k instructions. Exits 1 if LWP is not
- * enabled or no record arrived. */
+ * enabled or no record arrived. RANDOM (default 0) goes into LWPCB.Random: that many low bits of
+ * each reloaded counter are drawn from the seeded generator (pmuvm run --seed). */
 #include "guest/lib/lwp.h"
 #include "guest/lib/pmuvm.h"
 
@@ -84,9 +85,10 @@ static uint64_t strided(unsigned passes) {
 }
 
 int main(int argc, char **argv) {
-  long scale = 1;
-  if (argc > 1 && (parse_long(argv[1], &scale) != 0 || scale < 1 || scale > 1000)) {
-    print("usage: lwp_demo [SCALE 1..1000]\n");
+  long scale = 1, random = 0;
+  if ((argc > 1 && (parse_long(argv[1], &scale) != 0 || scale < 1 || scale > 1000)) ||
+      (argc > 2 && (parse_long(argv[2], &random) != 0 || random < 0 || random > 15))) {
+    print("usage: lwp_demo [SCALE 1..1000 [RANDOM 0..15]]\n");
     return 2;
   }
   struct lwp_info info;
@@ -100,7 +102,7 @@ int main(int argc, char **argv) {
           info.eax, info.ebx, info.ecx, info.edx, max_events, max_events == 1 ? "" : "s");
 
   memset(&cb, 0, sizeof cb);
-  cb.buffer_size = sizeof ring;
+  cb.buffer_size = sizeof ring | ((uint32_t)random << 28); /* Random: low counter bits drawn */
   cb.buffer_base = (uint64_t)(uintptr_t)ring;
   cb.threshold = (info.eax & LWP_INT) ? THRESHOLD_RECORDS * LWP_RECORD_SIZE : 0;
   static const struct {

@@ -92,6 +92,27 @@ TEST_F(StepSequencerTest, SyscallCountsOnlyInItsOwnAddressSpace) {
   EXPECT_FALSE(seq_.enter_user(other).has_value());
 }
 
+// A task switched out inside its SYSCALL (yield): another address space runs (and makes its own
+// SYSCALL), then the first returns right after its SYSCALL. Each SYSCALL counts once, when its
+// own address space resumes after it.
+TEST_F(StepSequencerTest, SyscallOfASwitchedOutTaskCountsWhenItResumes) {
+  code(0x400000, {0x0f, 0x05, 0x90});
+  GuestRegisters a = at(0x400000), b = at(0x400000);
+  a.cr3 = 0x1000;
+  b.cr3 = 0x2000;
+  seq_.enter_user(a);                       // task A about to SYSCALL (yield)
+  EXPECT_FALSE(seq_.enter_user(b).has_value());  // switched to B, about to SYSCALL too
+  GuestRegisters a_back = at(0x400002), b_back = at(0x400002);
+  a_back.cr3 = 0x1000;
+  b_back.cr3 = 0x2000;
+  auto sys_a = seq_.enter_user(a_back);
+  ASSERT_TRUE(sys_a.has_value());
+  EXPECT_EQ(sys_a->rip, 0x400000u);
+  auto sys_b = seq_.enter_user(b_back);
+  ASSERT_TRUE(sys_b.has_value());
+  EXPECT_EQ(seq_.dropped(), 0u);
+}
+
 TEST_F(StepSequencerTest, LeavingUserModeForgetsThePendingInstruction) {
   code(0x400000, {0x0f, 0x05});
   seq_.enter_user(at(0x400000));

@@ -44,8 +44,18 @@ std::optional<pmu::RetiredInstruction> StepSequencer::account(const GuestRegiste
 
 std::optional<pmu::RetiredInstruction> StepSequencer::enter_user(const GuestRegisters& regs) {
   std::optional<pmu::RetiredInstruction> syscall;
+  if (pending_ && pending_->cr3 != regs.cr3) {
+    parked_[pending_->cr3] = *pending_;  // another task runs first; settled at its own re-entry
+    pending_.reset();
+  }
+  if (!pending_) {
+    if (auto it = parked_.find(regs.cr3); it != parked_.end()) {
+      pending_ = it->second;
+      parked_.erase(it);
+    }
+  }
   if (pending_) {
-    if (regs.cr3 == pending_->cr3 && regs.rip == pending_->rip + 2)
+    if (regs.rip == pending_->rip + 2)
       syscall = account(*pending_, 0, /*syscall_only=*/true);
     else
       ++dropped_;

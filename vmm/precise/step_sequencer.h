@@ -9,11 +9,14 @@
 // exception, SYSCALL), the pending instruction did not retire — except SYSCALL, which retires as
 // one instruction; the sequencer counts it when user mode is re-entered in the same address space
 // right after it (RIP = SYSCALL's + 2). The bytes 0F 05 alone are not enough: an interrupt taken
-// just before a SYSCALL also re-enters at the SYSCALL's own RIP, and the SYSCALL then runs again. Steps whose pre-state
+// just before a SYSCALL also re-enters at the SYSCALL's own RIP, and the SYSCALL then runs again.
+// A task may be switched out inside its SYSCALL (yield, a blocking wait) and other address spaces
+// run first: the pending instruction is parked per address space (CR3) until its own re-entry. Steps whose pre-state
 // RIP lies in an ignored range (the guest kernel's user-mode trampolines) never count.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -69,6 +72,7 @@ class StepSequencer {
   const uint8_t cpl_;
   std::vector<Range> ignored_;
   std::optional<GuestRegisters> pending_;
+  std::map<uint64_t, GuestRegisters> parked_;  // by CR3: left user mode, other tasks ran since
   uint64_t dropped_ = 0, unreadable_ = 0;
 };
 
