@@ -355,7 +355,11 @@ struct Machine::Impl {
     if (netburst && netburst->wants_events()) want = true;
     else if (v.control->lwp().wants_events()) want = cpl == 3 || v.to_user;
     if (want) {
-      v.kvm->set_single_step(true);
+      // In user mode, a breakpoint on the SYSCALL entry point reports SYSCALL as it retires
+      // (its single-step trap is not delivered: FMASK clears TF), so it counts with the PMU
+      // state of that moment (a pmc_config that enables a counter must not count itself).
+      v.kvm->set_single_step(true, cpl == 3 ? std::optional<uint64_t>(v.kvm_stepper->syscall_entry())
+                                            : std::nullopt);
     } else if (v.stepping) {
       v.kvm->set_single_step(false);
       v.kvm_stepper->stop();
@@ -367,7 +371,8 @@ struct Machine::Impl {
   // One KVM single-step exit: the state after an instruction.
   void on_step(Vcpu& v) {
     const kvm_run* run = v.kvm->run_state();
-    if (!v.kvm_stepper || !v.stepping || !(run->debug.arch.dr6 & (1u << 14))) {
+    constexpr uint64_t kDr6Step = 1u << 14, kDr6Breakpoint0 = 1u << 0;
+    if (!v.kvm_stepper || !v.stepping || !(run->debug.arch.dr6 & (kDr6Step | kDr6Breakpoint0))) {
       spdlog::warn("vCPU {}: debug exit that is not a pmuvm single step (exception {}, dr6 {:#x}, "
                    "rip {:#x}); ignored", v.kvm->index(), run->debug.arch.exception,
                    run->debug.arch.dr6, run->debug.arch.pc);

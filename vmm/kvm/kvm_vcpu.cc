@@ -106,12 +106,17 @@ void KvmVcpu::set_msr(uint32_t index, uint64_t value) {
     throw VmmError("KVM_SET_MSRS " + std::to_string(index) + " refused");
 }
 
-void KvmVcpu::set_single_step(bool enabled) {
+void KvmVcpu::set_single_step(bool enabled, std::optional<uint64_t> breakpoint) {
   kvm_guest_debug debug{};
+  if (enabled && breakpoint) {
+    debug.control |= KVM_GUESTDBG_USE_HW_BP;
+    debug.arch.debugreg[0] = *breakpoint;
+    debug.arch.debugreg[7] = 0x1;  // L0; R/W0 = 00 (execute), LEN0 = 00
+  }
   // No KVM_GUESTDBG_BLOCKIRQ: interrupts must reach the guest while it is stepped (the LAPIC
   // timer, LWP threshold interrupts). Delivery clears TF, so handlers run unstepped, and the
   // interrupted instruction is reported once, when it retires after the IRET.
-  if (enabled) debug.control = KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_SINGLESTEP;
+  if (enabled) debug.control |= KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_SINGLESTEP;
   if (ioctl(fd_, KVM_SET_GUEST_DEBUG, &debug) < 0) throw_errno("KVM_SET_GUEST_DEBUG");
 }
 

@@ -13,8 +13,10 @@
 //    not retire, unless it is a SYSCALL and user mode is re-entered in the same address space at
 //    its RIP + 2; it is counted then (StepSequencer::enter_user). An interrupt before a SYSCALL
 //    re-enters at the SYSCALL itself and counts nothing. LLWPCB's #UD re-enters at RIP + 5.
-//  * a host that does deliver SYSCALL's trap at the entry point (LSTAR) reports a CPL-0 step
-//    there; the SYSCALL is counted at once (RIP and bytes checked) and nothing is left pending.
+//  * the run loop also puts an instruction breakpoint on the SYSCALL entry point (LSTAR) while it
+//    steps user code, so SYSCALL is normally reported there, at CPL 0, as it retires: it is
+//    counted at once (RIP and bytes checked), with the PMU state of that moment, and nothing is
+//    left pending. The re-entry rule above is the fallback (e.g. a guest that changes LSTAR).
 //  * CPL-0 steps are counted as CPL-0 instructions the same way, for the PMU models that count
 //    them (LWP ignores them: only CPL-3 execution counts).
 #pragma once
@@ -46,6 +48,7 @@ class KvmStepper {
   void stop();
 
   void set_syscall_entry(uint64_t rip) { syscall_entry_ = rip; }
+  uint64_t syscall_entry() const { return syscall_entry_; }
   uint64_t user_steps() const { return user_steps_; }
   uint64_t kernel_steps() const { return kernel_steps_; }
   const StepSequencer& user() const { return user_; }
