@@ -32,12 +32,14 @@
 //  * All increments of one instruction are added at once. The counter wraps modulo 2^40; a wrap
 //    sets OVF (sticky: only software writing the CCCR with OVF clear clears it). FORCE_OVF makes
 //    every update with at least one increment an overflow (sets OVF).
-//  * PMI timing (SDM, CCCR OVF_PMI: "the PMI is generated on the next event count after the
-//    counter has overflowed"; hence its advice to preset -N+1 for an interrupt on the Nth event).
-//    PmiTiming::kNextEventCount (default) follows that: an overflow with OVF_PMI_T0 set arms the
-//    counter, and its next increment raises the PMI if OVF_PMI_T0 is still set then. An
-//    overflow in the middle of an instruction's increments is followed by its next increment in
-//    the same instruction. kAtOverflow raises at the increment that overflows instead.
+//  * PMI timing. Default (DESIGN §4.4, the seed spec/netburst-escr-cccr-notes-ja.txt §2.1/§2.4):
+//    PmiTiming::kAtOverflow — a counter preset to -N counts up to -1 and overflows on the N-th
+//    event, and that event raises the PMI, so a preset of -1000 gives one PMI per 1000 events.
+//    PmiTiming::kNextEventCount is the SDM's wording (CCCR OVF_PMI: "the PMI is generated on the
+//    next event count after the counter has overflowed"; hence its advice to preset -N+1): an
+//    overflow with OVF_PMI_T0 set arms the counter, and its next increment raises the PMI if
+//    OVF_PMI_T0 is still set then; an overflow in the middle of an instruction's increments is
+//    followed by its next increment in the same instruction. A profile option, never the default.
 //    Either way one PMI per overflow, except that all PMIs one counter owes within one retired
 //    instruction are raised once (the LVTPC masks itself on delivery anyway; only FORCE_OVF or
 //    a very large per-instruction increment can produce two). Counter and CCCR writes between
@@ -71,7 +73,7 @@ enum class MsrResult : uint8_t {
 
 enum class PmiTiming : uint8_t {
   kNextEventCount = 0,  // SDM: the PMI comes with the first increment after the overflow
-  kAtOverflow = 1,      // the PMI comes with the increment that overflows
+  kAtOverflow = 1,      // the seed (default): the PMI comes with the increment that overflows
 };
 
 struct Config {
@@ -80,7 +82,7 @@ struct Config {
   uint32_t threads_per_core = 1;     // only 1 is modelled (T1 bits inert)
   bool iq_escrs = true;              // IQ_ESCR0/1 exist (family 0xF models 1 and 2)
   bool third_level_cache = false;    // BSQ_cache_reference 3rd-level masks can count
-  PmiTiming pmi_timing = PmiTiming::kNextEventCount;
+  PmiTiming pmi_timing = PmiTiming::kAtOverflow;
   bool operator==(const Config&) const = default;
 };
 

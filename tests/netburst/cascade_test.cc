@@ -63,9 +63,11 @@ TEST_F(NetburstCascade, CascadedCounterRaisesItsOwnPmi) {
   Program(kIqCounter3, kCruEscr1, kInstrUser,
           (MakeCccr(kSelCru01, kOvfPmiT0) & ~kEnable) | kCascade, kCounterMask - 1);
   Run(Plain());      // IQ_COUNTER1 overflows
-  Run(Plain(), 2);   // IQ_COUNTER3 counts 2: wraps on the 2nd
+  Run(Plain());      // IQ_COUNTER3 counts 1
   EXPECT_EQ(sink.pmis, 0);
-  Run(Plain());
+  Run(Plain());      // ...and wraps on the 2nd: the PMI comes with it (default timing)
+  EXPECT_EQ(sink.pmis, 1);
+  Run(Plain(), 5);
   EXPECT_EQ(sink.pmis, 1);
 }
 

@@ -88,6 +88,13 @@ inline RetiredInstruction Load(std::vector<DataSource> sources, uint8_t cpl = 3,
   return i;
 }
 
+// The SDM's PMI timing (a profile option; the default follows the seed: PMI at the overflow).
+inline Config SdmPmiTimingConfig() {
+  Config c;
+  c.pmi_timing = PmiTiming::kNextEventCount;
+  return c;
+}
+
 class NetburstTest : public ::testing::Test {
  protected:
   explicit NetburstTest(Config config = Config{}) : pmu(config, sink) {}

@@ -4,7 +4,16 @@
 namespace pmu::netburst::testing {
 namespace {
 
-using NetburstOverflow = NetburstTest;
+// These cases follow the SDM's timing (PMI with the next event count); NetburstAtOverflow below
+// covers the default.
+class NetburstOverflow : public NetburstTest {
+ protected:
+  NetburstOverflow() : NetburstTest(SdmPmiTimingConfig()) {}
+};
+
+TEST(NetburstConfig, DefaultPmiTimingIsTheSeedsAtOverflow) {
+  EXPECT_EQ(Config{}.pmi_timing, PmiTiming::kAtOverflow);
+}
 
 const uint64_t kInstrUser = MakeEscr(kInstrRetired, 1, false, true);
 

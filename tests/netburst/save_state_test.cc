@@ -9,7 +9,11 @@
 namespace pmu::netburst::testing {
 namespace {
 
-using NetburstSaveState = NetburstTest;
+// The SDM timing, so that a PMI can be armed (pending) at the moment of the snapshot.
+class NetburstSaveState : public NetburstTest {
+ protected:
+  NetburstSaveState() : NetburstTest(SdmPmiTimingConfig()) {}
+};
 
 void ProgramBusyPmu(NetburstPmu& pmu) {
   auto w = [&](uint32_t msr, uint64_t v) { ASSERT_EQ(pmu.wrmsr(msr, v), MsrResult::kOk); };
@@ -54,7 +58,7 @@ TEST_F(NetburstSaveState, RestoredPmuContinuesIdentically) {
   auto restored_state = deserialize(serialize(pmu.state()));
   ASSERT_TRUE(std::holds_alternative<PmuState>(restored_state));
   RecordingInterruptSink sink2;
-  NetburstPmu copy(Config{}, sink2);
+  NetburstPmu copy(SdmPmiTimingConfig(), sink2);
   ASSERT_EQ(copy.load_state(std::get<PmuState>(restored_state)), std::nullopt);
   const int pmis_before = sink.pmis;
   for (const auto& i : Tail()) {
