@@ -343,17 +343,18 @@ struct Machine::Impl {
   }
 
   // KVM stepper (DESIGN §4.7): step only while something counts on this vCPU. LWP counts CPL-3
-  // execution only: with the kernel's profiled-entry notification (PMUVM_PV_PROFILED_ENTRY) user
-  // code is stepped from each return into a profiled task until it enters the kernel again, so
-  // kernel code runs free; NetBurst may count CPL 0 too, so while a counter counts every CPL is
-  // stepped. KVM_SET_GUEST_DEBUG is re-issued before every KVM_RUN while stepping: KVM sets TF
+  // execution only, and so do NetBurst counters without T0_OS: with the kernel's profiled-entry
+  // notification (PMUVM_PV_PROFILED_ENTRY) user code is stepped from each return into a profiled
+  // task until it enters the kernel again, so kernel code runs free. While a NetBurst counter
+  // counts at CPL 0, every CPL is stepped. KVM_SET_GUEST_DEBUG is re-issued before every KVM_RUN while stepping: KVM sets TF
   // for the RIP of that moment only, and POPF/IRET/interrupt delivery drop it.
   void update_stepping(Vcpu& v) {
     const uint8_t cpl = v.kvm->exit_sregs().ss.dpl;
     const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
     bool want = false;
-    if (netburst && netburst->wants_events()) want = true;
-    else if (v.control->lwp().wants_events()) want = cpl == 3 || v.to_user;
+    if (netburst && netburst->wants_kernel_events()) want = true;  // every CPL
+    else if (v.control->lwp().wants_events() || (netburst && netburst->wants_events()))
+      want = cpl == 3 || v.to_user;  // user code only: from each return into it
     if (want) {
       // In user mode, a breakpoint on the SYSCALL entry point reports SYSCALL as it retires
       // (its single-step trap is not delivered: FMASK clears TF), so it counts with the PMU

@@ -76,6 +76,13 @@ void syscall_from_trampoline(struct cpu *c, struct trap_frame *f) {
     kill_current_task(c, f, 128u + 6u);
   }
 
+  /* Guest-assisted stepper: SYSCALL retired here, before the kernel acts on it (a pmc_read must
+   * see it counted, a pmc_config that enables a counter must not count it). Its TF trap never
+   * comes (SFMASK clears TF), so report the step now: the frame is the state after it (RIP =
+   * RCX). Only while the task is being stepped, i.e. its SYSCALL was preceded by a step. */
+  if (guest_stepper_on && (f->r11 & RFLAGS_TF))
+    pv_wrmsr(PMUVM_MSR_STEP, frame_phys(f), &guest_stepper_on, "PMUVM_MSR_STEP");
+
   const uint64_t a0 = f->rdi, a1 = f->rsi, a2 = f->rdx, a3 = f->r10, a4 = f->r8;
   switch (f->rax) {
     case PMUVM_SYS_EXIT:

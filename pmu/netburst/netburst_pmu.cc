@@ -123,6 +123,14 @@ uint32_t NetburstPmu::counting_mask() const {
 
 bool NetburstPmu::wants_events() const { return counting_mask() != 0; }
 
+bool NetburstPmu::wants_kernel_events() const {
+  for (uint32_t m = counting_mask(); m != 0; m &= m - 1) {
+    const Setup& s = setups_[std::countr_zero(m)];
+    if (s.counts && (s.os || (s.filter.compare && s.filter.complement))) return true;
+  }
+  return false;
+}
+
 void NetburstPmu::retire(const RetiredInstruction& insn) {
   const uint32_t live = counting_mask();  // sampled before this instruction counts
   if (live == 0) return;

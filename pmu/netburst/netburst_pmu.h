@@ -122,6 +122,10 @@ class NetburstPmu {
   void retire(const RetiredInstruction& insn);
 
   bool wants_events() const;
+  // Whether an instruction at CPL 0 can change any counter: some counting counter has T0_OS,
+  // or counts with Compare+Complement (then a disqualified instruction still counts its cycles).
+  // A stepper may leave kernel code unstepped while this is false.
+  bool wants_kernel_events() const;
 
   // Snapshot / migration. load_state() checks that the state fits this PMU (counter count and
   // width, IQ ESCRs, reserved bits) and changes nothing when it does not.
