@@ -155,6 +155,7 @@ struct Machine::Impl {
     std::unique_ptr<KvmStepper> kvm_stepper;        // precise backend, KVM single-step (or none)
     bool stepping = false;  // KVM single-step is on for the next KVM_RUN
     bool to_user = false;   // stepping through the kernel's return path into a profiled task
+    uint64_t counted = 0;   // instructions the KVM stepper handed to the PMU models
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
     // Steady-clock time at which interrupts held by the rate limiter can go out (0 = none held).
@@ -392,7 +393,10 @@ struct Machine::Impl {
     g.fs_base = s.fs.base, g.gs_base = s.gs.base;
     g.cr3 = s.cr3;
     spdlog::trace("vCPU {}: step to rip {:#x} at CPL {}", v.kvm->index(), g.rip, cpl);
-    if (auto retired = v.kvm_stepper->on_step(g, cpl, s.cr3)) v.control->retire(*retired, s.cr3);
+    if (auto retired = v.kvm_stepper->on_step(g, cpl, s.cr3)) {
+      v.control->retire(*retired, s.cr3);
+      ++v.counted;
+    }
   }
 
   void vcpu_loop(Vcpu& v) {
@@ -510,6 +514,11 @@ struct Machine::Impl {
     for (std::thread& t : threads) t.join();
 
     if (!options.lwp_report.empty()) write_report();
+    for (auto& v : vcpus)  // what stepping cost: steps per counted instruction (bench/, README)
+      if (v->kvm_stepper)
+        spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} instructions counted",
+                     v->kvm->index(), v->kvm_stepper->user_steps(), v->kvm_stepper->kernel_steps(),
+                     v->counted);
     if (!failure.empty()) throw VmmError(failure);
     return exit_status;
   }
