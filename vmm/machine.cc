@@ -384,12 +384,7 @@ struct Machine::Impl {
     const kvm_sregs s = v.kvm->exit_sregs();
     const uint8_t cpl = s.ss.dpl;
     if (cpl == 3) v.to_user = false;
-    GuestRegisters g;
-    g.rax = r.rax, g.rbx = r.rbx, g.rcx = r.rcx, g.rdx = r.rdx;
-    g.rsi = r.rsi, g.rdi = r.rdi, g.rsp = r.rsp, g.rbp = r.rbp;
-    g.r8 = r.r8, g.r9 = r.r9, g.r10 = r.r10, g.r11 = r.r11;
-    g.r12 = r.r12, g.r13 = r.r13, g.r14 = r.r14, g.r15 = r.r15;
-    g.rip = r.rip, g.rflags = r.rflags;
+    GuestRegisters g = general_registers(r);
     g.fs_base = s.fs.base, g.gs_base = s.gs.base;
     g.cr3 = s.cr3;
     spdlog::trace("vCPU {}: step to rip {:#x} at CPL {}", v.kvm->index(), g.rip, cpl);

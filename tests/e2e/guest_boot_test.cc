@@ -5,21 +5,14 @@
 // with the reason.
 #include <gtest/gtest.h>
 
-#include "tests/e2e/pmuvm_process.h"
+#include "tests/e2e/guest_test.h"
 
 namespace {
 
 using pmuvm_e2e::run;
 using pmuvm_e2e::runfile;
 
-class GuestBoot : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!pmuvm_e2e::kvm_usable(&why)) FAIL() << why;
-  }
-  static std::string program(const std::string& name) { return runfile("guest/programs/" + name); }
-};
+using GuestBoot = pmuvm_e2e::GuestTest;
 
 TEST_F(GuestBoot, HelloPrintsItsArgumentsAndExitsZero) {
   auto r = run({"run", "--", program("hello"), "one", "two"});

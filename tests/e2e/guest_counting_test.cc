@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/e2e/pmuvm_process.h"
+#include "tests/e2e/guest_test.h"
 
 namespace {
 
@@ -16,17 +16,8 @@ using pmuvm_e2e::run;
 using pmuvm_e2e::runfile;
 using pmuvm_e2e::slurp;
 
-class GuestCounting : public ::testing::Test {
+class GuestCounting : public pmuvm_e2e::GuestTest {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (!pmuvm_e2e::kvm_usable(&why)) FAIL() << why;
-  }
-  static std::string program(const std::string& name) { return runfile("guest/programs/" + name); }
-  static std::string temp(const std::string& name) {
-    const char* dir = std::getenv("TEST_TMPDIR");
-    return std::string(dir ? dir : "/tmp") + "/" + name;
-  }
   // The console lines a program printed (the kernel's own lines name the stepper, so they differ).
   static std::string program_lines(const std::string& out, const std::string& prefix) {
     std::istringstream in(out);
@@ -66,7 +57,9 @@ TEST_F(GuestCounting, BothSteppersGiveIdenticalRecordsAndOutput) {
     }
     EXPECT_EQ(trace[0], trace[1]) << name;
     EXPECT_EQ(out[0], out[1]) << name;
-    if (std::string(name) != "lwp_basic") EXPECT_FALSE(trace[0].empty()) << name;
+    if (std::string(name) != "lwp_basic") {
+      EXPECT_FALSE(trace[0].empty()) << name;
+    }
   }
 }
 

@@ -19,12 +19,7 @@ std::optional<GuestRegisters> GuestAssistedStepper::read_frame(uint64_t frame_gp
     return std::nullopt;
   }
   code_.set_cr3(ctx.cr3);
-  GuestRegisters r;
-  r.rax = f.rax, r.rbx = f.rbx, r.rcx = f.rcx, r.rdx = f.rdx;
-  r.rsi = f.rsi, r.rdi = f.rdi, r.rsp = f.rsp, r.rbp = f.rbp;
-  r.r8 = f.r8, r.r9 = f.r9, r.r10 = f.r10, r.r11 = f.r11;
-  r.r12 = f.r12, r.r13 = f.r13, r.r14 = f.r14, r.r15 = f.r15;
-  r.rip = f.rip, r.rflags = f.rflags;
+  GuestRegisters r = general_registers(f);
   r.fs_base = ctx.fs_base, r.gs_base = ctx.gs_base;
   r.cr3 = ctx.cr3;
   return r;

@@ -25,6 +25,19 @@ struct GuestRegisters {
   uint64_t cr3 = 0;  // the address space (steppers use it to tell tasks apart; decoding ignores it)
 };
 
+// The general registers, RIP and RFLAGS of any register block that names them as x86 does
+// (KVM's kvm_regs, the bundled kernel's pmuvm_trap_frame); the bases and CR3 are the caller's.
+template <typename Registers>
+GuestRegisters general_registers(const Registers& r) {
+  GuestRegisters g;
+  g.rax = r.rax, g.rbx = r.rbx, g.rcx = r.rcx, g.rdx = r.rdx;
+  g.rsi = r.rsi, g.rdi = r.rdi, g.rsp = r.rsp, g.rbp = r.rbp;
+  g.r8 = r.r8, g.r9 = r.r9, g.r10 = r.r10, g.r11 = r.r11;
+  g.r12 = r.r12, g.r13 = r.r13, g.r14 = r.r14, g.r15 = r.r15;
+  g.rip = r.rip, g.rflags = r.rflags;
+  return g;
+}
+
 struct MemoryAccess {
   uint64_t address = 0;  // linear, segment base included
   uint32_t size = 0;     // bytes
