@@ -155,7 +155,7 @@ struct Machine::Impl {
     std::unique_ptr<KvmStepper> kvm_stepper;        // precise backend, KVM single-step (or none)
     bool stepping = false;  // KVM single-step is on for the next KVM_RUN
     bool to_user = false;   // stepping through the kernel's return path into a profiled task
-    uint64_t counted = 0;   // instructions the KVM stepper handed to the PMU models
+    uint64_t counted = 0;   // CPL-3 instructions a stepper handed to the PMU models
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
     // Steady-clock time at which interrupts held by the rate limiter can go out (0 = none held).
@@ -279,7 +279,10 @@ struct Machine::Impl {
           return;
         case PMUVM_MSR_STEP:
           if (!v.stepper) break;  // not offered: #GP, the kernel stops stepping
-          if (auto retired = v.stepper->on_step(run->msr.data, ctx)) v.control->retire(*retired, s.cr3);
+          if (auto retired = v.stepper->on_step(run->msr.data, ctx)) {
+            v.control->retire(*retired, s.cr3);
+            ++v.counted;
+          }
           return;
         case PMUVM_MSR_TASK: v.task = static_cast<uint32_t>(run->msr.data); return;
         default: break;
@@ -390,7 +393,7 @@ struct Machine::Impl {
     spdlog::trace("vCPU {}: step to rip {:#x} at CPL {}", v.kvm->index(), g.rip, cpl);
     if (auto retired = v.kvm_stepper->on_step(g, cpl, s.cr3)) {
       v.control->retire(*retired, s.cr3);
-      ++v.counted;
+      if (retired->cpl == 3) ++v.counted;
     }
   }
 
@@ -511,9 +514,12 @@ struct Machine::Impl {
     if (!options.lwp_report.empty()) write_report();
     for (auto& v : vcpus)  // what stepping cost: steps per counted instruction (bench/, README)
       if (v->kvm_stepper)
-        spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} instructions counted",
+        spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} CPL-3 instructions counted",
                      v->kvm->index(), v->kvm_stepper->user_steps(), v->kvm_stepper->kernel_steps(),
                      v->counted);
+      else if (v->stepper)
+        spdlog::info("vCPU {}: guest-assisted stepper: {} CPL-3 and 0 CPL-0 steps, {} CPL-3 "
+                     "instructions counted", v->kvm->index(), v->stepper->steps(), v->counted);
     if (!failure.empty()) throw VmmError(failure);
     return exit_status;
   }

@@ -27,6 +27,7 @@ std::optional<GuestRegisters> GuestAssistedStepper::read_frame(uint64_t frame_gp
 
 std::optional<pmu::RetiredInstruction> GuestAssistedStepper::on_step(uint64_t frame_gpa,
                                                                      const StepContext& ctx) {
+  ++steps_;
   std::optional<GuestRegisters> regs = read_frame(frame_gpa, ctx);
   if (!regs) {
     sequencer_.leave_user();

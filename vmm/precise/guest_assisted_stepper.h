@@ -33,6 +33,7 @@ class GuestAssistedStepper {
   std::optional<pmu::RetiredInstruction> on_user_entry(uint64_t frame_gpa, const StepContext& ctx);
 
   uint64_t bad_frames() const { return bad_frames_; }
+  uint64_t steps() const { return steps_; }  // PMUVM_MSR_STEP reports
   const StepSequencer& sequencer() const { return sequencer_; }
 
  private:
@@ -43,6 +44,7 @@ class GuestAssistedStepper {
   StepAccountant accountant_;
   StepSequencer sequencer_;
   uint64_t bad_frames_ = 0;
+  uint64_t steps_ = 0;
 };
 
 }  // namespace vmm

@@ -5,9 +5,10 @@ namespace vmm {
 KvmStepper::KvmStepper(GuestRam& ram, const pmu::cache::Geometry& cache, uint64_t syscall_entry)
     : user_code_(ram),
       kernel_code_(ram, PagedGuestMemory::ReadAccess::kSupervisor),
-      accountant_(cache),
-      user_(accountant_, user_code_, 3),
-      kernel_(accountant_, kernel_code_, 0),
+      user_accountant_(cache),
+      kernel_accountant_(cache),
+      user_(user_accountant_, user_code_, 3),
+      kernel_(kernel_accountant_, kernel_code_, 0),
       syscall_entry_(syscall_entry) {}
 
 std::optional<pmu::RetiredInstruction> KvmStepper::on_step(const GuestRegisters& after,

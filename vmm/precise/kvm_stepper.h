@@ -56,7 +56,12 @@ class KvmStepper {
  private:
   PagedGuestMemory user_code_;    // user instructions: fetched as user mode sees them
   PagedGuestMemory kernel_code_;  // kernel instructions: supervisor pages too
-  StepAccountant accountant_;  // one cache model and predictor per vCPU, for both CPLs
+  // Separate cache models and predictors per CPL: which kernel instructions get stepped depends
+  // on wall time (timer ticks), and letting them touch the user model would make user records
+  // (DCache misses, prediction bits) differ between two runs with the same --seed. The
+  // guest-assisted stepper never sees kernel code, so this also keeps both steppers identical.
+  StepAccountant user_accountant_;
+  StepAccountant kernel_accountant_;
   StepSequencer user_;
   StepSequencer kernel_;
   uint64_t syscall_entry_;

@@ -1,0 +1,135 @@
+// The precise backend's steppers against raw KVM single-stepping, measured side by side in one run
+// on the same host (issue 9, item 6). Needs /dev/kvm; where there is none:
+//   bazel build -c opt //bench:stepper_bench //vmm:pmuvm //guest/programs:lwp_demo &&
+//     tools/kvm-host/run -- bazel-bin/bench/stepper_bench
+// Prints:
+//  (1) the raw single-step exit rate: pmuvm's KVM layer, a CPL-0 nop loop, KVM_GUESTDBG_SINGLESTEP
+//      re-issued before every KVM_RUN exactly as the run loop does, a trivial handler;
+//  (2) for each stepper, `pmuvm run --log-level info --stepper S -- lwp_demo`: wall time, steps
+//      (from pmuvm's exit line), CPL-3 instructions counted, steps per counted instruction, and
+//      steps per second over the whole run (boot included, so a lower bound) as a ratio of (1).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "vmm/boot/long_mode.h"
+#include "vmm/kvm/kvm_vcpu.h"
+#include "vmm/kvm/kvm_vm.h"
+#include "vmm/memory/guest_ram.h"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double raw_steps_per_second(double seconds) {
+  vmm::GuestRam ram(16 << 20);
+  const vmm::LongModeState boot = vmm::setup_long_mode(ram);
+  constexpr uint64_t kCode = 0x200000;
+  std::vector<uint8_t> code(64, 0x90);  // 62 nops, then jmp to the start
+  code[62] = 0xEB;
+  code[63] = static_cast<uint8_t>(-64);
+  ram.write(kCode, std::as_bytes(std::span(code)));
+  vmm::KvmSystem kvm;
+  vmm::KvmVm vm(kvm, ram);
+  vmm::KvmVcpu vcpu(vm, 0);
+  vcpu.set_cpuid(kvm.supported_cpuid());  // KVM accepts EFER.LME only with CPUID LM
+  vcpu.enter_long_mode(boot, kCode, 0, 0);
+  uint64_t steps = 0;
+  const Clock::time_point t0 = Clock::now();
+  while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds) {
+    vcpu.set_single_step(true);
+    if (vcpu.run() < 0) continue;
+    if (vcpu.run_state()->exit_reason != KVM_EXIT_DEBUG)
+      throw std::runtime_error("unexpected exit " + std::to_string(vcpu.run_state()->exit_reason));
+    ++steps;
+  }
+  return steps / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct PmuvmRun {
+  double seconds = 0;
+  long long user_steps = -1, kernel_steps = -1, counted = -1;
+  std::string error;
+};
+
+PmuvmRun run_pmuvm(const std::string& pmuvm, const std::string& program, const std::string& stepper) {
+  PmuvmRun r;
+  const std::string err_path = "/tmp/stepper_bench." + std::to_string(getpid()) + ".err";
+  std::vector<std::string> argv = {pmuvm, "run", "--log-level", "info", "--stepper", stepper, "--", program};
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = 0;
+  const Clock::time_point t0 = Clock::now();
+  if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) {
+    r.error = "cannot start " + pmuvm;
+    return r;
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::ifstream in(err_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  unlink(err_path.c_str());
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) r.error = "pmuvm failed: " + text.str();
+  std::smatch m;
+  const std::string s = text.str();
+  if (std::regex_search(s, m, std::regex(R"((\d+) CPL-3 and (\d+) CPL-0 steps, (\d+) CPL-3)"))) {
+    r.user_steps = std::stoll(m[1]);
+    r.kernel_steps = std::stoll(m[2]);
+    r.counted = std::stoll(m[3]);
+  } else if (r.error.empty()) {
+    r.error = "no stepper line in pmuvm's log";
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const std::string pmuvm = argc > 1 ? argv[1] : "bazel-bin/vmm/pmuvm";
+  const std::string program = argc > 2 ? argv[2] : "bazel-bin/guest/programs/lwp_demo";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::stringstream ci;
+  ci << cpuinfo.rdbuf();
+  std::printf("stepper_bench — %s\n", ci.str().find("QEMU Virtual CPU") != std::string::npos
+                                          ? "nested KVM host (QEMU/TCG): compare ratios only"
+                                          : "direct /dev/kvm");
+  const double raw = raw_steps_per_second(3.0);
+  std::printf("(1) raw KVM single-step, CPL-0 nop loop, re-issued per run: %.0f steps/s (%.1f µs/step)\n",
+              raw, 1e6 / raw);
+  std::printf("(2) pmuvm run --stepper S -- %s (whole run: boot, stepping, exit)\n", program.c_str());
+  for (const char* stepper : {"kvm", "guest"}) {
+    const PmuvmRun r = run_pmuvm(pmuvm, program, stepper);
+    if (!r.error.empty()) {
+      std::printf("  %-5s FAILED: %s\n", stepper, r.error.c_str());
+      continue;
+    }
+    const double steps = static_cast<double>(r.user_steps + r.kernel_steps);
+    std::printf("  %-5s %7.2f s  %9lld CPL-3 + %7lld CPL-0 steps  %9lld counted  "
+                "stepped/counted %.3f (goal <= 1.05)  %7.0f steps/s = %.2f x raw (goal >= 0.8)\n",
+                stepper, r.seconds, r.user_steps, r.kernel_steps, r.counted, steps / r.counted,
+                steps / r.seconds, steps / r.seconds / raw);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "stepper_bench: %s\n", e.what());
+  return 1;
+}
