@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "pmu/interrupt_sink.h"
+#include "bench/scratch_vm.h"
 #include "vmm/boot/long_mode.h"
 #include "vmm/command_line.h"
 #include "vmm/cpu/cpu_profile.h"
@@ -342,19 +343,12 @@ ExitCosts measure_exits(uint32_t n, int rounds) {
   vmm::ProfileResult profile = vmm::builtin_profile(cpu);
   if (!profile.ok()) throw std::runtime_error("CPU profile " + cpu + ": " + profile.error);
 
-  vmm::GuestRam ram(16 << 20);
-  const vmm::LongModeState boot = vmm::setup_long_mode(ram);
   const std::vector<uint8_t> code = exit_loop_code(n);
-  ram.write(kCodeGpa, std::as_bytes(std::span(code)));
-
-  vmm::KvmSystem kvm;
-  vmm::KvmVm vm(kvm, ram);
-  vmm::KvmVcpu vcpu(vm, 0);
-  vcpu.set_cpuid(kvm.supported_cpuid());  // KVM accepts EFER.LME only with CPUID LM
-  vcpu.enter_long_mode(boot, kCodeGpa, 0, 0);
-  vm.set_msr_filter({{0xC0000105, 2}});  // LWPMSR0/1, as in machine.cc
+  bench::ScratchVm scratch(code, kCodeGpa);
+  vmm::KvmVcpu& vcpu = scratch.vcpu;
+  scratch.vm.set_msr_filter({{0xC0000105, 2}});  // LWPMSR0/1, as in machine.cc
   NoInterrupts interrupts;
-  vmm::VcpuControlBlock control(0, 0, profile.profile->lwp, 1, ram, interrupts);
+  vmm::VcpuControlBlock control(0, 0, profile.profile->lwp, 1, scratch.ram, interrupts);
 
   kvm_run* run = vcpu.run_state();
   ExitCosts costs;

@@ -21,10 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "vmm/boot/long_mode.h"
-#include "vmm/kvm/kvm_vcpu.h"
-#include "vmm/kvm/kvm_vm.h"
-#include "vmm/memory/guest_ram.h"
+#include "bench/scratch_vm.h"
 
 extern char** environ;
 
@@ -33,18 +30,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double raw_steps_per_second(double seconds) {
-  vmm::GuestRam ram(16 << 20);
-  const vmm::LongModeState boot = vmm::setup_long_mode(ram);
-  constexpr uint64_t kCode = 0x200000;
   std::vector<uint8_t> code(64, 0x90);  // 62 nops, then jmp to the start
   code[62] = 0xEB;
   code[63] = static_cast<uint8_t>(-64);
-  ram.write(kCode, std::as_bytes(std::span(code)));
-  vmm::KvmSystem kvm;
-  vmm::KvmVm vm(kvm, ram);
-  vmm::KvmVcpu vcpu(vm, 0);
-  vcpu.set_cpuid(kvm.supported_cpuid());  // KVM accepts EFER.LME only with CPUID LM
-  vcpu.enter_long_mode(boot, kCode, 0, 0);
+  bench::ScratchVm scratch(code, 0x200000);
+  vmm::KvmVcpu& vcpu = scratch.vcpu;
   uint64_t steps = 0;
   const Clock::time_point t0 = Clock::now();
   while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds) {
