@@ -350,8 +350,9 @@ struct Machine::Impl {
   // execution only, and so do NetBurst counters without T0_OS: with the kernel's profiled-entry
   // notification (PMUVM_PV_PROFILED_ENTRY) user code is stepped from each return into a profiled
   // task until it enters the kernel again, so kernel code runs free. While a NetBurst counter
-  // counts at CPL 0, every CPL is stepped. KVM_SET_GUEST_DEBUG is re-issued before every KVM_RUN while stepping: KVM sets TF
-  // for the RIP of that moment only, and POPF/IRET/interrupt delivery drop it.
+  // counts at CPL 0, every CPL is stepped. KVM_SET_GUEST_DEBUG is re-issued before every KVM_RUN
+  // while stepping: KVM sets TF for the RIP of that moment only, and POPF/IRET/interrupt delivery
+  // drop it.
   void update_stepping(Vcpu& v) {
     const uint8_t cpl = v.kvm->exit_sregs().ss.dpl;
     const pmu::netburst::NetburstPmu* netburst = v.control->netburst();

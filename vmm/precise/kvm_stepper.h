@@ -47,11 +47,9 @@ class KvmStepper {
   // Stepping stops (until the next return to user mode, which re-enters through enter_user).
   void stop();
 
-  void set_syscall_entry(uint64_t rip) { syscall_entry_ = rip; }
   uint64_t syscall_entry() const { return syscall_entry_; }
   uint64_t user_steps() const { return user_steps_; }
   uint64_t kernel_steps() const { return kernel_steps_; }
-  const StepSequencer& user() const { return user_; }
 
  private:
   PagedGuestMemory user_code_;    // user instructions: fetched as user mode sees them
@@ -64,7 +62,7 @@ class KvmStepper {
   StepAccountant kernel_accountant_;
   StepSequencer user_;
   StepSequencer kernel_;
-  uint64_t syscall_entry_;
+  const uint64_t syscall_entry_;
   bool in_user_ = false;  // the last report was a CPL-3 step
   uint64_t user_steps_ = 0, kernel_steps_ = 0;
 };
