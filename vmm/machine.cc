@@ -392,9 +392,9 @@ struct Machine::Impl {
     g.fs_base = s.fs.base, g.gs_base = s.gs.base;
     g.cr3 = s.cr3;
     spdlog::trace("vCPU {}: step to rip {:#x} at CPL {}", v.kvm->index(), g.rip, cpl);
-    if (auto retired = v.kvm_stepper->on_step(g, cpl, s.cr3)) {
-      v.control->retire(*retired, s.cr3);
-      if (retired->cpl == 3) ++v.counted;
+    for (const pmu::RetiredInstruction& retired : v.kvm_stepper->on_step(g, cpl, s.cr3)) {
+      v.control->retire(retired, s.cr3);
+      if (retired.cpl == 3) ++v.counted;
     }
   }
 
@@ -515,9 +515,10 @@ struct Machine::Impl {
     if (!options.lwp_report.empty()) write_report();
     for (auto& v : vcpus)  // what stepping cost: steps per counted instruction (bench/, README)
       if (v->kvm_stepper)
-        spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} CPL-3 instructions counted",
+        spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} CPL-3 instructions "
+                     "counted ({} interrupts taken after an unreported instruction)",
                      v->kvm->index(), v->kvm_stepper->user_steps(), v->kvm_stepper->kernel_steps(),
-                     v->counted);
+                     v->counted, v->kvm_stepper->late_interrupts());
       else if (v->stepper)
         spdlog::info("vCPU {}: guest-assisted stepper: {} CPL-3 and 0 CPL-0 steps, {} CPL-3 "
                      "instructions counted", v->kvm->index(), v->stepper->steps(), v->counted);

@@ -1,6 +1,7 @@
 // The KVM stepper over guest RAM with real page tables: a stream of single-step states (after each
 // instruction, with its CPL) becomes retired instructions. The rules of vmm/precise/kvm_stepper.h,
-// one test each: user steps, CPL-0 steps counted as CPL-0 instructions, the IRETQ into user mode,
+// one test each: user steps, CPL-0 steps counted as CPL-0 instructions, the IRETQ into user mode
+// (and an interrupt taken one instruction late, as NMIs are on the nested AMD host),
 // SYSCALL counted at re-entry (RIP + 2, same CR3) or at its entry-point trap, an interrupted or
 // faulting instruction (LLWPCB's #UD) never counted, kicks changing nothing.
 #include "vmm/precise/kvm_stepper.h"
@@ -40,8 +41,18 @@ class KvmStepperTest : public ::testing::Test {
     r.cr3 = cr3;
     return r;
   }
+  // One report; these cases retire at most one instruction per report.
   std::optional<pmu::RetiredInstruction> step(uint64_t rip, uint8_t cpl, uint64_t cr3 = kCr3) {
-    return stepper_->on_step(at(rip, cr3), cpl, cr3);
+    std::vector<pmu::RetiredInstruction> r = stepper_->on_step(at(rip, cr3), cpl, cr3);
+    EXPECT_LE(r.size(), 1u) << "at rip " << std::hex << rip;
+    if (r.empty()) return std::nullopt;
+    return r.front();
+  }
+
+  static constexpr uint64_t kStack = kKernel + 0x1000;  // kernel stack: an IRETQ frame there
+  void set_frame(uint64_t rip) {
+    for (uint64_t i = 0; const uint64_t v : std::initializer_list<uint64_t>{rip, 0x33, 0x202, 0x401000, 0x2b})
+      ram_.write_u64(kStack + 8 * i++, v);  // RIP, CS (RPL 3), RFLAGS, RSP, SS
   }
 
   GuestRam ram_;
@@ -78,6 +89,67 @@ TEST_F(KvmStepperTest, KernelStepsAreCplZeroInstructionsAndIretqRetiresIntoUserM
   ASSERT_TRUE(user.has_value());
   EXPECT_EQ(user->cpl, 3);
   EXPECT_EQ(stepper_->kernel_steps(), 2u);
+}
+
+// Measured on the nested AMD host: an NMI injected at a step exit sometimes lets one more user
+// instruction run first, without its trap. The handler's IRETQ frame points past it: it retired.
+TEST_F(KvmStepperTest, InterruptTakenAfterAnUnreportedInstructionCountsIt) {
+  kernel_code({0x48, 0xcf});
+  user_code({0x90, 0x90});
+  set_frame(0x400001);
+  EXPECT_FALSE(step(0x400000, 3).has_value());  // pre-state of the first nop
+  GuestRegisters k = at(kKernel);               // the NMI handler's return path: its IRETQ
+  k.rsp = kStack;
+  EXPECT_TRUE(stepper_->on_step(k, 0, kCr3).empty());
+  std::vector<pmu::RetiredInstruction> r = stepper_->on_step(at(0x400001), 3, kCr3);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].rip, 0x400000u);  // the nop that ran before the NMI
+  EXPECT_EQ(r[0].cpl, 3);
+  EXPECT_EQ(r[1].rip, kKernel);    // the IRETQ
+  EXPECT_EQ(stepper_->late_interrupts(), 1u);
+  auto second = step(0x400002, 3);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->rip, 0x400001u);
+}
+
+// The #UD handler's IRETQ resumes after an emulated LLWPCB: that is not a late interrupt.
+TEST_F(KvmStepperTest, IretqPastAnEmulatedLlwpcbDoesNotCountIt) {
+  kernel_code({0x48, 0xcf});
+  user_code({0x8f, 0xe9, 0xf8, 0x12, 0xc0, 0x90});  // llwpcb rax; nop
+  set_frame(0x400005);
+  step(0x400000, 3);
+  GuestRegisters k = at(kKernel);
+  k.rsp = kStack;
+  stepper_->on_step(k, 0, kCr3);
+  std::vector<pmu::RetiredInstruction> r = stepper_->on_step(at(0x400005), 3, kCr3);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].cpl, 0);  // only the IRETQ
+  EXPECT_EQ(stepper_->late_interrupts(), 0u);
+}
+
+// A frame that points elsewhere (a kernel that redirects the task) counts nothing either.
+TEST_F(KvmStepperTest, IretqToAnUnrelatedRipDoesNotCountThePendingInstruction) {
+  kernel_code({0x48, 0xcf});
+  user_code({0x90, 0x90, 0x90, 0x90});
+  set_frame(0x400003);
+  step(0x400000, 3);
+  GuestRegisters k = at(kKernel);
+  k.rsp = kStack;
+  stepper_->on_step(k, 0, kCr3);
+  EXPECT_EQ(stepper_->on_step(at(0x400003), 3, kCr3).size(), 1u);  // the IRETQ only
+  EXPECT_EQ(stepper_->late_interrupts(), 0u);
+}
+
+// An IRETQ whose trap arrives where its frame points is the normal case: nothing is rebuilt.
+TEST_F(KvmStepperTest, IretqTrapAtItsFrameRipRebuildsNothing) {
+  kernel_code({0x48, 0xcf});
+  user_code({0x90});
+  set_frame(0x400000);
+  GuestRegisters k = at(kKernel);
+  k.rsp = kStack;
+  stepper_->on_step(k, 0, kCr3);
+  EXPECT_EQ(stepper_->on_step(at(0x400000), 3, kCr3).size(), 1u);  // the IRETQ only
+  EXPECT_EQ(stepper_->late_interrupts(), 0u);
 }
 
 // Measured on the nested AMD host: SYSCALL with TF raises no trap (FMASK clears TF); the next

@@ -1,5 +1,7 @@
 #include "vmm/precise/kvm_stepper.h"
 
+#include <span>
+
 namespace vmm {
 
 KvmStepper::KvmStepper(GuestRam& ram, const pmu::cache::Geometry& cache, uint64_t syscall_entry)
@@ -11,33 +13,63 @@ KvmStepper::KvmStepper(GuestRam& ram, const pmu::cache::Geometry& cache, uint64_
       kernel_(kernel_accountant_, kernel_code_, 0),
       syscall_entry_(syscall_entry) {}
 
-std::optional<pmu::RetiredInstruction> KvmStepper::on_step(const GuestRegisters& after,
-                                                           uint8_t cpl, uint64_t cr3) {
+std::optional<GuestRegisters> KvmStepper::iret_return_state(const GuestRegisters& after) {
+  const std::optional<GuestRegisters>& iret = kernel_.pending_state();
+  if (!iret) return std::nullopt;
+  uint8_t bytes[2];
+  if (!kernel_code_.read(iret->rip, std::as_writable_bytes(std::span(bytes))) ||
+      bytes[0] != 0x48 || bytes[1] != 0xCF)  // REX.W IRET
+    return std::nullopt;
+  uint64_t frame[4];  // RIP, CS, RFLAGS, RSP (then SS)
+  if (!kernel_code_.read(iret->rsp, std::as_writable_bytes(std::span(frame))) || (frame[1] & 3) != 3)
+    return std::nullopt;
+  GuestRegisters resumed = *iret;
+  resumed.rip = frame[0], resumed.rflags = frame[2], resumed.rsp = frame[3];
+  resumed.fs_base = after.fs_base, resumed.gs_base = after.gs_base, resumed.cr3 = after.cr3;
+  return resumed;
+}
+
+void KvmStepper::on_user_step(const GuestRegisters& after,
+                              std::vector<pmu::RetiredInstruction>& out) {
+  // The kernel's last instruction (IRETQ/SYSRET) retired into user mode, if its pre-state is
+  // known (stepping may have started later).
+  if (auto kernel = kernel_.step(after)) out.push_back(*kernel);
+  kernel_.leave_user();
+  // Back from the kernel: a pending SYSCALL retired if execution resumes right after it.
+  auto user = in_user_ ? user_.step(after) : user_.enter_user(after);
+  if (user) out.push_back(*user);
+  in_user_ = true;
+}
+
+std::vector<pmu::RetiredInstruction> KvmStepper::on_step(const GuestRegisters& after, uint8_t cpl,
+                                                         uint64_t cr3) {
   user_code_.set_cr3(cr3);
   kernel_code_.set_cr3(cr3);
+  std::vector<pmu::RetiredInstruction> out;
   if (cpl == 3) {
     ++user_steps_;
-    // The kernel's last instruction (IRETQ/SYSRET) retired into user mode, if its pre-state is
-    // known (stepping may have started later).
-    std::optional<pmu::RetiredInstruction> kernel = kernel_.step(after);
-    kernel_.leave_user();
-    // Back from the kernel: a pending SYSCALL retired if execution resumes right after it.
-    std::optional<pmu::RetiredInstruction> user = in_user_ ? user_.step(after) : user_.enter_user(after);
-    in_user_ = true;
-    // At most one of the two: a CPL-3 step follows either a user step or a kernel one.
-    return user ? user : kernel;
+    if (!in_user_) {
+      if (std::optional<GuestRegisters> resumed = iret_return_state(after)) {
+        if (auto late = user_.retired_before_interrupt(*resumed)) {
+          ++late_interrupts_;
+          out.push_back(*late);
+        }
+      }
+    }
+    on_user_step(after, out);
+    return out;
   }
   ++kernel_steps_;
-  std::optional<pmu::RetiredInstruction> syscall;
   if (in_user_) {
     // Left user mode with a step report. Hosts that deliver SYSCALL's single-step trap at the
     // entry point report it here; otherwise it is counted at the re-entry (enter_user).
-    if (after.rip == syscall_entry_) syscall = user_.syscall_entered();
+    if (after.rip == syscall_entry_)
+      if (auto syscall = user_.syscall_entered()) out.push_back(*syscall);
     in_user_ = false;
     kernel_.leave_user();
   }
-  std::optional<pmu::RetiredInstruction> kernel = kernel_.step(after);
-  return syscall ? syscall : kernel;
+  if (auto kernel = kernel_.step(after)) out.push_back(*kernel);
+  return out;
 }
 
 void KvmStepper::on_other_exit(uint8_t cpl) {

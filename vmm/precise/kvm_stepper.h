@@ -19,10 +19,18 @@
 //    left pending. The re-entry rule above is the fallback (e.g. a guest that changes LSTAR).
 //  * CPL-0 steps are counted as CPL-0 instructions the same way, for the PMU models that count
 //    them (LWP ignores them: only CPL-3 execution counts).
+//  * An interrupt delivered one instruction late (measured on the nested AMD host: an NMI injected
+//    at a step exit sometimes lets the next user instruction run first, and that instruction's
+//    trap is lost): the interrupt frame the stepped IRETQ returns through names the instruction
+//    after the pending one. The pending instruction retired; it counts, with the frame's state
+//    as its post-state (StepSequencer::retired_before_interrupt). The PMU models see it only
+//    then, after the handler: to them the interrupt came at the boundary where it was raised
+//    (a PMI handler's reload is not overtaken by it), so counts and PMIs stay exact.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "pmu/cache/cache_model.h"
 #include "pmu/retired_instruction.h"
@@ -37,9 +45,11 @@ class KvmStepper {
   // `syscall_entry`: the guest's IA32_LSTAR (where SYSCALL's single-step trap is reported).
   KvmStepper(GuestRam& ram, const pmu::cache::Geometry& cache, uint64_t syscall_entry);
 
-  // One single-step exit. Returns the instruction that retired, if one counts.
-  std::optional<pmu::RetiredInstruction> on_step(const GuestRegisters& after, uint8_t cpl,
-                                                 uint64_t cr3);
+  // One single-step exit. Returns the instructions that retired and count, in retirement order:
+  // usually none or one; two when user mode resumes after an interrupt that was taken one
+  // instruction late (that instruction, then the IRETQ).
+  std::vector<pmu::RetiredInstruction> on_step(const GuestRegisters& after, uint8_t cpl,
+                                               uint64_t cr3);
   // The vCPU exited at an instruction boundary for another reason (MSR, I/O, HLT): at CPL 0 user
   // mode was left (the pending instruction is settled when user mode is re-entered). A kernel
   // step stream goes on: the MSR or I/O instruction retires when the vCPU resumes.
@@ -50,8 +60,14 @@ class KvmStepper {
   uint64_t syscall_entry() const { return syscall_entry_; }
   uint64_t user_steps() const { return user_steps_; }
   uint64_t kernel_steps() const { return kernel_steps_; }
+  uint64_t late_interrupts() const { return late_interrupts_; }
 
  private:
+  // The user-mode state the last stepped kernel instruction, an IRETQ, returned to (from its
+  // stack frame); nullopt when the last kernel step is not an IRETQ into CPL 3.
+  std::optional<GuestRegisters> iret_return_state(const GuestRegisters& after);
+  void on_user_step(const GuestRegisters& after, std::vector<pmu::RetiredInstruction>& out);
+
   PagedGuestMemory user_code_;    // user instructions: fetched as user mode sees them
   PagedGuestMemory kernel_code_;  // kernel instructions: supervisor pages too
   // Separate cache models and predictors per CPL: which kernel instructions get stepped depends
@@ -64,7 +80,7 @@ class KvmStepper {
   StepSequencer kernel_;
   const uint64_t syscall_entry_;
   bool in_user_ = false;  // the last report was a CPL-3 step
-  uint64_t user_steps_ = 0, kernel_steps_ = 0;
+  uint64_t user_steps_ = 0, kernel_steps_ = 0, late_interrupts_ = 0;
 };
 
 }  // namespace vmm

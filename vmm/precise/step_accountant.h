@@ -31,6 +31,7 @@ class StepAccountant {
                                                  uint64_t next_rip);
 
   uint64_t undecodable() const { return undecodable_; }
+  const InstructionDecoder& decoder() const { return decoder_; }
   void reset();
 
  private:
