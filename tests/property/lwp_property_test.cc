@@ -832,7 +832,7 @@ class Runner {
 
   bool llwpcb_oracle(World& w, uint64_t a) {
     if (a == 0) return true;  // "Address 0 is always accepted (disables)"
-    if (!(w.unit->lwpmsr0() & msr0::kEnabled)) return false;
+    if (!(w.msr0_model & msr0::kEnabled)) return false;
     if (a % 16 != 0) return false;
     if (!w.mem.user_writable(a, cb_size(w.caps))) return false;
     const uint32_t size = *peek32(w, a + lwpcb::kBufferSize) & lwpcb::kBufferSizeMask;
@@ -1122,6 +1122,11 @@ class Runner {
       const uint8_t id = static_cast<uint8_t>(b[0]);
       std::string bad;
       if (id < 1 || id > 3) bad = "event id " + std::to_string(id);
+      // An event counts only if the processor has it and LWPMSR0 enabled it when the LWPCB was
+      // initialised (§5.3).
+      else if (!(allowed_features(w.caps) & (uint64_t{1} << id)) || !((w.init_msr0 >> id) & 1))
+        bad = "record for event " + std::to_string(id) + ", not enabled (LWPMSR0 at initialisation " +
+              hex(w.init_msr0) + ")";
       else if (static_cast<uint8_t>(b[1]) != w.config.core_id) bad = "core id " + std::to_string(int(b[1]));
       else if (get_u64(b + 8) != in.rip) bad = "rip " + hex(get_u64(b + 8));
       else if (get_u64(b + 24) != 0) bad = "reserved bytes 24..31 not zero";
