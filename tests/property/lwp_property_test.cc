@@ -44,6 +44,7 @@
 #include <chrono>
 #include <iostream>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iomanip>
 #include <map>
@@ -1567,7 +1568,13 @@ std::string report(const Program& p, const RunResult& r) {
   for (const Failure& f : r.failures) {
     if (!seen.insert(f.tag).second) continue;
     os << "\n" << f.message;
-    const Program small = shrink(p, f.tag, f.step, 10);
+    // LWP_PROPERTY_SHRINK_SECONDS (default 10; 0 = report unshrunk): mutation runs fail many seeds.
+    const char* env = std::getenv("LWP_PROPERTY_SHRINK_SECONDS");
+    if (env && std::atoi(env) <= 0) {
+      os << "\n  (not shrunk: LWP_PROPERTY_SHRINK_SECONDS=" << env << ")";
+      continue;
+    }
+    const Program small = shrink(p, f.tag, f.step, env ? std::atoi(env) : 10);
     const RunResult rs = run_program(small);
     for (const Failure& g : rs.failures)
       if (g.tag == f.tag) {
