@@ -1753,6 +1753,48 @@ TEST(LwpPropertyCoverage, HostileGeneratorExercisesEveryPath) {
                   });
 }
 
+// LWPCB.Random (DESIGN §4.2): a counter loaded from the interval keeps the interval's bits above
+// the low Random bits and gets those from the PRNG. The programs above only bound counters from
+// above, so a unit that ignored Random would pass them: here, over many PRNG seeds, the low bits
+// must take many values and the high bits none but the interval's.
+TEST(LwpRandomProperty, ReloadRandomisesExactlyTheLowRandomBits) {
+  Capabilities caps;
+  caps.available = caps.instructions_retired = true;
+  caps.max_events = 1;
+  constexpr uint64_t kCb = 0x10000, kBuf = 0x20000;
+  constexpr uint32_t kInterval = 0x1234500;  // low 8 bits clear
+  // Distinct low-bit patterns over 64 seeds (measured: R=1 -> 2, R=4 -> 16, R=7 -> 53).
+  const std::pair<uint32_t, size_t> kCases[] = {{1, 2}, {4, 12}, {7, 30}};
+  for (const auto& [random, min_distinct] : kCases) {
+    const uint32_t mask = (1u << random) - 1;
+    std::set<uint32_t> low;
+    for (uint64_t seed = 1; seed <= 64; ++seed) {
+      FakeGuestMemory mem;
+      RecordingInterruptSink sink;
+      mem.map(kCb, kPage, true);
+      mem.map(kBuf, kPage, true);
+      std::vector<std::byte> cb(cb_size(caps), std::byte{0});
+      put_u32(cb, lwpcb::kBufferSize, 32 * 4 | (random << lwpcb::kRandomShift));
+      put_u64(cb, lwpcb::kBufferBase, kBuf);
+      put_u32(cb, lwpcb::kEventSlots, (uint32_t{kEventInstructionsRetired} << lwpcb::kEventIdShift) | kInterval);
+      mem.poke(kCb, cb);
+      LwpUnit unit(caps, UnitConfig{0, seed * 0x9E3779B97F4A7C15ull}, mem, sink);
+      uint64_t v = 0;
+      ASSERT_EQ(unit.write_msr(kMsrLwpFeatureEnable, msr0::kEnabled | msr0::kIre, 0), MsrResult::kOk);
+      ASSERT_EQ(unit.write_msr(kMsrLwpControlBlock, kCb, 3), MsrResult::kOk);
+      ASSERT_EQ(unit.read_msr(kMsrLwpControlBlock, 3, v), MsrResult::kOk);  // SLWPCB flushes the counter
+      ASSERT_EQ(v, kCb);
+      const uint32_t counter = mem.peek_u32(kCb + lwpcb::kEventSlots + 4) & lwpcb::kIntervalMask;
+      EXPECT_EQ(counter & ~mask, kInterval & ~mask)
+          << "Random " << random << ", seed " << seed << ": counter " << hex(counter) << " changed bits above Random";
+      low.insert(counter & mask);
+    }
+    std::cout << "[coverage] Random " << random << ": " << low.size() << " distinct low-bit patterns\n";
+    EXPECT_GE(low.size(), min_distinct) << "Random " << random << ": only " << low.size()
+                                        << " distinct low-bit patterns over 64 PRNG seeds";
+  }
+}
+
 // Own oracle for load_state() (lwp_unit.h): LWPMSR0 must be one WRMSR could have produced and the
 // save area must not have more slots than the processor.
 bool load_state_acceptable(const Capabilities& caps, const UnitState& s) {
