@@ -33,11 +33,60 @@
 //  [gp-no-effect]  an MSR access that raises #GP (or is not an LWP MSR) changes nothing.
 //  [llwpcb-oracle] LLWPCB is accepted exactly when DESIGN §4.1 / lwp_unit.h say so.
 //  [record]        records are stored only by CPL-3 retire(), at most one per instruction, for
-//                  that instruction's RIP, with the vCPU's core id and zero reserved bytes.
-//  [interrupt]     threshold interrupts use LWPMSR0's vector, only while LWPMSR0.INT is set.
+//                  that instruction's RIP, with the vCPU's core id and zero reserved bytes, for an
+//                  event the processor has and LWPMSR0 enabled when the LWPCB was initialised.
+//  [ring-order]    records go to BufferBase + the head the session started with (LWPCB or save
+//                  area), +32 per stored record with wrap-around, in place after a missed one;
+//                  [flush] compares the flushed head with this model too.
+//  [interrupt]     threshold interrupts use LWPMSR0's vector, only while LWPMSR0.INT is set, and
+//                  only right after a stored record.
+//  [threshold]     (cooperative) exactly one interrupt when a stored record makes head - tail equal
+//                  Threshold (INT in LWPMSR0 now and at initialisation), none otherwise; the LWPCB
+//                  shows the head whenever the buffer is full or head - tail >= Threshold.
+//  [missed]        (cooperative, additionally) MissedEvents grows by exactly the missed records.
+//  [msr0-model]    LWPMSR0 (and RDMSR of it) is the last value software wrote successfully; a
+//                  valid value is never refused.
 //  [snapshot]      a unit rebuilt from state() -> serialize -> deserialize -> load_state over a
 //                  copy of guest memory produces the same records, memory and interrupts.
-//  [determinism]   the same seed gives byte-identical memory, records, interrupts and stats.
+//  [determinism]   the same seed gives byte-identical memory, records, interrupts and stats; a
+//                  run that fails an invariant fails this test too (never skipped).
+//
+// Coverage: every run counts what it exercised (LLWPCB ok / #GP, records stored / missed,
+// interrupts, snapshots, ...) and how often each check actually compared something;
+// LwpPropertyCoverage asserts floors per generator, so a generator that stops reaching a path, or
+// a check that silently stops applying, fails the suite.
+//
+// Mutation experiments (2026-11-23; each bug injected into pmu/lwp by hand, suite run, reverted):
+//  * head advance wraps one slot early (lwp_unit.cc store(): `head_ + 2*32 >= size ? 0`):
+//    all 10 cooperative + 11/14 hostile seeds ([ring-order], [overflow], [ring-content],
+//    [threshold]), 3/3 determinism, coverage. Before: 10 cooperative only, determinism green.
+//  * MissedEvents not incremented on a full buffer (increment_missed_events() drops `now`):
+//    10/10 cooperative ([missed] exact), 3/3 determinism. Before: all green.
+//  * threshold interrupt skipped when the new head is a multiple of 64: 7/10 cooperative
+//    ([threshold]; the other 3 seeds never reach an interrupt), 3/3 determinism. Before: green.
+//  * threshold interrupt on head - tail >= Threshold instead of ==: 7/10 cooperative, 2/3
+//    determinism ([threshold]). Before: green.
+//  * BufferHeadOffset not written when the threshold condition holds: 10/10 cooperative
+//    ([threshold] head progress), 3/3 determinism. Before: green.
+//  * Random mask one bit too wide ((2 << Random) - 1): 23/24 seeds ([counter-bound]), 3/3
+//    determinism. Before: the same seeds, determinism green.
+//  * Random ignored (mask 0): LwpRandomProperty. Before: green.
+//  * INT vector 16 refused (`<= 16`): 5/14 hostile ([msr0-oracle] #GP on a valid value),
+//    LwpSerializeProperty (load_state verdict). Before: green.
+//  * load_state refuses counter_count == max_events (`>=`): every seed ([load-state]) and now also
+//    LwpSerializeProperty. Before: the seeds only.
+//  * events not masked by LWPMSR0 at initialisation: 10/10 cooperative + 10/14 hostile
+//    ([record]), 2/3 determinism. Before: 1 hostile seed ([head]).
+//  * generator regression (test side: Threshold always 0): LwpPropertyCoverage (interrupt floors)
+//    for both generators. Before: green. It also made a cooperative and a hostile seed fail
+//    [snapshot]: a unit rebuilt by load_state() re-derives its active events (and Flags.INT) from
+//    the LWPMSR0 of its ring-3 re-initialisation, while the original keeps those of its LLWPCB
+//    (LLWPCB at CPL 0 with LWPMSR0 = EN|BRE|DME, retire, WRMSR LWPMSR0 adding IRE, snapshot,
+//    retire: the clone stores an IRE record, the original does not). Not fixed here (pmu/).
+//
+// Oracle logic that encodes today's rule "a failed ring-buffer store discards the record":
+// llwpcb_oracle() (buffer must be user-writable at LLWPCB), stats().store_faults in [stats] and
+// digest(), and no #PF hook on the units the harness builds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -716,7 +765,10 @@ class Runner {
   void count(const World& w, uint64_t Coverage::*field) {
     if (w.name == "primary") ++(result_.coverage.*field);
   }
-  // The unit finished a (deferred) initialisation: Flags.INT came from the LWPMSR0 of now.
+  // The unit finished a (deferred) initialisation: Flags.INT came from the LWPMSR0 of now. This
+  // includes the re-initialisation after restore()/load_state(), which today re-derives the
+  // active events and Flags.INT from the current LWPMSR0 (see the snapshot note at the top); if
+  // the unit starts keeping those of the LLWPCB, track only LLWPCB initialisations here.
   static void note_init(World& w, PendingInit before, bool llwpcb_at_cpl3) {
     if ((before != PendingInit::kNone || llwpcb_at_cpl3) && w.unit->lwpcb_address() != 0 &&
         w.unit->save().pending == PendingInit::kNone)
