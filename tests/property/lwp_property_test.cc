@@ -78,11 +78,12 @@
 //  * events not masked by LWPMSR0 at initialisation: 10/10 cooperative + 10/14 hostile
 //    ([record]), 2/3 determinism. Before: 1 hostile seed ([head]).
 //  * generator regression (test side: Threshold always 0): LwpPropertyCoverage (interrupt floors)
-//    for both generators. Before: green. It also made a cooperative and a hostile seed fail
-//    [snapshot]: a unit rebuilt by load_state() re-derives its active events (and Flags.INT) from
-//    the LWPMSR0 of its ring-3 re-initialisation, while the original keeps those of its LLWPCB
-//    (LLWPCB at CPL 0 with LWPMSR0 = EN|BRE|DME, retire, WRMSR LWPMSR0 adding IRE, snapshot,
-//    retire: the clone stores an IRE record, the original does not). Not fixed here (pmu/).
+//    for both generators. Before: green. It also made cooperative seed 7 and hostile seed 34 fail
+//    [snapshot]. Seed 7 shrinks to: a unit rebuilt by load_state() re-derives its active events
+//    (and Flags.INT) from the LWPMSR0 of its ring-3 re-initialisation, while the original keeps
+//    those of its LLWPCB (LLWPCB at CPL 0 with LWPMSR0 = EN|BRE|DME, retire, WRMSR LWPMSR0 adding
+//    IRE, snapshot, retire: the clone stores an IRE record, the original does not). Not fixed
+//    here (pmu/); seed 34 (clone turned LWP off, original did not) not analysed.
 //
 // Oracle logic that encodes today's rule "a failed ring-buffer store discards the record":
 // llwpcb_oracle() (buffer must be user-writable at LLWPCB), stats().store_faults in [stats] and
