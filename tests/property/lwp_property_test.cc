@@ -83,7 +83,8 @@
 //    (and Flags.INT) from the LWPMSR0 of its ring-3 re-initialisation, while the original keeps
 //    those of its LLWPCB (LLWPCB at CPL 0 with LWPMSR0 = EN|BRE|DME, retire, WRMSR LWPMSR0 adding
 //    IRE, snapshot, retire: the clone stores an IRE record, the original does not). Not fixed
-//    here (pmu/); seed 34 (clone turned LWP off, original did not) not analysed.
+//    here (pmu/). Seed 34 shrinks to an LWPCB rewritten while in use (§5.4: unpredictable), whose
+//    new contents the clone reads at its re-initialisation: there [snapshot] may be too strict.
 //
 // Oracle logic that encodes today's rule "a failed ring-buffer store discards the record":
 // llwpcb_oracle() (buffer must be user-writable at LLWPCB), stats().store_faults in [stats] and
