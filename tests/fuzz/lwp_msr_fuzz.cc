@@ -24,8 +24,8 @@
 //  * every write the unit makes lies inside the LWPCB it holds [addr, addr + 40 + 8*MaxEvents)
 //    or inside a buffer [BufferBase & ~31, + BufferSize) described by that LWPCB while it was
 //    held (size nonzero and a multiple of 32, as validation demands);
-//  * LWPMSR0 never holds an undefined bit; no NMI is ever raised; a threshold interrupt uses
-//    LWPMSR0's vector;
+//  * LWPMSR0 never holds an undefined bit, WRMSR of one is #GP and WRMSR of a value software may
+//    write succeeds; no NMI is ever raised; a threshold interrupt uses LWPMSR0's vector;
 //  * state() survives serialize -> deserialize unchanged, and load_state() accepts it;
 //  * whatever deserialize() accepts re-serialises to the same state.
 #include <cstddef>
@@ -274,6 +274,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(r != lwp::MsrResult::kNotLwpMsr);
         if (r == lwp::MsrResult::kGeneralProtection) FUZZ_CHECK(unit.lwpmsr0() == before);
         if (v & ~kMsr0Defined) FUZZ_CHECK(r == lwp::MsrResult::kGeneralProtection);
+        // ... and a value software may write is accepted (DESIGN §4.1: defined bits, features the
+        // profile has, INT only with a vector >= 16).
+        if (!(v & ~kMsr0Defined) && !(v & 0xEull & ~(uint64_t{caps.instructions_retired} << 1 |
+                                                      uint64_t{caps.branches_retired} << 2 |
+                                                      uint64_t{caps.dcache_misses} << 3)) &&
+            (!(v & lwp::msr0::kInterrupt) || (caps.interrupt && ((v >> lwp::msr0::kVectorShift) & 0xFF) >= 16)))
+          FUZZ_CHECK(r == lwp::MsrResult::kOk);
         break;
       }
       case 1: {
@@ -341,7 +348,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(std::holds_alternative<lwp::UnitState>(d));
         FUZZ_CHECK(std::get<lwp::UnitState>(d) == s);
         const uint8_t pos = in.u8(), x = in.u8();
-        if (!bytes.empty() && x != 0) {
+        const bool damaged = !bytes.empty() && x != 0;
+        if (damaged) {
           bytes[pos % bytes.size()] ^= static_cast<std::byte>(x);
           d = lwp::deserialize(bytes);
         }
@@ -349,9 +357,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           auto again = lwp::deserialize(lwp::serialize(*st));
           FUZZ_CHECK(std::holds_alternative<lwp::UnitState>(again));
           FUZZ_CHECK(std::get<lwp::UnitState>(again) == *st);
-          if (!unit.load_state(*st)) {
-            FUZZ_CHECK(unit.lwpcb_address() == st->save_area.lwpcb_address);
-          }
+          const auto err = unit.load_state(*st);
+          FUZZ_CHECK(damaged || !err);  // the unit's own state is always accepted
+          if (!err) FUZZ_CHECK(unit.lwpcb_address() == st->save_area.lwpcb_address);
         }
         break;
       }
