@@ -8,8 +8,10 @@
  * full: 3-record ring (96 bytes), threshold 0, interval 5, 32 nops, software never drains.
  *   Records at instructions 5, 10, 15, 20, 25, 30. A store that would make head == tail keeps
  *   head and counts a missed event instead ("the last event record is overwritten"): 5 -> offset
- *   0 (head 32), 10 -> 32 (head 64), 15, 20, 25, 30 -> 64 each, MissedEvents 4. After SLWPCB:
- *   head 64, tail 0, Flags EN|IRE (no INT: threshold 0), ring = {5, 10, 30}, no interrupt.
+ *   0 (head 32), 10 -> 32 (head 64), 15, 20, 25, 30 -> 64 each, MissedEvents 4. Instructions 33
+ *   and 34 read BufferHeadOffset while LWP is still on: 64, because a full buffer forces the head
+ *   to memory (§5.5.3). After SLWPCB: head 64, tail 0, Flags EN|IRE (no INT: threshold 0),
+ *   ring = {5, 10, 30}, no interrupt.
  * threshold: 8-record ring (256 bytes), threshold 96 (3 records), interval 4. Software drains at
  *   fixed points by writing BufferTailOffset and calls lwp_wait(0) (syscall 3: mov $3,%eax;
  *   xor %edi,%edi; syscall; store the result). Records at 4, 8, ..., 60 (never on a SYSCALL):
@@ -41,7 +43,7 @@ extern const uint64_t full_insns[], full_insns_end[];
 extern const uint64_t threshold_insns[], threshold_insns_end[];
 extern const uint64_t storm_insns[], storm_insns_end[];
 /* Each returns what SLWPCB returned. `results` gets the four lwp_wait results (threshold). */
-void *lwp_ring_full(struct lwpcb *cb);
+void *lwp_ring_full(struct lwpcb *cb, uint32_t *head_while_on);
 void *lwp_ring_threshold(struct lwpcb *cb, uint64_t results[4]);
 void *lwp_ring_storm(struct lwpcb *cb);
 
@@ -54,16 +56,22 @@ void *lwp_ring_storm(struct lwpcb *cb);
 
 __asm__(
     ".text\n"
-    /* rdi = LWPCB. rcx = 0 for the final LLWPCB. */
+    /* rdi = LWPCB (kept in rbx), rsi = where to put BufferHeadOffset as read while LWP is still
+     * on, rcx = 0 for the final LLWPCB. */
     ".globl lwp_ring_full\n"
     "lwp_ring_full:\n"
+    "  push %rbx\n"
+    "  mov %rdi, %rbx\n"
     "  xor %ecx, %ecx\n"
     "  .byte 0x8f, 0xe9, 0xf8, 0x12, 0xc7\n" /* llwpcb rdi */
     TABLE("full_insns")
-    NOPS(32)
+    NOPS(32)                            /*  1-32 */
+    I("mov 16(%rbx), %edx")             /* 33: head in memory, before any flush */
+    I("mov %edx, (%rsi)")               /* 34 */
     TABLE("full_insns_end")
     "  .byte 0x8f, 0xe9, 0xf8, 0x12, 0xc8\n" /* slwpcb rax */
     "  .byte 0x8f, 0xe9, 0xf8, 0x12, 0xc1\n" /* llwpcb rcx */
+    "  pop %rbx\n"
     "  ret\n"
 
     /* rdi = LWPCB (kept in rbx: LLWPCB returns the previous LWPCB in its register), rsi = results,
@@ -164,7 +172,10 @@ static void full(void) {
   setup(3, 0, 5);
   printf_("lwp_ring: full: ring=%p first insn %#llx\n", (void *)ring,
           (unsigned long long)full_insns[0]);
-  void *active = lwp_ring_full(&cb);
+  uint32_t head_while_on = 9999;
+  void *active = lwp_ring_full(&cb, &head_while_on);
+  printf_("lwp_ring: full: BufferHeadOffset read while LWP is on: %u\n", head_while_on);
+  expect("full", "BufferHeadOffset before SLWPCB", head_while_on, 64);
   static const unsigned want[] = {5, 10, 30};
   check("full", active, full_insns, (unsigned)(full_insns_end - full_insns), LWP_EN | LWP_IRE, 64,
         0, 4, want, 3);

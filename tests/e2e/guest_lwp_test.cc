@@ -211,13 +211,14 @@ TEST_F(GuestLwp, FullRingKeepsHeadCountsMissedEventsAndReportsAndTracesThem) {
   EXPECT_EQ(std::regex_replace(runs[0].lines, std::regex("ring=0x[0-9a-f]+ first insn 0x[0-9a-f]+"),
                                "ring=X first insn X"),
             "lwp_ring: full: ring=X first insn X\n"
+            "lwp_ring: full: BufferHeadOffset read while LWP is on: 64\n"
             "lwp_ring: full: flags 0x3 head 64 tail 0 missed 4\n"
             "lwp_ring: full: ring[0]: event 1 core 0 insn 5 rip=X\n"
             "lwp_ring: full: ring[1]: event 1 core 0 insn 10 rip=X\n"
             "lwp_ring: full: ring[2]: event 1 core 0 insn 30 rip=X\n"
             "lwp_ring: full: PASS\n");
-  // The sequence is 32 one-byte nops: instruction k is at first + k - 1. Records at 5, 10, ...,
-  // 30; the third and every later one find the ring full and overwrite slot 2 (missed).
+  // The sequence starts with 32 one-byte nops: instruction k is at first + k - 1. Records at 5,
+  // 10, ..., 30; the third and every later one find the ring full and overwrite slot 2 (missed).
   const uint64_t ring = hex_after(runs[0].result.out, "ring=");
   const uint64_t first = hex_after(runs[0].result.out, "first insn ");
   ASSERT_NE(first, 0u);
