@@ -182,6 +182,20 @@ TEST_F(GuestLwp, DcacheCacheLevelFilterKeepsOnlyTheNamedSources) {
   auto runs = both("lwp_dcache", {"3000000"});
   EXPECT_EQ(mask_addresses(runs[0].lines),
             dcache_lines("0x3000000", "1", misses_where([](const Miss& m) { return m.source == 1; })));
+  // The report of those two records: one line per load address, equal shares, by address.
+  std::vector<uint64_t> rips;
+  std::istringstream out(runs[0].result.out);
+  for (std::string line; std::getline(out, line);)
+    if (line.rfind("lwp_dcache: record ", 0) == 0) rips.push_back(hex_after(line, "rip="));
+  ASSERT_EQ(rips.size(), 2u);
+  char report[512];
+  std::snprintf(report, sizeof report,
+                "== task 1 lwp_dcache: 0 missed events, 0 threshold interrupts\n"
+                "   DCache misses: 2 records\n"
+                "     %#018" PRIx64 "        1  50.00%% %s\n"
+                "     %#018" PRIx64 "        1  50.00%% %s\n",
+                rips[0], std::string(30, '#').c_str(), rips[1], std::string(30, '#').c_str());
+  for (const StepperRun& s : runs) EXPECT_EQ(s.report, report) << s.stepper;
   // CLF|RAM: DRAM only (the L2 hit has no filter bit, so never under CLF).
   runs = both("lwp_dcache", {"9000000"});
   EXPECT_EQ(mask_addresses(runs[0].lines),
