@@ -533,7 +533,8 @@ struct Machine::Impl {
         spdlog::warn("vCPU {}: --max-interrupt-rate {}/s held back {} PMU interrupt requests, "
                      "{} of them coalesced into one already held; {} delivered{}",
                      v->kvm->index(), options.max_interrupts_per_second, l.throttled(),
-                     l.coalesced(), l.delivered(), l.has_pending() ? ", 1+ still held at exit" : "");
+                     l.coalesced(), l.delivered(),
+                     l.has_pending() ? " (the run ended while one was still held)" : "");
     for (auto& v : vcpus)  // what stepping cost: steps per counted instruction (bench/, README)
       if (v->kvm_stepper)
         spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} CPL-3 instructions counted",
