@@ -7,7 +7,10 @@
  * `area` (page aligned; every page it touches is written before LLWPCB, which is not stepped, so
  * no page fault lands in the sequence), then SLWPCB and LLWPCB 0. The precise backend's cache
  * model (pmu/cache/cache_model.h) starts cold for this task: only stepped CPL-3 instructions feed
- * it, and nothing of this program is stepped before LLWPCB. Its rules: set-associative, true LRU,
+ * it, and nothing of this program is stepped before LLWPCB. Run it as the only profiling task on
+ * its vCPU: the model is one per vCPU and tagged by linear address, and every program is linked
+ * at the same addresses, so another profiled task there changes what hits (two copies on one
+ * vCPU both FAIL). Its rules: set-associative, true LRU,
  * indexed by linear address, a miss fills every level below the one that hit (L3 only from DRAM),
  * stores allocate but are never reported, a load spanning two lines reports the lowest address
  * that missed with the farther level's latency. The amd-lwp profile: 64-byte lines, L1D 16 KiB
