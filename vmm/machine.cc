@@ -81,24 +81,6 @@ struct VcpuInterrupts : pmu::InterruptSink {
   }
 };
 
-// What the PMU models of one vCPU raise, on its way to the rate limiter. A threshold vector is
-// reported for the task running now (its LWPCB stored the record) together with whether the
-// limiter folded it into an interrupt it already held. Counting at request time keeps a held
-// interrupt that goes out later, while another task or the idle loop runs, with the task that
-// asked for it, and makes "requested = delivered + coalesced" checkable per task.
-struct RequestTap : pmu::InterruptSink {
-  pmu::RateLimitedInterruptSink* limited = nullptr;
-  std::function<void(bool coalesced)> on_vector;  // reporting hook (threshold interrupts per task)
-
-  void deliver_vector(uint8_t vector) override {
-    const uint64_t before = limited->coalesced();
-    limited->deliver_vector(vector);
-    if (on_vector) on_vector(limited->coalesced() != before);
-  }
-  void deliver_nmi() override { limited->deliver_nmi(); }
-  void raise_performance_interrupt() override { limited->raise_performance_interrupt(); }
-};
-
 std::vector<kvm_cpuid_entry2> to_kvm(const std::vector<CpuidEntry>& table) {
   std::vector<kvm_cpuid_entry2> out;
   for (const CpuidEntry& e : table) {
@@ -127,6 +109,24 @@ pmu::cache::Geometry to_cache_geometry(const CacheGeometry& g) {
   out.dram_latency_cycles = g.dram_latency_cycles;
   return out;
 }
+
+// What the PMU models of one vCPU raise, on its way to the rate limiter. A threshold vector is
+// reported for the task running now (its LWPCB stored the record) together with whether the
+// limiter folded it into an interrupt it already held. Counting at request time keeps a held
+// interrupt that goes out later, while another task or the idle loop runs, with the task that
+// asked for it, and makes "requested = delivered + coalesced" checkable per task.
+struct RequestTap : pmu::InterruptSink {
+  pmu::RateLimitedInterruptSink* limited = nullptr;
+  std::function<void(bool coalesced)> on_vector;  // reporting hook (threshold interrupts per task)
+
+  void deliver_vector(uint8_t vector) override {
+    const uint64_t before = limited->coalesced();
+    limited->deliver_vector(vector);
+    if (on_vector) on_vector(limited->coalesced() != before);
+  }
+  void deliver_nmi() override { limited->deliver_nmi(); }
+  void raise_performance_interrupt() override { limited->raise_performance_interrupt(); }
+};
 
 std::string describe_registers(KvmVcpu& vcpu) {
   char buf[512];
@@ -526,8 +526,6 @@ struct Machine::Impl {
     // it never signals a thread that is gone (a vCPU thread ends only after finish()).
     release_ticker();
     for (std::thread& t : threads) t.join();
-
-    if (!options.lwp_report.empty()) write_report();
     for (auto& v : vcpus)  // storm protection at work: say so, with the counts that add up
       if (const pmu::RateLimitedInterruptSink& l = *v->limited; l.throttled() > 0)
         spdlog::warn("vCPU {}: --max-interrupt-rate {}/s held back {} PMU interrupt requests, "
@@ -535,6 +533,8 @@ struct Machine::Impl {
                      v->kvm->index(), options.max_interrupts_per_second, l.throttled(),
                      l.coalesced(), l.delivered(),
                      l.has_pending() ? " (the run ended while one was still held)" : "");
+
+    if (!options.lwp_report.empty()) write_report();
     for (auto& v : vcpus)  // what stepping cost: steps per counted instruction (bench/, README)
       if (v->kvm_stepper)
         spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} CPL-3 instructions counted",
