@@ -35,12 +35,15 @@ void RateLimitedInterruptSink::deliver_vector(uint8_t vector) {
   ++throttled_;
   if (std::find(pending_vectors_.begin(), pending_vectors_.end(), vector) == pending_vectors_.end())
     pending_vectors_.push_back(vector);
+  else
+    ++coalesced_;
 }
 
 void RateLimitedInterruptSink::deliver_nmi() {
   poll();
   if (!pending_[kNmi] && take_slot()) return deliver_now(kNmi, 0);
   ++throttled_;
+  if (pending_[kNmi]) ++coalesced_;
   pending_[kNmi] = true;
 }
 
@@ -48,6 +51,7 @@ void RateLimitedInterruptSink::raise_performance_interrupt() {
   poll();
   if (!pending_[kPmi] && take_slot()) return deliver_now(kPmi, 0);
   ++throttled_;
+  if (pending_[kPmi]) ++coalesced_;
   pending_[kPmi] = true;
 }
 

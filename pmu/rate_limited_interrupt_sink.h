@@ -29,6 +29,10 @@ class RateLimitedInterruptSink : public InterruptSink {
 
   uint64_t delivered() const { return delivered_; }
   uint64_t throttled() const { return throttled_; }  // requests held back (coalesced or later)
+  // Held-back requests folded into an interrupt of the same kind (or vector) that was already
+  // held: they never get a delivery of their own. Every request is delivered, coalesced or still
+  // held, so requests = delivered() + coalesced() + (held now: at most one per kind and vector).
+  uint64_t coalesced() const { return coalesced_; }
   bool has_pending() const;
   // When held interrupts exist: the Clock time at which poll() can deliver the first of them
   // (the oldest delivery in the window leaves it). nullopt when nothing is held. A VMM whose vCPU
@@ -47,7 +51,7 @@ class RateLimitedInterruptSink : public InterruptSink {
   size_t next_ = 0;
   bool pending_[kKinds] = {};
   std::vector<uint8_t> pending_vectors_;  // distinct vectors held, in arrival order
-  uint64_t delivered_ = 0, throttled_ = 0;
+  uint64_t delivered_ = 0, throttled_ = 0, coalesced_ = 0;
 };
 
 }  // namespace pmu

@@ -59,12 +59,7 @@ struct VcpuInterrupts : pmu::InterruptSink {
   uint32_t apic_id = 0;
   bool pmi_pending = false;
 
-  std::function<void()> on_vector;  // reporting hook (threshold interrupts per task)
-
-  void deliver_vector(uint8_t vector) override {
-    vm->signal_msi(apic_id, vector);
-    if (on_vector) on_vector();
-  }
+  void deliver_vector(uint8_t vector) override { vm->signal_msi(apic_id, vector); }
   void deliver_nmi() override { vcpu->nmi(); }
   void raise_performance_interrupt() override {
     pmi_pending = true;
@@ -115,6 +110,24 @@ pmu::cache::Geometry to_cache_geometry(const CacheGeometry& g) {
   return out;
 }
 
+// What the PMU models of one vCPU raise, on its way to the rate limiter. A threshold vector is
+// reported for the task running now (its LWPCB stored the record) together with whether the
+// limiter folded it into an interrupt it already held. Counting at request time keeps a held
+// interrupt that goes out later, while another task or the idle loop runs, with the task that
+// asked for it, and makes "requested = delivered + coalesced" checkable per task.
+struct RequestTap : pmu::InterruptSink {
+  pmu::RateLimitedInterruptSink* limited = nullptr;
+  std::function<void(bool coalesced)> on_vector;  // reporting hook (threshold interrupts per task)
+
+  void deliver_vector(uint8_t vector) override {
+    const uint64_t before = limited->coalesced();
+    limited->deliver_vector(vector);
+    if (on_vector) on_vector(limited->coalesced() != before);
+  }
+  void deliver_nmi() override { limited->deliver_nmi(); }
+  void raise_performance_interrupt() override { limited->raise_performance_interrupt(); }
+};
+
 std::string describe_registers(KvmVcpu& vcpu) {
   char buf[512];
   try {
@@ -150,6 +163,7 @@ struct Machine::Impl {
     std::unique_ptr<KvmVcpu> kvm;
     VcpuInterrupts interrupts;
     std::unique_ptr<pmu::RateLimitedInterruptSink> limited;
+    RequestTap tap;  // the PMU models' sink: reports, then hands over to `limited`
     std::unique_ptr<VcpuControlBlock> control;
     std::unique_ptr<GuestAssistedStepper> stepper;  // precise backend, guest-assisted (or none)
     std::unique_ptr<KvmStepper> kvm_stepper;        // precise backend, KVM single-step (or none)
@@ -444,6 +458,7 @@ struct Machine::Impl {
       v->interrupts.apic_id = i;
       v->limited = std::make_unique<pmu::RateLimitedInterruptSink>(
           v->interrupts, clock, options.max_interrupts_per_second);
+      v->tap.limited = v->limited.get();
       std::optional<pmu::netburst::Config> netburst;
       if (options.profile.netburst) {
         netburst.emplace();
@@ -457,7 +472,7 @@ struct Machine::Impl {
           throw UsageError("CPU profile " + options.profile.name + ": NetBurst PMU: " + *error);
       }
       v->control = std::make_unique<VcpuControlBlock>(i, i, options.profile.lwp, options.seed, ram,
-                                                      *v->limited, netburst);
+                                                      v->tap, netburst);
       if (options.stepper == MachineOptions::Stepper::kGuest)
         v->stepper = std::make_unique<GuestAssistedStepper>(ram, to_cache_geometry(options.profile.cache));
       if (options.stepper == MachineOptions::Stepper::kKvm)
@@ -466,9 +481,9 @@ struct Machine::Impl {
       Vcpu* raw = v.get();
       // Only LWP raises fixed vectors (NetBurst goes through LVTPC): each is a threshold
       // interrupt of the task running on this vCPU.
-      v->interrupts.on_vector = [this, raw = v.get()] {
+      v->tap.on_vector = [this, raw = v.get()](bool coalesced) {
         std::lock_guard<std::mutex> g(report_lock);
-        report.add_interrupt(raw->task);
+        report.add_interrupt(raw->task, coalesced);
       };
       v->control->lwp().set_record_observer([this, raw](const pmu::lwp::StoredRecord& rec) {
         std::lock_guard<std::mutex> g(report_lock);
@@ -511,6 +526,13 @@ struct Machine::Impl {
     // it never signals a thread that is gone (a vCPU thread ends only after finish()).
     release_ticker();
     for (std::thread& t : threads) t.join();
+    for (auto& v : vcpus)  // storm protection at work: say so, with the counts that add up
+      if (const pmu::RateLimitedInterruptSink& l = *v->limited; l.throttled() > 0)
+        spdlog::warn("vCPU {}: --max-interrupt-rate {}/s held back {} PMU interrupt requests, "
+                     "{} of them coalesced into one already held; {} delivered{}",
+                     v->kvm->index(), options.max_interrupts_per_second, l.throttled(),
+                     l.coalesced(), l.delivered(),
+                     l.has_pending() ? " (the run ended while one was still held)" : "");
 
     if (!options.lwp_report.empty()) write_report();
     for (auto& v : vcpus)  // what stepping cost: steps per counted instruction (bench/, README)

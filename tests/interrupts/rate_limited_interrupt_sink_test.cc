@@ -21,6 +21,7 @@ TEST(RateLimitTest, DeliversUpToTheLimitThenHolds) {
   for (int i = 0; i < 10; ++i) sink.deliver_vector(0x40);
   EXPECT_EQ(inner.vectors.size(), 3u);
   EXPECT_EQ(sink.throttled(), 7u);
+  EXPECT_EQ(sink.coalesced(), 6u);  // the first held one waits, six more fold into it
   EXPECT_TRUE(sink.has_pending());
   clock.ns += 999'999'999;
   EXPECT_EQ(sink.poll(), 0);  // still inside the window of the first delivery
@@ -28,6 +29,7 @@ TEST(RateLimitTest, DeliversUpToTheLimitThenHolds) {
   EXPECT_EQ(sink.poll(), 1);  // the 7 held ones were coalesced into one
   EXPECT_EQ(inner.vectors.size(), 4u);
   EXPECT_FALSE(sink.has_pending());
+  EXPECT_EQ(sink.delivered() + sink.coalesced(), 10u);  // every request accounted for
 }
 
 TEST(RateLimitTest, NextReleaseIsWhenTheOldestDeliveryLeavesTheWindow) {
@@ -87,6 +89,7 @@ TEST(RateLimitTest, KindsAreHeldSeparatelyAndDistinctVectorsKept) {
   sink.poll();
   EXPECT_EQ(inner.vectors, (std::vector<uint8_t>{0x40, 0x41}));
   EXPECT_FALSE(sink.has_pending());
+  EXPECT_EQ(sink.coalesced(), 1u);  // the second 0x41 only; other kinds and vectors are kept apart
 }
 
 TEST(RateLimitTest, ZeroMeansUnlimited) {

@@ -26,6 +26,18 @@ TEST(LwpReportTest, RendersTopAddressesWithShareAndBars) {
   EXPECT_EQ(r.render(10, 10), expected);
 }
 
+TEST(LwpReportTest, NamesInterruptsTheRateLimitCoalesced) {
+  LwpReport r;
+  r.set_task_name(1, "storm");
+  r.add_record(1, encode_instructions_retired(0, 0x401000), false);
+  for (int i = 0; i < 5; ++i) r.add_interrupt(1, /*coalesced=*/i >= 2);
+  EXPECT_EQ(r.render(10, 10),
+            "== task 1 storm: 0 missed events, 5 threshold interrupts (3 coalesced by "
+            "--max-interrupt-rate)\n"
+            "   instructions retired: 1 records\n"
+            "     0x0000000000401000        1 100.00% ##########\n");
+}
+
 TEST(LwpReportTest, TopLimitsAndTiesAreDeterministic) {
   LwpReport r;
   for (uint64_t rip = 0x10; rip > 0; --rip) r.add_record(2, encode_instructions_retired(0, rip), false);

@@ -31,9 +31,15 @@ std::string LwpReport::render(int top, int bar_width) const {
   if (tasks_.empty()) return "LWP report: no task stored any record\n";
   for (const auto& [id, t] : tasks_) {
     std::snprintf(line, sizeof line, "== task %u%s%s: %" PRIu64 " missed events, %" PRIu64
-                                     " threshold interrupts\n",
+                                     " threshold interrupts",
                   id, t.name.empty() ? "" : " ", t.name.c_str(), t.missed, t.interrupts);
     out += line;
+    if (t.coalesced != 0) {
+      std::snprintf(line, sizeof line, " (%" PRIu64 " coalesced by --max-interrupt-rate)",
+                    t.coalesced);
+      out += line;
+    }
+    out += "\n";
     if (t.events.empty()) out += "   (no records)\n";
     for (const auto& [event, e] : t.events) {
       std::snprintf(line, sizeof line, "   %s: %" PRIu64 " records\n", event_name(event).c_str(),
