@@ -65,6 +65,12 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
   run_cmd->add_option("--mem", run.mem_mib, "Guest RAM in MiB")
       ->check(CLI::Range(4, 65536))
       ->capture_default_str();
+  run_cmd->add_option("--timer-hz", run.timer_hz,
+                      "The bundled kernel's scheduler tick; 0 = none (tasks switch only when they "
+                      "yield, wait or exit, and lwp_wait timeouts never expire: for runs whose "
+                      "CPL-0 instruction counts must not depend on wall-clock time)")
+      ->check(CLI::Range(0, 10000))
+      ->capture_default_str();
   run_cmd->add_option("--seed", run.seed, "Seed of the LWPCB.Random generator (same seed, same records)")
       ->capture_default_str();
   run_cmd->add_option("--kernel", run.kernel, "Guest kernel ELF instead of the bundled one");

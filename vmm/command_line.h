@@ -24,6 +24,7 @@ struct RunCommand {
   uint32_t vcpus = 1;
   uint64_t mem_mib = 256;
   uint64_t seed = 1;
+  uint32_t timer_hz = 100;
   std::string kernel;             // "" = the bundled kernel
   std::string log_level = "warn";
   std::string lwp_report;         // "" none, "-" stdout, else file

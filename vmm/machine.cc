@@ -201,7 +201,8 @@ struct Machine::Impl {
 
   explicit Impl(MachineOptions o) : options(std::move(o)), ram(options.mem_mib << 20) {
     auto result = load_guest(ram, options.kernel, options.kernel_name, options.programs,
-                             BootParameters{options.vcpus, pv_features(), 100});
+                             BootParameters{options.vcpus, pv_features(),
+                                            options.timer_hz ? options.timer_hz : PMUVM_TIMER_OFF});
     if (auto* error = std::get_if<std::string>(&result)) throw UsageError(*error);
     loaded = std::get<LoadedGuest>(result);
   }

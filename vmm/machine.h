@@ -21,6 +21,7 @@ struct MachineOptions {
   uint32_t vcpus = 1;
   uint64_t mem_mib = 256;
   uint64_t seed = 0;
+  uint32_t timer_hz = 100;  // the bundled kernel's tick; 0 = none
   ElfImage kernel;
   std::string kernel_name = "bundled kernel";
   std::vector<GuestProgram> programs;

@@ -51,6 +51,7 @@ int run(const vmm::RunCommand& cmd) {
   options.vcpus = cmd.vcpus;
   options.mem_mib = cmd.mem_mib;
   options.seed = cmd.seed;
+  options.timer_hz = cmd.timer_hz;
   options.max_interrupts_per_second = cmd.max_interrupt_rate;
   options.lwp_report = cmd.lwp_report;
   options.lwp_trace = cmd.lwp_trace;

@@ -49,6 +49,10 @@ struct pmuvm_program {
   struct pmuvm_segment segments[PMUVM_MAX_SEGMENTS];
 };
 
+/* boot_info.timer_hz: no periodic tick. Tasks switch only when they yield, wait or exit;
+ * lwp_wait timeouts never expire. Makes CPL-0 work independent of wall-clock time. */
+#define PMUVM_TIMER_OFF 0xFFFFFFFFu
+
 struct pmuvm_boot_info {
   uint64_t magic;             /* PMUVM_BOOT_MAGIC */
   uint32_t version;           /* PMUVM_BOOT_VERSION */
@@ -57,7 +61,8 @@ struct pmuvm_boot_info {
   uint64_t free_phys_start;   /* first physical byte the VMM did not use (page aligned) */
   uint32_t program_count;
   uint32_t pv_features;       /* PMUVM_PV_* the VMM offers (also in CPUID 0x40000001 EAX) */
-  uint32_t timer_hz;          /* scheduler tick the kernel should program (LAPIC timer) */
+  uint32_t timer_hz;          /* scheduler tick the kernel should program (LAPIC timer), or
+                                 PMUVM_TIMER_OFF */
   uint32_t reserved;
   struct pmuvm_program programs[PMUVM_MAX_PROGRAMS];
 };

@@ -50,6 +50,7 @@ void lapic_init(struct cpu *c) {
 
 void lapic_timer_start(void) {
   const uint32_t hz = kcfg.timer_hz;
+  if (hz == 0) return; /* PMUVM_TIMER_OFF: the timer LVT stays masked */
   const uint64_t count = APIC_BUS_HZ / 16 / hz;
   lapic_write(LAPIC_TIMER_DIVIDE, 0x3); /* divide by 16 */
   lapic_write(LAPIC_LVT_TIMER, LVT_PERIODIC | TIMER_VECTOR);

@@ -111,8 +111,9 @@ static NORETURN void bsp_main(uint64_t boot_info_phys) {
           PMUVM_MAX_PROGRAMS);
   kcfg.vcpu_count = boot_info.vcpu_count ? boot_info.vcpu_count : 1;
   kcfg.timer_hz = boot_info.timer_hz;
-  if (kcfg.timer_hz == 0) kcfg.timer_hz = 100;
-  if (kcfg.timer_hz > 10000) kcfg.timer_hz = 10000;
+  if (kcfg.timer_hz == PMUVM_TIMER_OFF) kcfg.timer_hz = 0; /* no tick: lapic_timer_start */
+  else if (kcfg.timer_hz == 0) kcfg.timer_hz = 100;
+  else if (kcfg.timer_hz > 10000) kcfg.timer_hz = 10000;
   kcfg.ram_size = boot_info.ram_size;
   idt_init();
   cpu_early_traps(&cpus[0]);
