@@ -233,6 +233,25 @@ TEST_F(GuestNetburst, KernelAndBothLevelsAreExactWithoutATick) {
   EXPECT_EQ(count_of(counted("kvm", {"branch", "15", "both"}, no_tick)), 16 + os_branches);
 }
 
+// Cascade: counter 14 (Cascade, not enabled) starts when its alternate, counter 12 preset to
+// -PERIOD, overflows at event PERIOD, and counts from the next instruction: 1010 - PERIOD.
+// Counter 12 (read 9 instructions later) wrapped through 0: 1010 + 9 - PERIOD.
+TEST_F(GuestNetburst, CascadedCounterStartsAfterItsAlternateOverflows) {
+  auto cascade = [](const char* stepper, const char* period) {
+    std::vector<std::string> argv = {"run", "--cpu", "intel-netburst", "--stepper", stepper, "--",
+                                     program("netburst_exact"), "cascade", period};
+    auto r = run(argv);
+    EXPECT_EQ(r.status, 0) << stepper << "\n" << r.out << r.err;
+    const size_t at = r.out.find("netburst_exact: cascade ");
+    return at == std::string::npos ? r.out : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  for (const char* stepper : {"kvm", "guest"}) {
+    EXPECT_EQ(cascade(stepper, "100"), "netburst_exact: cascade count 910 alternate 919") << stepper;
+    EXPECT_EQ(cascade(stepper, "1"), "netburst_exact: cascade count 1009 alternate 1018") << stepper;
+    EXPECT_EQ(cascade(stepper, "1000"), "netburst_exact: cascade count 10 alternate 19") << stepper;
+  }
+}
+
 // The netburst profile offers the P4 PMU the way Linux's driver looks for it: IA32_MISC_ENABLE
 // bit 7 (performance monitoring available) set; the kernel's driver prints what it read.
 TEST_F(GuestNetburst, MiscEnableSaysPerformanceMonitoringIsAvailable) {
