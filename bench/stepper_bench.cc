@@ -5,9 +5,14 @@
 // Prints:
 //  (1) the raw single-step exit rate: pmuvm's KVM layer, a CPL-0 nop loop, KVM_GUESTDBG_SINGLESTEP
 //      re-issued before every KVM_RUN exactly as the run loop does, a trivial handler;
-//  (2) for each stepper, `pmuvm run --log-level info --stepper S -- lwp_demo`: wall time, steps
-//      (from pmuvm's exit line), CPL-3 instructions counted, steps per counted instruction, and
-//      steps per second over the whole run (boot included, so a lower bound) as a ratio of (1).
+//  (2) for each stepper, `pmuvm run --log-level info --stepper S -- lwp_demo 1 0 timed`: wall
+//      time, stepping exits (steps, and for the KVM stepper the breakpoint exits where user mode
+//      resumes; from pmuvm's exit line), CPL-3 instructions counted, exits per counted
+//      instruction, and exits per second over the whole run (boot included, so a lower bound) as
+//      a ratio of (1);
+//  (3) instructions per second of lwp_demo's compute phases profiled (each stepper) vs
+//      unprofiled (`lwp_demo 1 0 unprofiled`: no LLWPCB, nothing stepped), as the ratio of the
+//      TSC ticks the guest measured around the same instructions.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -49,20 +54,23 @@ double raw_steps_per_second(double seconds) {
 
 struct PmuvmRun {
   double seconds = 0;
-  long long user_steps = -1, kernel_steps = -1, counted = -1;
+  long long user_steps = 0, kernel_steps = 0, arrivals = 0, counted = -1, ticks = -1;
   std::string error;
 };
 
-PmuvmRun run_pmuvm(const std::string& pmuvm, const std::string& program, const std::string& stepper) {
+PmuvmRun run_pmuvm(const std::string& pmuvm, const std::string& program, const std::string& stepper,
+                   const std::string& mode) {
   PmuvmRun r;
   const std::string err_path = "/tmp/stepper_bench." + std::to_string(getpid()) + ".err";
-  std::vector<std::string> argv = {pmuvm, "run", "--log-level", "info", "--stepper", stepper, "--", program};
+  const std::string out_path = "/tmp/stepper_bench." + std::to_string(getpid()) + ".out";
+  std::vector<std::string> argv = {pmuvm, "run", "--log-level", "info", "--stepper", stepper,
+                                   "--", program, "1", "0", mode};
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   pid_t pid = 0;
   const Clock::time_point t0 = Clock::now();
@@ -79,15 +87,24 @@ PmuvmRun run_pmuvm(const std::string& pmuvm, const std::string& program, const s
   text << in.rdbuf();
   unlink(err_path.c_str());
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) r.error = "pmuvm failed: " + text.str();
+  std::ifstream out_file(out_path);
+  std::stringstream out;
+  out << out_file.rdbuf();
+  unlink(out_path.c_str());
   std::smatch m;
-  const std::string s = text.str();
-  if (std::regex_search(s, m, std::regex(R"((\d+) CPL-3 and (\d+) CPL-0 steps, (\d+) CPL-3)"))) {
+  const std::string s = text.str(), o = out.str();
+  if (std::regex_search(s, m, std::regex(R"((\d+) CPL-3 and (\d+) CPL-0 steps, (?:(\d+) returns to user mode run to by breakpoint, )?(\d+) CPL-3)"))) {
     r.user_steps = std::stoll(m[1]);
     r.kernel_steps = std::stoll(m[2]);
-    r.counted = std::stoll(m[3]);
-  } else if (r.error.empty()) {
+    r.arrivals = m[3].matched ? std::stoll(m[3]) : 0;
+    r.counted = std::stoll(m[4]);
+  } else if (mode != "unprofiled" && r.error.empty()) {
     r.error = "no stepper line in pmuvm's log";
   }
+  if (std::regex_search(o, m, std::regex(R"(compute phases took (\d+) TSC ticks)")))
+    r.ticks = std::stoll(m[1]);
+  else if (r.error.empty())
+    r.error = "no 'compute phases took' line in the program's output";
   return r;
 }
 
@@ -106,18 +123,28 @@ int main(int argc, char** argv) try {
   std::printf("(1) raw KVM single-step, CPL-0 nop loop, re-issued per run: %.0f steps/s (%.1f µs/step)\n",
               raw, 1e6 / raw);
   std::printf("(2) pmuvm run --stepper S -- %s (whole run: boot, stepping, exit)\n", program.c_str());
+  const PmuvmRun unprofiled = run_pmuvm(pmuvm, program, "kvm", "unprofiled");
+  if (!unprofiled.error.empty()) std::printf("  unprofiled run FAILED: %s\n", unprofiled.error.c_str());
+  std::vector<std::pair<std::string, long long>> profiled_ticks;
   for (const char* stepper : {"kvm", "guest"}) {
-    const PmuvmRun r = run_pmuvm(pmuvm, program, stepper);
+    const PmuvmRun r = run_pmuvm(pmuvm, program, stepper, "timed");
     if (!r.error.empty()) {
       std::printf("  %-5s FAILED: %s\n", stepper, r.error.c_str());
       continue;
     }
-    const double steps = static_cast<double>(r.user_steps + r.kernel_steps);
-    std::printf("  %-5s %7.2f s  %9lld CPL-3 + %7lld CPL-0 steps  %9lld counted  "
-                "stepped/counted %.3f (goal <= 1.05)  %7.0f steps/s = %.2f x raw (goal >= 0.8)\n",
-                stepper, r.seconds, r.user_steps, r.kernel_steps, r.counted, steps / r.counted,
-                steps / r.seconds, steps / r.seconds / raw);
+    const double exits = static_cast<double>(r.user_steps + r.kernel_steps + r.arrivals);
+    std::printf("  %-5s %7.2f s  %9lld CPL-3 + %7lld CPL-0 steps + %6lld breakpoint arrivals  "
+                "%9lld counted  exits/counted %.3f (goal <= 1.05)  %7.0f exits/s = %.2f x raw "
+                "(goal >= 0.8)\n",
+                stepper, r.seconds, r.user_steps, r.kernel_steps, r.arrivals, r.counted,
+                exits / r.counted, exits / r.seconds, exits / r.seconds / raw);
+    profiled_ticks.emplace_back(stepper, r.ticks);
   }
+  std::printf("(3) lwp_demo compute phases, TSC ticks: unprofiled %lld\n", unprofiled.ticks);
+  for (const auto& [stepper, ticks] : profiled_ticks)
+    std::printf("  %-5s profiled %lld ticks: instructions/s profiled / unprofiled = 1 / %.0f\n",
+                stepper.c_str(), ticks,
+                unprofiled.ticks > 0 ? static_cast<double>(ticks) / unprofiled.ticks : 0.0);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "stepper_bench: %s\n", e.what());

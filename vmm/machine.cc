@@ -16,6 +16,7 @@
 #include "pmu/rate_limited_interrupt_sink.h"
 #include "vmm/boot/long_mode.h"
 #include "vmm/cpu/cpuid_table.h"
+#include "vmm/devices/lvt_performance_counter.h"
 #include "vmm/devices/serial_16550.h"
 #include "vmm/kvm/kvm_vcpu.h"
 #include "vmm/precise/guest_assisted_stepper.h"
@@ -52,8 +53,6 @@ struct SteadyClock : pmu::Clock {
 // arrive inside the handler: NMIs are blocked there until IRET, and a fixed vector waits in IRR
 // while IF = 0, so nothing nests in practice.
 struct VcpuInterrupts : pmu::InterruptSink {
-  static constexpr uint32_t kLvtpc = 0x340;
-  static constexpr uint32_t kLvtMasked = 1u << 16;
   KvmVm* vm = nullptr;
   KvmVcpu* vcpu = nullptr;
   uint32_t apic_id = 0;
@@ -67,14 +66,15 @@ struct VcpuInterrupts : pmu::InterruptSink {
   }
   void deliver_pending_pmi() {
     if (!pmi_pending) return;
-    const uint32_t lvtpc = vcpu->lapic_register(kLvtpc);  // a read: KVM_GET_LAPIC changes nothing
-    if (lvtpc & kLvtMasked) return;
-    switch ((lvtpc >> 8) & 7) {
-      case 4: vcpu->nmi(); break;                                        // NMI
-      case 0: vm->signal_msi(apic_id, static_cast<uint8_t>(lvtpc)); break;  // fixed
-      default:
+    // A read: KVM_GET_LAPIC changes nothing.
+    const PmiDelivery d = route_pmi(vcpu->lapic_register(kLvtpcOffset));
+    switch (d.route) {
+      case PmiDelivery::Route::kHeld: return;  // retried at the next exit
+      case PmiDelivery::Route::kNmi: vcpu->nmi(); break;
+      case PmiDelivery::Route::kFixed: vm->signal_msi(apic_id, d.vector); break;
+      case PmiDelivery::Route::kUnsupported:
         spdlog::warn("vCPU {}: LVTPC delivery mode {} is not supported; PMI dropped",
-                     vcpu->index(), (lvtpc >> 8) & 7);
+                     vcpu->index(), d.delivery_mode);
         break;
     }
     pmi_pending = false;
@@ -168,7 +168,7 @@ struct Machine::Impl {
     std::unique_ptr<GuestAssistedStepper> stepper;  // precise backend, guest-assisted (or none)
     std::unique_ptr<KvmStepper> kvm_stepper;        // precise backend, KVM single-step (or none)
     bool stepping = false;  // KVM single-step is on for the next KVM_RUN
-    bool to_user = false;   // stepping through the kernel's return path into a profiled task
+    bool running_to_user = false;  // no single-step; a breakpoint where user mode resumes
     uint64_t counted = 0;   // CPL-3 instructions a stepper handed to the PMU models
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
@@ -287,7 +287,11 @@ struct Machine::Impl {
       switch (msr) {
         case PMUVM_MSR_USER_ENTRY:
           v.control->enter_user(s.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
-          v.to_user = v.kvm_stepper && v.control->wants_events();  // step into the task
+          if (v.kvm_stepper && steps_user_code_only(v))  // run free into the task, then step
+            for (const pmu::RetiredInstruction& r : v.kvm_stepper->on_user_entry(run->msr.data, ctx)) {
+              v.control->retire(r, s.cr3);
+              if (r.cpl == 3) ++v.counted;
+            }
           if (v.stepper)
             if (auto retired = v.stepper->on_user_entry(run->msr.data, ctx))
               v.control->retire(*retired, s.cr3);
@@ -362,50 +366,81 @@ struct Machine::Impl {
   }
 
   // KVM stepper (DESIGN §4.7): step only while something counts on this vCPU. LWP counts CPL-3
-  // execution only, and so do NetBurst counters without T0_OS: with the kernel's profiled-entry
-  // notification (PMUVM_PV_PROFILED_ENTRY) user code is stepped from each return into a profiled
-  // task until it enters the kernel again, so kernel code runs free. While a NetBurst counter
-  // counts at CPL 0, every CPL is stepped. KVM_SET_GUEST_DEBUG is re-issued before every KVM_RUN
-  // while stepping: KVM sets TF for the RIP of that moment only, and POPF/IRET/interrupt delivery
-  // drop it.
+  // execution only, and so do NetBurst counters without T0_OS: then only user code is stepped.
+  // The kernel announces each return into a profiled task (PMUVM_PV_PROFILED_ENTRY) with its trap
+  // frame; the kernel then runs free to the frame's RIP (an instruction breakpoint), and stepping
+  // resumes there. While a NetBurst counter counts at CPL 0, every CPL is stepped.
+  // KVM_SET_GUEST_DEBUG is re-issued before every KVM_RUN while stepping: KVM sets TF for the RIP
+  // of that moment only, and POPF/IRET/interrupt delivery drop it.
+  bool steps_user_code_only(const Vcpu& v) const {
+    const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
+    if (netburst && netburst->wants_kernel_events()) return false;
+    return v.control->lwp().wants_events() || (netburst && netburst->wants_events());
+  }
+
   void update_stepping(Vcpu& v) {
     const uint8_t cpl = v.kvm->exit_sregs().ss.dpl;
     const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
-    bool want = false;
-    if (netburst && netburst->wants_kernel_events()) want = true;  // every CPL
-    else if (v.control->lwp().wants_events() || (netburst && netburst->wants_events()))
-      want = cpl == 3 || v.to_user;  // user code only: from each return into it
-    if (want) {
+    const bool every_cpl = netburst && netburst->wants_kernel_events();
+    const bool user_only = !every_cpl && steps_user_code_only(v);
+    const std::optional<uint64_t>& resume = v.kvm_stepper->resume_rip();
+    if (user_only && cpl == 3 && resume) {
+      // User mode was reached without passing the breakpoint (the kernel resumed elsewhere than
+      // its frame said): stepping resumes here; what ran since was not counted.
+      spdlog::warn("vCPU {}: user mode resumed at {:#x}, not at the announced {:#x}; instructions "
+                   "in between were not counted", v.kvm->index(), v.kvm->exit_regs().rip, *resume);
+      v.kvm_stepper->on_user_arrival(user_state(v));
+    }
+    if (every_cpl || (user_only && cpl == 3)) {
       // In user mode, a breakpoint on the SYSCALL entry point reports SYSCALL as it retires
       // (its single-step trap is not delivered: FMASK clears TF), so it counts with the PMU
       // state of that moment (a pmc_config that enables a counter must not count itself).
       v.kvm->set_single_step(true, cpl == 3 ? std::optional<uint64_t>(v.kvm_stepper->syscall_entry())
                                             : std::nullopt);
-    } else if (v.stepping) {
-      v.kvm->set_single_step(false);
-      v.kvm_stepper->stop();
-      v.to_user = false;
+      v.stepping = true;
+      v.running_to_user = false;
+      return;
     }
-    v.stepping = want;
+    // User mode left: nothing steps in the kernel (unless a return into the task was already
+    // announced: an NMI handler's return reaches USER_ENTRY with no exit before it).
+    if (v.stepping && !v.kvm_stepper->resume_rip()) v.kvm_stepper->stop();
+    if (user_only && v.kvm_stepper->resume_rip()) {
+      if (!v.running_to_user) v.kvm->set_single_step(false, v.kvm_stepper->resume_rip());
+      v.running_to_user = true;
+    } else if (v.stepping || v.running_to_user) {
+      v.kvm->set_single_step(false);
+      v.running_to_user = false;
+    }
+    v.stepping = false;
+  }
+
+  // The vCPU's registers at this exit, as the steppers see them.
+  static GuestRegisters user_state(Vcpu& v) {
+    const kvm_sregs s = v.kvm->exit_sregs();
+    GuestRegisters g = general_registers(v.kvm->exit_regs());
+    g.fs_base = s.fs.base, g.gs_base = s.gs.base;
+    g.cr3 = s.cr3;
+    return g;
   }
 
   // One KVM single-step exit: the state after an instruction.
   void on_step(Vcpu& v) {
     const kvm_run* run = v.kvm->run_state();
     constexpr uint64_t kDr6Step = 1u << 14, kDr6Breakpoint0 = 1u << 0;
+    if (v.kvm_stepper && v.running_to_user && (run->debug.arch.dr6 & kDr6Breakpoint0) &&
+        v.kvm->exit_sregs().ss.dpl == 3) {
+      v.kvm_stepper->on_user_arrival(user_state(v));  // user mode resumes: step from here
+      return;
+    }
     if (!v.kvm_stepper || !v.stepping || !(run->debug.arch.dr6 & (kDr6Step | kDr6Breakpoint0))) {
       spdlog::warn("vCPU {}: debug exit that is not a pmuvm single step (exception {}, dr6 {:#x}, "
                    "rip {:#x}); ignored", v.kvm->index(), run->debug.arch.exception,
                    run->debug.arch.dr6, run->debug.arch.pc);
       return;
     }
-    const kvm_regs r = v.kvm->exit_regs();
     const kvm_sregs s = v.kvm->exit_sregs();
     const uint8_t cpl = s.ss.dpl;
-    if (cpl == 3) v.to_user = false;
-    GuestRegisters g = general_registers(r);
-    g.fs_base = s.fs.base, g.gs_base = s.gs.base;
-    g.cr3 = s.cr3;
+    const GuestRegisters g = user_state(v);
     spdlog::trace("vCPU {}: step to rip {:#x} at CPL {}", v.kvm->index(), g.rip, cpl);
     for (const pmu::RetiredInstruction& retired : v.kvm_stepper->on_step(g, cpl, s.cr3)) {
       v.control->retire(retired, s.cr3);
@@ -538,10 +573,11 @@ struct Machine::Impl {
     if (!options.lwp_report.empty()) write_report();
     for (auto& v : vcpus)  // what stepping cost: steps per counted instruction (bench/, README)
       if (v->kvm_stepper)
-        spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} CPL-3 instructions "
-                     "counted ({} interrupts taken after an unreported instruction)",
-                     v->kvm->index(), v->kvm_stepper->user_steps(), v->kvm_stepper->kernel_steps(),
-                     v->counted, v->kvm_stepper->late_interrupts());
+        spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} returns to user mode "
+                     "run to by breakpoint, {} CPL-3 instructions counted ({} interrupts taken "
+                     "after an unreported instruction)", v->kvm->index(),
+                     v->kvm_stepper->user_steps(), v->kvm_stepper->kernel_steps(),
+                     v->kvm_stepper->user_entries(), v->counted, v->kvm_stepper->late_interrupts());
       else if (v->stepper)
         spdlog::info("vCPU {}: guest-assisted stepper: {} CPL-3 and 0 CPL-0 steps, {} CPL-3 "
                      "instructions counted", v->kvm->index(), v->stepper->steps(), v->counted);

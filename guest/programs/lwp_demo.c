@@ -1,4 +1,4 @@
-/* lwp_demo [SCALE [RANDOM]]: the README's LWP demo. Sets up an LWPCB with the instructions-retired,
+/* lwp_demo [SCALE [RANDOM [timed|unprofiled]]]: the README's LWP demo. Sets up an LWPCB with the instructions-retired,
  * branches-retired and DCache-miss events (those CPUID 0x8000001C EAX enables, up to
  * LWPMaxEvents) and a ring buffer with a threshold, loads it with LLWPCB, then runs
  *   1. a hot arithmetic loop,
@@ -9,7 +9,10 @@
  * LLWPCB 0. SCALE (default 1) multiplies the work: each user instruction is single-stepped by the
  * precise backend, so the default is kept to roughly 200k instructions. Exits 1 if LWP is not
  * enabled or no record arrived. RANDOM (default 0) goes into LWPCB.Random: that many low bits of
- * each reloaded counter are drawn from the seeded generator (pmuvm run --seed). */
+ * each reloaded counter are drawn from the seeded generator (pmuvm run --seed).
+ * timed: also prints the TSC ticks the three compute phases took (the same instructions with
+ * and without profiling: bench/stepper_bench's instructions-per-second ratio); unprofiled: the
+ * same, without LLWPCB (nothing is stepped), and no records expected. */
 #include "guest/lib/lwp.h"
 #include "guest/lib/pmuvm.h"
 
@@ -57,6 +60,14 @@ static void report(const char *phase) {
           (unsigned long long)records[0], (unsigned long long)interrupts);
 }
 
+static uint64_t work_ticks; /* TSC ticks spent in the compute phases */
+
+static inline uint64_t rdtsc(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+  return ((uint64_t)hi << 32) | lo;
+}
+
 static uint64_t hot_loop(uint64_t n) {
   uint64_t x = 1;
   for (uint64_t i = 0; i < n; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
@@ -86,10 +97,23 @@ static uint64_t strided(unsigned passes) {
 
 int main(int argc, char **argv) {
   long scale = 1, random = 0;
+  const int timed = argc > 3 && (!strcmp(argv[3], "timed") || !strcmp(argv[3], "unprofiled"));
+  const int profiled = !(argc > 3 && !strcmp(argv[3], "unprofiled"));
   if ((argc > 1 && (parse_long(argv[1], &scale) != 0 || scale < 1 || scale > 1000)) ||
-      (argc > 2 && (parse_long(argv[2], &random) != 0 || random < 0 || random > 15))) {
-    print("usage: lwp_demo [SCALE 1..1000 [RANDOM 0..15]]\n");
+      (argc > 2 && (parse_long(argv[2], &random) != 0 || random < 0 || random > 15)) ||
+      (argc > 3 && !timed)) {
+    print("usage: lwp_demo [SCALE 1..1000 [RANDOM 0..15 [timed|unprofiled]]]\n");
     return 2;
+  }
+  if (!profiled) {
+    const uint64_t t0 = rdtsc();
+    uint64_t sink = hot_loop(20000u * (uint64_t)scale);
+    sink += branchy(5000u * (uint64_t)scale);
+    sink += strided(4u * (unsigned)scale);
+    const uint64_t t1 = rdtsc();
+    printf_("lwp_demo: unprofiled (no LLWPCB); compute phases took %llu TSC ticks (checksum %#llx)\n",
+            (unsigned long long)(t1 - t0), (unsigned long long)(sink & 0xFFFF));
+    return 0;
   }
   struct lwp_info info;
   if (sys_lwp_info(&info) != 0 || !(info.eax & LWP_EN)) {
@@ -130,11 +154,17 @@ int main(int argc, char **argv) {
   printf_("lwp_demo: LLWPCB %p -> Flags %#x, ring of %u records, threshold %u bytes\n",
           (void *)&cb, *(volatile uint32_t *)&cb.flags, RING_RECORDS, cb.threshold);
 
+  uint64_t t0 = rdtsc();
   uint64_t sink = hot_loop(20000u * (uint64_t)scale);
+  work_ticks += rdtsc() - t0;
   report("hot");
+  t0 = rdtsc();
   sink += branchy(5000u * (uint64_t)scale);
+  work_ticks += rdtsc() - t0;
   report("branchy");
+  t0 = rdtsc();
   sink += strided(4u * (unsigned)scale);
+  work_ticks += rdtsc() - t0;
   interrupts += (uint64_t)sys_lwp_wait(20); /* give a late threshold interrupt a chance */
   report("strided");
 
@@ -161,6 +191,9 @@ int main(int argc, char **argv) {
             first[3].data, (first[3].flags >> 13) & 7);
   printf_("lwp_demo: SLWPCB before disabling %p, after LLWPCB 0 %p (checksum %#llx)\n", active,
           after, (unsigned long long)(sink & 0xFFFF));
+  if (timed)
+    printf_("lwp_demo: profiled; compute phases took %llu TSC ticks\n",
+            (unsigned long long)work_ticks);
   const uint64_t total = records[0] + records[1] + records[2] + records[3];
   if (total == 0) {
     print("lwp_demo: no LWP record arrived (is a counting backend stepping this task?)\n");

@@ -178,18 +178,17 @@ TEST_F(GuestNetburst, PresetMinusNGivesOnePmiPerNEvents) {
 }
 
 // A PMI on every event (preset -1) finishes, exactly: one PMI per event, the counter left at -1.
-// 1016: the 1010 of the window and the 6 user instructions before the pmc_pmis syscall reads
-// the handler's tally (the counter keeps counting after pmc_read).
-// Under the KVM stepper the count is exact too, but one run in several measured 1015 PMIs: an
-// NMI taken one instruction late where that instruction is a SYSCALL is not rebuilt (the
-// SYSCALL is counted at the kernel's entry, before the handler), so its PMI can merge with the
-// next. Known, and said so here rather than hidden.
+// 1019: the 1010 of the window and the 9 user instructions up to the pmc_pmis SYSCALL that reads
+// the handler's tally, that SYSCALL included (the counter keeps counting after pmc_read).
+// Under the KVM stepper the count is exact too, but most runs measured one PMI fewer. Not pinned
+// down; suspected: two PMI requests meeting one still-pending NMI (KVM keeps one pending) around
+// this host's late NMIs (vmm/precise/kvm_stepper.h). Known; said here, not hidden.
 TEST_F(GuestNetburst, PmiOnEveryEventFinishesExactly) {
   EXPECT_EQ(counted("guest", {"instr", "1", "usr", "1"}),
-            "netburst_exact: count 1099511627775 pmis 1016");
+            "netburst_exact: count 1099511627775 pmis 1019");
   const std::string kvm = counted("kvm", {"instr", "1", "usr", "1"});
-  EXPECT_TRUE(kvm == "netburst_exact: count 1099511627775 pmis 1016" ||
-              kvm == "netburst_exact: count 1099511627775 pmis 1015") << kvm;
+  EXPECT_TRUE(kvm == "netburst_exact: count 1099511627775 pmis 1019" ||
+              kvm == "netburst_exact: count 1099511627775 pmis 1018") << kvm;
 }
 
 // The same storm under --max-interrupt-rate: the run finishes, PMIs are held back, and none is
@@ -202,7 +201,7 @@ TEST_F(GuestNetburst, PmiStormUnderTheRateLimitFinishesAndAccountsForEveryReques
       counted("guest", {"instr", "1", "usr", "1"}, {"--max-interrupt-rate", "50"}, &all);
   long long pmis = -1;
   ASSERT_EQ(std::sscanf(line.c_str(), "netburst_exact: count %*lld pmis %lld", &pmis), 1) << all;
-  EXPECT_LT(pmis, 1016) << all;  // fewer PMIs reached the guest during its window ...
+  EXPECT_LT(pmis, 1019) << all;  // fewer PMIs reached the guest during its window ...
   unsigned long long held = 0, coalesced = 0, delivered = 0;
   const size_t at = all.find("--max-interrupt-rate 50/s held back ");
   ASSERT_NE(at, std::string::npos) << all;

@@ -8,6 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <span>
+
+#include "guest/abi/pmuvm_abi.h"
+
 namespace vmm {
 namespace {
 
@@ -138,6 +143,66 @@ TEST_F(KvmStepperTest, IretqToAnUnrelatedRipDoesNotCountThePendingInstruction) {
   stepper_->on_step(k, 0, kCr3);
   EXPECT_EQ(stepper_->on_step(at(0x400003), 3, kCr3).size(), 1u);  // the IRETQ only
   EXPECT_EQ(stepper_->late_interrupts(), 0u);
+}
+
+// PMUVM_MSR_USER_ENTRY: the kernel's trap frame (what its IRETQ restores) at a guest-physical
+// address. The kernel runs free to the frame's RIP; stepping starts there.
+class KvmStepperUserEntryTest : public KvmStepperTest {
+ protected:
+  static constexpr uint64_t kFrame = 0x300000;
+  void frame_at(uint64_t rip, uint64_t rax = 0) {
+    pmuvm_trap_frame f{};
+    f.rip = rip, f.cs = 0x33, f.rflags = 0x202, f.rsp = 0x401000, f.ss = 0x2b, f.rax = rax;
+    ram_.write(kFrame, std::as_bytes(std::span(&f, 1)));
+  }
+  std::vector<pmu::RetiredInstruction> user_entry() {
+    return stepper_->on_user_entry(kFrame, StepContext{kCr3, 0, 0});
+  }
+};
+
+TEST_F(KvmStepperUserEntryTest, RunsToTheFramesRipThenCountsFromThere) {
+  user_code({0x90, 0x90});
+  frame_at(0x400000);
+  EXPECT_TRUE(user_entry().empty());
+  ASSERT_TRUE(stepper_->resume_rip().has_value());
+  EXPECT_EQ(*stepper_->resume_rip(), 0x400000u);
+  stepper_->on_other_exit(0);  // e.g. another PV MSR on the way out
+  stepper_->on_user_arrival(at(0x400000));
+  EXPECT_FALSE(stepper_->resume_rip().has_value());
+  auto nop = step(0x400001, 3);
+  ASSERT_TRUE(nop.has_value());
+  EXPECT_EQ(nop->rip, 0x400000u);
+  EXPECT_EQ(stepper_->kernel_steps(), 0u);  // the return path was not stepped
+}
+
+TEST_F(KvmStepperUserEntryTest, AFrameOneInstructionOnCountsTheInstructionTheInterruptCameAfter) {
+  user_code({0xb8, 0x01, 0x00, 0x00, 0x00, 0x90});  // mov eax, 1; nop
+  step(0x400000, 3);
+  stepper_->on_other_exit(0);  // the NMI handler's USER_ENTRY
+  frame_at(0x400005, 1);
+  std::vector<pmu::RetiredInstruction> r = user_entry();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].rip, 0x400000u);
+  EXPECT_EQ(stepper_->late_interrupts(), 1u);
+}
+
+TEST_F(KvmStepperUserEntryTest, AReturnRightAfterASyscallCountsIt) {
+  user_code({0x0f, 0x05, 0x90});
+  step(0x400000, 3);
+  stepper_->on_other_exit(0);
+  frame_at(0x400002);
+  std::vector<pmu::RetiredInstruction> r = user_entry();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].rip, 0x400000u);
+  EXPECT_EQ(stepper_->late_interrupts(), 0u);
+}
+
+TEST_F(KvmStepperUserEntryTest, AKernelFrameIsRefused) {
+  frame_at(0x400000);
+  ram_.write_u64(kFrame + offsetof(pmuvm_trap_frame, cs), 0x8);  // CPL 0: not a return to user
+  EXPECT_TRUE(user_entry().empty());
+  EXPECT_FALSE(stepper_->resume_rip().has_value());
+  EXPECT_EQ(stepper_->bad_frames(), 1u);
 }
 
 // An IRETQ whose trap arrives where its frame points is the normal case: nothing is rebuilt.

@@ -108,7 +108,7 @@ void KvmVcpu::set_msr(uint32_t index, uint64_t value) {
 
 void KvmVcpu::set_single_step(bool enabled, std::optional<uint64_t> breakpoint) {
   kvm_guest_debug debug{};
-  if (enabled && breakpoint) {
+  if (breakpoint) {
     debug.control |= KVM_GUESTDBG_USE_HW_BP;
     debug.arch.debugreg[0] = *breakpoint;
     debug.arch.debugreg[7] = 0x1;  // L0; R/W0 = 00 (execute), LEN0 = 00
@@ -116,7 +116,8 @@ void KvmVcpu::set_single_step(bool enabled, std::optional<uint64_t> breakpoint) 
   // No KVM_GUESTDBG_BLOCKIRQ: interrupts must reach the guest while it is stepped (the LAPIC
   // timer, LWP threshold interrupts). Delivery clears TF, so handlers run unstepped, and the
   // interrupted instruction is reported once, when it retires after the IRET.
-  if (enabled) debug.control |= KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_SINGLESTEP;
+  if (enabled) debug.control |= KVM_GUESTDBG_SINGLESTEP;
+  if (enabled || breakpoint) debug.control |= KVM_GUESTDBG_ENABLE;
   if (ioctl(fd_, KVM_SET_GUEST_DEBUG, &debug) < 0) throw_errno("KVM_SET_GUEST_DEBUG");
 }
 

@@ -28,8 +28,8 @@ class KvmVcpu {
   void enter_long_mode(const LongModeState& state, uint64_t rip, uint64_t rdi, uint64_t rsi);
   void make_runnable();  // secondary vCPUs start UNINITIALIZED (DESIGN §3)
   void set_msr(uint32_t index, uint64_t value);
-  // KVM single-step (KVM_GUESTDBG_SINGLESTEP) on or off; with `breakpoint`, also an instruction
-  // breakpoint there (DR0, execute), which exits with DR6.B0 when the guest reaches it.
+  // KVM single-step (KVM_GUESTDBG_SINGLESTEP) on or off; with `breakpoint`, also (or only) an
+  // instruction breakpoint there (DR0, execute), which exits with DR6.B0 when the guest reaches it.
   void set_single_step(bool enabled, std::optional<uint64_t> breakpoint = std::nullopt);
 
   // KVM_RUN. Returns 0, or -errno for EINTR/EAGAIN (the caller loops); throws on other errors.

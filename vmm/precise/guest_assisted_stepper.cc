@@ -13,15 +13,12 @@ GuestAssistedStepper::GuestAssistedStepper(GuestRam& ram, const pmu::cache::Geom
 
 std::optional<GuestRegisters> GuestAssistedStepper::read_frame(uint64_t frame_gpa,
                                                                const StepContext& ctx) {
-  pmuvm_trap_frame f;
-  if (!ram_.read(frame_gpa, std::as_writable_bytes(std::span(&f, 1))) || (f.cs & 3) != 3) {
+  std::optional<GuestRegisters> r = read_user_trap_frame(ram_, frame_gpa, ctx);
+  if (!r) {
     ++bad_frames_;  // outside RAM, or not a user-mode frame: the kernel broke the protocol
     return std::nullopt;
   }
   code_.set_cr3(ctx.cr3);
-  GuestRegisters r = general_registers(f);
-  r.fs_base = ctx.fs_base, r.gs_base = ctx.gs_base;
-  r.cr3 = ctx.cr3;
   return r;
 }
 

@@ -14,14 +14,9 @@
 #include "vmm/memory/page_walker.h"
 #include "vmm/precise/step_accountant.h"
 #include "vmm/precise/step_sequencer.h"
+#include "vmm/precise/trap_frame.h"
 
 namespace vmm {
-
-// What the run loop knows at the PV MSR exit besides the frame.
-struct StepContext {
-  uint64_t cr3 = 0;
-  uint64_t fs_base = 0, gs_base = 0;
-};
 
 class GuestAssistedStepper {
  public:

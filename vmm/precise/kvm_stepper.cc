@@ -5,7 +5,8 @@
 namespace vmm {
 
 KvmStepper::KvmStepper(GuestRam& ram, const pmu::cache::Geometry& cache, uint64_t syscall_entry)
-    : user_code_(ram),
+    : ram_(ram),
+      user_code_(ram),
       kernel_code_(ram, PagedGuestMemory::ReadAccess::kSupervisor),
       user_accountant_(cache),
       kernel_accountant_(cache),
@@ -72,12 +73,44 @@ std::vector<pmu::RetiredInstruction> KvmStepper::on_step(const GuestRegisters& a
   return out;
 }
 
+std::vector<pmu::RetiredInstruction> KvmStepper::on_user_entry(uint64_t frame_gpa,
+                                                               const StepContext& ctx) {
+  std::vector<pmu::RetiredInstruction> out;
+  kernel_.leave_user();
+  std::optional<GuestRegisters> resumed = read_user_trap_frame(ram_, frame_gpa, ctx);
+  if (!resumed) {  // the kernel broke the protocol: nothing pending survives, step from CPL 3 on
+    ++bad_frames_;
+    user_.leave_user();
+    in_user_ = false;
+    resume_rip_.reset();
+    return out;
+  }
+  user_code_.set_cr3(ctx.cr3);
+  kernel_code_.set_cr3(ctx.cr3);
+  if (auto late = user_.retired_before_interrupt(*resumed)) {
+    ++late_interrupts_;
+    out.push_back(*late);
+  }
+  if (auto syscall = user_.enter_user(*resumed)) out.push_back(*syscall);
+  in_user_ = true;
+  resume_rip_ = resumed->rip;
+  return out;
+}
+
+void KvmStepper::on_user_arrival(const GuestRegisters& at) {
+  ++user_entries_;
+  user_.resume_at(at);
+  in_user_ = true;  // other exits on the kernel's way out (MSRs, I/O) may have cleared it
+  resume_rip_.reset();
+}
+
 void KvmStepper::on_other_exit(uint8_t cpl) {
   if (cpl != 3) in_user_ = false;
 }
 
 void KvmStepper::stop() {
   in_user_ = false;
+  resume_rip_.reset();
   kernel_.leave_user();
 }
 

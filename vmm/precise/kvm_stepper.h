@@ -13,6 +13,10 @@
 //    not retire, unless it is a SYSCALL and user mode is re-entered in the same address space at
 //    its RIP + 2; it is counted then (StepSequencer::enter_user). An interrupt before a SYSCALL
 //    re-enters at the SYSCALL itself and counts nothing. LLWPCB's #UD re-enters at RIP + 5.
+//  * when only user code is stepped, the kernel is not: it announces each return into a profiled
+//    task with its trap frame (PMUVM_MSR_USER_ENTRY), user mode counts as entered with that state
+//    (the re-entry rules above apply to it), and the run loop lets the kernel run free to the
+//    frame's RIP with an instruction breakpoint; single-stepping resumes there (on_user_entry).
 //  * the run loop also puts an instruction breakpoint on the SYSCALL entry point (LSTAR) while it
 //    steps user code, so SYSCALL is normally reported there, at CPL 0, as it retires: it is
 //    counted at once (RIP and bytes checked), with the PMU state of that moment, and nothing is
@@ -37,6 +41,7 @@
 #include "vmm/memory/page_walker.h"
 #include "vmm/precise/step_accountant.h"
 #include "vmm/precise/step_sequencer.h"
+#include "vmm/precise/trap_frame.h"
 
 namespace vmm {
 
@@ -50,6 +55,20 @@ class KvmStepper {
   // instruction late (that instruction, then the IRETQ).
   std::vector<pmu::RetiredInstruction> on_step(const GuestRegisters& after, uint8_t cpl,
                                                uint64_t cr3);
+  // PMUVM_MSR_USER_ENTRY while only user code is stepped: the kernel is about to return to user
+  // mode with the trap frame at `frame_gpa`. The run loop lets the kernel run free to the frame's
+  // RIP (resume_rip(): an instruction breakpoint) instead of stepping its return path; user mode
+  // counts as entered with the frame's state, so the first step report there counts the
+  // instruction at that RIP. Returns what retired before: the pending instruction if the
+  // interrupt came one instruction late (see above), a SYSCALL this return settles.
+  std::vector<pmu::RetiredInstruction> on_user_entry(uint64_t frame_gpa, const StepContext& ctx);
+  // Where the run loop should stop the free-running kernel (user mode resumes there), if set.
+  const std::optional<uint64_t>& resume_rip() const { return resume_rip_; }
+  // The breakpoint at resume_rip() was reached with the vCPU in state `at`: an exit, no
+  // instruction retired. `at` becomes the first instruction's pre-state: the frame was read in
+  // the kernel, where a guest that uses SWAPGS has its own GS base.
+  void on_user_arrival(const GuestRegisters& at);
+
   // The vCPU exited at an instruction boundary for another reason (MSR, I/O, HLT): at CPL 0 user
   // mode was left (the pending instruction is settled when user mode is re-entered). A kernel
   // step stream goes on: the MSR or I/O instruction retires when the vCPU resumes.
@@ -61,6 +80,8 @@ class KvmStepper {
   uint64_t user_steps() const { return user_steps_; }
   uint64_t kernel_steps() const { return kernel_steps_; }
   uint64_t late_interrupts() const { return late_interrupts_; }
+  uint64_t user_entries() const { return user_entries_; }  // breakpoint arrivals in user mode
+  uint64_t bad_frames() const { return bad_frames_; }
 
  private:
   // The user-mode state the last stepped kernel instruction, an IRETQ, returned to (from its
@@ -68,6 +89,7 @@ class KvmStepper {
   std::optional<GuestRegisters> iret_return_state(const GuestRegisters& after);
   void on_user_step(const GuestRegisters& after, std::vector<pmu::RetiredInstruction>& out);
 
+  GuestRam& ram_;                 // the kernel's trap frames (on_user_entry)
   PagedGuestMemory user_code_;    // user instructions: fetched as user mode sees them
   PagedGuestMemory kernel_code_;  // kernel instructions: supervisor pages too
   // Separate cache models and predictors per CPL: which kernel instructions get stepped depends
@@ -80,7 +102,9 @@ class KvmStepper {
   StepSequencer kernel_;
   const uint64_t syscall_entry_;
   bool in_user_ = false;  // the last report was a CPL-3 step
-  uint64_t user_steps_ = 0, kernel_steps_ = 0, late_interrupts_ = 0;
+  uint64_t user_steps_ = 0, kernel_steps_ = 0, late_interrupts_ = 0,
+           user_entries_ = 0, bad_frames_ = 0;
+  std::optional<uint64_t> resume_rip_;
 };
 
 }  // namespace vmm

@@ -61,6 +61,13 @@ class StepSequencer {
   std::optional<pmu::RetiredInstruction> syscall_entered();
 
   bool pending() const { return pending_.has_value(); }
+  // User mode is running in state `at` (no instruction retired since the last report): `at` is
+  // the next instruction's pre-state. It replaces a state rebuilt from a kernel frame (whose
+  // FS/GS bases were read in the kernel); a pending state elsewhere did not retire (dropped).
+  void resume_at(const GuestRegisters& at) {
+    if (pending_ && (pending_->rip != at.rip || pending_->cr3 != at.cr3)) ++dropped_;
+    pending_ = at;
+  }
   // The pre-state of the instruction whose report comes next, if one is known.
   const std::optional<GuestRegisters>& pending_state() const { return pending_; }
 
