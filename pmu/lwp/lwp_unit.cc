@@ -147,6 +147,9 @@ void LwpUnit::initialise(PendingInit kind) {
     claimed_ids |= uint64_t{1} << in.event_id;  // the earliest selector owns the id (§5.3)
     if (!caps_.event_available(in.event_id) || !(msr0_ >> in.event_id & 1) || in.interval == 0)
       continue;
+    // A restored slot keeps the saved unit's verdict: one that was off stays off, even if
+    // LWPMSR0 now enables its event (LWPMSR0 changes apply at the next LLWPCB only).
+    if (restoring && i < restored_slots_ && !(restored_active_ >> i & 1)) continue;
     s.active = true;
     flags |= lwpcb::flag_for_event(in.event_id);
     const bool reload = (!restoring && saved_counter == 0) || (restoring && i >= restored_slots_) ||
