@@ -116,6 +116,16 @@ struct pmuvm_trap_frame {
   uint64_t rip, cs, rflags, rsp, ss;
 };
 
+/* The demand-zero region every task has (DESIGN §4.4; guest/kernel/mm.c): nothing is mapped
+ * there at start; the kernel's #PF handler maps a page on first touch, like a real OS's anonymous
+ * memory. A user read of an absent page maps the kernel's shared zero page read-only; a user
+ * write (the task's own, or an LWP record store's #PF trap) maps a fresh zeroed page writable, or
+ * replaces the read-only zero page with one (copy-on-write). Each such fault prints one console
+ * line "kernel: task N (NAME): demand-zero page 0x...: ... (error 0x...)". Programs use it for
+ * LWP ring buffers that are not present at LLWPCB (guest/programs/lwp_fault.c). */
+#define PMUVM_DEMAND_ZERO_VA 0x00007F0000000000ull
+#define PMUVM_DEMAND_ZERO_SIZE 0x100000ull /* 1 MiB */
+
 /* Syscall numbers (DESIGN §4.4). */
 #define PMUVM_SYS_EXIT 0
 #define PMUVM_SYS_WRITE 1
