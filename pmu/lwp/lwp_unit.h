@@ -55,6 +55,9 @@
 //    pending flushes the restored head and counters — a migrated guest's first task switch must
 //    not lose them — without reading the LWPCB: the save area records which slots are active.
 //    Only the owed MissedEvents increment (a read-modify-write) waits for ring 3.
+//  * A restore (save area, snapshot) re-reads the LWPCB but keeps the saved unit's set of active
+//    slots: a slot that was off stays off even if LWPMSR0 now enables its event, since LWPMSR0
+//    changes apply at the next LLWPCB only.
 //  * LLWPCB/SLWPCB flush the old state into the old LWPCB at whatever CPL they run (§5.3 asks
 //    for the flush; a guest kernel switching tasks with WRMSR/RDMSR of LWPMSR1 depends on it).
 //    Only *reading* the new LWPCB's state is deferred to ring 3. The LWPCB was user-writable at
