@@ -427,7 +427,9 @@ struct Machine::Impl {
       v.control->retire(*retired, s.cr3);
       if (retired->cpl == 3) ++v.counted;
       // The step exit is the boundary after the instruction. At CPL 0 the instruction was a
-      // SYSCALL reported at LSTAR: the user #PF cannot be delivered in the kernel.
+      // SYSCALL reported at LSTAR: the user #PF cannot be delivered in the kernel. (A SYSCALL
+      // counted by the re-entry fallback, KvmStepper's header, reaches here at CPL 3 and its
+      // trap is delivered at the re-entry boundary; the guest-assisted stepper drops it.)
       deliver_page_fault(v, [&](const VcpuPageFaults::Fault& f) {
         return cpl == 3 && v.kvm->inject_page_fault(f.linear, f.error_code);
       });
