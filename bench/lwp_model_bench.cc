@@ -34,7 +34,10 @@ class FlatMemory : public GuestMemory {
     std::memcpy(bytes_.data() + a, in.data(), in.size());
     return true;
   }
-  bool user_writable(uint64_t a, uint64_t n) override { return a <= kSize && n <= kSize - a; }
+  WriteProbe probe_user_write(uint64_t a, uint64_t n) override {
+    if (a <= kSize && n <= kSize - a) return {};
+    return {WriteFault::kUnreachable, a};
+  }
   void poke(uint64_t a, std::span<const std::byte> in) { write(a, in); }
   uint32_t peek_u32(uint64_t a) {
     uint32_t v;

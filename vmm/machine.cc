@@ -10,7 +10,9 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "guest/abi/pmuvm_abi.h"
 #include "pmu/rate_limited_interrupt_sink.h"
@@ -78,6 +80,23 @@ struct VcpuInterrupts : pmu::InterruptSink {
         break;
     }
     pmi_pending = false;
+  }
+};
+
+// LWP's #PF traps of one vCPU (DESIGN §4.1). The unit raises at most one per retired instruction,
+// from inside VcpuControlBlock::retire(); the run loop takes it right after that call and delivers
+// it at the instruction boundary the vCPU stopped at (Impl::deliver_page_fault).
+struct VcpuPageFaults : pmu::PageFaultSink {
+  struct Fault {
+    uint64_t linear;
+    uint32_t error_code;
+  };
+  std::optional<Fault> pending;
+  uint64_t delivered = 0;
+  uint64_t dropped = 0;  // raised by an instruction whose next boundary is in the kernel (SYSCALL)
+
+  void raise_page_fault(uint64_t linear, uint32_t error_code) override {
+    pending = Fault{linear, error_code};
   }
 };
 
@@ -162,6 +181,7 @@ struct Machine::Impl {
   struct Vcpu {
     std::unique_ptr<KvmVcpu> kvm;
     VcpuInterrupts interrupts;
+    VcpuPageFaults page_faults;
     std::unique_ptr<pmu::RateLimitedInterruptSink> limited;
     RequestTap tap;  // the PMU models' sink: reports, then hands over to `limited`
     std::unique_ptr<VcpuControlBlock> control;
@@ -291,16 +311,29 @@ struct Machine::Impl {
             for (const pmu::RetiredInstruction& r : v.kvm_stepper->on_user_entry(run->msr.data, ctx)) {
               v.control->retire(r, s.cr3);
               if (r.cpl == 3) ++v.counted;
+              // Counted late (an NMI taken after it, a SYSCALL): its boundary is past.
+              deliver_page_fault(v, [](const VcpuPageFaults::Fault&) { return false; });
             }
           if (v.stepper)
-            if (auto retired = v.stepper->on_user_entry(run->msr.data, ctx))
+            if (auto retired = v.stepper->on_user_entry(run->msr.data, ctx)) {
               v.control->retire(*retired, s.cr3);
+              // A SYSCALL counted late: its next boundary was in the kernel (pmuvm_abi.h).
+              deliver_page_fault(v, [](const VcpuPageFaults::Fault&) { return false; });
+            }
           return;
         case PMUVM_MSR_STEP:
           if (!v.stepper) break;  // not offered: #GP, the kernel stops stepping
           if (auto retired = v.stepper->on_step(run->msr.data, ctx)) {
             v.control->retire(*retired, s.cr3);
             ++v.counted;
+            // The #DB handler's frame is the boundary after the instruction: the kernel handles
+            // it as a user #PF when the VMM marks it (PMUVM_VECTOR_LWP_PAGE_FAULT).
+            const uint64_t frame = run->msr.data;
+            deliver_page_fault(v, [&](const VcpuPageFaults::Fault& f) {
+              if (!v.stepper->mark_page_fault(frame, f.error_code)) return false;
+              v.kvm->set_cr2(f.linear);
+              return true;
+            });
           }
           return;
         case PMUVM_MSR_TASK: v.task = static_cast<uint32_t>(run->msr.data); return;
@@ -442,10 +475,34 @@ struct Machine::Impl {
     const uint8_t cpl = s.ss.dpl;
     const GuestRegisters g = user_state(v);
     spdlog::trace("vCPU {}: step to rip {:#x} at CPL {}", v.kvm->index(), g.rip, cpl);
-    for (const pmu::RetiredInstruction& retired : v.kvm_stepper->on_step(g, cpl, s.cr3)) {
-      v.control->retire(retired, s.cr3);
-      if (retired.cpl == 3) ++v.counted;
+    const std::vector<pmu::RetiredInstruction> retired = v.kvm_stepper->on_step(g, cpl, s.cr3);
+    for (size_t i = 0; i < retired.size(); ++i) {
+      v.control->retire(retired[i], s.cr3);
+      if (retired[i].cpl == 3) ++v.counted;
+      // The step exit is the boundary after the last instruction. At CPL 0 the instruction was a
+      // SYSCALL reported at LSTAR: the user #PF cannot be delivered in the kernel; nor can one
+      // of an earlier instruction of the same report (an NMI taken one instruction late), whose
+      // boundary is past. (A SYSCALL counted by the re-entry fallback, KvmStepper's header,
+      // reaches here at CPL 3 and its trap is delivered at the re-entry boundary; the
+      // guest-assisted stepper drops it.)
+      const bool last = i + 1 == retired.size();
+      deliver_page_fault(v, [&](const VcpuPageFaults::Fault& f) {
+        return last && cpl == 3 && v.kvm->inject_page_fault(f.linear, f.error_code);
+      });
     }
+  }
+
+  // Delivers the #PF trap the LWP unit raised while retiring the instruction just handed to it, if
+  // any, with `deliver` (false: it cannot be delivered at this boundary). An undelivered trap is
+  // harmless: LWP's state did not change, so the next occurrence of the event raises it again.
+  template <typename Deliver>
+  void deliver_page_fault(Vcpu& v, Deliver deliver) {
+    const std::optional<VcpuPageFaults::Fault> f = std::exchange(v.page_faults.pending, std::nullopt);
+    if (!f) return;
+    const bool delivered = deliver(*f);
+    ++(delivered ? v.page_faults.delivered : v.page_faults.dropped);
+    spdlog::debug("vCPU {}: LWP #PF trap at {:#x}, error {:#x}: {}", v.kvm->index(), f->linear,
+                  f->error_code, delivered ? "delivered" : "not deliverable here, dropped");
   }
 
   void vcpu_loop(Vcpu& v) {
@@ -508,7 +565,7 @@ struct Machine::Impl {
           throw UsageError("CPU profile " + options.profile.name + ": NetBurst PMU: " + *error);
       }
       v->control = std::make_unique<VcpuControlBlock>(i, i, options.profile.lwp, options.seed, ram,
-                                                      v->tap, netburst);
+                                                      v->tap, netburst, &v->page_faults);
       if (options.stepper == MachineOptions::Stepper::kGuest)
         v->stepper = std::make_unique<GuestAssistedStepper>(ram, to_cache_geometry(options.profile.cache));
       if (options.stepper == MachineOptions::Stepper::kKvm)
@@ -571,6 +628,10 @@ struct Machine::Impl {
                      l.has_pending() ? " (the run ended while one was still held)" : "");
 
     if (!options.lwp_report.empty()) write_report();
+    for (auto& v : vcpus)
+      if (v->page_faults.delivered || v->page_faults.dropped)
+        spdlog::info("vCPU {}: LWP #PF traps: {} delivered, {} dropped (raised by SYSCALL)",
+                     v->kvm->index(), v->page_faults.delivered, v->page_faults.dropped);
     for (auto& v : vcpus)  // what stepping cost: steps per counted instruction (bench/, README)
       if (v->kvm_stepper)
         spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} returns to user mode "

@@ -5,13 +5,14 @@ namespace vmm {
 VcpuControlBlock::VcpuControlBlock(uint32_t vcpu_index, uint32_t apic_id,
                                    const pmu::lwp::Capabilities& lwp, uint64_t seed, GuestRam& ram,
                                    pmu::InterruptSink& interrupts,
-                                   std::optional<pmu::netburst::Config> netburst)
+                                   std::optional<pmu::netburst::Config> netburst,
+                                   pmu::PageFaultSink* page_faults)
     : vcpu_index_(vcpu_index),
       apic_id_(apic_id),
       memory_(ram),
       // Each vCPU draws its own random stream from the VM seed, reproducibly.
       lwp_(lwp, pmu::lwp::UnitConfig{static_cast<uint8_t>(apic_id), seed ^ (0x9E37ull * (vcpu_index + 1))},
-           memory_, interrupts) {
+           memory_, interrupts, page_faults) {
   if (netburst) netburst_.emplace(*netburst, interrupts);
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "pmu/interrupt_sink.h"
+#include "pmu/page_fault_sink.h"
 #include "pmu/lwp/lwp_unit.h"
 #include "pmu/netburst/netburst_pmu.h"
 #include "vmm/memory/page_walker.h"
@@ -38,7 +39,8 @@ class VcpuControlBlock {
   // `netburst`: the virtual NetBurst PMU's configuration when the CPU profile has one.
   VcpuControlBlock(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabilities& lwp,
                    uint64_t seed, GuestRam& ram, pmu::InterruptSink& interrupts,
-                   std::optional<pmu::netburst::Config> netburst = std::nullopt);
+                   std::optional<pmu::netburst::Config> netburst = std::nullopt,
+                   pmu::PageFaultSink* page_faults = nullptr);
 
   uint32_t vcpu_index() const { return vcpu_index_; }
   uint32_t apic_id() const { return apic_id_; }

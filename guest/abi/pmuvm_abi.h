@@ -93,6 +93,19 @@ struct pmuvm_boot_info {
                                           * pmuvm_trap_frame that iretq will restore */
 #define PMUVM_MSR_TASK 0x40000042u       /* wrmsr: the task now running on this vCPU (id) */
 
+/* LWP's #PF trap under the guest-assisted stepper (DESIGN §4.1, §4.7). A record store of the
+ * instruction a PMUVM_MSR_STEP report retires may fault (ring-buffer page not present or
+ * read-only). The fault belongs to the user task, at the boundary after that instruction, which
+ * is the state the reported frame holds; injecting #PF into the #DB handler would be wrong. So
+ * before the WRMSR completes, the VMM rewrites the reported frame: vector = this value and
+ * error = the #PF error code (U|W, +P), and sets CR2 to the faulting address. The kernel checks
+ * the frame's vector after the WRMSR and, when it finds this value, handles the frame as a user
+ * #PF (vector 14) before returning to the task. Only frames of a #DB single-step report (vector 1,
+ * user CS, not at PMUVM_TRAMPOLINE_VA) are marked; a #PF raised by a SYSCALL (the syscall path's
+ * report, whose next boundary is in the kernel) is not delivered — LWP's state is unchanged by
+ * the trap, so the next occurrence of the event raises it again. */
+#define PMUVM_VECTOR_LWP_PAGE_FAULT 0x10Eull
+
 /* The kernel's syscall trampoline page (LSTAR), mapped user-executable in every task. Code there is
  * the kernel's, never the program's: the VMM's steppers do not count it (DESIGN §4.7). */
 #define PMUVM_TRAMPOLINE_VA 0x00007FFFFFFFE000ull
@@ -107,6 +120,16 @@ struct pmuvm_trap_frame {
   uint64_t vector, error;
   uint64_t rip, cs, rflags, rsp, ss;
 };
+
+/* The demand-zero region every task has (DESIGN §4.4; guest/kernel/mm.c): nothing is mapped
+ * there at start; the kernel's #PF handler maps a page on first touch, like a real OS's anonymous
+ * memory. A user read of an absent page maps the kernel's shared zero page read-only; a user
+ * write (the task's own, or an LWP record store's #PF trap) maps a fresh zeroed page writable, or
+ * replaces the read-only zero page with one (copy-on-write). Each such fault prints one console
+ * line "kernel: task N (NAME): demand-zero page 0x...: ... (error 0x...)". Programs use it for
+ * LWP ring buffers that are not present at LLWPCB (guest/programs/lwp_fault.c). */
+#define PMUVM_DEMAND_ZERO_VA 0x00007F0000000000ull
+#define PMUVM_DEMAND_ZERO_SIZE 0x100000ull /* 1 MiB */
 
 /* Syscall numbers (DESIGN §4.4). */
 #define PMUVM_SYS_EXIT 0

@@ -167,7 +167,9 @@ trap_return:
  * step with one WRMSR PMUVM_MSR_STEP = physical address of the frame (the kernel image, and so
  * this IST stack, is identity mapped: virtual = physical), clears DR6 and returns with TF still
  * set. Everything else (and a #GP from the WRMSR, through the exception table) goes to the C
- * handler (trap.c: debug_exception), which sees DR6 unchanged. */
+ * handler (trap.c: debug_exception), which sees DR6 unchanged. A frame whose vector the VMM
+ * rewrote during the WRMSR (PMUVM_VECTOR_LWP_PAGE_FAULT: LWP's #PF trap, pmuvm_abi.h) goes to
+ * trap_dispatch too, after DR6 is cleared: it is a user #PF now. */
         .globl debug_entry
         .type debug_entry, @function
 debug_entry:
@@ -194,6 +196,8 @@ debug_entry:
         mov %rax, %dr6
         movq $USER_CS, TRAP_FRAME_CS(%rsp)  /* as set_user_selectors() in kernel.h */
         movq $USER_DS, TRAP_FRAME_SS(%rsp)
+        cmpq $1, TRAP_FRAME_VECTOR(%rsp)
+        jne .Ldebug_slow        /* the VMM marked an LWP #PF trap: trap.c handles it */
         jmp trap_return
 .Ldebug_slow:
         jmp trap_common_saved

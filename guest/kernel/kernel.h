@@ -189,6 +189,11 @@ static inline void *phys_to_virt(uint64_t pa) { return (void *)(uintptr_t)(pa + 
 uint64_t kernel_virt_to_phys(const void *p);
 void mm_init(void);
 uint64_t phys_alloc_pages(uint64_t count); /* zeroed, contiguous, never freed */
+uint64_t phys_try_alloc_pages(uint64_t count); /* the same, or 0 when RAM is exhausted */
+struct task;
+/* A user #PF at `addr` with `error` (the CPU's, or LWP's trap): true when it was a first touch
+ * or a copy-on-write in the demand-zero region and the page is now mapped (retry the access). */
+bool mm_demand_fault(struct task *t, uint64_t addr, uint64_t error);
 uint64_t as_create(void);
 int as_map(uint64_t pml4, uint64_t va, uint64_t pa, uint64_t flags);
 bool user_range_ok(uint64_t addr, uint64_t len);

@@ -6,6 +6,8 @@
  *        supervisor-only: the kernel image (linked at 1 MiB), the VMM's GDT/boot info pages.
  *        Page 0 is not mapped (NULL dereferences in the kernel fault).
  *   0x0000_0000_0040_0000 .. USER_LIMIT              user program segments (ELF vaddrs)
+ *   PMUVM_DEMAND_ZERO_VA (1 MiB, = USER_LIMIT)         demand-zero region, mapped on first touch
+ *        by the #PF handler (guest/abi/pmuvm_abi.h, mm.c: mm_demand_fault)
  *   USER_STACK_TOP - USER_STACK_SIZE .. USER_STACK_TOP  user stack (RW, NX)
  *   TRAMPOLINE_VA (one page)                           syscall trampoline (user R+X, = LSTAR)
  *   PHYS_BASE + phys                                   direct map of all RAM and of 0..4 GiB

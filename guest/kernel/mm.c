@@ -9,7 +9,11 @@
  *   PML4[256] -> direct map of physical 0 .. max(4 GiB, RAM) at PHYS_BASE: 2 MiB pages,
  *                supervisor, NX; ranges that are not RAM (the xAPIC at 0xFEE00000) uncached.
  * A task's tables (as_create) copy PD0[0..1] and PML4[256] and add user mappings in the rest of
- * the user half (layout.h). */
+ * the user half (layout.h).
+ *
+ * Demand paging (mm_demand_fault): the PMUVM_DEMAND_ZERO_VA region starts unmapped in every task;
+ * user #PFs there map pages on first touch (pmuvm_abi.h), which is what LWP ring buffers that
+ * are not present at LLWPCB rely on (DESIGN.md §4.1). Any other user #PF ends the task. */
 #include "guest/kernel/kernel.h"
 
 extern const uint8_t _kernel_start[], _kernel_end[];
@@ -28,15 +32,24 @@ uint64_t kernel_virt_to_phys(const void *p) {
   return v; /* the kernel image is identity mapped */
 }
 
-uint64_t phys_alloc_pages(uint64_t count) {
+uint64_t phys_try_alloc_pages(uint64_t count) {
   uint64_t f = spin_lock_irqsave(&alloc_lock);
-  if (count == 0 || count > (alloc_end - alloc_next) / PAGE_SIZE)
-    panic("out of memory: %llu page(s) wanted, %llu KiB left of guest RAM",
-          (unsigned long long)count, (unsigned long long)((alloc_end - alloc_next) >> 10));
+  if (count == 0 || count > (alloc_end - alloc_next) / PAGE_SIZE) {
+    spin_unlock_irqrestore(&alloc_lock, f);
+    return 0;
+  }
   uint64_t p = alloc_next;
   alloc_next += count * PAGE_SIZE;
   spin_unlock_irqrestore(&alloc_lock, f);
   memset(phys_to_virt(p), 0, count * PAGE_SIZE);
+  return p;
+}
+
+uint64_t phys_alloc_pages(uint64_t count) {
+  const uint64_t p = phys_try_alloc_pages(count);
+  if (!p)
+    panic("out of memory: %llu page(s) wanted, %llu KiB left of guest RAM",
+          (unsigned long long)count, (unsigned long long)((alloc_end - alloc_next) >> 10));
   return p;
 }
 
@@ -140,4 +153,61 @@ int as_map(uint64_t pml4, uint64_t va, uint64_t pa, uint64_t flags) {
 
 bool user_range_ok(uint64_t addr, uint64_t len) {
   return addr >= USER_BASE && addr <= USER_END && len <= USER_END - addr;
+}
+
+/* The leaf PTE of va in the tables at pml4, or 0 when a table on the way is missing or va lies in
+ * a large page. */
+static uint64_t *as_leaf(uint64_t pml4, uint64_t va) {
+  uint64_t *t = table(pml4);
+  for (int shift = 39; shift > 12; shift -= 9) {
+    const uint64_t e = t[(va >> shift) & 511];
+    if (!(e & PTE_P) || (e & PTE_PS)) return 0;
+    t = table(e);
+  }
+  return &t[(va >> 12) & 511];
+}
+
+static spinlock_t zero_page_lock;
+static uint64_t zero_page_phys; /* the shared zero page (allocated at the first read fault) */
+
+static uint64_t zero_page(void) {
+  uint64_t f = spin_lock_irqsave(&zero_page_lock);
+  if (!zero_page_phys) zero_page_phys = phys_try_alloc_pages(1);
+  const uint64_t z = zero_page_phys;
+  spin_unlock_irqrestore(&zero_page_lock, f);
+  return z;
+}
+
+#define PF_P 1ull /* error code: protection violation (0: not present) */
+#define PF_W 2ull /* a write */
+#define PF_U 4ull /* from user mode */
+
+bool mm_demand_fault(struct task *t, uint64_t addr, uint64_t error) {
+  if (!t || !(error & PF_U)) return false;
+  if (addr < PMUVM_DEMAND_ZERO_VA || addr - PMUVM_DEMAND_ZERO_VA >= PMUVM_DEMAND_ZERO_SIZE) return false;
+  const uint64_t va = addr & ~(uint64_t)(PAGE_SIZE - 1);
+  uint64_t *leaf = as_leaf(t->cr3, va);
+  const bool present = leaf && (*leaf & PTE_P);
+  const char *what;
+  if (!present && (error & (PF_P | PF_W)) == 0) { /* first touch, a read: the shared zero page */
+    const uint64_t z = zero_page();
+    if (!z || as_map(t->cr3, va, z, PTE_U | PTE_NX) != 0) return false;
+    what = "zero page mapped read-only";
+  } else if (!present && (error & (PF_P | PF_W)) == PF_W) { /* first touch, a write */
+    const uint64_t p = phys_try_alloc_pages(1);
+    if (!p || as_map(t->cr3, va, p, PTE_U | PTE_W | PTE_NX) != 0) return false;
+    what = "mapped writable";
+  } else if (present && (error & (PF_P | PF_W)) == (PF_P | PF_W) && !(*leaf & PTE_W) &&
+             (*leaf & PTE_ADDR) == zero_page_phys) { /* a write to the zero page: copy on write */
+    const uint64_t p = phys_try_alloc_pages(1); /* zeroed: the copy of the zero page */
+    if (!p) return false;
+    *leaf = p | PTE_P | PTE_U | PTE_W | PTE_NX;
+    write_cr3(read_cr3()); /* drop the read-only translation from the TLB */
+    what = "copied on write";
+  } else {
+    return false; /* a real protection fault, or a stale fault another path resolved */
+  }
+  kprintf("kernel: task %u (%s): demand-zero page %#llx: %s (error %#llx)\n", t->id, t->name,
+          (unsigned long long)va, what, (unsigned long long)error);
+  return true;
 }

@@ -3,7 +3,9 @@
  * From ring 3:
  *   #UD  at TRAMPOLINE_VA      -> syscall (entry.S explains the trampoline)
  *   #UD  on an LWP instruction -> LLWPCB/SLWPCB emulation (lwp.c)
- *   #DB  with DR6.BS           -> one guest-assisted stepper report (PMUVM_MSR_STEP), iret
+ *   #DB  with DR6.BS           -> one guest-assisted stepper report (PMUVM_MSR_STEP), iret; if
+ *                                 the VMM marked the frame PMUVM_VECTOR_LWP_PAGE_FAULT, a user #PF
+ *   #PF  in the demand-zero region -> mm_demand_fault maps the page, the access is retried
  *   TIMER_VECTOR               -> scheduler tick (round-robin preemption)
  *   the LWP threshold vector   -> lwp_threshold_interrupt
  *   NMI                        -> NetBurst PMI handling
@@ -35,6 +37,8 @@ static const char *vector_name(uint64_t v) {
 }
 
 uint64_t frame_phys(const struct trap_frame *f) { return kernel_virt_to_phys(f); }
+
+static void exception(struct cpu *c, struct trap_frame *f);
 
 static bool fixup_lookup(struct trap_frame *f) {
   for (const struct ex_entry *e = __start_ex_table; e < __stop_ex_table; ++e) {
@@ -82,6 +86,13 @@ static NORETURN void user_fault(struct cpu *c, struct trap_frame *f) {
   kill_current_task(c, f, status);
 }
 
+/* LWP's #PF trap reported through a step report (guest/abi/pmuvm_abi.h): the VMM turned the
+ * frame into a user #PF at the boundary after the stepped instruction, with CR2 set. */
+static void lwp_page_fault(struct cpu *c, struct trap_frame *f) {
+  f->vector = 14;
+  exception(c, f);
+}
+
 /* #DB. Returns true when it was a stepper report (the frame goes back unchanged, TF set). */
 static bool debug_exception(struct cpu *c, struct trap_frame *f) {
   const uint64_t dr6 = read_dr6();
@@ -95,6 +106,10 @@ static bool debug_exception(struct cpu *c, struct trap_frame *f) {
      * without TF (the SYSCALL path restores TF from R11 on the way back). */
     if (guest_stepper_on && c->current) {
       pv_wrmsr(PMUVM_MSR_STEP, frame_phys(f), &guest_stepper_on, "PMUVM_MSR_STEP");
+      if (f->vector == PMUVM_VECTOR_LWP_PAGE_FAULT) { /* LWP's #PF trap (pmuvm_abi.h) */
+        lwp_page_fault(c, f);
+        return false; /* back to the task through return_to_user */
+      }
       if (at_trampoline) f->rflags &= ~RFLAGS_TF;
       if (frame_is_user(f)) set_user_selectors(f);
       return guest_stepper_on;
@@ -127,7 +142,10 @@ static void invalid_opcode(struct cpu *c, struct trap_frame *f) {
 }
 
 static void exception(struct cpu *c, struct trap_frame *f) {
-  if (frame_is_user(f)) user_fault(c, f);
+  if (frame_is_user(f)) {
+    if (f->vector == 14 && mm_demand_fault(c->current, read_cr2(), f->error)) return; /* retry */
+    user_fault(c, f);
+  }
   if ((f->vector == 13 || f->vector == 14) && fixup_lookup(f)) return;
   kernel_fault(c, f);
 }
@@ -146,6 +164,8 @@ void trap_dispatch(struct trap_frame *f) {
     if (debug_exception(c, f)) return; /* a step report: no USER_ENTRY (one exit per step) */
   } else if (v == 6) {
     invalid_opcode(c, f);
+  } else if (v == PMUVM_VECTOR_LWP_PAGE_FAULT) {
+    lwp_page_fault(c, f); /* from debug_entry's fast path, after its step report */
   } else if (v == 8 || v == 18) {
     kernel_fault(c, f); /* #DF, #MC: never recoverable here */
   } else if (v < 32) {

@@ -20,6 +20,13 @@ uint64_t slot_counter_address(uint64_t lwpcb, uint32_t slot) {
   return lwpcb + lwpcb::kEventSlots + slot * kLwpcbEventSlotSize + lwpcb::kSlotCounter;
 }
 
+// [base, base + size) lies in one canonical half of the 48-bit address space (size > 0).
+bool canonical_range(uint64_t base, uint64_t size) {
+  auto canonical = [](uint64_t a) { return static_cast<uint64_t>(static_cast<int64_t>(a << 16) >> 16) == a; };
+  const uint64_t last = base + (size - 1);
+  return last >= base && canonical(base) && canonical(last) && (base >> 63) == (last >> 63);
+}
+
 std::string hex(uint64_t v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
@@ -29,8 +36,13 @@ std::string hex(uint64_t v) {
 }  // namespace
 
 LwpUnit::LwpUnit(const Capabilities& caps, const UnitConfig& config, GuestMemory& memory,
-                 InterruptSink& interrupts)
-    : caps_(caps), config_(config), memory_(memory), interrupts_(interrupts), prng_(config.seed) {}
+                 InterruptSink& interrupts, PageFaultSink* page_faults)
+    : caps_(caps),
+      config_(config),
+      memory_(memory),
+      interrupts_(interrupts),
+      page_faults_(page_faults),
+      prng_(config.seed) {}
 
 // ---------------------------------------------------------------------------------------------
 // MSR interface (§5.2, DESIGN §4.1)
@@ -92,7 +104,8 @@ bool LwpUnit::lwpcb_acceptable(uint64_t address, Lwpcb* out) {
   std::optional<Lwpcb> cb = read_lwpcb(memory_, address, caps_.max_events);
   if (!cb) return false;
   if (cb->buffer_size == 0 || cb->buffer_size % kEventRecordSize != 0) return false;
-  if (!memory_.user_writable(cb->aligned_buffer_base(), cb->buffer_size)) return false;
+  // The buffer's pages are checked at each store (a #PF trap there), only its range here.
+  if (!canonical_range(cb->aligned_buffer_base(), cb->buffer_size)) return false;
   if (cb->head_offset >= cb->buffer_size || cb->head_offset % kEventRecordSize != 0) return false;
   if (cb->tail_offset >= cb->buffer_size || cb->tail_offset % kEventRecordSize != 0) return false;
   *out = std::move(*cb);
@@ -134,6 +147,9 @@ void LwpUnit::initialise(PendingInit kind) {
     claimed_ids |= uint64_t{1} << in.event_id;  // the earliest selector owns the id (§5.3)
     if (!caps_.event_available(in.event_id) || !(msr0_ >> in.event_id & 1) || in.interval == 0)
       continue;
+    // A restored slot keeps the saved unit's verdict: one that was off stays off, even if
+    // LWPMSR0 now enables its event (LWPMSR0 changes apply at the next LLWPCB only).
+    if (restoring && i < restored_slots_ && !(restored_active_ >> i & 1)) continue;
     s.active = true;
     flags |= lwpcb::flag_for_event(in.event_id);
     const bool reload = (!restoring && saved_counter == 0) || (restoring && i >= restored_slots_) ||
@@ -286,7 +302,16 @@ void LwpUnit::retire(const RetiredInstruction& insn) {
 LwpUnit::StoreOutcome LwpUnit::store(const EventRecordBytes& record) {
   const uint64_t address = buffer_base_ + head_;
   if (!memory_.write(address, record)) {
-    ++stats_.store_faults;
+    // Nothing was written and nothing below ran: the state is as before the instruction.
+    const WriteProbe why = memory_.probe_user_write(address, record.size());
+    if (why.fault == WriteFault::kNotPresent || why.fault == WriteFault::kProtection) {
+      ++stats_.page_faults;
+      const uint32_t code = page_fault::kUser | page_fault::kWrite |
+                            (why.fault == WriteFault::kProtection ? page_fault::kPresent : 0);
+      if (page_faults_) page_faults_->raise_page_fault(why.address, code);
+    } else {
+      ++stats_.store_faults;  // unreachable (or changed between write and probe): no #PF
+    }
     return StoreOutcome::kFault;
   }
   const uint32_t next = head_ + kEventRecordSize == buffer_size_ ? 0 : head_ + kEventRecordSize;

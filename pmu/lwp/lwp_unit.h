@@ -1,13 +1,16 @@
 // One vCPU's virtual LWP unit (proposal dialect, spec/lwp-proposal-2007.txt §3–5; contracts:
 // DESIGN.md §4.1–4.2). VMM-agnostic: it sees guest memory only through GuestMemory (linear
-// addresses of the vCPU's current address space), raises interrupts only through InterruptSink,
-// and learns about execution only from a counting backend's RetiredInstruction reports.
+// addresses of the vCPU's current address space), raises interrupts only through InterruptSink
+// and page faults only through PageFaultSink, and learns about execution only from a counting
+// backend's RetiredInstruction reports.
 //
 // Choices the proposal leaves open, and what this model does (each is tested):
 //  * Validation of a new LWPCB happens at WRMSR LWPMSR1 at any CPL (DESIGN §4.1): misaligned
-//    (16 bytes), LWPCB not user-writable, BufferSize 0 or not a multiple of 32, buffer not
-//    user-writable, BufferHeadOffset/BufferTailOffset not < BufferSize or not a multiple of 32,
-//    or LWPMSR0.EN clear -> #GP, and nothing changes. Address 0 is always accepted (disables).
+//    (16 bytes), LWPCB not user-writable, BufferSize 0 or not a multiple of 32, buffer not in
+//    the canonical address range (BufferBase and the buffer's last byte, in the same half),
+//    BufferHeadOffset/BufferTailOffset not < BufferSize or not a multiple of 32, or LWPMSR0.EN
+//    clear -> #GP, and nothing changes. Address 0 is always accepted (disables). The buffer's
+//    pages need not be present or writable at LLWPCB: stores fault lazily (below).
 //  * At CPL != 3 LLWPCB only loads the pointer; reading counters/head and writing Flags is
 //    deferred to the next CPL-3 entry (enter_user() or the first CPL-3 retire()). If the LWPCB
 //    became invalid meanwhile, LWP turns off (pointer 0) and stats().init_faults counts it.
@@ -21,8 +24,19 @@
 //    chosen slot is one that was already waiting at zero before this instruction, else the
 //    lowest slot; the others stay frozen at zero and take the next instruction that causes
 //    their event ("basic implementation", §3 Gather).
-//  * A record store that faults (buffer page gone) discards the record; the counter stays at
-//    zero and the next instruction causing the event is recorded instead (§3).
+//  * A record store that finds its buffer page not present, read-only or supervisor-only raises
+//    a #PF *trap* through PageFaultSink (§5.5.6, second option; DESIGN §4.1): the instruction has
+//    retired, CR2 = the record's address, error code U|W, plus P when the page is present. The
+//    unit's state does not change (counter frozen at zero, head, MissedEvents and the LWPCB
+//    untouched, nothing written), so the next instruction causing the event stores the record
+//    (or faults again). stats().page_faults counts these. A full buffer faults the same way: the
+//    overwrite of the last record comes first, and MissedEvents is incremented only after it.
+//  * A record store whose address the guest cannot make writable (a paging structure or the
+//    page outside guest RAM, a reserved paging combination) raises nothing — no #PF handler
+//    could fix it and the VMM never touches memory outside RAM: the record is discarded like a
+//    faulted one (counter stays at zero, state unchanged) and stats().store_faults counts it.
+//  * Without a PageFaultSink (tests, a VMM that cannot inject) the trap still leaves the state
+//    unchanged; only the delivery is missing.
 //  * BufferHeadOffset is written to the LWPCB when the threshold condition holds, when the
 //    buffer is full, and on every flush (SLWPCB, LLWPCB of another LWPCB) (§5.5.3). The tail is
 //    re-read only when the buffer looks full or the threshold condition looks true with the
@@ -41,10 +55,14 @@
 //    pending flushes the restored head and counters — a migrated guest's first task switch must
 //    not lose them — without reading the LWPCB: the save area records which slots are active.
 //    Only the owed MissedEvents increment (a read-modify-write) waits for ring 3.
+//  * A restore (save area, snapshot) re-reads the LWPCB but keeps the saved unit's set of active
+//    slots: a slot that was off stays off even if LWPMSR0 now enables its event, since LWPMSR0
+//    changes apply at the next LLWPCB only.
 //  * LLWPCB/SLWPCB flush the old state into the old LWPCB at whatever CPL they run (§5.3 asks
 //    for the flush; a guest kernel switching tasks with WRMSR/RDMSR of LWPMSR1 depends on it).
-//    Only *reading* the new LWPCB's state is deferred to ring 3. In a VM the guest's memory is
-//    resident, so the flush cannot page-fault; a failed write is simply skipped.
+//    Only *reading* the new LWPCB's state is deferred to ring 3. The LWPCB was user-writable at
+//    LLWPCB; a flush (or MissedEvents update, or tail re-read) that finds it gone since is simply
+//    skipped and raises no #PF: only ring-buffer stores trap (§5.5.6 names the buffer).
 //  * A counter frozen at zero (waiting for its record) is flushed as 0, which the next LLWPCB of
 //    that LWPCB reads as "load from the interval": that pending record is dropped, a discarded
 //    event occurrence as §3 allows. The §5.5.2 save area (world switch, snapshot) keeps it.
@@ -58,6 +76,7 @@
 
 #include "pmu/guest_memory.h"
 #include "pmu/interrupt_sink.h"
+#include "pmu/page_fault_sink.h"
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
 #include "pmu/lwp/event_record.h"
@@ -83,7 +102,8 @@ struct UnitStats {
   uint64_t records_stored = 0;   // records that advanced BufferHeadOffset
   uint64_t records_missed = 0;   // MissedEvents increments (buffer full)
   uint64_t interrupts = 0;       // threshold interrupts delivered
-  uint64_t store_faults = 0;     // records discarded because the buffer was not writable
+  uint64_t page_faults = 0;      // #PF traps raised by record stores (nothing stored)
+  uint64_t store_faults = 0;     // records discarded: buffer address unreachable (no #PF)
   uint64_t init_faults = 0;      // deferred initialisations that found a bad LWPCB
   uint64_t tail_rereads = 0;     // reads of BufferTailOffset after LLWPCB
   bool operator==(const UnitStats&) const = default;
@@ -98,8 +118,9 @@ struct StoredRecord {
 
 class LwpUnit {
  public:
+  // `page_faults`: where #PF traps of record stores go (may be null: then they are only counted).
   LwpUnit(const Capabilities& caps, const UnitConfig& config, GuestMemory& memory,
-          InterruptSink& interrupts);
+          InterruptSink& interrupts, PageFaultSink* page_faults = nullptr);
 
   static bool is_lwp_msr(uint32_t msr) {
     return msr == kMsrLwpFeatureEnable || msr == kMsrLwpControlBlock;
@@ -178,6 +199,7 @@ class LwpUnit {
   const UnitConfig config_;
   GuestMemory& memory_;
   InterruptSink& interrupts_;
+  PageFaultSink* page_faults_;
   std::function<void(const StoredRecord&)> observer_;
 
   uint64_t msr0_ = 0;

@@ -405,17 +405,20 @@ TEST_F(EngineTest, RandomReloadNeverZero) {
   }
 }
 
-// §3 + lwp_unit.h: a store that faults discards the record; the counter stays at zero and the
-// next instruction causing the event is recorded; then the interval restarts.
+// §3 + lwp_unit.h: a store to a buffer page outside guest RAM (no #PF could fix it) discards the
+// record; the counter stays at zero and the next instruction causing the event is recorded; then
+// the interval restarts. (Not-present and read-only pages trap: page_fault_trap_test.cc.)
 TEST_F(EngineTest, StoreFaultRecordsNextInstruction) {
   Start(One(kEventInstructionsRetired, 5));
   RetirePlain(0, 4);
-  mem.set_writable(kBufferAddr, 0x4000, false);
+  mem.set_outside_ram(kBufferAddr, 0x4000);
   RetirePlain(4, 1);
   EXPECT_TRUE(stored.empty());
   EXPECT_EQ(unit->stats().store_faults, 1u);
+  EXPECT_EQ(unit->stats().page_faults, 0u);
+  EXPECT_TRUE(page_faults.faults.empty());
   EXPECT_EQ(unit->stats().records_stored, 0u);
-  mem.set_writable(kBufferAddr, 0x4000, true);
+  mem.set_outside_ram(kBufferAddr, 0x4000, false);
   RetirePlain(5, 6);
   EXPECT_EQ(Indices(), (std::vector<int>{5, 10}));
   EXPECT_EQ(RecordAt(kBufferAddr, 0).rip, RipOf(5));

@@ -110,24 +110,45 @@ TEST_F(LlwpcbTest, GpWhenBufferSizeZeroOrNotMultipleOf32) {
   }
 }
 
-// lwp_unit.h: buffer not user-writable (unmapped, read-only, partly outside) is #GP.
-TEST_F(LlwpcbTest, GpWhenBufferNotUserWritable) {
+// DESIGN §4.1: the ring buffer's pages need not be present or writable at LLWPCB (stores raise a
+// #PF trap instead: page_fault_trap_test.cc); only its range must be canonical.
+TEST_F(LlwpcbTest, BufferPagesNeedNotBeWritableAtLlwpcb) {
   CbSpec cb = Valid();
   cb.buffer_base = 0x60000;  // unmapped
   PokeLwpcb(mem, kLwpcbAddr, cb);
-  ExpectGp(kLwpcbAddr, 3);
+  EXPECT_EQ(Llwpcb(kLwpcbAddr, 3), MsrResult::kOk);
+  EXPECT_EQ(CbU32(0), lwpcb::kFlagEnabled | lwpcb::flag_for_event(kEventInstructionsRetired));
 
   cb.buffer_base = kBufferAddr + 0x8000 - 128;  // 256 bytes, last 128 unmapped
   PokeLwpcb(mem, kLwpcbAddr, cb);
-  ExpectGp(kLwpcbAddr, 3);
-  ExpectGp(kLwpcbAddr, 0);
+  EXPECT_EQ(Llwpcb(kLwpcbAddr, 0), MsrResult::kOk);
 
   cb.buffer_base = kBufferAddr;
   PokeLwpcb(mem, kLwpcbAddr, cb);
-  mem.set_writable(kBufferAddr, 4096, false);
-  ExpectGp(kLwpcbAddr, 3);
-  mem.set_writable(kBufferAddr, 4096, true);
-  EXPECT_EQ(Llwpcb(kLwpcbAddr), MsrResult::kOk);
+  mem.set_writable(kBufferAddr, 4096, false);  // read-only
+  EXPECT_EQ(Llwpcb(kLwpcbAddr, 3), MsrResult::kOk);
+  EXPECT_EQ(unit->stats().page_faults, 0u);  // nothing is stored at LLWPCB
+}
+
+// DESIGN §4.1 + lwp_unit.h: BufferBase not canonical, or a buffer that leaves the canonical half
+// it starts in, is #GP.
+TEST_F(LlwpcbTest, GpWhenBufferNotCanonical) {
+  CbSpec cb = Valid();
+  for (uint64_t base : {0x0000800000000000ull, 0x8000000000000000ull, 0xFFFF7FFFFFFFFF00ull,
+                        0x00007FFFFFFFFF80ull /* 256 bytes: the last 128 not canonical */,
+                        0xFFFFFFFFFFFFFF80ull /* wraps to 0 */}) {
+    cb.buffer_base = base;
+    PokeLwpcb(mem, kLwpcbAddr, cb);
+    ExpectGp(kLwpcbAddr, 3);
+    ExpectGp(kLwpcbAddr, 0);
+  }
+  for (uint64_t base : {0x00007FFFFFFFFF00ull - 0x20, 0xFFFF800000000000ull}) {
+    cb.buffer_base = base;
+    cb.buffer_size = base == 0xFFFF800000000000ull ? 256 : 0x120;  // ends at 0x7FFFFFFFFFFF
+    PokeLwpcb(mem, kLwpcbAddr, cb);
+    EXPECT_EQ(Llwpcb(kLwpcbAddr, 3), MsrResult::kOk) << std::hex << base;
+    EXPECT_EQ(Llwpcb(0, 3), MsrResult::kOk);
+  }
 }
 
 // Table 4: BufferHeadOffset "always < BufferSize and a multiple of LWPEventSize"; lwp_unit.h #GP.

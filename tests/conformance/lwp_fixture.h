@@ -18,11 +18,13 @@
 #include "pmu/retired_instruction.h"
 #include "tests/support/fake_guest_memory.h"
 #include "tests/support/recording_interrupt_sink.h"
+#include "tests/support/recording_page_fault_sink.h"
 
 namespace pmu::lwp::conformance {
 
 using pmu::testing::FakeGuestMemory;
 using pmu::testing::RecordingInterruptSink;
+using pmu::testing::RecordingPageFaultSink;
 
 // A processor with every proposal feature: 3 events, n = 10, data address, both filters, INT.
 inline Capabilities FullCaps() {
@@ -154,7 +156,7 @@ class LwpFixture : public ::testing::Test {
 
   // Creates the unit (call again after changing caps/config).
   void MakeUnit() {
-    unit = std::make_unique<LwpUnit>(caps, config, mem, sink);
+    unit = std::make_unique<LwpUnit>(caps, config, mem, sink, &page_faults);
     stored.clear();
     unit->set_record_observer([this](const StoredRecord& r) { stored.push_back(r); });
   }
@@ -219,6 +221,7 @@ class LwpFixture : public ::testing::Test {
 
   FakeGuestMemory mem;
   RecordingInterruptSink sink;
+  RecordingPageFaultSink page_faults;
   Capabilities caps = FullCaps();
   UnitConfig config{};
   std::unique_ptr<LwpUnit> unit;

@@ -459,3 +459,29 @@ TEST_F(SaveAreaTest, SnapshotThroughSerializedFormContinues) {
 
 }  // namespace
 }  // namespace pmu::lwp::conformance
+
+namespace pmu::lwp::conformance {
+namespace {
+
+// lwp_unit.h: LWPMSR0 changes apply at the next LLWPCB. A restore is not an LLWPCB: a slot the
+// saved unit had off (its event was not enabled in LWPMSR0 at LLWPCB) stays off after restore(),
+// even though LWPMSR0 enables it now and the LWPCB still names it (found by the property test's
+// snapshot clone once LLWPCB accepted absent buffer pages).
+TEST_F(SaveAreaTest, RestoreKeepsSlotsThatWereOffOff) {
+  CbSpec cb;
+  cb.slots = {{kEventInstructionsRetired, 3, 0}, {kEventBranchesRetired, 1, 0}};
+  Start(cb, msr0::kEnabled | msr0::kIre);  // branches not enabled: slot 1 off
+  const SaveArea saved = unit->save();
+  EXPECT_EQ(saved.active_slots, 1u);
+  SetMsr0(kMsr0AllFeatures | msr0_vector(kVector));
+  unit->restore(saved);
+  unit->enter_user();
+  for (int i = 0; i < 3; ++i) unit->retire(Branch(RipOf(i), BranchKind::kConditional));
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(RecordAt(kBufferAddr, 0).id, kEventInstructionsRetired);
+  EXPECT_EQ(RecordAt(kBufferAddr, 0).rip, RipOf(2));
+  EXPECT_EQ(unit->save().active_slots, 1u);
+}
+
+}  // namespace
+}  // namespace pmu::lwp::conformance

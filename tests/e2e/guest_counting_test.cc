@@ -263,4 +263,40 @@ TEST_F(GuestNetburst, MiscEnableSaysPerformanceMonitoringIsAvailable) {
   EXPECT_NE(all.find("(performance monitoring available)"), std::string::npos) << all;
 }
 
+// LWP's #PF trap (DESIGN §4.1) end to end: ring buffers in the kernel's demand-zero region, one
+// not present and one mapped read-only at LLWPCB. The store of instruction 10 traps, the kernel
+// maps the page (its console lines show the faults: error 0x6, then 0x4 for the program's own
+// read and 0x7 for the copy-on-write), and instruction 11 stores the record, as lwp_fault's
+// header comment derives. Both steppers deliver the trap and give byte-identical traces.
+TEST_F(GuestCounting, RingBufferPageFaultTrapsAndTheNextOccurrenceStores) {
+  const std::string want_lines =
+      "kernel: task 1 (lwp_fault): demand-zero page 0x7f0000000000: mapped writable (error 0x6)\n"
+      "lwp_fault: run 1: record 0: event 1 rip=start+10\n"
+      "lwp_fault: run 1: record 1: event 1 rip=start+20\n"
+      "lwp_fault: run 1: record 2: event 1 rip=start+30\n"
+      "kernel: task 1 (lwp_fault): demand-zero page 0x7f0000001000: zero page mapped read-only (error 0x4)\n"
+      "kernel: task 1 (lwp_fault): demand-zero page 0x7f0000001000: copied on write (error 0x7)\n"
+      "lwp_fault: run 2: record 0: event 1 rip=start+10\n"
+      "lwp_fault: run 2: record 1: event 1 rip=start+20\n"
+      "lwp_fault: run 2: record 2: event 1 rip=start+30\n"
+      "lwp_fault: exact record streams\n";
+  std::string trace[2];
+  int i = 0;
+  for (const char* stepper : {"kvm", "guest"}) {
+    const std::string file = temp(std::string("lwp_fault.") + stepper + ".jsonl");
+    auto r = run({"run", "--stepper", stepper, "--lwp-trace", file, "--", program("lwp_fault")}, 300);
+    EXPECT_EQ(r.status, 0) << stepper << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find(want_lines), std::string::npos) << stepper << "\n" << r.out;
+    trace[i++] = slurp(file);
+  }
+  EXPECT_EQ(trace[0], trace[1]);
+  // Six records, the first of each run at its buffer's offset 0: the trap left the head alone.
+  std::istringstream in(trace[0]);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 6u) << trace[0];
+  EXPECT_NE(lines[0].find("\"address\":" + std::to_string(0x7f0000000000ull) + ","), std::string::npos) << lines[0];
+  EXPECT_NE(lines[3].find("\"address\":" + std::to_string(0x7f0000001000ull) + ","), std::string::npos) << lines[3];
+}
+
 }  // namespace

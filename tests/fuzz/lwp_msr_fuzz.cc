@@ -44,6 +44,7 @@
 #include "pmu/retired_instruction.h"
 #include "tests/support/fake_guest_memory.h"
 #include "tests/support/recording_interrupt_sink.h"
+#include "tests/support/recording_page_fault_sink.h"
 
 namespace {
 
@@ -52,6 +53,7 @@ using pmu::DataSource;
 using pmu::RetiredInstruction;
 using pmu::testing::FakeGuestMemory;
 using pmu::testing::RecordingInterruptSink;
+using pmu::testing::RecordingPageFaultSink;
 namespace lwp = pmu::lwp;
 
 #define FUZZ_CHECK(cond) \
@@ -95,7 +97,7 @@ bool inside(uint64_t a, uint64_t alen, uint64_t s, uint64_t slen) {
 
 struct Harness {
   Harness(const lwp::Capabilities& c, const lwp::UnitConfig& cfg)
-      : caps(c), unit(c, cfg, mem, sink) {
+      : caps(c), unit(c, cfg, mem, sink, &page_faults) {
     mem.map(0x10000, 3 * kPage, true);
     mem.map(0x20000, 4 * kPage, true);
     mem.map(0x30000, kPage, false);
@@ -142,6 +144,18 @@ struct Harness {
       FUZZ_CHECK(ok);
     }
     writes_seen = writes.size();
+    // #PF traps (DESIGN §4.1): a record address inside an admitted buffer, U|W (+P), and only
+    // where a user write really fails, as the page is now (nothing runs between store and here).
+    for (size_t i = faults_seen; i < page_faults.faults.size(); ++i) {
+      const auto& f = page_faults.faults[i];
+      FUZZ_CHECK(f.error_code == 6 || f.error_code == 7);
+      FUZZ_CHECK(f.linear % 32 == 0);
+      FUZZ_CHECK((f.error_code == 7) == mapped(f.linear, 1));
+      bool in_buffer = false;
+      for (const auto& [s, len] : allowed) in_buffer = in_buffer || inside(f.linear, 32, s, len);
+      FUZZ_CHECK(in_buffer);
+    }
+    faults_seen = page_faults.faults.size();
     FUZZ_CHECK((unit.lwpmsr0() & ~kMsr0Defined) == 0);
     FUZZ_CHECK(sink.nmis == 0);
     for (size_t i = vectors_before; i < sink.vectors.size(); ++i)
@@ -160,10 +174,12 @@ struct Harness {
   lwp::Capabilities caps;
   FakeGuestMemory mem;
   RecordingInterruptSink sink;
+  RecordingPageFaultSink page_faults;
   lwp::LwpUnit unit;
   std::set<uint64_t> pages;
   std::set<std::pair<uint64_t, uint64_t>> allowed;
   size_t writes_seen = 0;
+  size_t faults_seen = 0;
   std::vector<lwp::SaveArea> saved;
 };
 

@@ -114,6 +114,33 @@ TEST_F(PageWalkerTest, WrappingRangeIsRejected) {
   EXPECT_FALSE(memory_.user_writable(0xFFFFFFFFFFFFFFF0ull, 0x20));
 }
 
+// probe_user_write says why a user write fails, for the lowest failing byte: a #PF the guest can
+// resolve (not present: P = 0; present but read-only or supervisor: P = 1), or nothing it can
+// (non-canonical, tables or page outside RAM, reserved entry). LWP's #PF trap depends on it.
+TEST_F(PageWalkerTest, ProbeUserWriteReportsWhy) {
+  using pmu::WriteFault;
+  using pmu::WriteProbe;
+  auto probe = [&](uint64_t a, uint64_t n) { return memory_.probe_user_write(a, n); };
+  auto is = [](WriteProbe p, WriteFault f, uint64_t a) { return p.fault == f && p.address == a; };
+  EXPECT_TRUE(is(probe(0x400000, 8), WriteFault::kNotPresent, 0x400000));  // PML4E empty
+  map_4k(P | W | U);
+  EXPECT_TRUE(is(probe(0x400FF0, 0x20), WriteFault::kNone, 0));
+  EXPECT_TRUE(is(probe(0x401FF0, 0x20), WriteFault::kNotPresent, 0x402000));  // PTE 2 empty
+  set(kPt, 1, 0x201000 | P | U);  // second page read-only
+  EXPECT_TRUE(is(probe(0x400FF0, 0x20), WriteFault::kProtection, 0x401000));
+  set(kPt, 1, 0x201000 | P | W);  // second page supervisor-only
+  EXPECT_TRUE(is(probe(0x401000, 8), WriteFault::kProtection, 0x401000));
+  set(kPt, 1, 0x7FFFFFF000ull | P | W | U);  // page outside RAM
+  EXPECT_TRUE(is(probe(0x401000, 8), WriteFault::kUnreachable, 0x401000));
+  set(kPd, 2, 0x7FFFFFF000ull | P | W | U);  // page table outside RAM
+  EXPECT_TRUE(is(probe(0x400000, 8), WriteFault::kUnreachable, 0x400000));
+  EXPECT_TRUE(is(probe(0x0000800000000000, 8), WriteFault::kUnreachable, 0x0000800000000000));
+  set(kPml4, 1, kPdpt | P | W | U | PS);  // PS in a PML4E is reserved
+  EXPECT_TRUE(is(probe(0x8000000000, 8), WriteFault::kUnreachable, 0x8000000000));
+  EXPECT_TRUE(is(probe(0xFFFFFFFFFFFFFFF0ull, 0x20), WriteFault::kUnreachable, 0xFFFFFFFFFFFFFFF0ull));
+  EXPECT_TRUE(is(probe(0x123, 0), WriteFault::kNone, 0));
+}
+
 TEST(GuestRamTest, BoundsChecksRejectEverythingOutside) {
   GuestRam ram(1 << 20);
   std::vector<std::byte> buf(16);

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <tuple>
+
 #include "guest/abi/pmuvm_abi.h"
 
 namespace vmm {
@@ -87,6 +90,38 @@ TEST_F(GuestAssistedStepperTest, BadFramesAreCountedAndIgnored) {
   ram_.write(kFrame, std::as_bytes(std::span(&kernel_frame, 1)));
   EXPECT_FALSE(stepper_->on_user_entry(kFrame, ctx_).has_value());  // not a user frame
   EXPECT_EQ(stepper_->bad_frames(), 2u);
+}
+
+// LWP's #PF trap (guest/abi/pmuvm_abi.h): a #DB step report's frame is rewritten to vector
+// PMUVM_VECTOR_LWP_PAGE_FAULT with the error code, everything else unchanged; frames of the
+// syscall path (vector 6), kernel frames and the trampoline are left alone.
+TEST_F(GuestAssistedStepperTest, MarkPageFaultRewritesOnlyStepReports) {
+  auto read = [&] {
+    pmuvm_trap_frame f{};
+    ram_.read(kFrame, std::as_writable_bytes(std::span(&f, 1)));
+    return f;
+  };
+  auto with_vector = [&](uint64_t rip, uint64_t vector, uint64_t cs) {
+    frame(rip, 0x1234);
+    ram_.write_u64(kFrame + offsetof(pmuvm_trap_frame, vector), vector);
+    ram_.write_u64(kFrame + offsetof(pmuvm_trap_frame, cs), cs);
+    return kFrame;
+  };
+  ASSERT_TRUE(stepper_->mark_page_fault(with_vector(0x400003, 1, 0x23), 0x6));
+  pmuvm_trap_frame f = read();
+  EXPECT_EQ(f.vector, PMUVM_VECTOR_LWP_PAGE_FAULT);
+  EXPECT_EQ(f.error, 0x6u);
+  EXPECT_EQ(f.rip, 0x400003u);
+  EXPECT_EQ(f.rbx, 0x1234u);
+  EXPECT_EQ(f.cs, 0x23u);
+  for (auto [rip, vector, cs] : {std::tuple<uint64_t, uint64_t, uint64_t>{0x400003, 6, 0x23},
+                                 {0x400003, 1, 0x08},
+                                 {PMUVM_TRAMPOLINE_VA, 1, 0x23}}) {
+    EXPECT_FALSE(stepper_->mark_page_fault(with_vector(rip, vector, cs), 0x7));
+    EXPECT_EQ(read().vector, vector);
+    EXPECT_EQ(read().error, 0u);
+  }
+  EXPECT_FALSE(stepper_->mark_page_fault(64ull << 20, 0x6));  // outside RAM
 }
 
 }  // namespace

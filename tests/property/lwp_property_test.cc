@@ -895,7 +895,11 @@ class Runner {
     const uint32_t head = *peek32(w, a + lwpcb::kBufferHeadOffset);
     const uint32_t tail = *peek32(w, a + lwpcb::kBufferTailOffset);
     if (size == 0 || size % 32 != 0) return false;
-    if (!w.mem.user_writable(base, size)) return false;
+    // DESIGN §4.1: the buffer's pages may be absent or read-only (stores raise a #PF trap); only
+    // its range must be canonical, within one half (lwp_unit.h).
+    const uint64_t last = base + (size - 1);
+    auto canonical = [](uint64_t x) { return static_cast<uint64_t>(static_cast<int64_t>(x << 16) >> 16) == x; };
+    if (last < base || !canonical(base) || !canonical(last) || (base >> 63) != (last >> 63)) return false;
     if (head >= size || head % 32 != 0 || tail >= size || tail % 32 != 0) return false;
     return true;
   }

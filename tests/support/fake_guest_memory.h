@@ -37,6 +37,12 @@ class FakeGuestMemory : public GuestMemory {
     for (uint64_t page = base & ~(kPageSize - 1); page < base + length; page += kPageSize)
       if (auto it = pages_.find(page); it != pages_.end()) it->second.writable = writable;
   }
+  // Makes mapped pages translate to addresses outside guest RAM: every access fails, and
+  // probe_user_write reports kUnreachable (no #PF could fix it).
+  void set_outside_ram(uint64_t base, uint64_t length, bool outside = true) {
+    for (uint64_t page = base & ~(kPageSize - 1); page < base + length; page += kPageSize)
+      if (auto it = pages_.find(page); it != pages_.end()) it->second.outside_ram = outside;
+  }
 
   bool read(uint64_t linear, std::span<std::byte> out) override {
     reads_.push_back({linear, out.size()});
@@ -53,8 +59,19 @@ class FakeGuestMemory : public GuestMemory {
     for (size_t i = 0; i < in.size(); ++i) byte_at(linear + i) = in[i];
     return true;
   }
-  bool user_writable(uint64_t linear, uint64_t length) override {
-    return all_mapped(linear, length, true);
+  WriteProbe probe_user_write(uint64_t linear, uint64_t length) override {
+    ++probes_;
+    if (length == 0) return {};
+    if (linear + length < linear) return {WriteFault::kUnreachable, linear};
+    for (uint64_t page = linear & ~(kPageSize - 1); page < linear + length; page += kPageSize) {
+      const uint64_t first = page < linear ? linear : page;
+      auto it = pages_.find(page);
+      if (it == pages_.end()) return {WriteFault::kNotPresent, first};
+      if (it->second.outside_ram) return {WriteFault::kUnreachable, first};
+      if (!it->second.writable) return {WriteFault::kProtection, first};
+      if (page + kPageSize < page) break;
+    }
+    return {};
   }
 
   // Test-side access that bypasses logging and permissions.
@@ -74,6 +91,7 @@ class FakeGuestMemory : public GuestMemory {
   const std::vector<Access>& writes() const { return writes_; }
   const std::vector<Access>& reads() const { return reads_; }
   uint64_t failed_writes() const { return failed_writes_; }
+  uint64_t probes() const { return probes_; }
   void clear_log() {
     writes_.clear();
     reads_.clear();
@@ -84,6 +102,7 @@ class FakeGuestMemory : public GuestMemory {
   struct Page {
     std::vector<std::byte> bytes;
     bool writable = true;
+    bool outside_ram = false;
   };
 
   bool all_mapped(uint64_t linear, uint64_t length, bool need_write) const {
@@ -91,7 +110,7 @@ class FakeGuestMemory : public GuestMemory {
     if (linear + length < linear) return false;  // wraps the address space
     for (uint64_t page = linear & ~(kPageSize - 1); page < linear + length; page += kPageSize) {
       auto it = pages_.find(page);
-      if (it == pages_.end()) return false;
+      if (it == pages_.end() || it->second.outside_ram) return false;
       if (need_write && !it->second.writable) return false;
       if (page + kPageSize < page) break;
     }
@@ -115,6 +134,7 @@ class FakeGuestMemory : public GuestMemory {
   std::vector<Access> writes_;
   std::vector<Access> reads_;
   uint64_t failed_writes_ = 0;
+  uint64_t probes_ = 0;
 };
 
 }  // namespace pmu::testing

@@ -151,6 +151,29 @@ uint32_t KvmVcpu::lapic_register(uint32_t offset) const {
   return value;
 }
 
+void KvmVcpu::set_cr2(uint64_t value) {
+  kvm_sregs s = sregs();  // fresh, not the exit copy: SET_SREGS writes every field back
+  s.cr2 = value;
+  if (ioctl(fd_, KVM_SET_SREGS, &s) < 0) throw_errno("KVM_SET_SREGS (CR2)");
+}
+
+bool KvmVcpu::inject_page_fault(uint64_t linear, uint32_t error_code) {
+  kvm_vcpu_events events{};
+  if (ioctl(fd_, KVM_GET_VCPU_EVENTS, &events) < 0) throw_errno("KVM_GET_VCPU_EVENTS");
+  if (events.exception.injected || events.exception.pending) return false;
+  // Without KVM_CAP_EXCEPTION_PAYLOAD (pmuvm does not enable it), KVM delivers an injected #PF
+  // with the vCPU's CR2 as it is: set it first. `injected` makes KVM deliver the exception on the
+  // next entry; the flags read above write the other event state back unchanged.
+  set_cr2(linear);
+  events.exception.injected = 1;
+  events.exception.pending = 0;
+  events.exception.nr = 14;
+  events.exception.has_error_code = 1;
+  events.exception.error_code = error_code;
+  if (ioctl(fd_, KVM_SET_VCPU_EVENTS, &events) < 0) throw_errno("KVM_SET_VCPU_EVENTS (#PF)");
+  return true;
+}
+
 void KvmVcpu::nmi() {
   if (ioctl(fd_, KVM_NMI, 0) < 0) throw_errno("KVM_NMI");
 }

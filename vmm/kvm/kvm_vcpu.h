@@ -45,6 +45,12 @@ class KvmVcpu {
   kvm_regs exit_regs() const { return synced_ ? run_->s.regs.regs : regs(); }
   kvm_sregs exit_sregs() const { return synced_ ? run_->s.regs.sregs : sregs(); }
   void nmi();
+  // CR2, with a KVM_GET_SREGS / KVM_SET_SREGS round trip (everything else written back as read).
+  void set_cr2(uint64_t value);
+  // Injects #PF (vector 14) with `error_code` and CR2 = `linear`, delivered when the vCPU next
+  // runs, before it executes another instruction: the boundary the vCPU stopped at. Returns false
+  // (and injects nothing) when an exception is already pending or being injected.
+  bool inject_page_fault(uint64_t linear, uint32_t error_code);
   // One 32-bit register of the in-kernel local APIC (offset as in the xAPIC page, e.g. 0x340 =
   // LVT performance counter), read with KVM_GET_LAPIC. There is deliberately no single-register
   // write: KVM_SET_LAPIC rewrites the whole state (timer re-armed, IRR overwritten).

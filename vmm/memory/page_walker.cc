@@ -1,5 +1,6 @@
 #include "vmm/memory/page_walker.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -20,7 +21,13 @@ bool canonical(uint64_t linear) {
 }  // namespace
 
 std::optional<Translation> translate(const GuestRam& ram, uint64_t cr3, uint64_t linear) {
-  if (!canonical(linear)) return std::nullopt;
+  std::variant<Translation, WalkFailure> w = walk(ram, cr3, linear);
+  if (auto* t = std::get_if<Translation>(&w)) return *t;
+  return std::nullopt;
+}
+
+std::variant<Translation, WalkFailure> walk(const GuestRam& ram, uint64_t cr3, uint64_t linear) {
+  if (!canonical(linear)) return WalkFailure::kNotCanonical;
   Translation t{0, true, true, 4096};
   uint64_t table = cr3 & kAddressMask;
   // Levels: PML4 (bits 47:39), PDPT (38:30), PD (29:21), PT (20:12).
@@ -28,12 +35,12 @@ std::optional<Translation> translate(const GuestRam& ram, uint64_t cr3, uint64_t
     const int shift = 12 + 9 * level;
     const uint64_t index = (linear >> shift) & 0x1FF;
     uint64_t entry = 0;
-    if (!ram.read_u64(table + index * 8, entry)) return std::nullopt;
-    if (!(entry & kPresent)) return std::nullopt;
+    if (!ram.read_u64(table + index * 8, entry)) return WalkFailure::kTableOutsideRam;
+    if (!(entry & kPresent)) return WalkFailure::kNotPresent;
     t.user = t.user && (entry & kUser);
     t.writable = t.writable && (entry & kWritable);
     const bool large = (entry & kLargePage) && (level == 1 || level == 2);
-    if ((entry & kLargePage) && level == 3) return std::nullopt;  // PS is reserved in a PML4E
+    if ((entry & kLargePage) && level == 3) return WalkFailure::kReserved;  // PS is reserved in a PML4E
     if (large || level == 0) {
       const uint64_t page = 1ull << shift;
       t.page_size = page;
@@ -42,7 +49,7 @@ std::optional<Translation> translate(const GuestRam& ram, uint64_t cr3, uint64_t
     }
     table = entry & kAddressMask;
   }
-  return std::nullopt;  // not reached
+  return WalkFailure::kReserved;  // not reached
 }
 
 template <typename Ok, typename Fn>
@@ -86,10 +93,25 @@ bool PagedGuestMemory::write(uint64_t linear, std::span<const std::byte> in) {
       });
 }
 
-bool PagedGuestMemory::user_writable(uint64_t linear, uint64_t length) {
-  return for_each_piece(
-      linear, length, [](const Translation& t) { return t.user && t.writable; },
-      [](uint64_t, uint64_t, uint64_t) {});
+pmu::WriteProbe PagedGuestMemory::probe_user_write(uint64_t linear, uint64_t length) {
+  using pmu::WriteFault;
+  if (length == 0) return {};
+  if (linear + length < linear) return {WriteFault::kUnreachable, linear};
+  uint64_t done = 0;
+  while (done < length) {
+    const uint64_t address = linear + done;
+    std::variant<Translation, WalkFailure> w = walk(ram_, cr3_, address);
+    if (auto* failure = std::get_if<WalkFailure>(&w))
+      return {*failure == WalkFailure::kNotPresent ? WriteFault::kNotPresent : WriteFault::kUnreachable,
+              address};
+    const Translation& t = std::get<Translation>(w);
+    if (!t.user || !t.writable) return {WriteFault::kProtection, address};
+    const uint64_t in_page = t.page_size - (address & (t.page_size - 1));
+    const uint64_t size = std::min(in_page, length - done);
+    if (!ram_.contains(t.gpa, size)) return {WriteFault::kUnreachable, address};
+    done += size;
+  }
+  return {};
 }
 
 }  // namespace vmm

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <variant>
 
 #include "pmu/guest_memory.h"
 #include "vmm/memory/guest_ram.h"
@@ -19,6 +20,17 @@ struct Translation {
   bool writable = false;  // R/W set at every level
   uint64_t page_size = 4096;
 };
+
+// Why a walk found no translation.
+enum class WalkFailure : uint8_t {
+  kNotCanonical,
+  kNotPresent,       // an entry on the way has P = 0 (what a CPU reports as #PF with P = 0)
+  kTableOutsideRam,  // a paging structure is not in guest RAM
+  kReserved,         // a reserved combination (PS in a PML4E)
+};
+
+// Translates `linear` through the tables at `cr3`, or says why it cannot.
+std::variant<Translation, WalkFailure> walk(const GuestRam& ram, uint64_t cr3, uint64_t linear);
 
 // Translates `linear` through the tables at `cr3`. nullopt when the address is not canonical,
 // an entry is not present, a table lies outside RAM, or a reserved combination is found.
@@ -38,7 +50,10 @@ class PagedGuestMemory : public pmu::GuestMemory {
 
   bool read(uint64_t linear, std::span<std::byte> out) override;
   bool write(uint64_t linear, std::span<const std::byte> in) override;
-  bool user_writable(uint64_t linear, uint64_t length) override;
+  // kNotPresent / kProtection (present but not user-writable) are what a CPU would report as a
+  // #PF; a non-canonical address, tables or a page outside RAM and reserved entries are
+  // kUnreachable.
+  pmu::WriteProbe probe_user_write(uint64_t linear, uint64_t length) override;
 
  private:
   // Calls fn(gpa, offset, chunk) for each page-sized piece of [linear, linear + length), after

@@ -1,5 +1,6 @@
 #include "vmm/precise/guest_assisted_stepper.h"
 
+#include <cstddef>
 #include <cstring>
 
 #include "guest/abi/pmuvm_abi.h"
@@ -31,6 +32,14 @@ std::optional<pmu::RetiredInstruction> GuestAssistedStepper::on_step(uint64_t fr
     return std::nullopt;
   }
   return sequencer_.step(*regs);
+}
+
+bool GuestAssistedStepper::mark_page_fault(uint64_t frame_gpa, uint32_t error_code) {
+  pmuvm_trap_frame f;
+  if (!ram_.read(frame_gpa, std::as_writable_bytes(std::span(&f, 1)))) return false;
+  if (f.vector != 1 || (f.cs & 3) != 3 || f.rip == PMUVM_TRAMPOLINE_VA) return false;
+  return ram_.write_u64(frame_gpa + offsetof(pmuvm_trap_frame, vector), PMUVM_VECTOR_LWP_PAGE_FAULT) &&
+         ram_.write_u64(frame_gpa + offsetof(pmuvm_trap_frame, error), error_code);
 }
 
 std::optional<pmu::RetiredInstruction> GuestAssistedStepper::on_user_entry(uint64_t frame_gpa,

@@ -27,6 +27,12 @@ class GuestAssistedStepper {
   // PMUVM_MSR_USER_ENTRY: returns the SYSCALL that retired before this entry, if any.
   std::optional<pmu::RetiredInstruction> on_user_entry(uint64_t frame_gpa, const StepContext& ctx);
 
+  // LWP's #PF trap for the instruction the last on_step() retired (guest/abi/pmuvm_abi.h,
+  // PMUVM_VECTOR_LWP_PAGE_FAULT): marks the reported frame so the kernel handles it as a user #PF
+  // after the WRMSR. Returns false, writing nothing, when the frame is not a #DB step report of a
+  // user instruction (the syscall path's report: the #PF cannot be delivered there).
+  bool mark_page_fault(uint64_t frame_gpa, uint32_t error_code);
+
   uint64_t bad_frames() const { return bad_frames_; }
   uint64_t steps() const { return steps_; }  // PMUVM_MSR_STEP reports
   const StepSequencer& sequencer() const { return sequencer_; }
