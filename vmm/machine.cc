@@ -188,7 +188,7 @@ struct Machine::Impl {
     std::unique_ptr<GuestAssistedStepper> stepper;  // precise backend, guest-assisted (or none)
     std::unique_ptr<KvmStepper> kvm_stepper;        // precise backend, KVM single-step (or none)
     bool stepping = false;  // KVM single-step is on for the next KVM_RUN
-    bool running_to_user = false;  // no single-step; a breakpoint where user mode resumes
+    std::optional<uint64_t> run_to;  // no single-step; the breakpoint where user mode resumes
     uint64_t counted = 0;   // CPL-3 instructions a stepper handed to the PMU models
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
@@ -307,6 +307,8 @@ struct Machine::Impl {
       switch (msr) {
         case PMUVM_MSR_USER_ENTRY:
           v.control->enter_user(s.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
+          if (v.kvm_stepper && !steps_every_cpl(v) && !steps_user_code_only(v))
+            v.kvm_stepper->stop();  // nothing counts in this task: no stale breakpoint
           if (v.kvm_stepper && steps_user_code_only(v))  // run free into the task, then step
             for (const pmu::RetiredInstruction& r : v.kvm_stepper->on_user_entry(run->msr.data, ctx)) {
               v.control->retire(r, s.cr3);
@@ -405,17 +407,20 @@ struct Machine::Impl {
   // resumes there. While a NetBurst counter counts at CPL 0, every CPL is stepped.
   // KVM_SET_GUEST_DEBUG is re-issued before every KVM_RUN while stepping: KVM sets TF for the RIP
   // of that moment only, and POPF/IRET/interrupt delivery drop it.
+  bool steps_every_cpl(const Vcpu& v) const {
+    const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
+    return netburst && netburst->wants_kernel_events();
+  }
   bool steps_user_code_only(const Vcpu& v) const {
     const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
-    if (netburst && netburst->wants_kernel_events()) return false;
+    if (steps_every_cpl(v)) return false;
     return v.control->lwp().wants_events() || (netburst && netburst->wants_events());
   }
 
   void update_stepping(Vcpu& v) {
     const uint8_t cpl = v.kvm->exit_sregs().ss.dpl;
-    const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
-    const bool every_cpl = netburst && netburst->wants_kernel_events();
-    const bool user_only = !every_cpl && steps_user_code_only(v);
+    const bool every_cpl = steps_every_cpl(v);
+    const bool user_only = steps_user_code_only(v);
     const std::optional<uint64_t>& resume = v.kvm_stepper->resume_rip();
     if (user_only && cpl == 3 && resume) {
       // User mode was reached without passing the breakpoint (the kernel resumed elsewhere than
@@ -431,18 +436,20 @@ struct Machine::Impl {
       v.kvm->set_single_step(true, cpl == 3 ? std::optional<uint64_t>(v.kvm_stepper->syscall_entry())
                                             : std::nullopt);
       v.stepping = true;
-      v.running_to_user = false;
+      v.run_to.reset();
       return;
     }
     // User mode left: nothing steps in the kernel (unless a return into the task was already
     // announced: an NMI handler's return reaches USER_ENTRY with no exit before it).
     if (v.stepping && !v.kvm_stepper->resume_rip()) v.kvm_stepper->stop();
-    if (user_only && v.kvm_stepper->resume_rip()) {
-      if (!v.running_to_user) v.kvm->set_single_step(false, v.kvm_stepper->resume_rip());
-      v.running_to_user = true;
-    } else if (v.stepping || v.running_to_user) {
+    if (user_only && resume) {
+      // Re-programmed when the announced RIP changes: a return can be announced, then another
+      // task chosen (a tick on the way out) and announced in its turn.
+      if (v.run_to != resume) v.kvm->set_single_step(false, resume);
+      v.run_to = resume;
+    } else if (v.stepping || v.run_to) {
       v.kvm->set_single_step(false);
-      v.running_to_user = false;
+      v.run_to.reset();
     }
     v.stepping = false;
   }
@@ -460,7 +467,7 @@ struct Machine::Impl {
   void on_step(Vcpu& v) {
     const kvm_run* run = v.kvm->run_state();
     constexpr uint64_t kDr6Step = 1u << 14, kDr6Breakpoint0 = 1u << 0;
-    if (v.kvm_stepper && v.running_to_user && (run->debug.arch.dr6 & kDr6Breakpoint0) &&
+    if (v.kvm_stepper && v.run_to && (run->debug.arch.dr6 & kDr6Breakpoint0) &&
         v.kvm->exit_sregs().ss.dpl == 3) {
       v.kvm_stepper->on_user_arrival(user_state(v));  // user mode resumes: step from here
       return;
