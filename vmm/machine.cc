@@ -48,9 +48,11 @@ struct SteadyClock : pmu::Clock {
 // at every exit of the vCPU), NMI or the fixed vector by its delivery mode.
 //
 // Not modelled: Intel's mask-on-delivery (hardware sets LVTPC.mask when it delivers a PMI).
-// KVM 6.1 has no ioctl that writes one LAPIC register; KVM_SET_LAPIC rewrites the whole state,
-// which re-arms the LAPIC timer from a stale count and overwrites IRR bits raised since the
-// KVM_GET_LAPIC (an interrupt lost). Guests unmask LVTPC at the end of their PMI handler (Linux's
+// KVM 6.1 has no ioctl that writes one LAPIC register; KVM_SET_LAPIC rewrites the whole state:
+// it overwrites IRR bits raised since the KVM_GET_LAPIC (an IPI from another vCPU lost), restarts
+// the timer from the saved count, and without APICv (this host) leaves an IRR bit it restores
+// unnoticed until the next interrupt (KVM fixed that in 2024: "Refresh irr_pending on
+// KVM_SET_LAPIC"; a stuck timer interrupt hangs a guest). Guests unmask LVTPC at the end of their PMI handler (Linux's
 // P4 driver, the bundled kernel), so for them the only difference is that a second PMI could
 // arrive inside the handler: NMIs are blocked there until IRET, and a fixed vector waits in IRR
 // while IF = 0, so nothing nests in practice.
