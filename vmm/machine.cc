@@ -221,6 +221,9 @@ struct Machine::Impl {
     return PMUVM_PV_USER_ENTRY;
   }
 
+  // Asked once: spdlog's level check goes through its registry, a visible cost at every step.
+  const bool trace_steps = spdlog::should_log(spdlog::level::trace);
+
   explicit Impl(MachineOptions o) : options(std::move(o)), ram(options.mem_mib << 20) {
     auto result = load_guest(ram, options.kernel, options.kernel_name, options.programs,
                              BootParameters{options.vcpus, pv_features(),
@@ -483,8 +486,8 @@ struct Machine::Impl {
     const kvm_sregs s = v.kvm->exit_sregs();
     const uint8_t cpl = s.ss.dpl;
     const GuestRegisters g = user_state(v);
-    spdlog::trace("vCPU {}: step to rip {:#x} at CPL {}", v.kvm->index(), g.rip, cpl);
-    const std::vector<pmu::RetiredInstruction> retired = v.kvm_stepper->on_step(g, cpl, s.cr3);
+    if (trace_steps) spdlog::trace("vCPU {}: step to rip {:#x} at CPL {}", v.kvm->index(), g.rip, cpl);
+    const Retirements retired = v.kvm_stepper->on_step(g, cpl, s.cr3);
     for (size_t i = 0; i < retired.size(); ++i) {
       v.control->retire(retired[i], s.cr3);
       if (retired[i].cpl == 3) ++v.counted;

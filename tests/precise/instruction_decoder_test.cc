@@ -142,3 +142,40 @@ TEST_F(DecoderTest, InvalidBytesAreRejected) {
 
 }  // namespace
 }  // namespace vmm
+
+namespace vmm {
+namespace {
+
+// The decode cache (per RIP, checked against the bytes): a hit computes addresses from the new
+// registers; other bytes at the same RIP (modified code) decode anew; an invalid encoding is not
+// cached as the old instruction.
+TEST(DecoderCache, SameBytesHitWithFreshAddressesOtherBytesDecodeAnew) {
+  InstructionDecoder decoder;
+  GuestRegisters regs{.rbx = 0x2000, .rip = 0x400000};
+  const std::vector<uint8_t> load = {0x48, 0x8b, 0x03, 0x90};  // mov rax, [rbx]; (nop follows)
+  ASSERT_TRUE(decoder.decode(load, regs).has_value());
+  EXPECT_EQ(decoder.cache_hits(), 0u);
+  regs.rbx = 0x3000;
+  const std::vector<uint8_t> other_tail = {0x48, 0x8b, 0x03, 0xcc};  // what follows differs
+  auto again = decoder.decode(other_tail, regs);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(decoder.cache_hits(), 1u);
+  ASSERT_EQ(again->load_count, 1);
+  EXPECT_EQ(again->loads[0].address, 0x3000u);  // from the registers of this step
+
+  const std::vector<uint8_t> store = {0x48, 0x89, 0x03};  // mov [rbx], rax at the same RIP
+  auto modified = decoder.decode(store, regs);
+  ASSERT_TRUE(modified.has_value());
+  EXPECT_EQ(decoder.cache_hits(), 1u);
+  EXPECT_EQ(modified->load_count, 0);
+  EXPECT_EQ(modified->store_count, 1);
+
+  const std::vector<uint8_t> invalid = {0x0f, 0xff};  // UD0 without its ModRM: undecodable
+  EXPECT_FALSE(decoder.decode(invalid, regs).has_value());
+  auto store_again = decoder.decode(store, regs);  // the failed decode left no stale entry
+  ASSERT_TRUE(store_again.has_value());
+  EXPECT_EQ(store_again->store_count, 1);
+}
+
+}  // namespace
+}  // namespace vmm

@@ -48,10 +48,10 @@ class KvmStepperTest : public ::testing::Test {
   }
   // One report; these cases retire at most one instruction per report.
   std::optional<pmu::RetiredInstruction> step(uint64_t rip, uint8_t cpl, uint64_t cr3 = kCr3) {
-    std::vector<pmu::RetiredInstruction> r = stepper_->on_step(at(rip, cr3), cpl, cr3);
+    Retirements r = stepper_->on_step(at(rip, cr3), cpl, cr3);
     EXPECT_LE(r.size(), 1u) << "at rip " << std::hex << rip;
     if (r.empty()) return std::nullopt;
-    return r.front();
+    return r[0];
   }
 
   static constexpr uint64_t kStack = kKernel + 0x1000;  // kernel stack: an IRETQ frame there
@@ -106,7 +106,7 @@ TEST_F(KvmStepperTest, InterruptTakenAfterAnUnreportedInstructionCountsIt) {
   GuestRegisters k = at(kKernel);               // the NMI handler's return path: its IRETQ
   k.rsp = kStack;
   EXPECT_TRUE(stepper_->on_step(k, 0, kCr3).empty());
-  std::vector<pmu::RetiredInstruction> r = stepper_->on_step(at(0x400001), 3, kCr3);
+  Retirements r = stepper_->on_step(at(0x400001), 3, kCr3);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].rip, 0x400000u);  // the nop that ran before the NMI
   EXPECT_EQ(r[0].cpl, 3);
@@ -126,7 +126,7 @@ TEST_F(KvmStepperTest, IretqPastAnEmulatedLlwpcbDoesNotCountIt) {
   GuestRegisters k = at(kKernel);
   k.rsp = kStack;
   stepper_->on_step(k, 0, kCr3);
-  std::vector<pmu::RetiredInstruction> r = stepper_->on_step(at(0x400005), 3, kCr3);
+  Retirements r = stepper_->on_step(at(0x400005), 3, kCr3);
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].cpl, 0);  // only the IRETQ
   EXPECT_EQ(stepper_->late_interrupts(), 0u);
@@ -155,7 +155,7 @@ class KvmStepperUserEntryTest : public KvmStepperTest {
     f.rip = rip, f.cs = 0x33, f.rflags = 0x202, f.rsp = 0x401000, f.ss = 0x2b, f.rax = rax;
     ram_.write(kFrame, std::as_bytes(std::span(&f, 1)));
   }
-  std::vector<pmu::RetiredInstruction> user_entry() {
+  Retirements user_entry() {
     return stepper_->on_user_entry(kFrame, StepContext{kCr3, 0, 0});
   }
 };
@@ -180,7 +180,7 @@ TEST_F(KvmStepperUserEntryTest, AFrameOneInstructionOnCountsTheInstructionTheInt
   step(0x400000, 3);
   stepper_->on_other_exit(0);  // the NMI handler's USER_ENTRY
   frame_at(0x400005, 1);
-  std::vector<pmu::RetiredInstruction> r = user_entry();
+  Retirements r = user_entry();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].rip, 0x400000u);
   EXPECT_EQ(stepper_->late_interrupts(), 1u);
@@ -191,7 +191,7 @@ TEST_F(KvmStepperUserEntryTest, AReturnRightAfterASyscallCountsIt) {
   step(0x400000, 3);
   stepper_->on_other_exit(0);
   frame_at(0x400002);
-  std::vector<pmu::RetiredInstruction> r = user_entry();
+  Retirements r = user_entry();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].rip, 0x400000u);
   EXPECT_EQ(stepper_->late_interrupts(), 0u);

@@ -1,5 +1,7 @@
 #include "vmm/precise/instruction_decoder.h"
 
+#include <cstring>
+
 namespace vmm {
 namespace {
 
@@ -45,7 +47,7 @@ pmu::BranchKind classify(const ZydisDecodedInstruction& insn) {
 
 }  // namespace
 
-InstructionDecoder::InstructionDecoder() {
+InstructionDecoder::InstructionDecoder() : cache_(kCacheSlots) {
   ZydisDecoderInit(&decoder_, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
 }
 
@@ -56,10 +58,20 @@ std::string InstructionDecoder::mnemonic_name(ZydisMnemonic mnemonic) {
 
 std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uint8_t> bytes,
                                                              const GuestRegisters& regs) const {
-  ZydisDecodedInstruction insn;
-  ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder_, bytes.data(), bytes.size(), &insn, ops)))
-    return std::nullopt;
+  Cached& c = cache_[(regs.rip ^ (regs.rip >> 8)) % kCacheSlots];
+  if (c.rip == regs.rip && c.length <= bytes.size() &&
+      std::memcmp(c.bytes.data(), bytes.data(), c.length) == 0) {
+    ++cache_hits_;
+  } else {
+    c.rip = ~0ull;
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder_, bytes.data(), bytes.size(), &c.insn, c.ops)))
+      return std::nullopt;
+    c.rip = regs.rip;
+    c.length = c.insn.length;
+    std::memcpy(c.bytes.data(), bytes.data(), c.length);
+  }
+  const ZydisDecodedInstruction& insn = c.insn;
+  const ZydisDecodedOperand* ops = c.ops;
 
   DecodedInstruction out;
   out.length = insn.length;
@@ -68,8 +80,7 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
   out.lwp_instruction = insn.mnemonic == ZYDIS_MNEMONIC_LLWPCB || insn.mnemonic == ZYDIS_MNEMONIC_SLWPCB;
   out.syscall = insn.mnemonic == ZYDIS_MNEMONIC_SYSCALL;
 
-  ZydisRegisterContext ctx{};
-  fill_context(regs, ctx);
+  bool context_filled = false;
   for (uint8_t i = 0; i < insn.operand_count; ++i) {
     const ZydisDecodedOperand& op = ops[i];
     if (out.branch != pmu::BranchKind::kNone && op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
@@ -82,8 +93,9 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
     // touch no data. Implicit stack operands (push/pop/call/ret) are included: the instruction
     // itself reads or writes them.
     if (op.type != ZYDIS_OPERAND_TYPE_MEMORY || op.mem.type != ZYDIS_MEMOP_TYPE_MEM) continue;
+    if (!context_filled) fill_context(regs, context_), context_filled = true;
     uint64_t address = 0;
-    if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddressEx(&insn, &op, regs.rip, &ctx, &address))) continue;
+    if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddressEx(&insn, &op, regs.rip, &context_, &address))) continue;
     if (op.mem.segment == ZYDIS_REGISTER_FS) address += regs.fs_base;
     if (op.mem.segment == ZYDIS_REGISTER_GS) address += regs.gs_base;
     const MemoryAccess access{address, static_cast<uint32_t>(op.size / 8)};

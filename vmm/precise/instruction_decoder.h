@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <vector>
 #include <span>
 #include <string>
 
@@ -72,8 +73,29 @@ class InstructionDecoder {
   // Mnemonic text, for reports.
   static std::string mnemonic_name(ZydisMnemonic mnemonic);
 
+  uint64_t cache_hits() const { return cache_hits_; }
+
  private:
+  // Zydis's full decode is the largest part of a step's VMM-side cost (perf, nested host), and a
+  // stepped program runs the same few instructions over and over. So the last decode at each of
+  // 256 RIP slots is kept with its bytes. Decoding depends only on the bytes (64-bit mode), and x86
+  // decoding of an instruction's own `length` bytes does not depend on what follows them, so equal
+  // bytes give the identical result: modified code simply misses. Addresses are computed anew.
+  struct Cached {
+    uint64_t rip = ~0ull;
+    uint8_t length = 0;
+    std::array<uint8_t, 15> bytes{};
+    ZydisDecodedInstruction insn{};
+    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT]{};
+  };
+  static constexpr size_t kCacheSlots = 256;
+
   ZydisDecoder decoder_;
+  mutable std::vector<Cached> cache_;
+  // Register values for Zydis's address computation: filled only for instructions with a memory
+  // operand (the context is 2 KiB; only the GPR and RIP entries are ever read).
+  mutable ZydisRegisterContext context_{};
+  mutable uint64_t cache_hits_ = 0;
 };
 
 }  // namespace vmm

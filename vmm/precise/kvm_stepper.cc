@@ -31,7 +31,7 @@ std::optional<GuestRegisters> KvmStepper::iret_return_state(const GuestRegisters
 }
 
 void KvmStepper::on_user_step(const GuestRegisters& after,
-                              std::vector<pmu::RetiredInstruction>& out) {
+                              Retirements& out) {
   // The kernel's last instruction (IRETQ/SYSRET) retired into user mode, if its pre-state is
   // known (stepping may have started later).
   if (auto kernel = kernel_.step(after)) out.push_back(*kernel);
@@ -42,11 +42,11 @@ void KvmStepper::on_user_step(const GuestRegisters& after,
   in_user_ = true;
 }
 
-std::vector<pmu::RetiredInstruction> KvmStepper::on_step(const GuestRegisters& after, uint8_t cpl,
+Retirements KvmStepper::on_step(const GuestRegisters& after, uint8_t cpl,
                                                          uint64_t cr3) {
   user_code_.set_cr3(cr3);
   kernel_code_.set_cr3(cr3);
-  std::vector<pmu::RetiredInstruction> out;
+  Retirements out;
   if (cpl == 3) {
     ++user_steps_;
     if (!in_user_) {
@@ -73,9 +73,9 @@ std::vector<pmu::RetiredInstruction> KvmStepper::on_step(const GuestRegisters& a
   return out;
 }
 
-std::vector<pmu::RetiredInstruction> KvmStepper::on_user_entry(uint64_t frame_gpa,
+Retirements KvmStepper::on_user_entry(uint64_t frame_gpa,
                                                                const StepContext& ctx) {
-  std::vector<pmu::RetiredInstruction> out;
+  Retirements out;
   kernel_.leave_user();
   std::optional<GuestRegisters> resumed = read_user_trap_frame(ram_, frame_gpa, ctx);
   if (!resumed) {  // the kernel broke the protocol: nothing pending survives, step from CPL 3 on

@@ -34,7 +34,8 @@
 
 #include <cstdint>
 #include <optional>
-#include <vector>
+#include <array>
+#include <stdexcept>
 
 #include "pmu/cache/cache_model.h"
 #include "pmu/retired_instruction.h"
@@ -45,6 +46,25 @@
 
 namespace vmm {
 
+// The instructions one report settles, in retirement order (at most three: an instruction an
+// interrupt came after, the IRETQ, the next one). Fixed storage: this is built at every step.
+class Retirements {
+ public:
+  void push_back(const pmu::RetiredInstruction& r) {
+    if (size_ == items_.size()) throw std::logic_error("KvmStepper: more than 3 retirements in a report");
+    items_[size_++] = r;
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const pmu::RetiredInstruction& operator[](size_t i) const { return items_[i]; }
+  const pmu::RetiredInstruction* begin() const { return items_.data(); }
+  const pmu::RetiredInstruction* end() const { return items_.data() + size_; }
+
+ private:
+  std::array<pmu::RetiredInstruction, 3> items_{};
+  size_t size_ = 0;
+};
+
 class KvmStepper {
  public:
   // `syscall_entry`: the guest's IA32_LSTAR (where SYSCALL's single-step trap is reported).
@@ -53,7 +73,7 @@ class KvmStepper {
   // One single-step exit. Returns the instructions that retired and count, in retirement order:
   // usually none or one; two when user mode resumes after an interrupt that was taken one
   // instruction late (that instruction, then the IRETQ).
-  std::vector<pmu::RetiredInstruction> on_step(const GuestRegisters& after, uint8_t cpl,
+  Retirements on_step(const GuestRegisters& after, uint8_t cpl,
                                                uint64_t cr3);
   // PMUVM_MSR_USER_ENTRY while only user code is stepped: the kernel is about to return to user
   // mode with the trap frame at `frame_gpa`. The run loop lets the kernel run free to the frame's
@@ -61,7 +81,7 @@ class KvmStepper {
   // counts as entered with the frame's state, so the first step report there counts the
   // instruction at that RIP. Returns what retired before: the pending instruction if the
   // interrupt came one instruction late (see above), a SYSCALL this return settles.
-  std::vector<pmu::RetiredInstruction> on_user_entry(uint64_t frame_gpa, const StepContext& ctx);
+  Retirements on_user_entry(uint64_t frame_gpa, const StepContext& ctx);
   // Where the run loop should stop the free-running kernel (user mode resumes there), if set.
   const std::optional<uint64_t>& resume_rip() const { return resume_rip_; }
   // The breakpoint at resume_rip() was reached with the vCPU in state `at`: an exit, no
@@ -87,7 +107,7 @@ class KvmStepper {
   // The user-mode state the last stepped kernel instruction, an IRETQ, returned to (from its
   // stack frame); nullopt when the last kernel step is not an IRETQ into CPL 3.
   std::optional<GuestRegisters> iret_return_state(const GuestRegisters& after);
-  void on_user_step(const GuestRegisters& after, std::vector<pmu::RetiredInstruction>& out);
+  void on_user_step(const GuestRegisters& after, Retirements& out);
 
   GuestRam& ram_;                 // the kernel's trap frames (on_user_entry)
   PagedGuestMemory user_code_;    // user instructions: fetched as user mode sees them

@@ -9,37 +9,38 @@ bool StepSequencer::ignored(uint64_t rip) const {
                      [rip](const Range& r) { return rip >= r.begin && rip < r.end; });
 }
 
-std::vector<uint8_t> StepSequencer::fetch(uint64_t rip) {
+StepSequencer::CodeBytes StepSequencer::fetch(uint64_t rip) {
   // Read what lies in rip's page first, then the rest from the next page if it is readable:
   // an instruction may straddle the boundary, but a short one at a page end must still decode.
   const uint64_t in_page = std::min<uint64_t>(15, 4096 - (rip & 4095));
-  std::vector<uint8_t> bytes(15);
+  CodeBytes bytes;
   auto as_bytes = [&](size_t from, size_t n) {
-    return std::span<std::byte>(reinterpret_cast<std::byte*>(bytes.data()) + from, n);
+    return std::span<std::byte>(reinterpret_cast<std::byte*>(bytes.data.data()) + from, n);
   };
   if (!code_.read(rip, as_bytes(0, in_page))) return {};
+  bytes.size = 15;
   if (in_page < 15 && !code_.read(rip + in_page, as_bytes(in_page, 15 - in_page)))
-    bytes.resize(in_page);
+    bytes.size = in_page;
   return bytes;
 }
 
 std::optional<pmu::RetiredInstruction> StepSequencer::account(const GuestRegisters& before,
                                                               uint64_t next_rip, bool syscall_only) {
   if (ignored(before.rip)) return std::nullopt;
-  const std::vector<uint8_t> bytes = fetch(before.rip);
+  const CodeBytes bytes = fetch(before.rip);
   if (bytes.empty()) {
     ++unreadable_;
     return std::nullopt;
   }
   if (syscall_only) {
     // SYSCALL is 0F 05 (a REX or other prefix before it is possible but not emitted by compilers).
-    if (bytes.size() < 2 || bytes[0] != 0x0F || bytes[1] != 0x05) {
+    if (bytes.size < 2 || bytes.data[0] != 0x0F || bytes.data[1] != 0x05) {
       ++dropped_;
       return std::nullopt;
     }
     next_rip = before.rip + 2;  // where SYSRET returns; the kernel entry is not the next RIP
   }
-  return accountant_.account(before, bytes, cpl_, next_rip);
+  return accountant_.account(before, bytes.span(), cpl_, next_rip);
 }
 
 std::optional<pmu::RetiredInstruction> StepSequencer::enter_user(const GuestRegisters& regs) {
@@ -74,8 +75,8 @@ std::optional<pmu::RetiredInstruction> StepSequencer::syscall_entered() {
 std::optional<pmu::RetiredInstruction> StepSequencer::retired_before_interrupt(
     const GuestRegisters& resumed) {
   if (!pending_ || pending_->cr3 != resumed.cr3 || pending_->rip == resumed.rip) return std::nullopt;
-  const std::vector<uint8_t> bytes = fetch(pending_->rip);
-  const std::optional<DecodedInstruction> d = accountant_.decoder().decode(bytes, *pending_);
+  const CodeBytes bytes = fetch(pending_->rip);
+  const std::optional<DecodedInstruction> d = accountant_.decoder().decode(bytes.span(), *pending_);
   if (!d || d->syscall || d->lwp_instruction) return std::nullopt;
   const bool leads_there =
       d->fall_through(pending_->rip) == resumed.rip ||

@@ -15,9 +15,11 @@
 // RIP lies in an ignored range (the guest kernel's user-mode trampolines) never count.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "pmu/guest_memory.h"
@@ -79,8 +81,15 @@ class StepSequencer {
     uint64_t begin, end;
   };
   bool ignored(uint64_t rip) const;
+  // Up to 15 instruction bytes (no heap: this runs at every step).
+  struct CodeBytes {
+    std::array<uint8_t, 15> data{};
+    size_t size = 0;
+    bool empty() const { return size == 0; }
+    std::span<const uint8_t> span() const { return {data.data(), size}; }
+  };
   // Fetches up to 15 bytes at `rip` (fewer when the next page is not readable).
-  std::vector<uint8_t> fetch(uint64_t rip);
+  CodeBytes fetch(uint64_t rip);
   std::optional<pmu::RetiredInstruction> account(const GuestRegisters& before, uint64_t next_rip,
                                                  bool syscall_only);
 
