@@ -191,6 +191,10 @@ struct Machine::Impl {
     std::unique_ptr<KvmStepper> kvm_stepper;        // precise backend, KVM single-step (or none)
     bool stepping = false;  // KVM single-step is on for the next KVM_RUN
     std::optional<uint64_t> run_to;  // no single-step; the breakpoint where user mode resumes
+    // The last exit was a CPL-3 single step after an instruction that leaves RFLAGS.TF alone, so
+    // the guest-debug state of the last KVM_SET_GUEST_DEBUG (`step_breakpoint`) still holds.
+    bool tf_kept = false;
+    std::optional<uint64_t> step_breakpoint;
     uint64_t counted = 0;   // CPL-3 instructions a stepper handed to the PMU models
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
@@ -410,8 +414,9 @@ struct Machine::Impl {
   // The kernel announces each return into a profiled task (PMUVM_PV_PROFILED_ENTRY) with its trap
   // frame; the kernel then runs free to the frame's RIP (an instruction breakpoint), and stepping
   // resumes there. While a NetBurst counter counts at CPL 0, every CPL is stepped.
-  // KVM_SET_GUEST_DEBUG is re-issued before every KVM_RUN while stepping: KVM sets TF for the RIP
-  // of that moment only, and POPF/IRET/interrupt delivery drop it.
+  // KVM_SET_GUEST_DEBUG is re-issued before a KVM_RUN unless the last exit was a user-mode step
+  // after an instruction that leaves TF alone: KVM sets TF when it is issued, and POPF, IRET,
+  // interrupt delivery and KVM's own instruction emulation can drop it.
   bool steps_every_cpl(const Vcpu& v) const {
     const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
     return netburst && netburst->wants_kernel_events();
@@ -438,8 +443,10 @@ struct Machine::Impl {
       // In user mode, a breakpoint on the SYSCALL entry point reports SYSCALL as it retires
       // (its single-step trap is not delivered: FMASK clears TF), so it counts with the PMU
       // state of that moment (a pmc_config that enables a counter must not count itself).
-      v.kvm->set_single_step(true, cpl == 3 ? std::optional<uint64_t>(v.kvm_stepper->syscall_entry())
-                                            : std::nullopt);
+      const std::optional<uint64_t> bp =
+          cpl == 3 ? std::optional<uint64_t>(v.kvm_stepper->syscall_entry()) : std::nullopt;
+      if (!(v.stepping && v.tf_kept && v.step_breakpoint == bp)) v.kvm->set_single_step(true, bp);
+      v.step_breakpoint = bp;
       v.stepping = true;
       v.run_to.reset();
       return;
@@ -488,6 +495,9 @@ struct Machine::Impl {
     const GuestRegisters g = user_state(v);
     if (trace_steps) spdlog::trace("vCPU {}: step to rip {:#x} at CPL {}", v.kvm->index(), g.rip, cpl);
     const Retirements retired = v.kvm_stepper->on_step(g, cpl, s.cr3);
+    // The last retirement a user-mode one: the user accountant's last instruction is that one.
+    v.tf_kept = cpl == 3 && (run->debug.arch.dr6 & kDr6Step) && !retired.empty() &&
+                retired[retired.size() - 1].cpl == 3 && !v.kvm_stepper->user_tf_may_be_clear();
     for (size_t i = 0; i < retired.size(); ++i) {
       v.control->retire(retired[i], s.cr3);
       if (retired[i].cpl == 3) ++v.counted;
@@ -524,6 +534,7 @@ struct Machine::Impl {
         if (v.kvm_stepper) update_stepping(v);
         const int r = v.kvm->run();
         v.kvm->run_state()->immediate_exit = 0;  // before looking at why: see kick()
+        v.tf_kept = false;  // until on_step says otherwise
         // A kick (r < 0) stops the vCPU between instructions: nothing retired, nothing changes.
         if (r >= 0 && v.kvm_stepper && v.kvm->run_state()->exit_reason != KVM_EXIT_DEBUG)
           v.kvm_stepper->on_other_exit(v.kvm->exit_sregs().ss.dpl);

@@ -104,6 +104,21 @@ void KvmStepper::on_user_arrival(const GuestRegisters& at) {
   resume_rip_.reset();
 }
 
+bool KvmStepper::user_tf_may_be_clear() const {
+  switch (user_accountant_.last_mnemonic()) {
+    case ZYDIS_MNEMONIC_POPF:
+    case ZYDIS_MNEMONIC_POPFD:
+    case ZYDIS_MNEMONIC_POPFQ:
+    case ZYDIS_MNEMONIC_IRET:
+    case ZYDIS_MNEMONIC_IRETD:
+    case ZYDIS_MNEMONIC_IRETQ:
+    case ZYDIS_MNEMONIC_INVALID:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void KvmStepper::on_other_exit(uint8_t cpl) {
   if (cpl != 3) in_user_ = false;
 }

@@ -97,6 +97,10 @@ class KvmStepper {
   void stop();
 
   uint64_t syscall_entry() const { return syscall_entry_; }
+  // After a CPL-3 step: true when the instruction that just retired may have cleared RFLAGS.TF
+  // (POPF, IRET), or is unknown. Otherwise TF is still set and KVM keeps stepping without
+  // KVM_SET_GUEST_DEBUG being issued again (one ioctl per step saved).
+  bool user_tf_may_be_clear() const;
   uint64_t user_steps() const { return user_steps_; }
   uint64_t kernel_steps() const { return kernel_steps_; }
   uint64_t late_interrupts() const { return late_interrupts_; }

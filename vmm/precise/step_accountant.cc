@@ -8,8 +8,10 @@ std::optional<pmu::RetiredInstruction> StepAccountant::account(const GuestRegist
   std::optional<DecodedInstruction> d = decoder_.decode(bytes, before);
   if (!d) {
     ++undecodable_;
+    last_mnemonic_ = ZYDIS_MNEMONIC_INVALID;
     return std::nullopt;
   }
+  last_mnemonic_ = d->mnemonic;
   if (d->lwp_instruction) return std::nullopt;  // emulated, never retires (DESIGN §4.4)
 
   pmu::RetiredInstruction insn;

@@ -32,6 +32,8 @@ class StepAccountant {
 
   uint64_t undecodable() const { return undecodable_; }
   const InstructionDecoder& decoder() const { return decoder_; }
+  // The mnemonic of the last instruction account() decoded (INVALID before any).
+  ZydisMnemonic last_mnemonic() const { return last_mnemonic_; }
   void reset();
 
  private:
@@ -39,6 +41,7 @@ class StepAccountant {
   pmu::cache::CacheModel cache_;
   pmu::branch::BranchPredictor predictor_;
   uint64_t undecodable_ = 0;
+  ZydisMnemonic last_mnemonic_ = ZYDIS_MNEMONIC_INVALID;
 };
 
 }  // namespace vmm
