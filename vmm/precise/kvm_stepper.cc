@@ -30,8 +30,7 @@ std::optional<GuestRegisters> KvmStepper::iret_return_state(const GuestRegisters
   return resumed;
 }
 
-void KvmStepper::on_user_step(const GuestRegisters& after,
-                              Retirements& out) {
+void KvmStepper::on_user_step(const GuestRegisters& after, Retirements& out) {
   // The kernel's last instruction (IRETQ/SYSRET) retired into user mode, if its pre-state is
   // known (stepping may have started later).
   if (auto kernel = kernel_.step(after)) out.push_back(*kernel);
@@ -42,8 +41,7 @@ void KvmStepper::on_user_step(const GuestRegisters& after,
   in_user_ = true;
 }
 
-Retirements KvmStepper::on_step(const GuestRegisters& after, uint8_t cpl,
-                                                         uint64_t cr3) {
+Retirements KvmStepper::on_step(const GuestRegisters& after, uint8_t cpl, uint64_t cr3) {
   user_code_.set_cr3(cr3);
   kernel_code_.set_cr3(cr3);
   Retirements out;
@@ -73,8 +71,7 @@ Retirements KvmStepper::on_step(const GuestRegisters& after, uint8_t cpl,
   return out;
 }
 
-Retirements KvmStepper::on_user_entry(uint64_t frame_gpa,
-                                                               const StepContext& ctx) {
+Retirements KvmStepper::on_user_entry(uint64_t frame_gpa, const StepContext& ctx) {
   Retirements out;
   kernel_.leave_user();
   std::optional<GuestRegisters> resumed = read_user_trap_frame(ram_, frame_gpa, ctx);

@@ -25,16 +25,16 @@
 //    them (LWP ignores them: only CPL-3 execution counts).
 //  * An interrupt delivered one instruction late (measured on the nested AMD host: an NMI injected
 //    at a step exit sometimes lets the next user instruction run first, and that instruction's
-//    trap is lost): the interrupt frame the stepped IRETQ returns through names the instruction
-//    after the pending one. The pending instruction retired; it counts, with the frame's state
+//    trap is lost): the interrupt frame user mode resumes from (USER_ENTRY's, or the one a stepped
+//    IRETQ returns through when every CPL is stepped) names the instruction after the pending one. The pending instruction retired; it counts, with the frame's state
 //    as its post-state (StepSequencer::retired_before_interrupt). The PMU models see it only
 //    then, after the handler: to them the interrupt came at the boundary where it was raised
 //    (a PMI handler's reload is not overtaken by it), so counts and PMIs stay exact.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
-#include <array>
 #include <stdexcept>
 
 #include "pmu/cache/cache_model.h"
@@ -73,8 +73,7 @@ class KvmStepper {
   // One single-step exit. Returns the instructions that retired and count, in retirement order:
   // usually none or one; two when user mode resumes after an interrupt that was taken one
   // instruction late (that instruction, then the IRETQ).
-  Retirements on_step(const GuestRegisters& after, uint8_t cpl,
-                                               uint64_t cr3);
+  Retirements on_step(const GuestRegisters& after, uint8_t cpl, uint64_t cr3);
   // PMUVM_MSR_USER_ENTRY while only user code is stepped: the kernel is about to return to user
   // mode with the trap frame at `frame_gpa`. The run loop lets the kernel run free to the frame's
   // RIP (resume_rip(): an instruction breakpoint) instead of stepping its return path; user mode
