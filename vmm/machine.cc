@@ -195,6 +195,9 @@ struct Machine::Impl {
     // the guest-debug state of the last KVM_SET_GUEST_DEBUG (`step_breakpoint`) still holds.
     bool tf_kept = false;
     std::optional<uint64_t> step_breakpoint;
+    // In the kernel with nothing announced while a task is profiled: #DB intercepted only, so
+    // the TF a kernel path restores into user mode unannounced traps here, not in the guest.
+    bool intercepting = false;
     uint64_t counted = 0;   // CPL-3 instructions a stepper handed to the PMU models
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
@@ -322,7 +325,7 @@ struct Machine::Impl {
             for (const pmu::RetiredInstruction& r : v.kvm_stepper->on_user_entry(run->msr.data, ctx)) {
               v.control->retire(r, s.cr3);
               if (r.cpl == 3) ++v.counted;
-              // Counted late (an NMI taken after it, a SYSCALL): its boundary is past.
+              // Counted at the return (a frame past it, a SYSCALL): its boundary is past.
               deliver_page_fault(v, [](const VcpuPageFaults::Fault&) { return false; });
             }
           if (v.stepper)
@@ -449,6 +452,7 @@ struct Machine::Impl {
       v.step_breakpoint = bp;
       v.stepping = true;
       v.run_to.reset();
+      v.intercepting = false;
       return;
     }
     // User mode left: nothing steps in the kernel (unless a return into the task was already
@@ -459,9 +463,17 @@ struct Machine::Impl {
       // task chosen (a tick on the way out) and announced in its turn.
       if (v.run_to != resume) v.kvm->set_single_step(false, resume);
       v.run_to = resume;
-    } else if (v.stepping || v.run_to) {
+      v.intercepting = false;
+    } else if (user_only) {
+      // A profiled task is in the kernel and no return is announced yet (an NMI handler returns
+      // without one): the frame it returns through carries the TF of its stepping.
+      if (!v.intercepting) v.kvm->intercept_debug_traps();
+      v.intercepting = true;
+      v.run_to.reset();
+    } else if (v.stepping || v.run_to || v.intercepting) {
       v.kvm->set_single_step(false);
       v.run_to.reset();
+      v.intercepting = false;
     }
     v.stepping = false;
   }
@@ -484,6 +496,13 @@ struct Machine::Impl {
       v.kvm_stepper->on_user_arrival(user_state(v));  // user mode resumes: step from here
       return;
     }
+    if (v.kvm_stepper && v.intercepting && (run->debug.arch.dr6 & kDr6Step) &&
+        v.kvm->exit_sregs().ss.dpl == 3) {
+      // The unannounced return's TF trap: one user instruction ran since the kernel's IRETQ.
+      const GuestRegisters g = user_state(v);
+      retire_all(v, v.kvm_stepper->on_unannounced_return(g), 3, g.cr3);
+      return;
+    }
     if (!v.kvm_stepper || !v.stepping || !(run->debug.arch.dr6 & (kDr6Step | kDr6Breakpoint0))) {
       spdlog::warn("vCPU {}: debug exit that is not a pmuvm single step (exception {}, dr6 {:#x}, "
                    "rip {:#x}); ignored", v.kvm->index(), run->debug.arch.exception,
@@ -498,15 +517,18 @@ struct Machine::Impl {
     // The last retirement a user-mode one: the user accountant's last instruction is that one.
     v.tf_kept = cpl == 3 && (run->debug.arch.dr6 & kDr6Step) && !retired.empty() &&
                 retired[retired.size() - 1].cpl == 3 && !v.kvm_stepper->user_tf_may_be_clear();
+    retire_all(v, retired, cpl, s.cr3);
+  }
+
+  // Hands a report's retirements to the PMU models. The exit is the boundary after the last one.
+  // At CPL 0 that instruction was a SYSCALL reported at LSTAR: its user #PF cannot be delivered
+  // in the kernel; nor can one of an earlier instruction of the same report, whose boundary is
+  // past. (A SYSCALL counted by the re-entry fallback, KvmStepper's header, reaches here at CPL 3
+  // and its trap is delivered at the re-entry boundary; the guest-assisted stepper drops it.)
+  void retire_all(Vcpu& v, const Retirements& retired, uint8_t cpl, uint64_t cr3) {
     for (size_t i = 0; i < retired.size(); ++i) {
-      v.control->retire(retired[i], s.cr3);
+      v.control->retire(retired[i], cr3);
       if (retired[i].cpl == 3) ++v.counted;
-      // The step exit is the boundary after the last instruction. At CPL 0 the instruction was a
-      // SYSCALL reported at LSTAR: the user #PF cannot be delivered in the kernel; nor can one
-      // of an earlier instruction of the same report (an NMI taken one instruction late), whose
-      // boundary is past. (A SYSCALL counted by the re-entry fallback, KvmStepper's header,
-      // reaches here at CPL 3 and its trap is delivered at the re-entry boundary; the
-      // guest-assisted stepper drops it.)
       const bool last = i + 1 == retired.size();
       deliver_page_fault(v, [&](const VcpuPageFaults::Fault& f) {
         return last && cpl == 3 && v.kvm->inject_page_fault(f.linear, f.error_code);
@@ -658,10 +680,11 @@ struct Machine::Impl {
     for (auto& v : vcpus)  // what stepping cost: steps per counted instruction (bench/, README)
       if (v->kvm_stepper)
         spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} returns to user mode "
-                     "run to by breakpoint, {} CPL-3 instructions counted ({} interrupts taken "
-                     "after an unreported instruction)", v->kvm->index(),
+                     "run to by breakpoint, {} CPL-3 instructions counted ({} unannounced "
+                     "returns, {} frames one instruction on)", v->kvm->index(),
                      v->kvm_stepper->user_steps(), v->kvm_stepper->kernel_steps(),
-                     v->kvm_stepper->user_entries(), v->counted, v->kvm_stepper->late_interrupts());
+                     v->kvm_stepper->user_entries(), v->counted,
+                     v->kvm_stepper->unannounced_returns(), v->kvm_stepper->late_interrupts());
       else if (v->stepper)
         spdlog::info("vCPU {}: guest-assisted stepper: {} CPL-3 and 0 CPL-0 steps, {} CPL-3 "
                      "instructions counted", v->kvm->index(), v->stepper->steps(), v->counted);

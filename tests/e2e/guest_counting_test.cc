@@ -166,8 +166,8 @@ TEST_F(GuestNetburst, PresetMinusNGivesOnePmiPerNEvents) {
   // 1010 events, period 10: a PMI at events 10, 20, ..., 1010 (the seed's timing: the
   // overflowing event raises it), each reloading -10 in the kernel's NMI handler; the last
   // reload leaves the counter at -10.
-  // The KVM stepper too: on the nested AMD host its NMIs are sometimes taken one instruction
-  // late (vmm/precise/kvm_stepper.h), which this checks end to end.
+  // The KVM stepper too: the NMI handler returns to user mode unannounced, and the TF trap that
+  // follows must reach the VMM, not the guest (vmm/precise/kvm_stepper.h).
   for (const char* stepper : {"kvm", "guest"}) {
     EXPECT_EQ(counted(stepper, {"instr", "1", "usr", "10"}),
               "netburst_exact: count 1099511627766 pmis 101") << stepper;
@@ -182,7 +182,7 @@ TEST_F(GuestNetburst, PresetMinusNGivesOnePmiPerNEvents) {
 // the handler's tally, that SYSCALL included (the counter keeps counting after pmc_read).
 // Under the KVM stepper the count is exact too, but most runs measured one PMI fewer. Not pinned
 // down; suspected: two PMI requests meeting one still-pending NMI (KVM keeps one pending) around
-// this host's late NMIs (vmm/precise/kvm_stepper.h). Known; said here, not hidden.
+// the NMI handler's unannounced returns (vmm/precise/kvm_stepper.h). Known; said here, not hidden.
 TEST_F(GuestNetburst, PmiOnEveryEventFinishesExactly) {
   EXPECT_EQ(counted("guest", {"instr", "1", "usr", "1"}),
             "netburst_exact: count 1099511627775 pmis 1019");

@@ -1,7 +1,7 @@
 // The KVM stepper over guest RAM with real page tables: a stream of single-step states (after each
 // instruction, with its CPL) becomes retired instructions. The rules of vmm/precise/kvm_stepper.h,
 // one test each: user steps, CPL-0 steps counted as CPL-0 instructions, the IRETQ into user mode
-// (and an interrupt taken one instruction late, as NMIs are on the nested AMD host),
+// (and a frame one instruction past the pending one: that instruction retired unreported),
 // SYSCALL counted at re-entry (RIP + 2, same CR3) or at its entry-point trap, an interrupted or
 // faulting instruction (LLWPCB's #UD) never counted, kicks changing nothing.
 #include "vmm/precise/kvm_stepper.h"
@@ -96,8 +96,8 @@ TEST_F(KvmStepperTest, KernelStepsAreCplZeroInstructionsAndIretqRetiresIntoUserM
   EXPECT_EQ(stepper_->kernel_steps(), 2u);
 }
 
-// Measured on the nested AMD host: an NMI injected at a step exit sometimes lets one more user
-// instruction run first, without its trap. The handler's IRETQ frame points past it: it retired.
+// A kernel that took the TF trap of a user instruction itself (the bundled kernel did, after an
+// NMI, before #DB was kept intercepted): its IRETQ frame points past the instruction, which retired.
 TEST_F(KvmStepperTest, InterruptTakenAfterAnUnreportedInstructionCountsIt) {
   kernel_code({0x48, 0xcf});
   user_code({0x90, 0x90});
@@ -117,7 +117,33 @@ TEST_F(KvmStepperTest, InterruptTakenAfterAnUnreportedInstructionCountsIt) {
   EXPECT_EQ(second->rip, 0x400001u);
 }
 
-// The #UD handler's IRETQ resumes after an emulated LLWPCB: that is not a late interrupt.
+// An unannounced return (the NMI handler's IRETQ) restores TF; the trap comes after one user
+// instruction, and reaches the VMM: that instruction counts, with the trap's state after it.
+TEST_F(KvmStepperTest, UnannouncedReturnCountsTheOneInstructionThatRan) {
+  user_code({0xb8, 0x01, 0x00, 0x00, 0x00, 0x90, 0x90});  // mov eax, 1; nop; nop
+  step(0x400000, 3);
+  stepper_->on_other_exit(0);  // the NMI handler's MSR exits
+  GuestRegisters after = at(0x400005);
+  after.rax = 1;
+  Retirements r = stepper_->on_unannounced_return(after);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].rip, 0x400000u);
+  EXPECT_EQ(stepper_->unannounced_returns(), 1u);
+  auto nop = step(0x400006, 3);  // stepping goes on from the trap's state
+  ASSERT_TRUE(nop.has_value());
+  EXPECT_EQ(nop->rip, 0x400005u);
+}
+
+// A trap somewhere the pending instruction does not lead (another path ran) counts nothing.
+TEST_F(KvmStepperTest, UnannouncedReturnElsewhereCountsNothing) {
+  user_code({0x90, 0x90, 0x90, 0x90});
+  step(0x400000, 3);
+  stepper_->on_other_exit(0);
+  EXPECT_TRUE(stepper_->on_unannounced_return(at(0x400003)).empty());
+  EXPECT_EQ(stepper_->unannounced_returns(), 0u);
+}
+
+// The #UD handler's IRETQ resumes after an emulated LLWPCB: that instruction did not retire.
 TEST_F(KvmStepperTest, IretqPastAnEmulatedLlwpcbDoesNotCountIt) {
   kernel_code({0x48, 0xcf});
   user_code({0x8f, 0xe9, 0xf8, 0x12, 0xc0, 0x90});  // llwpcb rax; nop

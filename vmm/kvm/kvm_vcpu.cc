@@ -121,6 +121,12 @@ void KvmVcpu::set_single_step(bool enabled, std::optional<uint64_t> breakpoint) 
   if (ioctl(fd_, KVM_SET_GUEST_DEBUG, &debug) < 0) throw_errno("KVM_SET_GUEST_DEBUG");
 }
 
+void KvmVcpu::intercept_debug_traps() {
+  kvm_guest_debug debug{};
+  debug.control = KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_USE_HW_BP;  // DR7 = 0: no breakpoint armed
+  if (ioctl(fd_, KVM_SET_GUEST_DEBUG, &debug) < 0) throw_errno("KVM_SET_GUEST_DEBUG");
+}
+
 int KvmVcpu::run() {
   if (ioctl(fd_, KVM_RUN, 0) == 0) return 0;
   if (errno == EINTR || errno == EAGAIN) return -errno;

@@ -31,6 +31,9 @@ class KvmVcpu {
   // KVM single-step (KVM_GUESTDBG_SINGLESTEP) on or off; with `breakpoint`, also (or only) an
   // instruction breakpoint there (DR0, execute), which exits with DR6.B0 when the guest reaches it.
   void set_single_step(bool enabled, std::optional<uint64_t> breakpoint = std::nullopt);
+  // No single-step, no breakpoint, but #DB still intercepted (KVM_EXIT_DEBUG): a TF the guest
+  // restores from a frame pushed while it was stepped then traps to the VMM, not into the guest.
+  void intercept_debug_traps();
 
   // KVM_RUN. Returns 0, or -errno for EINTR/EAGAIN (the caller loops); throws on other errors.
   int run();

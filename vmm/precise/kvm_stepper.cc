@@ -101,6 +101,21 @@ void KvmStepper::on_user_arrival(const GuestRegisters& at) {
   resume_rip_.reset();
 }
 
+Retirements KvmStepper::on_unannounced_return(const GuestRegisters& after) {
+  user_code_.set_cr3(after.cr3);
+  kernel_code_.set_cr3(after.cr3);
+  ++user_steps_;
+  Retirements out;
+  kernel_.leave_user();
+  if (auto r = user_.retired_before_interrupt(after)) {
+    ++unannounced_returns_;
+    out.push_back(*r);
+  }
+  if (auto syscall = user_.enter_user(after)) out.push_back(*syscall);  // pending dropped or a SYSCALL
+  in_user_ = true;
+  return out;
+}
+
 bool KvmStepper::user_tf_may_be_clear() const {
   switch (user_accountant_.last_mnemonic()) {
     case ZYDIS_MNEMONIC_POPF:

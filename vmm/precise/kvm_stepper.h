@@ -23,13 +23,18 @@
 //    left pending. The re-entry rule above is the fallback (e.g. a guest that changes LSTAR).
 //  * CPL-0 steps are counted as CPL-0 instructions the same way, for the PMU models that count
 //    them (LWP ignores them: only CPL-3 execution counts).
-//  * An interrupt delivered one instruction late (measured on the nested AMD host: an NMI injected
-//    at a step exit sometimes lets the next user instruction run first, and that instruction's
-//    trap is lost): the interrupt frame user mode resumes from (USER_ENTRY's, or the one a stepped
-//    IRETQ returns through when every CPL is stepped) names the instruction after the pending one. The pending instruction retired; it counts, with the frame's state
-//    as its post-state (StepSequencer::retired_before_interrupt). The PMU models see it only
-//    then, after the handler: to them the interrupt came at the boundary where it was raised
-//    (a PMI handler's reload is not overtaken by it), so counts and PMIs stay exact.
+//  * a kernel path that returns to user mode unannounced (the bundled kernel's NMI handler, which
+//    never switches tasks) restores the TF its frame was pushed with: one user instruction runs
+//    and traps. The run loop keeps #DB intercepted while a profiled task is in the kernel, so the
+//    trap reaches the VMM (not the guest) and the pending instruction counts, with the trap's
+//    state as its post-state, if that state is where it leads (on_unannounced_return). (Measured
+//    here: before this interception existed, the guest took that trap itself.)
+//  * the same rule applied to a frame user mode resumes from (USER_ENTRY's, or the one a stepped
+//    IRETQ returns through when every CPL is stepped): if it names the instruction after the
+//    pending one, that instruction retired unreported (a kernel that took the TF trap itself)
+//    and counts then (StepSequencer::retired_before_interrupt). In both cases the PMU models see
+//    the instruction after the kernel's handler, as if the interrupt had come before it: a PMI
+//    handler's reload is not overtaken by it, so counts and PMIs stay exact.
 #pragma once
 
 #include <array>
@@ -71,15 +76,21 @@ class KvmStepper {
   KvmStepper(GuestRam& ram, const pmu::cache::Geometry& cache, uint64_t syscall_entry);
 
   // One single-step exit. Returns the instructions that retired and count, in retirement order:
-  // usually none or one; two when user mode resumes after an interrupt that was taken one
-  // instruction late (that instruction, then the IRETQ).
+  // usually none or one; more when a resumed frame shows an instruction retired unreported
+  // (that instruction, then the IRETQ, then the next one).
   Retirements on_step(const GuestRegisters& after, uint8_t cpl, uint64_t cr3);
+  // A single-step trap at CPL 3 that the guest took without being stepped: a kernel path that
+  // returned to user mode unannounced (an NMI handler's IRETQ) restored the TF its frame was
+  // pushed with, so exactly one user instruction ran, the pending one if `after` is where it
+  // leads. Returns it (then `after` is the next pre-state).
+  Retirements on_unannounced_return(const GuestRegisters& after);
+
   // PMUVM_MSR_USER_ENTRY while only user code is stepped: the kernel is about to return to user
   // mode with the trap frame at `frame_gpa`. The run loop lets the kernel run free to the frame's
   // RIP (resume_rip(): an instruction breakpoint) instead of stepping its return path; user mode
   // counts as entered with the frame's state, so the first step report there counts the
   // instruction at that RIP. Returns what retired before: the pending instruction if the
-  // interrupt came one instruction late (see above), a SYSCALL this return settles.
+  // frame names the instruction after it (see above), a SYSCALL this return settles.
   Retirements on_user_entry(uint64_t frame_gpa, const StepContext& ctx);
   // Where the run loop should stop the free-running kernel (user mode resumes there), if set.
   const std::optional<uint64_t>& resume_rip() const { return resume_rip_; }
@@ -103,6 +114,7 @@ class KvmStepper {
   uint64_t user_steps() const { return user_steps_; }
   uint64_t kernel_steps() const { return kernel_steps_; }
   uint64_t late_interrupts() const { return late_interrupts_; }
+  uint64_t unannounced_returns() const { return unannounced_returns_; }
   uint64_t user_entries() const { return user_entries_; }  // breakpoint arrivals in user mode
   uint64_t bad_frames() const { return bad_frames_; }
 
@@ -125,7 +137,7 @@ class KvmStepper {
   StepSequencer kernel_;
   const uint64_t syscall_entry_;
   bool in_user_ = false;  // the last report was a CPL-3 step
-  uint64_t user_steps_ = 0, kernel_steps_ = 0, late_interrupts_ = 0,
+  uint64_t user_steps_ = 0, kernel_steps_ = 0, late_interrupts_ = 0, unannounced_returns_ = 0,
            user_entries_ = 0, bad_frames_ = 0;
   std::optional<uint64_t> resume_rip_;
 };
