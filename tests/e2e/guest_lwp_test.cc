@@ -143,6 +143,12 @@ std::string mask_addresses(const std::string& lines) {
   return std::regex_replace(lines, ring, "ring=X area=X");
 }
 
+// lwp_ring's lines with the ring and first-instruction addresses (link-time values) masked.
+std::string mask_ring_addresses(const std::string& lines) {
+  static const std::regex ring("ring=0x[0-9a-f]+ first insn 0x[0-9a-f]+");
+  return std::regex_replace(lines, ring, "ring=X first insn X");
+}
+
 TEST_F(GuestLwp, DcacheRecordsCarryRipDataAddressLatencyAndSourceOfTheCacheModel) {
   auto runs = both("lwp_dcache", {});
   const std::vector<Miss> all(std::begin(kMisses), std::end(kMisses));
@@ -222,8 +228,7 @@ TEST_F(GuestLwp, DcacheBothFiltersMustPassAndTheIntervalCountsEligibleMisses) {
 
 TEST_F(GuestLwp, FullRingKeepsHeadCountsMissedEventsAndReportsAndTracesThem) {
   auto runs = both("lwp_ring", {"full"});
-  EXPECT_EQ(std::regex_replace(runs[0].lines, std::regex("ring=0x[0-9a-f]+ first insn 0x[0-9a-f]+"),
-                               "ring=X first insn X"),
+  EXPECT_EQ(mask_ring_addresses(runs[0].lines),
             "lwp_ring: full: ring=X first insn X\n"
             "lwp_ring: full: BufferHeadOffset read while LWP is on: 64\n"
             "lwp_ring: full: flags 0x3 head 64 tail 0 missed 4\n"
@@ -253,8 +258,7 @@ TEST_F(GuestLwp, FullRingKeepsHeadCountsMissedEventsAndReportsAndTracesThem) {
 
 TEST_F(GuestLwp, ThresholdInterruptComesOncePerCrossingThroughLwpWait) {
   auto runs = both("lwp_ring", {"threshold"});
-  EXPECT_EQ(std::regex_replace(runs[0].lines, std::regex("ring=0x[0-9a-f]+ first insn 0x[0-9a-f]+"),
-                               "ring=X first insn X"),
+  EXPECT_EQ(mask_ring_addresses(runs[0].lines),
             "lwp_ring: threshold: ring=X first insn X\n"
             "lwp_ring: threshold: flags 0x80000003 head 160 tail 192 missed 2\n"
             "lwp_ring: threshold: ring[0]: event 1 core 0 insn 36 rip=X\n"
