@@ -319,15 +319,14 @@ struct Machine::Impl {
       switch (msr) {
         case PMUVM_MSR_USER_ENTRY:
           v.control->enter_user(s.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
-          if (v.kvm_stepper && !steps_every_cpl(v) && !steps_user_code_only(v))
-            v.kvm_stepper->stop();  // nothing counts in this task: no stale breakpoint
-          if (v.kvm_stepper && steps_user_code_only(v))  // run free into the task, then step
-            for (const pmu::RetiredInstruction& r : v.kvm_stepper->on_user_entry(run->msr.data, ctx)) {
-              v.control->retire(r, s.cr3);
-              if (r.cpl == 3) ++v.counted;
-              // Counted at the return (a frame past it, a SYSCALL): its boundary is past.
-              deliver_page_fault(v, [](const VcpuPageFaults::Fault&) { return false; });
-            }
+          if (v.kvm_stepper) {
+            const StepScope scope = step_scope(v);
+            if (scope == StepScope::kUserCode)  // run free into the task, then step
+              // A SYSCALL this return settles: its boundary, in the kernel (CPL 0), is past.
+              retire_all(v, v.kvm_stepper->on_user_entry(run->msr.data, ctx), cpl, s.cr3);
+            else if (scope == StepScope::kNothing)
+              v.kvm_stepper->stop();  // nothing counts in this task: no stale breakpoint
+          }
           if (v.stepper)
             if (auto retired = v.stepper->on_user_entry(run->msr.data, ctx)) {
               v.control->retire(*retired, s.cr3);
@@ -420,20 +419,20 @@ struct Machine::Impl {
   // KVM_SET_GUEST_DEBUG is re-issued before a KVM_RUN unless the last exit was a user-mode step
   // after an instruction that leaves TF alone: KVM sets TF when it is issued, and POPF, IRET,
   // interrupt delivery and KVM's own instruction emulation can drop it.
-  bool steps_every_cpl(const Vcpu& v) const {
+  enum class StepScope { kNothing, kUserCode, kEveryCpl };
+  static StepScope step_scope(const Vcpu& v) {
     const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
-    return netburst && netburst->wants_kernel_events();
-  }
-  bool steps_user_code_only(const Vcpu& v) const {
-    const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
-    if (steps_every_cpl(v)) return false;
-    return v.control->lwp().wants_events() || (netburst && netburst->wants_events());
+    if (netburst && netburst->wants_kernel_events()) return StepScope::kEveryCpl;
+    if (v.control->lwp().wants_events() || (netburst && netburst->wants_events()))
+      return StepScope::kUserCode;
+    return StepScope::kNothing;
   }
 
   void update_stepping(Vcpu& v) {
     const uint8_t cpl = v.kvm->exit_sregs().ss.dpl;
-    const bool every_cpl = steps_every_cpl(v);
-    const bool user_only = steps_user_code_only(v);
+    const StepScope scope = step_scope(v);
+    const bool every_cpl = scope == StepScope::kEveryCpl;
+    const bool user_only = scope == StepScope::kUserCode;
     const std::optional<uint64_t>& resume = v.kvm_stepper->resume_rip();
     if (user_only && cpl == 3 && resume) {
       // User mode was reached without passing the breakpoint (the kernel resumed elsewhere than
@@ -681,10 +680,9 @@ struct Machine::Impl {
       if (v->kvm_stepper)
         spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} returns to user mode "
                      "run to by breakpoint, {} CPL-3 instructions counted ({} unannounced "
-                     "returns, {} frames one instruction on)", v->kvm->index(),
-                     v->kvm_stepper->user_steps(), v->kvm_stepper->kernel_steps(),
-                     v->kvm_stepper->user_entries(), v->counted,
-                     v->kvm_stepper->unannounced_returns(), v->kvm_stepper->late_interrupts());
+                     "returns)", v->kvm->index(), v->kvm_stepper->user_steps(),
+                     v->kvm_stepper->kernel_steps(), v->kvm_stepper->user_entries(), v->counted,
+                     v->kvm_stepper->unannounced_returns());
       else if (v->stepper)
         spdlog::info("vCPU {}: guest-assisted stepper: {} CPL-3 and 0 CPL-0 steps, {} CPL-3 "
                      "instructions counted", v->kvm->index(), v->stepper->steps(), v->counted);

@@ -1,7 +1,7 @@
 // The KVM stepper over guest RAM with real page tables: a stream of single-step states (after each
 // instruction, with its CPL) becomes retired instructions. The rules of vmm/precise/kvm_stepper.h,
 // one test each: user steps, CPL-0 steps counted as CPL-0 instructions, the IRETQ into user mode
-// (and a frame one instruction past the pending one: that instruction retired unreported),
+// (and an unannounced return's trap after one user instruction),
 // SYSCALL counted at re-entry (RIP + 2, same CR3) or at its entry-point trap, an interrupted or
 // faulting instruction (LLWPCB's #UD) never counted, kicks changing nothing.
 #include "vmm/precise/kvm_stepper.h"
@@ -96,27 +96,6 @@ TEST_F(KvmStepperTest, KernelStepsAreCplZeroInstructionsAndIretqRetiresIntoUserM
   EXPECT_EQ(stepper_->kernel_steps(), 2u);
 }
 
-// A kernel that took the TF trap of a user instruction itself (the bundled kernel did, after an
-// NMI, before #DB was kept intercepted): its IRETQ frame points past the instruction, which retired.
-TEST_F(KvmStepperTest, InterruptTakenAfterAnUnreportedInstructionCountsIt) {
-  kernel_code({0x48, 0xcf});
-  user_code({0x90, 0x90});
-  set_frame(0x400001);
-  EXPECT_FALSE(step(0x400000, 3).has_value());  // pre-state of the first nop
-  GuestRegisters k = at(kKernel);               // the NMI handler's return path: its IRETQ
-  k.rsp = kStack;
-  EXPECT_TRUE(stepper_->on_step(k, 0, kCr3).empty());
-  Retirements r = stepper_->on_step(at(0x400001), 3, kCr3);
-  ASSERT_EQ(r.size(), 2u);
-  EXPECT_EQ(r[0].rip, 0x400000u);  // the nop that ran before the NMI
-  EXPECT_EQ(r[0].cpl, 3);
-  EXPECT_EQ(r[1].rip, kKernel);    // the IRETQ
-  EXPECT_EQ(stepper_->late_interrupts(), 1u);
-  auto second = step(0x400002, 3);
-  ASSERT_TRUE(second.has_value());
-  EXPECT_EQ(second->rip, 0x400001u);
-}
-
 // An unannounced return (the NMI handler's IRETQ) restores TF; the trap comes after one user
 // instruction, and reaches the VMM: that instruction counts, with the trap's state after it.
 TEST_F(KvmStepperTest, UnannouncedReturnCountsTheOneInstructionThatRan) {
@@ -155,7 +134,6 @@ TEST_F(KvmStepperTest, IretqPastAnEmulatedLlwpcbDoesNotCountIt) {
   Retirements r = stepper_->on_step(at(0x400005), 3, kCr3);
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].cpl, 0);  // only the IRETQ
-  EXPECT_EQ(stepper_->late_interrupts(), 0u);
 }
 
 // A frame that points elsewhere (a kernel that redirects the task) counts nothing either.
@@ -168,7 +146,6 @@ TEST_F(KvmStepperTest, IretqToAnUnrelatedRipDoesNotCountThePendingInstruction) {
   k.rsp = kStack;
   stepper_->on_step(k, 0, kCr3);
   EXPECT_EQ(stepper_->on_step(at(0x400003), 3, kCr3).size(), 1u);  // the IRETQ only
-  EXPECT_EQ(stepper_->late_interrupts(), 0u);
 }
 
 // PMUVM_MSR_USER_ENTRY: the kernel's trap frame (what its IRETQ restores) at a guest-physical
@@ -201,17 +178,6 @@ TEST_F(KvmStepperUserEntryTest, RunsToTheFramesRipThenCountsFromThere) {
   EXPECT_EQ(stepper_->kernel_steps(), 0u);  // the return path was not stepped
 }
 
-TEST_F(KvmStepperUserEntryTest, AFrameOneInstructionOnCountsTheInstructionTheInterruptCameAfter) {
-  user_code({0xb8, 0x01, 0x00, 0x00, 0x00, 0x90});  // mov eax, 1; nop
-  step(0x400000, 3);
-  stepper_->on_other_exit(0);  // the NMI handler's USER_ENTRY
-  frame_at(0x400005, 1);
-  Retirements r = user_entry();
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].rip, 0x400000u);
-  EXPECT_EQ(stepper_->late_interrupts(), 1u);
-}
-
 TEST_F(KvmStepperUserEntryTest, AReturnRightAfterASyscallCountsIt) {
   user_code({0x0f, 0x05, 0x90});
   step(0x400000, 3);
@@ -220,7 +186,6 @@ TEST_F(KvmStepperUserEntryTest, AReturnRightAfterASyscallCountsIt) {
   Retirements r = user_entry();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].rip, 0x400000u);
-  EXPECT_EQ(stepper_->late_interrupts(), 0u);
 }
 
 TEST_F(KvmStepperUserEntryTest, AKernelFrameIsRefused) {
@@ -240,7 +205,6 @@ TEST_F(KvmStepperTest, IretqTrapAtItsFrameRipRebuildsNothing) {
   k.rsp = kStack;
   stepper_->on_step(k, 0, kCr3);
   EXPECT_EQ(stepper_->on_step(at(0x400000), 3, kCr3).size(), 1u);  // the IRETQ only
-  EXPECT_EQ(stepper_->late_interrupts(), 0u);
 }
 
 // Measured on the nested AMD host: SYSCALL with TF raises no trap (FMASK clears TF); the next

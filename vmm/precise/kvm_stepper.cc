@@ -1,7 +1,5 @@
 #include "vmm/precise/kvm_stepper.h"
 
-#include <span>
-
 namespace vmm {
 
 KvmStepper::KvmStepper(GuestRam& ram, const pmu::cache::Geometry& cache, uint64_t syscall_entry)
@@ -13,22 +11,6 @@ KvmStepper::KvmStepper(GuestRam& ram, const pmu::cache::Geometry& cache, uint64_
       user_(user_accountant_, user_code_, 3),
       kernel_(kernel_accountant_, kernel_code_, 0),
       syscall_entry_(syscall_entry) {}
-
-std::optional<GuestRegisters> KvmStepper::iret_return_state(const GuestRegisters& after) {
-  const std::optional<GuestRegisters>& iret = kernel_.pending_state();
-  if (!iret) return std::nullopt;
-  uint8_t bytes[2];
-  if (!kernel_code_.read(iret->rip, std::as_writable_bytes(std::span(bytes))) ||
-      bytes[0] != 0x48 || bytes[1] != 0xCF)  // REX.W IRET
-    return std::nullopt;
-  uint64_t frame[4];  // RIP, CS, RFLAGS, RSP (then SS)
-  if (!kernel_code_.read(iret->rsp, std::as_writable_bytes(std::span(frame))) || (frame[1] & 3) != 3)
-    return std::nullopt;
-  GuestRegisters resumed = *iret;
-  resumed.rip = frame[0], resumed.rflags = frame[2], resumed.rsp = frame[3];
-  resumed.fs_base = after.fs_base, resumed.gs_base = after.gs_base, resumed.cr3 = after.cr3;
-  return resumed;
-}
 
 void KvmStepper::on_user_step(const GuestRegisters& after, Retirements& out) {
   // The kernel's last instruction (IRETQ/SYSRET) retired into user mode, if its pre-state is
@@ -47,14 +29,6 @@ Retirements KvmStepper::on_step(const GuestRegisters& after, uint8_t cpl, uint64
   Retirements out;
   if (cpl == 3) {
     ++user_steps_;
-    if (!in_user_) {
-      if (std::optional<GuestRegisters> resumed = iret_return_state(after)) {
-        if (auto late = user_.retired_before_interrupt(*resumed)) {
-          ++late_interrupts_;
-          out.push_back(*late);
-        }
-      }
-    }
     on_user_step(after, out);
     return out;
   }
@@ -84,10 +58,6 @@ Retirements KvmStepper::on_user_entry(uint64_t frame_gpa, const StepContext& ctx
   }
   user_code_.set_cr3(ctx.cr3);
   kernel_code_.set_cr3(ctx.cr3);
-  if (auto late = user_.retired_before_interrupt(*resumed)) {
-    ++late_interrupts_;
-    out.push_back(*late);
-  }
   if (auto syscall = user_.enter_user(*resumed)) out.push_back(*syscall);
   in_user_ = true;
   resume_rip_ = resumed->rip;
@@ -107,7 +77,7 @@ Retirements KvmStepper::on_unannounced_return(const GuestRegisters& after) {
   ++user_steps_;
   Retirements out;
   kernel_.leave_user();
-  if (auto r = user_.retired_before_interrupt(after)) {
+  if (auto r = user_.retired_unreported(after)) {
     ++unannounced_returns_;
     out.push_back(*r);
   }

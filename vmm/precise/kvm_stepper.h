@@ -28,13 +28,9 @@
 //    and traps. The run loop keeps #DB intercepted while a profiled task is in the kernel, so the
 //    trap reaches the VMM (not the guest) and the pending instruction counts, with the trap's
 //    state as its post-state, if that state is where it leads (on_unannounced_return). (Measured
-//    here: before this interception existed, the guest took that trap itself.)
-//  * the same rule applied to a frame user mode resumes from (USER_ENTRY's, or the one a stepped
-//    IRETQ returns through when every CPL is stepped): if it names the instruction after the
-//    pending one, that instruction retired unreported (a kernel that took the TF trap itself)
-//    and counts then (StepSequencer::retired_before_interrupt). In both cases the PMU models see
-//    the instruction after the kernel's handler, as if the interrupt had come before it: a PMI
-//    handler's reload is not overtaken by it, so counts and PMIs stay exact.
+//    here: before this interception existed, the guest took that trap itself.) The PMU models
+//    see the instruction after the kernel's handler, as if the interrupt had come before it: a
+//    PMI handler's reload is not overtaken by it, so counts and PMIs stay exact.
 #pragma once
 
 #include <array>
@@ -51,12 +47,13 @@
 
 namespace vmm {
 
-// The instructions one report settles, in retirement order (at most three: an instruction an
-// interrupt came after, the IRETQ, the next one). Fixed storage: this is built at every step.
+// The instructions one report settles, in retirement order (at most two: the kernel's IRETQ
+// into user mode, then the user instruction before the report). Fixed storage: this is built at
+// every step.
 class Retirements {
  public:
   void push_back(const pmu::RetiredInstruction& r) {
-    if (size_ == items_.size()) throw std::logic_error("KvmStepper: more than 3 retirements in a report");
+    if (size_ == items_.size()) throw std::logic_error("KvmStepper: more than 2 retirements in a report");
     items_[size_++] = r;
   }
   size_t size() const { return size_; }
@@ -66,7 +63,7 @@ class Retirements {
   const pmu::RetiredInstruction* end() const { return items_.data() + size_; }
 
  private:
-  std::array<pmu::RetiredInstruction, 3> items_{};
+  std::array<pmu::RetiredInstruction, 2> items_{};
   size_t size_ = 0;
 };
 
@@ -76,8 +73,7 @@ class KvmStepper {
   KvmStepper(GuestRam& ram, const pmu::cache::Geometry& cache, uint64_t syscall_entry);
 
   // One single-step exit. Returns the instructions that retired and count, in retirement order:
-  // usually none or one; more when a resumed frame shows an instruction retired unreported
-  // (that instruction, then the IRETQ, then the next one).
+  // none or one, or two when the kernel's IRETQ (stepped) and a user instruction both retire.
   Retirements on_step(const GuestRegisters& after, uint8_t cpl, uint64_t cr3);
   // A single-step trap at CPL 3 that the guest took without being stepped: a kernel path that
   // returned to user mode unannounced (an NMI handler's IRETQ) restored the TF its frame was
@@ -89,8 +85,7 @@ class KvmStepper {
   // mode with the trap frame at `frame_gpa`. The run loop lets the kernel run free to the frame's
   // RIP (resume_rip(): an instruction breakpoint) instead of stepping its return path; user mode
   // counts as entered with the frame's state, so the first step report there counts the
-  // instruction at that RIP. Returns what retired before: the pending instruction if the
-  // frame names the instruction after it (see above), a SYSCALL this return settles.
+  // instruction at that RIP. Returns the SYSCALL this return settles, if any.
   Retirements on_user_entry(uint64_t frame_gpa, const StepContext& ctx);
   // Where the run loop should stop the free-running kernel (user mode resumes there), if set.
   const std::optional<uint64_t>& resume_rip() const { return resume_rip_; }
@@ -113,15 +108,11 @@ class KvmStepper {
   bool user_tf_may_be_clear() const;
   uint64_t user_steps() const { return user_steps_; }
   uint64_t kernel_steps() const { return kernel_steps_; }
-  uint64_t late_interrupts() const { return late_interrupts_; }
   uint64_t unannounced_returns() const { return unannounced_returns_; }
   uint64_t user_entries() const { return user_entries_; }  // breakpoint arrivals in user mode
   uint64_t bad_frames() const { return bad_frames_; }
 
  private:
-  // The user-mode state the last stepped kernel instruction, an IRETQ, returned to (from its
-  // stack frame); nullopt when the last kernel step is not an IRETQ into CPL 3.
-  std::optional<GuestRegisters> iret_return_state(const GuestRegisters& after);
   void on_user_step(const GuestRegisters& after, Retirements& out);
 
   GuestRam& ram_;                 // the kernel's trap frames (on_user_entry)
@@ -137,7 +128,7 @@ class KvmStepper {
   StepSequencer kernel_;
   const uint64_t syscall_entry_;
   bool in_user_ = false;  // the last report was a CPL-3 step
-  uint64_t user_steps_ = 0, kernel_steps_ = 0, late_interrupts_ = 0, unannounced_returns_ = 0,
+  uint64_t user_steps_ = 0, kernel_steps_ = 0, unannounced_returns_ = 0,
            user_entries_ = 0, bad_frames_ = 0;
   std::optional<uint64_t> resume_rip_;
 };

@@ -72,17 +72,17 @@ std::optional<pmu::RetiredInstruction> StepSequencer::syscall_entered() {
   return syscall;
 }
 
-std::optional<pmu::RetiredInstruction> StepSequencer::retired_before_interrupt(
-    const GuestRegisters& resumed) {
-  if (!pending_ || pending_->cr3 != resumed.cr3 || pending_->rip == resumed.rip) return std::nullopt;
+std::optional<pmu::RetiredInstruction> StepSequencer::retired_unreported(
+    const GuestRegisters& after) {
+  if (!pending_ || pending_->cr3 != after.cr3 || pending_->rip == after.rip) return std::nullopt;
   const CodeBytes bytes = fetch(pending_->rip);
   const std::optional<DecodedInstruction> d = accountant_.decoder().decode(bytes.span(), *pending_);
   if (!d || d->syscall || d->lwp_instruction) return std::nullopt;
   const bool leads_there =
-      d->fall_through(pending_->rip) == resumed.rip ||
-      (d->branch != pmu::BranchKind::kNone && (!d->direct_target || *d->direct_target == resumed.rip));
+      d->fall_through(pending_->rip) == after.rip ||
+      (d->branch != pmu::BranchKind::kNone && (!d->direct_target || *d->direct_target == after.rip));
   if (!leads_there) return std::nullopt;
-  std::optional<pmu::RetiredInstruction> retired = account(*pending_, resumed.rip, false);
+  std::optional<pmu::RetiredInstruction> retired = account(*pending_, after.rip, false);
   pending_.reset();
   return retired;
 }

@@ -42,13 +42,14 @@ class StepSequencer {
   // dropped (it did not retire).
   std::optional<pmu::RetiredInstruction> enter_user(const GuestRegisters& regs);
 
-  // User mode was interrupted and resumes with `resumed` (the interrupt frame's state). If the
-  // pending instruction (same address space) is not at resumed.rip but resumed.rip is where it
-  // leads (its fall-through, its direct target, any target of an indirect branch), it retired
-  // before the interrupt without a report: it is counted now and nothing stays pending. SYSCALL
-  // (settled by enter_user) and LLWPCB/SLWPCB (emulated through #UD: the kernel moves RIP past
-  // them, they never retire) are left alone.
-  std::optional<pmu::RetiredInstruction> retired_before_interrupt(const GuestRegisters& resumed);
+  // One user instruction ran without a report of its own and `after` is the state after it (a
+  // kernel path returned to user mode unannounced; its TF trapped after one instruction). If the
+  // pending instruction (same address space) is not at after.rip but after.rip is where it leads
+  // (its fall-through, its direct target, any target of an indirect branch), it is that
+  // instruction: it is counted now and nothing stays pending. SYSCALL (settled by enter_user) and
+  // LLWPCB/SLWPCB (emulated through #UD: the kernel moves RIP past them, they never retire) are
+  // left alone.
+  std::optional<pmu::RetiredInstruction> retired_unreported(const GuestRegisters& after);
 
   // One user-mode instruction retired; `after` is the state after it.
   std::optional<pmu::RetiredInstruction> step(const GuestRegisters& after);
@@ -70,8 +71,6 @@ class StepSequencer {
     if (pending_ && (pending_->rip != at.rip || pending_->cr3 != at.cr3)) ++dropped_;
     pending_ = at;
   }
-  // The pre-state of the instruction whose report comes next, if one is known.
-  const std::optional<GuestRegisters>& pending_state() const { return pending_; }
 
   uint64_t dropped() const { return dropped_; }       // pending instructions that did not retire
   uint64_t unreadable() const { return unreadable_; } // code bytes that could not be fetched
