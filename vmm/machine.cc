@@ -52,10 +52,10 @@ struct SteadyClock : pmu::Clock {
 // it overwrites IRR bits raised since the KVM_GET_LAPIC (an IPI from another vCPU lost), restarts
 // the timer from the saved count, and without APICv (this host) leaves an IRR bit it restores
 // unnoticed until the next interrupt (KVM fixed that in 2024: "Refresh irr_pending on
-// KVM_SET_LAPIC"; a stuck timer interrupt hangs a guest). Guests unmask LVTPC at the end of their PMI handler (Linux's
-// P4 driver, the bundled kernel), so for them the only difference is that a second PMI could
-// arrive inside the handler: NMIs are blocked there until IRET, and a fixed vector waits in IRR
-// while IF = 0, so nothing nests in practice.
+// KVM_SET_LAPIC"; a stuck timer interrupt hangs a guest). Guests unmask LVTPC at the end of
+// their PMI handler (Linux's P4 driver, the bundled kernel), so for them the only difference is
+// that a second PMI could arrive inside the handler: NMIs are blocked there until IRET, and a
+// fixed vector waits in IRR while IF = 0, so nothing nests in practice.
 struct VcpuInterrupts : pmu::InterruptSink {
   KvmVm* vm = nullptr;
   KvmVcpu* vcpu = nullptr;
