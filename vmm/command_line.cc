@@ -9,6 +9,10 @@ namespace {
 constexpr const char* kRunFooter =
     "Programs follow the first `--`; further `--` separate programs, each a static ELF64 run as "
     "a ring-3 task of the bundled guest kernel with the arguments after it.\n"
+    "Linux: `--kernel BZIMAGE [--initrd FILE] [--cmdline STR]` boots a Linux bzImage by the 64-bit "
+    "boot protocol instead (no programs: Linux runs what its initramfs holds). COM1 is ttyS0 on "
+    "stdout; the run ends when the guest resets (`reboot -f`: status 0) or writes a status to "
+    "port 0x510 (`outl`: that status); a Linux panic ends it with status 3.\n"
     "Exit status: the guest's (0 when every task exited 0; 11 for a task killed for a faulting "
     "LLWPCB), 2 for a usage error, 3 for a VMM/KVM failure or a guest crash.";
 
@@ -45,7 +49,8 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
                "Profiling and a virtual Intel NetBurst PMU"};
   app.require_subcommand(1);
   RunCommand& run = out.run;
-  CLI::App* run_cmd = app.add_subcommand("run", "Boot the guest kernel and run PROGRAM(s) as ring-3 tasks");
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "Boot the guest kernel and run PROGRAM(s) as ring-3 tasks, or boot Linux (--kernel BZIMAGE)");
   run_cmd->add_option("--cpu", run.cpu, "CPU profile: a shipped name (see `pmuvm profiles`) or a JSON file")
       ->capture_default_str();
   run_cmd->add_option("--backend", run.backend,
@@ -73,7 +78,13 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
       ->capture_default_str();
   run_cmd->add_option("--seed", run.seed, "Seed of the LWPCB.Random generator (same seed, same records)")
       ->capture_default_str();
-  run_cmd->add_option("--kernel", run.kernel, "Guest kernel ELF instead of the bundled one");
+  run_cmd->add_option("--kernel", run.kernel,
+                      "Guest kernel instead of the bundled one: an ELF kernel that reads pmuvm's "
+                      "boot information, or a Linux bzImage (boot protocol 2.12+, 64-bit entry)");
+  run_cmd->add_option("--initrd", run.initrd, "Linux: initramfs/initrd FILE, placed at the top of RAM");
+  CLI::Option* cmdline_opt =
+      run_cmd->add_option("--cmdline", run.cmdline, "Linux: the kernel command line")
+          ->capture_default_str();
   run_cmd->add_option("--log-level", run.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
@@ -109,7 +120,14 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
 
   if (run_cmd->parsed()) {
     run.programs = split_programs(after);
-    if (run.programs.empty()) {
+    run.cmdline_given = cmdline_opt->count() > 0;
+    if (run.kernel.empty() && (!run.initrd.empty() || run.cmdline_given)) {
+      out.exit_status = 2;
+      out.message = "pmuvm: --initrd and --cmdline need --kernel BZIMAGE (a Linux guest)";
+      return out;
+    }
+    // With --kernel the file decides (main.cc): a bzImage takes no programs, an ELF kernel does.
+    if (run.programs.empty() && run.kernel.empty()) {
       out.exit_status = 2;
       out.message = "pmuvm: run needs at least one program after `--` (see pmuvm run --help)";
       return out;

@@ -1,5 +1,6 @@
 // `pmuvm` command line (DESIGN §4.6), parsed with CLI11:
 //   pmuvm run [options] -- PROGRAM.elf [ARGS...] [-- PROGRAM2.elf [ARGS...] ...]
+//   pmuvm run --kernel BZIMAGE [--initrd FILE] [--cmdline STR] [options]   (a Linux guest)
 //   pmuvm profiles [NAME|FILE]
 //   pmuvm --help
 // Parsing is separate from running so tests can check every usage error without KVM.
@@ -25,7 +26,10 @@ struct RunCommand {
   uint64_t mem_mib = 256;
   uint64_t seed = 1;
   uint32_t timer_hz = 100;
-  std::string kernel;             // "" = the bundled kernel
+  std::string kernel;             // "" = the bundled kernel; an ELF kernel or a Linux bzImage
+  std::string initrd;             // Linux only (DESIGN §4.9)
+  std::string cmdline = "console=ttyS0";  // Linux only
+  bool cmdline_given = false;
   std::string log_level = "warn";
   std::string lwp_report;         // "" none, "-" stdout, else file
   std::string lwp_trace;          // "" none, else file

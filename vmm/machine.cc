@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -18,6 +19,8 @@
 #include "pmu/rate_limited_interrupt_sink.h"
 #include "vmm/boot/long_mode.h"
 #include "vmm/cpu/cpuid_table.h"
+#include "vmm/devices/cmos_rtc.h"
+#include "vmm/devices/i8042_reset.h"
 #include "vmm/devices/lvt_performance_counter.h"
 #include "vmm/devices/serial_16550.h"
 #include "vmm/kvm/kvm_vcpu.h"
@@ -32,6 +35,12 @@ namespace vmm {
 namespace {
 
 constexpr uint32_t kMsrMiscEnable = 0x1A0;
+constexpr uint32_t kMsrLstar = 0xC0000082;
+// A Linux guest's panic() ends with this console line (kernel/panic.c); the run ends there.
+constexpr std::string_view kLinuxPanicEnd = "---[ end Kernel panic - not syncing: ";
+// Steps a Linux kernel path may take on its way to user mode after it started something that
+// counts (KvmStepper, seeking) before the VMM gives up on it and lets it run free.
+constexpr uint64_t kSeekStepLimit = 2'000'000;
 constexpr int kKickSignal = SIGUSR1;
 
 struct SteadyClock : pmu::Clock {
@@ -174,11 +183,12 @@ struct Machine::Impl {
   std::unique_ptr<KvmSystem> kvm;
   std::unique_ptr<KvmVm> vm;
   SteadyClock clock;
-  Serial16550 serial{[](char c) {
-    std::fputc(c, stdout);
-    if (c == '\n') std::fflush(stdout);
-  }};
-  std::mutex serial_lock;
+  Serial16550 serial{[this](char c) { console_output(c); }};
+  std::mutex serial_lock;  // serial, rtc and console_line
+  CmosRtc rtc;
+  I8042Reset i8042;
+  std::string console_line;  // a Linux guest's current console line (panic detection)
+  LinuxBoot linux_boot;
 
   struct Vcpu {
     std::unique_ptr<KvmVcpu> kvm;
@@ -198,6 +208,12 @@ struct Machine::Impl {
     // In the kernel with nothing announced while a task is profiled: #DB intercepted only, so
     // the TF a kernel path restores into user mode unannounced traps here, not in the guest.
     bool intercepting = false;
+    // A Linux guest started something that counts while in its kernel (it loaded an LWPCB or
+    // enabled a counter): no frame on its way out carries TF, so the kernel is stepped, with
+    // interrupts held (BLOCKIRQ), until user mode is reached (KvmStepper's header).
+    bool seeking = false;
+    uint64_t seek_steps = 0;
+    bool syscall_entry_known = false;  // Linux: KvmStepper's LSTAR read from the vCPU
     uint64_t counted = 0;   // CPL-3 instructions a stepper handed to the PMU models
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
@@ -231,12 +247,42 @@ struct Machine::Impl {
   // Asked once: spdlog's level check goes through its registry, a visible cost at every step.
   const bool trace_steps = spdlog::should_log(spdlog::level::trace);
 
+  bool is_linux() const { return options.linux_guest.has_value(); }
+
   explicit Impl(MachineOptions o) : options(std::move(o)), ram(options.mem_mib << 20) {
+    if (is_linux()) {
+      const MachineOptions::LinuxGuest& g = *options.linux_guest;
+      LinuxBootOptions boot{g.cmdline, g.initrd, g.initrd_name, options.vcpus,
+                            encode_cpuid_signature(options.profile.family, options.profile.model,
+                                                   options.profile.stepping),
+                            0 /* feature flags: Linux reads only the APIC IDs and CPU flags */};
+      auto loaded_linux = load_linux(ram, g.bzimage, g.image, options.kernel_name, boot);
+      if (auto* error = std::get_if<std::string>(&loaded_linux)) throw UsageError(*error);
+      linux_boot = std::get<LinuxBoot>(loaded_linux);
+      return;
+    }
     auto result = load_guest(ram, options.kernel, options.kernel_name, options.programs,
                              BootParameters{options.vcpus, pv_features(),
                                             options.timer_hz ? options.timer_hz : PMUVM_TIMER_OFF});
     if (auto* error = std::get_if<std::string>(&result)) throw UsageError(*error);
     loaded = std::get<LoadedGuest>(result);
+  }
+
+  // COM1's output: to stdout, flushed per line. A Linux panic's last line ends the run (status 3)
+  // instead of leaving it hanging in the panic loop. Called under serial_lock.
+  void console_output(char c) {
+    std::fputc(c, stdout);
+    if (c != '\n') {
+      if (is_linux() && console_line.size() < 512) console_line.push_back(c);
+      return;
+    }
+    std::fflush(stdout);
+    if (is_linux() && console_line.rfind(kLinuxPanicEnd, 0) == 0) {
+      std::string reason = console_line.substr(kLinuxPanicEnd.size());
+      if (const size_t end = reason.rfind(" ]---"); end != std::string::npos) reason.resize(end);
+      fail("Linux guest kernel panic: " + reason);
+    }
+    console_line.clear();
   }
 
   void fail(const std::string& reason) {
@@ -295,14 +341,26 @@ struct Machine::Impl {
       finish(static_cast<int>(status & 0xFF));
       return;
     }
+    const bool out = run->io.direction == KVM_EXIT_IO_OUT;
     for (uint32_t i = 0; i < run->io.count; ++i, data += run->io.size) {
-      if (!serial.owns(port)) {
-        if (run->io.direction == KVM_EXIT_IO_IN) std::memset(data, 0xFF, run->io.size);
-        continue;  // no device: reads float high, writes are dropped
-      }
       std::lock_guard<std::mutex> g(serial_lock);
-      if (run->io.direction == KVM_EXIT_IO_OUT) serial.write(port, data[0]);
-      else data[0] = serial.read(port);
+      if (serial.owns(port)) {
+        if (out) serial.write(port, data[0]);
+        else data[0] = serial.read(port);
+      } else if (rtc.owns(port)) {
+        if (out) rtc.write(port, data[0]);
+        else data[0] = rtc.read(port);
+      } else if (i8042.owns(port)) {
+        if (!out) data[0] = i8042.read(port);
+        else if (i8042.write(port, data[0])) {
+          spdlog::info("vCPU {}: guest reset the machine (i8042 command 0xFE): exit status 0",
+                       v.kvm->index());
+          finish(0);
+          return;
+        }
+      } else if (!out) {
+        std::memset(data, 0xFF, run->io.size);  // no device: reads float high, writes are dropped
+      }
     }
   }
 
@@ -354,6 +412,14 @@ struct Machine::Impl {
       }
       const MsrOutcome o = v.control->write_msr(msr, run->msr.data, cpl, s.cr3);
       run->msr.error = (!o.handled || o.general_protection) ? 1 : 0;
+      // A Linux kernel loaded an LWPCB or enabled a counter: the way back to user mode has no
+      // frame with TF, so it is stepped (update_stepping). Any announced return is moot.
+      if (is_linux() && v.kvm_stepper && cpl == 0 && !run->msr.error &&
+          step_scope(v) == StepScope::kUserCode) {
+        v.seeking = true;
+        v.seek_steps = 0;
+        v.kvm_stepper->stop();
+      }
     } else {
       if (msr == kMsrMiscEnable && options.profile.misc_enable) {
         run->msr.data = *options.profile.misc_enable;
@@ -384,6 +450,11 @@ struct Machine::Impl {
         if (!run->mmio.is_write) std::memset(run->mmio.data, 0xFF, sizeof run->mmio.data);
         return true;
       case KVM_EXIT_SHUTDOWN: {
+        if (is_linux()) {  // Linux's last reboot method (BOOT_TRIPLE), as on a PC: a reset
+          spdlog::info("vCPU {}: guest triple fault (a Linux reboot): exit status 0", v.kvm->index());
+          finish(0);
+          return false;
+        }
         // On AMD, KVM re-initialises the VMCB after a shutdown intercept (its contents are
         // undefined then), so the registers read back are the reset state, not the crash site.
         const kvm_regs r = v.kvm->regs();
@@ -433,6 +504,25 @@ struct Machine::Impl {
     const StepScope scope = step_scope(v);
     const bool every_cpl = scope == StepScope::kEveryCpl;
     const bool user_only = scope == StepScope::kUserCode;
+    if (is_linux() && scope != StepScope::kNothing && !v.syscall_entry_known) {
+      v.kvm_stepper->set_unannounced_kernel(v.kvm->msr(kMsrLstar));  // Linux set it at boot
+      v.syscall_entry_known = true;
+    }
+    if (v.seeking && (!user_only || cpl == 3)) v.seeking = false;  // user mode reached, or moot
+    if (v.seeking && ++v.seek_steps > kSeekStepLimit) {
+      spdlog::warn("vCPU {}: the guest kernel did not return to user mode within {} steps after "
+                   "it started counting; it runs free (instructions until the next interrupt "
+                   "are not counted)", v.kvm->index(), kSeekStepLimit);
+      v.seeking = false;
+    }
+    if (v.seeking) {
+      v.kvm->set_single_step(true, std::nullopt, /*block_irq=*/true);  // TF may be lost (IRET)
+      v.stepping = true;
+      v.step_breakpoint.reset();
+      v.run_to.reset();
+      v.intercepting = false;
+      return;
+    }
     const std::optional<uint64_t>& resume = v.kvm_stepper->resume_rip();
     if (user_only && cpl == 3 && resume) {
       // User mode was reached without passing the breakpoint (the kernel resumed elsewhere than
@@ -469,6 +559,12 @@ struct Machine::Impl {
       if (!v.intercepting) v.kvm->intercept_debug_traps();
       v.intercepting = true;
       v.run_to.reset();
+    } else if (is_linux() && (v.stepping || v.run_to || v.intercepting)) {
+      // Nothing counts, but frames pushed while the task was stepped still carry TF: #DB stays
+      // intercepted for good, and a stray trap clears TF (on_step).
+      if (v.stepping || v.run_to || !v.intercepting) v.kvm->intercept_debug_traps();
+      v.run_to.reset();
+      v.intercepting = true;
     } else if (v.stepping || v.run_to || v.intercepting) {
       v.kvm->set_single_step(false);
       v.run_to.reset();
@@ -495,11 +591,20 @@ struct Machine::Impl {
       v.kvm_stepper->on_user_arrival(user_state(v));  // user mode resumes: step from here
       return;
     }
-    if (v.kvm_stepper && v.intercepting && (run->debug.arch.dr6 & kDr6Step) &&
-        v.kvm->exit_sregs().ss.dpl == 3) {
-      // The unannounced return's TF trap: one user instruction ran since the kernel's IRETQ.
+    if (v.kvm_stepper && (v.intercepting || (is_linux() && v.run_to)) &&
+        (run->debug.arch.dr6 & kDr6Step) && v.kvm->exit_sregs().ss.dpl == 3) {
+      // The unannounced return's TF trap: one user instruction ran since the kernel's IRETQ (with
+      // Linux also where a SYSCALL's return was expected: a signal handler's sigreturn).
       const GuestRegisters g = user_state(v);
       retire_all(v, v.kvm_stepper->on_unannounced_return(g), 3, g.cr3);
+      // Nothing counts any more: the TF the frame restored must not reach the guest's #DB.
+      if (is_linux() && step_scope(v) == StepScope::kNothing) v.kvm->clear_trap_flag();
+      return;
+    }
+    if (is_linux() && !v.stepping && (run->debug.arch.dr6 & kDr6Step)) {
+      // A TF restored from a frame of a stepped task, caught after nothing counts: pmuvm's, not
+      // the guest's (which cannot single-step under pmuvm's #DB interception, README).
+      v.kvm->clear_trap_flag();
       return;
     }
     if (!v.kvm_stepper || !v.stepping || !(run->debug.arch.dr6 & (kDr6Step | kDr6Breakpoint0))) {
@@ -570,7 +675,7 @@ struct Machine::Impl {
   }
 
   void create_vcpus(const LoadedGuest& guest) {
-    const LongModeState boot = setup_long_mode(ram);
+    const LongModeState boot = is_linux() ? setup_long_mode_for_linux(ram) : setup_long_mode(ram);
     std::vector<CpuidEntry> host;
     for (const kvm_cpuid_entry2& e : kvm->supported_cpuid())
       host.push_back(CpuidEntry{e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx});
@@ -587,8 +692,14 @@ struct Machine::Impl {
         if (e.function == 0xB || e.function == 0x1F) e.edx = i;
       }
       v->kvm->set_cpuid(own);
-      v->kvm->enter_long_mode(boot, guest.kernel_entry, guest.boot_info, i);
-      if (i > 0) v->kvm->make_runnable();
+      if (is_linux()) {
+        // Linux starts its application processors itself (INIT/SIPI through the in-kernel
+        // LAPIC); until then they wait, as KVM leaves them.
+        if (i == 0) v->kvm->enter_long_mode(boot, linux_boot.entry, 0, linux_boot.zero_page);
+      } else {
+        v->kvm->enter_long_mode(boot, guest.kernel_entry, guest.boot_info, i);
+        if (i > 0) v->kvm->make_runnable();
+      }
       if (options.profile.misc_enable) v->kvm->set_msr(kMsrMiscEnable, *options.profile.misc_enable);
       v->interrupts.vm = vm.get();
       v->interrupts.vcpu = v->kvm.get();
@@ -613,8 +724,9 @@ struct Machine::Impl {
       if (options.stepper == MachineOptions::Stepper::kGuest)
         v->stepper = std::make_unique<GuestAssistedStepper>(ram, to_cache_geometry(options.profile.cache));
       if (options.stepper == MachineOptions::Stepper::kKvm)
+        // Linux's SYSCALL entry point is read from IA32_LSTAR once it has set it (update_stepping).
         v->kvm_stepper = std::make_unique<KvmStepper>(ram, to_cache_geometry(options.profile.cache),
-                                                      PMUVM_TRAMPOLINE_VA);
+                                                      is_linux() ? 0 : PMUVM_TRAMPOLINE_VA);
       Vcpu* raw = v.get();
       // Only LWP raises fixed vectors (NetBurst goes through LVTPC): each is a threshold
       // interrupt of the task running on this vCPU.
@@ -640,6 +752,10 @@ struct Machine::Impl {
     }
     kvm = std::make_unique<KvmSystem>(options.kvm_device);
     vm = std::make_unique<KvmVm>(*kvm, ram);
+    if (is_linux()) {
+      vm->create_pit();  // Linux calibrates its TSC and LAPIC timer against it
+      serial.set_irq_callback([this](bool level) { vm->set_irq_line(Serial16550::kCom1Irq, level); });
+    }
     create_vcpus(loaded);
     // The bundled kernel numbers its tasks 1.. in the order of the programs (guest/kernel/task.c).
     for (size_t i = 0; i < options.programs.size(); ++i) {

@@ -3,9 +3,13 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include "vmm/bundled_kernel.h"
 #include "vmm/command_line.h"
@@ -39,6 +43,46 @@ vmm::ElfImage load_elf_or_usage_error(const std::string& path) {
   return std::move(std::get<vmm::ElfImage>(r));
 }
 
+// The whole file, or a usage error naming it. Kernels and initrds are read whole (they are copied
+// into guest RAM whole); the size is checked against the RAM later, with the layout.
+std::vector<uint8_t> read_file_or_usage_error(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw vmm::UsageError(std::string("cannot read ") + what + " " + path + ": " +
+                                 std::strerror(errno));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw vmm::UsageError(std::string("cannot read ") + what + " " + path);
+  return bytes;
+}
+
+// --kernel is a Linux bzImage (DESIGN §4.9) or an ELF kernel; --initrd/--cmdline and the
+// programs must fit the kind.
+void choose_kernel(const vmm::RunCommand& cmd, vmm::MachineOptions& options) {
+  std::vector<uint8_t> file = read_file_or_usage_error(cmd.kernel, "kernel");
+  options.kernel_name = cmd.kernel;
+  if (!vmm::has_linux_boot_header(file)) {
+    if (!cmd.initrd.empty() || cmd.cmdline_given)
+      throw vmm::UsageError(cmd.kernel + " is not a Linux bzImage; --initrd and --cmdline are for "
+                            "Linux guests");
+    if (cmd.programs.empty())
+      throw vmm::UsageError("run needs at least one program after `--` (see pmuvm run --help)");
+    options.kernel = load_elf_or_usage_error(cmd.kernel);
+    return;
+  }
+  auto image = vmm::parse_bzimage(file, cmd.kernel);
+  if (auto* error = std::get_if<std::string>(&image)) throw vmm::UsageError(*error);
+  if (!cmd.programs.empty())
+    throw vmm::UsageError(cmd.kernel + " is a Linux kernel: it runs what its initramfs holds, not "
+                          "programs after `--` (put them into --initrd)");
+  vmm::MachineOptions::LinuxGuest linux_guest;
+  linux_guest.bzimage = std::move(file);
+  linux_guest.image = std::get<vmm::BzImage>(image);
+  if (!cmd.initrd.empty()) linux_guest.initrd = read_file_or_usage_error(cmd.initrd, "initrd");
+  linux_guest.initrd_name = cmd.initrd;
+  linux_guest.cmdline = cmd.cmdline;
+  options.linux_guest = std::move(linux_guest);
+}
+
+
 int run(const vmm::RunCommand& cmd) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("pmuvm"));
   spdlog::set_level(spdlog::level::from_str(cmd.log_level));
@@ -61,8 +105,7 @@ int run(const vmm::RunCommand& cmd) {
     if (auto* error = std::get_if<std::string>(&r)) throw vmm::VmmError(*error);
     options.kernel = std::move(std::get<vmm::ElfImage>(r));
   } else {
-    options.kernel = load_elf_or_usage_error(cmd.kernel);
-    options.kernel_name = cmd.kernel;
+    choose_kernel(cmd, options);
   }
   for (const vmm::ProgramArgs& p : cmd.programs)
     options.programs.push_back(vmm::GuestProgram{p.path, load_elf_or_usage_error(p.path), p.args});

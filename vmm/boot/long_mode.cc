@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "vmm/boot/guest_layout.h"
+#include "vmm/boot/linux_boot.h"
 
 namespace vmm {
 namespace {
@@ -76,6 +77,29 @@ LongModeState setup_long_mode(GuestRam& ram) {
   s.cr3 = pml4;
   s.cr4 = 0x620;       // OSXMMEXCPT | OSFXSR | PAE: user programs may use SSE
   s.efer = 0xD01;      // NXE | LMA | LME | SCE
+  return s;
+}
+
+LongModeState setup_long_mode_for_linux(GuestRam& ram) {
+  LongModeState s = setup_long_mode(ram);
+  constexpr uint8_t kCode = 0xB, kData = 0x3;
+  const uint64_t gdt = linux_layout::kGdt;
+  ram.write_u64(gdt + 0x00, 0);
+  ram.write_u64(gdt + 0x08, 0);
+  ram.write_u64(gdt + linux_layout::kBootCs, descriptor(kCode, 0, true, false));
+  ram.write_u64(gdt + linux_layout::kBootDs, descriptor(kData, 0, false, true));
+  // The boot TSS descriptor again (KVM wants a usable TR), at the next slot.
+  uint64_t tss_low = 0, tss_high = 0;
+  ram.read_u64(layout::kGdt + layout::kTss, tss_low);
+  ram.read_u64(layout::kGdt + layout::kTss + 8, tss_high);
+  ram.write_u64(gdt + linux_layout::kBootTss, tss_low);
+  ram.write_u64(gdt + linux_layout::kBootTss + 8, tss_high);
+  s.cs.selector = linux_layout::kBootCs;
+  s.ds.selector = s.es.selector = s.fs.selector = s.gs.selector = s.ss.selector =
+      linux_layout::kBootDs;
+  s.tr.selector = linux_layout::kBootTss;
+  s.gdt_base = gdt;
+  s.gdt_limit = linux_layout::kBootTss + 15;
   return s;
 }
 

@@ -28,4 +28,9 @@ struct LongModeState {
 // supervisor-only) and returns the register state. Throws std::runtime_error if RAM is too small.
 LongModeState setup_long_mode(GuestRam& ram);
 
+// The same page tables and TSS, with the GDT Linux's 64-bit boot protocol asks for
+// (Documentation/x86/boot.rst): flat __BOOT_CS at selector 0x10 and __BOOT_DS at 0x18, CS =
+// __BOOT_CS and DS/ES/SS = __BOOT_DS (linux_boot.h's layout). Linux loads its own GDT at once.
+LongModeState setup_long_mode_for_linux(GuestRam& ram);
+
 }  // namespace vmm

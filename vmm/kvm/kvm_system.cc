@@ -50,6 +50,7 @@ void KvmSystem::require_capabilities() const {
       {KVM_CAP_X86_USER_SPACE_MSR, "KVM_CAP_X86_USER_SPACE_MSR", "PMU MSRs handled by pmuvm"},
       {KVM_CAP_X86_MSR_FILTER, "KVM_CAP_X86_MSR_FILTER", "PMU MSRs handled by pmuvm"},
       {KVM_CAP_SET_GUEST_DEBUG, "KVM_CAP_SET_GUEST_DEBUG", "the KVM single-step stepper"},
+      {KVM_CAP_PIT2, "KVM_CAP_PIT2", "the PIT of Linux guests"},
   };
   std::string missing;
   for (const Required& r : kRequired)

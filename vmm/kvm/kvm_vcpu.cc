@@ -106,17 +106,40 @@ void KvmVcpu::set_msr(uint32_t index, uint64_t value) {
     throw VmmError("KVM_SET_MSRS " + std::to_string(index) + " refused");
 }
 
-void KvmVcpu::set_single_step(bool enabled, std::optional<uint64_t> breakpoint) {
+uint64_t KvmVcpu::msr(uint32_t index) {
+  struct {
+    kvm_msrs header;
+    kvm_msr_entry entry;
+  } msrs{};
+  static_assert(offsetof(decltype(msrs), entry) == sizeof(kvm_msrs));
+  msrs.header.nmsrs = 1;
+  msrs.entry.index = index;
+  if (ioctl(fd_, KVM_GET_MSRS, &msrs) != 1)
+    throw VmmError("KVM_GET_MSRS " + std::to_string(index) + " refused");
+  return msrs.entry.data;
+}
+
+void KvmVcpu::clear_trap_flag() {
+  kvm_regs r = regs();
+  if (!(r.rflags & kTrapFlag)) return;
+  r.rflags &= ~kTrapFlag;
+  set_regs(r);
+}
+
+void KvmVcpu::set_single_step(bool enabled, std::optional<uint64_t> breakpoint, bool block_irq) {
   kvm_guest_debug debug{};
   if (breakpoint) {
     debug.control |= KVM_GUESTDBG_USE_HW_BP;
     debug.arch.debugreg[0] = *breakpoint;
     debug.arch.debugreg[7] = 0x1;  // L0; R/W0 = 00 (execute), LEN0 = 00
   }
-  // No KVM_GUESTDBG_BLOCKIRQ: interrupts must reach the guest while it is stepped (the LAPIC
-  // timer, LWP threshold interrupts). Delivery clears TF, so handlers run unstepped, and the
-  // interrupted instruction is reported once, when it retires after the IRET.
+  // Normally no KVM_GUESTDBG_BLOCKIRQ: interrupts must reach the guest while it is stepped (the
+  // LAPIC timer, LWP threshold interrupts). Delivery clears TF, so handlers run unstepped, and the
+  // interrupted instruction is reported once, when it retires after the IRET. `block_irq` is for
+  // short kernel paths stepped on their way to user mode (a Linux guest's return after it
+  // loaded an LWPCB), which a timer interrupt handled meanwhile would make unbounded.
   if (enabled) debug.control |= KVM_GUESTDBG_SINGLESTEP;
+  if (enabled && block_irq) debug.control |= KVM_GUESTDBG_BLOCKIRQ;
   if (enabled || breakpoint) debug.control |= KVM_GUESTDBG_ENABLE;
   if (ioctl(fd_, KVM_SET_GUEST_DEBUG, &debug) < 0) throw_errno("KVM_SET_GUEST_DEBUG");
 }

@@ -28,9 +28,16 @@ class KvmVcpu {
   void enter_long_mode(const LongModeState& state, uint64_t rip, uint64_t rdi, uint64_t rsi);
   void make_runnable();  // secondary vCPUs start UNINITIALIZED (DESIGN §3)
   void set_msr(uint32_t index, uint64_t value);
+  uint64_t msr(uint32_t index);  // KVM_GET_MSRS of one MSR (e.g. IA32_LSTAR)
+  // Clears RFLAGS.TF (KVM_GET/SET_REGS) if the guest has it set: a TF a guest frame restored
+  // while nothing is stepped would otherwise trap into the guest's own #DB handler.
+  void clear_trap_flag();
+  static constexpr uint64_t kTrapFlag = 1u << 8;
   // KVM single-step (KVM_GUESTDBG_SINGLESTEP) on or off; with `breakpoint`, also (or only) an
   // instruction breakpoint there (DR0, execute), which exits with DR6.B0 when the guest reaches it.
-  void set_single_step(bool enabled, std::optional<uint64_t> breakpoint = std::nullopt);
+  // `block_irq`: KVM_GUESTDBG_BLOCKIRQ too (no interrupt is injected while stepping).
+  void set_single_step(bool enabled, std::optional<uint64_t> breakpoint = std::nullopt,
+                       bool block_irq = false);
   // No single-step, no breakpoint, but #DB still intercepted (KVM_EXIT_DEBUG): a TF the guest
   // restores from a frame pushed while it was stepped then traps to the VMM, not into the guest.
   void intercept_debug_traps();

@@ -57,6 +57,18 @@ void KvmVm::set_msr_filter(const std::vector<MsrRange>& trapped) {
   if (ioctl(fd_, KVM_X86_SET_MSR_FILTER, &filter) < 0) throw_errno("KVM_X86_SET_MSR_FILTER");
 }
 
+void KvmVm::create_pit() {
+  kvm_pit_config config{};  // flags 0: a real speaker port (0x61), not KVM_PIT_SPEAKER_DUMMY
+  if (ioctl(fd_, KVM_CREATE_PIT2, &config) < 0) throw_errno("KVM_CREATE_PIT2");
+}
+
+void KvmVm::set_irq_line(uint32_t gsi, bool level) {
+  kvm_irq_level irq{};
+  irq.irq = gsi;
+  irq.level = level ? 1 : 0;
+  if (ioctl(fd_, KVM_IRQ_LINE, &irq) < 0) throw_errno("KVM_IRQ_LINE");
+}
+
 void KvmVm::signal_msi(uint32_t apic_id, uint8_t vector) {
   kvm_msi msi{};
   msi.address_lo = 0xFEE00000u | (apic_id << 12);  // physical destination, fixed delivery

@@ -30,6 +30,12 @@ class KvmVm {
   // Can be called again after vCPUs ran (DESIGN §3).
   void set_msr_filter(const std::vector<MsrRange>& trapped);
 
+  // The in-kernel i8254 PIT (ports 0x40-0x43, and 0x61 for channel 2's gate and output, which
+  // Linux's TSC calibration reads), injecting on GSI 0. Needs the in-kernel irqchip.
+  void create_pit();
+  // Level of an ISA interrupt line (GSI) of the in-kernel PIC/IOAPIC, e.g. IRQ4 for COM1.
+  void set_irq_line(uint32_t gsi, bool level);
+
   // A fixed-vector interrupt to the vCPU with this APIC ID, through the in-kernel LAPIC.
   void signal_msi(uint32_t apic_id, uint8_t vector);
 

@@ -37,7 +37,10 @@ Retirements KvmStepper::on_step(const GuestRegisters& after, uint8_t cpl, uint64
     // Left user mode with a step report. Hosts that deliver SYSCALL's single-step trap at the
     // entry point report it here; otherwise it is counted at the re-entry (enter_user).
     if (after.rip == syscall_entry_)
-      if (auto syscall = user_.syscall_entered()) out.push_back(*syscall);
+      if (auto syscall = user_.syscall_entered()) {
+        out.push_back(*syscall);
+        if (unannounced_kernel_) resume_rip_ = syscall->rip + 2;  // where SYSRET returns
+      }
     in_user_ = false;
     kernel_.leave_user();
   }
@@ -77,6 +80,7 @@ Retirements KvmStepper::on_unannounced_return(const GuestRegisters& after) {
   ++user_steps_;
   Retirements out;
   kernel_.leave_user();
+  resume_rip_.reset();  // user mode was reached, not where a return was expected
   if (auto r = user_.retired_unreported(after)) {
     ++unannounced_returns_;
     out.push_back(*r);

@@ -31,6 +31,13 @@
 //    here: before this interception existed, the guest took that trap itself.) The PMU models
 //    see the instruction after the kernel's handler, as if the interrupt had come before it: a
 //    PMI handler's reload is not overtaken by it, so counts and PMIs stay exact.
+//  * a kernel that announces nothing (Linux; set_unannounced_kernel): the SYSCALL entry point is
+//    the guest's IA32_LSTAR, and a SYSCALL counted there makes its return point (RIP + 2, where
+//    SYSRET resumes) the resume_rip() the run loop runs to by breakpoint, since nothing tells the
+//    VMM the registers user mode resumes with. Interrupts and exceptions return through frames
+//    with TF set (the unannounced return above). When the kernel starts something that counts
+//    (an LWPCB loaded, a counter enabled) no frame on its way out has TF: the run loop steps the
+//    kernel, interrupts held, until user mode is reached (Machine's "seeking").
 #pragma once
 
 #include <array>
@@ -102,6 +109,12 @@ class KvmStepper {
   void stop();
 
   uint64_t syscall_entry() const { return syscall_entry_; }
+  // The guest kernel announces no return to user mode (Linux): SYSCALL enters at `syscall_entry`
+  // (its IA32_LSTAR), and a counted SYSCALL sets resume_rip() to its return point.
+  void set_unannounced_kernel(uint64_t syscall_entry) {
+    syscall_entry_ = syscall_entry;
+    unannounced_kernel_ = true;
+  }
   // After a CPL-3 step: true when the instruction that just retired may have cleared RFLAGS.TF
   // (POPF, IRET), or is unknown. Otherwise TF is still set and KVM keeps stepping without
   // KVM_SET_GUEST_DEBUG being issued again (one ioctl per step saved).
@@ -126,7 +139,8 @@ class KvmStepper {
   StepAccountant kernel_accountant_;
   StepSequencer user_;
   StepSequencer kernel_;
-  const uint64_t syscall_entry_;
+  uint64_t syscall_entry_;
+  bool unannounced_kernel_ = false;
   bool in_user_ = false;  // the last report was a CPL-3 step
   uint64_t user_steps_ = 0, kernel_steps_ = 0, unannounced_returns_ = 0,
            user_entries_ = 0, bad_frames_ = 0;

@@ -74,7 +74,16 @@ std::optional<pmu::RetiredInstruction> StepSequencer::syscall_entered() {
 
 std::optional<pmu::RetiredInstruction> StepSequencer::retired_unreported(
     const GuestRegisters& after) {
-  if (!pending_ || pending_->cr3 != after.cr3 || pending_->rip == after.rip) return std::nullopt;
+  if (pending_ && pending_->cr3 != after.cr3) {  // other tasks ran since this one left user mode
+    parked_[pending_->cr3] = *pending_;
+    pending_.reset();
+  }
+  if (!pending_)
+    if (auto it = parked_.find(after.cr3); it != parked_.end()) {
+      pending_ = it->second;
+      parked_.erase(it);
+    }
+  if (!pending_ || pending_->rip == after.rip) return std::nullopt;
   const CodeBytes bytes = fetch(pending_->rip);
   const std::optional<DecodedInstruction> d = accountant_.decoder().decode(bytes.span(), *pending_);
   if (!d || d->syscall || d->lwp_instruction) return std::nullopt;

@@ -46,7 +46,9 @@ class StepSequencer {
   // kernel path returned to user mode unannounced; its TF trapped after one instruction). If the
   // pending instruction (same address space) is not at after.rip but after.rip is where it leads
   // (its fall-through, its direct target, any target of an indirect branch), it is that
-  // instruction: it is counted now and nothing stays pending. SYSCALL (settled by enter_user) and
+  // instruction: it is counted now and nothing stays pending. The pending instruction of that
+  // address space may have been parked while other tasks ran (a Linux guest's scheduler switches
+  // tasks on such returns with nothing announced). SYSCALL (settled by enter_user) and
   // LLWPCB/SLWPCB (emulated through #UD: the kernel moves RIP past them, they never retire) are
   // left alone.
   std::optional<pmu::RetiredInstruction> retired_unreported(const GuestRegisters& after);
