@@ -8,7 +8,6 @@
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "guest/linux/perf_loop.h"
@@ -19,15 +18,7 @@ int main(int argc, char **argv) {
     say("usage: perf_count [N >= 1]\n");
     return 2;
   }
-  struct perf_event_attr attr;
-  memset(&attr, 0, sizeof attr);
-  attr.size = sizeof attr;
-  attr.type = PERF_TYPE_HARDWARE;
-  attr.config = PERF_COUNT_HW_INSTRUCTIONS;
-  attr.disabled = 1;
-  attr.exclude_kernel = 1;
-  attr.exclude_hv = 1;
-  const int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+  const int fd = perf_open_instructions(0);
   if (fd < 0) {
     say("perf_count: FAIL: perf_event_open: %m\n");
     return 1;

@@ -3,6 +3,9 @@
 
 #include <linux/perf_event.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 _Static_assert(PERF_EVENT_IOC_ENABLE == 0x2400 && PERF_EVENT_IOC_DISABLE == 0x2401,
                "the asm below hard-codes the ioctl numbers");
@@ -51,3 +54,17 @@ struct dyn_insn *perf_trace(uint64_t n, size_t *length) {
 }
 
 uint64_t perf_disable_syscall(void) { return perf_insns_end[-1].address; }
+
+int perf_open_instructions(uint64_t period) {
+  struct perf_event_attr attr;
+  memset(&attr, 0, sizeof attr);
+  attr.size = sizeof attr;
+  attr.type = PERF_TYPE_HARDWARE;
+  attr.config = PERF_COUNT_HW_INSTRUCTIONS;
+  attr.sample_period = period;
+  attr.sample_type = period ? PERF_SAMPLE_IP : 0;
+  attr.disabled = 1;
+  attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+}

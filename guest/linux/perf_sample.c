@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "guest/linux/perf_loop.h"
@@ -38,17 +37,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   write_file("/proc/sys/kernel/perf_cpu_time_max_percent", "0");
-  struct perf_event_attr attr;
-  memset(&attr, 0, sizeof attr);
-  attr.size = sizeof attr;
-  attr.type = PERF_TYPE_HARDWARE;
-  attr.config = PERF_COUNT_HW_INSTRUCTIONS;
-  attr.sample_period = (uint64_t)period;
-  attr.sample_type = PERF_SAMPLE_IP;
-  attr.disabled = 1;
-  attr.exclude_kernel = 1;
-  attr.exclude_hv = 1;
-  const int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+  const int fd = perf_open_instructions((uint64_t)period);
   if (fd < 0) {
     say("perf_sample: FAIL: perf_event_open: %m\n");
     return 1;
