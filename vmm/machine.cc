@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -36,6 +37,7 @@ namespace {
 
 constexpr uint32_t kMsrMiscEnable = 0x1A0;
 constexpr uint32_t kMsrLstar = 0xC0000082;
+constexpr uint32_t kMsrLwpcbAddress = 0xC0000106;  // LWPMSR1
 // A Linux guest's panic() ends with this console line (kernel/panic.c); the run ends there.
 constexpr std::string_view kLinuxPanicEnd = "---[ end Kernel panic - not syncing: ";
 // Steps a Linux kernel path may take on its way to user mode after it started something that
@@ -233,6 +235,19 @@ struct Machine::Impl {
 
   std::mutex report_lock;
   LwpReport report;
+  std::map<uint64_t, uint32_t> linux_tasks;  // CR3 -> report task number (Linux guests)
+
+  uint32_t linux_task(uint64_t cr3) {
+    std::lock_guard<std::mutex> g(report_lock);
+    auto [it, added] = linux_tasks.emplace(cr3, static_cast<uint32_t>(linux_tasks.size() + 1));
+    if (added) {
+      char name[48];
+      std::snprintf(name, sizeof name, "process %u (CR3 %#llx)", it->second,
+                    static_cast<unsigned long long>(cr3));
+      report.set_task_name(it->second, name);
+    }
+    return it->second;
+  }
   std::ofstream trace;
 
   uint32_t pv_features() const {
@@ -410,6 +425,9 @@ struct Machine::Impl {
         case PMUVM_MSR_TASK: v.task = static_cast<uint32_t>(run->msr.data); return;
         default: break;
       }
+      // Linux names no tasks: an LWPCB loaded on a context switch or by LLWPCB belongs to the
+      // process whose address space is current, numbered in the order they first profile.
+      if (is_linux() && msr == kMsrLwpcbAddress && run->msr.data != 0) v.task = linux_task(s.cr3);
       const MsrOutcome o = v.control->write_msr(msr, run->msr.data, cpl, s.cr3);
       run->msr.error = (!o.handled || o.general_protection) ? 1 : 0;
       // A Linux kernel loaded an LWPCB or enabled a counter: the way back to user mode has no

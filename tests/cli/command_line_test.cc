@@ -70,12 +70,35 @@ TEST(CommandLineTest, HelpDocumentsEveryRunOption) {
   EXPECT_EQ(c.kind, ParsedCommandLine::Kind::kExit);
   EXPECT_EQ(c.exit_status, 0);
   for (const char* option : {"--cpu", "--backend", "--vcpus", "--mem", "--seed", "--kernel",
+                             "--initrd", "--cmdline", "port 0x510", "reboot -f",
                              "--log-level", "--lwp-report", "--lwp-trace", "--max-interrupt-rate",
                              "Exit status"})
     EXPECT_NE(c.message.find(option), std::string::npos) << option;
   auto top = parse({"--help"});
   EXPECT_EQ(top.exit_status, 0);
   EXPECT_NE(top.message.find("profiles"), std::string::npos);
+}
+
+// A Linux guest: --kernel alone is enough (whether it is a bzImage is the file's business,
+// checked by main.cc); --initrd/--cmdline need --kernel.
+TEST(CommandLineTest, LinuxOptions) {
+  auto c = parse({"run", "--kernel", "bzImage", "--initrd", "rd.cpio", "--cmdline", "console=ttyS0 -- x"});
+  ASSERT_EQ(c.kind, ParsedCommandLine::Kind::kRun) << c.message;
+  EXPECT_EQ(c.run.kernel, "bzImage");
+  EXPECT_EQ(c.run.initrd, "rd.cpio");
+  EXPECT_EQ(c.run.cmdline, "console=ttyS0 -- x");
+  EXPECT_TRUE(c.run.cmdline_given);
+  EXPECT_TRUE(c.run.programs.empty());
+  auto d = parse({"run", "--kernel", "bzImage"});
+  ASSERT_EQ(d.kind, ParsedCommandLine::Kind::kRun);
+  EXPECT_EQ(d.run.cmdline, "console=ttyS0");
+  EXPECT_FALSE(d.run.cmdline_given);
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"run", "--initrd", "rd.cpio", "--", "hello"}, {"run", "--cmdline", "quiet", "--", "hello"}}) {
+    auto e = parse(args);
+    EXPECT_EQ(e.exit_status, 2);
+    EXPECT_EQ(e.message, "pmuvm: --initrd and --cmdline need --kernel BZIMAGE (a Linux guest)");
+  }
 }
 
 TEST(CommandLineTest, Profiles) {

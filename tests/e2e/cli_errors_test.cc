@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <vector>
 
 #include "tests/e2e/pmuvm_process.h"
 #include "tests/support/elf_builder.h"
@@ -79,6 +80,61 @@ TEST(CliErrors, UsageErrorsAreOneLine) {
     EXPECT_EQ(r.status, 2) << ::testing::PrintToString(args);
     EXPECT_TRUE(one_line(r.err)) << r.err;
     EXPECT_EQ(r.out, "");
+  }
+}
+
+// A file with a bzImage setup header (protocol `version`), enough to reach each check.
+std::string fake_bzimage(const std::string& name, uint16_t version, size_t payload = 4096) {
+  std::vector<uint8_t> b(5 * 512 + payload, 0);
+  auto put = [&](size_t off, auto v) { std::memcpy(b.data() + off, &v, sizeof v); };
+  b[0x1F1] = 4;
+  put(0x1FE, uint16_t{0xAA55});
+  b[0x201] = 0x6A;
+  std::memcpy(b.data() + 0x202, "HdrS", 4);
+  put(0x206, version);
+  b[0x211] = 0x01;
+  put(0x22C, uint32_t{0x7FFFFFFF});
+  put(0x236, uint16_t{0x0003});
+  put(0x238, uint32_t{2047});
+  put(0x258, uint64_t{0x1000000});
+  put(0x260, uint32_t{0x800000});
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
+  return path;
+}
+
+// Linux guests (DESIGN §4.9): every bad input is status 2 and one line, before KVM is opened
+// (--kvm-device points nowhere: reaching KVM would be status 3).
+TEST(CliErrors, LinuxKernelInputs) {
+  const std::string ok = fake_bzimage("bzImage", 0x020F);
+  const std::string old = fake_bzimage("old-bzImage", 0x0206);
+  const std::string big = std::string(std::getenv("TEST_TMPDIR")) + "/big.cpio";
+  std::ofstream(big, std::ios::binary) << std::string(40u << 20, 'x');
+  const std::string nokvm = "/nonexistent/kvm";
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  } cases[] = {
+      {{"run", "--kvm-device", nokvm, "--kernel", old},
+       "pmuvm: " + old + ": boot protocol 2.06 is too old; pmuvm needs 2.12 or later (Linux 3.8+) "
+       "for the 64-bit entry point"},
+      {{"run", "--kvm-device", nokvm, "--kernel", ok, "--", hello()},
+       "pmuvm: " + ok + " is a Linux kernel: it runs what its initramfs holds, not programs after "
+       "`--` (put them into --initrd)"},
+      {{"run", "--kvm-device", nokvm, "--kernel", hello(), "--initrd", big, "--", hello()},
+       "pmuvm: " + hello() + " is not a Linux bzImage; --initrd and --cmdline are for Linux guests"},
+      {{"run", "--kvm-device", nokvm, "--mem", "48", "--kernel", ok, "--initrd", big},
+       "pmuvm: " + big + ": the initrd (40 MiB) does not fit in RAM beside " + ok +
+       " (needs --mem of at least 65 MiB)"},
+      {{"run", "--kvm-device", nokvm, "--kernel", ok, "--initrd", "/nonexistent/rd"},
+       "pmuvm: cannot read initrd /nonexistent/rd: No such file or directory"},
+      {{"run", "--kvm-device", nokvm, "--kernel", ok, "--cmdline", std::string(3000, 'x')},
+       "pmuvm: --cmdline is 3000 bytes; " + ok + " accepts at most 2047"},
+  };
+  for (const Case& c : cases) {
+    auto r = run(c.args);
+    EXPECT_EQ(r.status, 2) << c.error;
+    EXPECT_EQ(last_line(r.err), c.error);
   }
 }
 
