@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -415,6 +416,43 @@ TEST(Errors, UnavailableLwpWithOtherFields) {
   //   "lwp": {"available": false, "events": ["IRE"]},   "events" at column 31
   EXPECT_EQ(ErrorOf(ProfileWith({"  \"lwp\": {\"available\": false, \"events\": [\"IRE\"]},"})),
             "t.json:7:31: lwp.events has no meaning when lwp.available is false");
+}
+
+TEST(Errors, UnknownOrRepeatedFeatureName) {
+  //   "features": ["fpu", "avx3"],   element "avx3" at column 23
+  EXPECT_EQ(ErrorOf(ProfileWith({"  \"features\": [\"fpu\", \"avx3\"],"})),
+            "t.json:7:23: features[1]: unknown CPUID feature \"avx3\" (the names are listed in "
+            "vmm/profiles/README.md)");
+  EXPECT_EQ(ErrorOf(ProfileWith({"  \"features\": [\"fpu\", \"fpu\"],"})),
+            "t.json:7:23: features[1]: feature fpu is listed twice");
+  EXPECT_THAT(ErrorOf(ProfileWith({"  \"features\": [\"lwp\"],"})),
+              StartsWith("t.json:7:16: features[0]: \"lwp\" (CPUID 0x80000001 ECX[15]) follows the "
+                         "lwp section"));
+}
+
+TEST(Errors, FeatureOrLeafBeyondTheMaxLeaf) {
+  // "bmi1" is in leaf 7; line 8 column 16 is the element.
+  EXPECT_EQ(ErrorOf(ProfileWith({"  \"max_basic_leaf\": 5,", "  \"features\": [\"bmi1\"],"})),
+            "t.json:8:16: features[0] is defined in CPUID leaf 0x7, beyond max_basic_leaf 0x5");
+  EXPECT_EQ(ErrorOf(ProfileWith({"  \"max_extended_leaf\": \"0x80000004\",",
+                                 "  \"address_sizes\": {\"physical\": 40, \"linear\": 48},"})),
+            "t.json:8:3: address_sizes is defined in CPUID leaf 0x80000008, beyond "
+            "max_extended_leaf 0x80000004");
+  EXPECT_THAT(ErrorOf(ProfileWith({"  \"address_sizes\": {\"physical\": 40, \"linear\": 52},"})),
+              StartsWith("t.json:7:37: address_sizes.linear must be 48 or 57"));
+}
+
+TEST(Parse, MaxLeavesDefaultToWhatTheProfileDefines) {
+  ProfileResult r = parse_profile(ProfileWith({"  \"features\": [\"fpu\", \"bmi1\", \"lm\"],"}),
+                                  "t.json");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.profile->max_basic_leaf, 7u);
+  EXPECT_EQ(r.profile->max_extended_leaf, 0x80000004u);
+  EXPECT_EQ(r.profile->features, (std::vector<std::string>{"fpu", "bmi1", "lm"}));
+  ProfileResult m = parse_profile(ProfileWith({}), "t.json");
+  ASSERT_TRUE(m.ok()) << m.error;
+  EXPECT_EQ(m.profile->max_basic_leaf, 1u);
+  EXPECT_TRUE(m.profile->features.empty());
 }
 
 TEST(Errors, OverrideSetAndClearOverlapAndBadRegister) {
