@@ -134,18 +134,23 @@ TEST(ShippedProfiles, IntelNetburst) {
   const CpuProfile p = Builtin("intel-netburst");
   EXPECT_EQ(p.vendor, "GenuineIntel");
   EXPECT_EQ(p.family, 0xFu);
-  EXPECT_EQ(p.model, 2u);
+  EXPECT_EQ(p.model, 4u);  // Prescott 2M: EM64T, and no IQ_ESCRs (models 1-2 only)
   EXPECT_FALSE(p.lwp.available);
   EXPECT_EQ(p.lwp_enable_policy, 0u);
   ASSERT_TRUE(p.misc_enable.has_value());
+  EXPECT_EQ(*p.misc_enable, 0x1880u);
   EXPECT_TRUE(*p.misc_enable & (1u << 7)) << "performance monitoring available";
   EXPECT_TRUE(*p.misc_enable & (1u << 12)) << "PEBS unavailable";
   ASSERT_TRUE(p.netburst.has_value());
   EXPECT_EQ(*p.netburst, (NetburstParams{18, 40, 1}));
-  bool clears_ds = false;
-  for (const CpuidOverride& ov : p.cpuid_overrides)
-    clears_ds |= ov.leaf == 1 && ov.reg == CpuidRegister::kEdx && (ov.clear & (1u << 21));
-  EXPECT_TRUE(clears_ds) << "CPUID 1 EDX bit 21 (DS) must be cleared";
+  EXPECT_LT(p.max_basic_leaf, 0xAu) << "no architectural perfmon leaf: Linux picks the P4 driver";
+  auto has = [&](const char* f) {
+    return std::find(p.features.begin(), p.features.end(), f) != p.features.end();
+  };
+  for (const char* f : {"lm", "nx", "syscall", "sse2", "sse3", "apic", "clfsh"})
+    EXPECT_TRUE(has(f)) << f;
+  for (const char* f : {"ds", "htt", "pdcm", "dtes64", "x2apic", "avx", "xsave", "monitor"})
+    EXPECT_FALSE(has(f)) << f;
 }
 
 // Proposal §5.1: "the logical AND of the available feature bits and the minimum of the number of
@@ -346,7 +351,7 @@ TEST(Errors, OutOfRangeInTheShippedFileLayout) {
   const std::string from = "\"max_events\": 3";
   ASSERT_NE(text.find(from), std::string::npos);
   text.replace(text.find(from), from.size(), "\"max_events\": 40");
-  EXPECT_EQ(ErrorOf(text, "amd-lwp.json"), "amd-lwp.json:16:5: lwp.max_events must be 1..26, got 40");
+  EXPECT_EQ(ErrorOf(text, "amd-lwp.json"), "amd-lwp.json:26:5: lwp.max_events must be 1..26, got 40");
 }
 
 TEST(Errors, OutOfRangeNegativeAndHexRanges) {
