@@ -135,8 +135,8 @@ std::vector<CpuidEntry> WithoutFeatures(std::vector<CpuidEntry> t,
       if (e.function != f->leaf || e.index != f->subleaf) continue;
       uint32_t* r[] = {&e.eax, &e.ebx, &e.ecx, &e.edx};
       *r[static_cast<int>(f->reg)] &= ~(1u << f->bit);
-      // AMD repeats CPUID 1 EDX in 0x80000001 EDX.
     }
+    // AMD repeats CPUID 1 EDX in 0x80000001 EDX.
     if (f->leaf == 1 && f->reg == CpuidRegister::kEdx)
       for (CpuidEntry& e : t)
         if (e.function == 0x80000001) e.edx &= ~(1u << f->bit);

@@ -2,8 +2,8 @@
 // (KVM_GET_SUPPORTED_CPUID). The host's own values never reach the guest: the same profile gives
 // the same table on every host, except for features that host's KVM cannot offer, which are
 // dropped and reported. The KVM layer converts the result to kvm_cpuid_entry2 and sets it once,
-// before the first KVM_RUN (DESIGN §3: KVM_SET_CPUID2 cannot change it later), patching the
-// per-vCPU fields (leaf 1 EBX[31:24] initial APIC ID) itself.
+// before the first KVM_RUN (DESIGN §3: KVM_SET_CPUID2 cannot change it later), one copy per vCPU
+// from cpuid_for_vcpu() (the initial APIC ID in leaf 1 EBX[31:24]).
 //
 // What the table holds (vmm/profiles/README.md, "What the guest sees", says the same for users):
 //   0x0              EAX = max_basic_leaf, EBX/EDX/ECX = vendor

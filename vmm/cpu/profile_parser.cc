@@ -147,7 +147,8 @@ class ProfileParser {
   // max_basic_leaf, max_extended_leaf, features, address_sizes (after lwp: the LWP leaf needs
   // the extended range to reach it).
   void parse_cpuid_definition(const Json& root, CpuProfile& p) {
-    // (leaf, path) of every named feature, to check them against the max leaves afterwards.
+    // (leaf, path) of everything the profile defines beyond leaf 1 and the brand (features,
+    // address sizes, the LWP leaf), to check it against the max leaves afterwards.
     std::vector<std::pair<uint32_t, std::string>> leaves;
     if (const Json* list = JsonReader::optional(root, "features")) {
       r_.expect_array(*list, "features");
