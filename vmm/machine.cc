@@ -698,18 +698,11 @@ struct Machine::Impl {
     for (const kvm_cpuid_entry2& e : kvm->supported_cpuid())
       host.push_back(CpuidEntry{e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx});
     const uint32_t pv = pv_features();
-    std::vector<kvm_cpuid_entry2> table = to_kvm(build_guest_cpuid(host, options.profile, pv));
+    const std::vector<CpuidEntry> table = build_guest_cpuid(host, options.profile, pv);
     for (uint32_t i = 0; i < options.vcpus; ++i) {
       auto v = std::make_unique<Vcpu>();
       v->kvm = std::make_unique<KvmVcpu>(*vm, i);
-      // The in-kernel LAPIC's initial APIC ID is the vCPU index; KVM does not patch CPUID to
-      // match, so each vCPU gets its own copy with the x2APIC/initial APIC ID fields set.
-      std::vector<kvm_cpuid_entry2> own = table;
-      for (kvm_cpuid_entry2& e : own) {
-        if (e.function == 1) e.ebx = (e.ebx & 0x00FFFFFFu) | (i << 24);
-        if (e.function == 0xB || e.function == 0x1F) e.edx = i;
-      }
-      v->kvm->set_cpuid(own);
+      v->kvm->set_cpuid(to_kvm(cpuid_for_vcpu(table, i)));  // APIC ID = the vCPU index
       if (is_linux()) {
         // Linux starts its application processors itself (INIT/SIPI through the in-kernel
         // LAPIC); until then they wait, as KVM leaves them.

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -133,18 +134,23 @@ TEST(ShippedProfiles, IntelNetburst) {
   const CpuProfile p = Builtin("intel-netburst");
   EXPECT_EQ(p.vendor, "GenuineIntel");
   EXPECT_EQ(p.family, 0xFu);
-  EXPECT_EQ(p.model, 2u);
+  EXPECT_EQ(p.model, 4u);  // Prescott 2M: EM64T, and no IQ_ESCRs (models 1-2 only)
   EXPECT_FALSE(p.lwp.available);
   EXPECT_EQ(p.lwp_enable_policy, 0u);
   ASSERT_TRUE(p.misc_enable.has_value());
+  EXPECT_EQ(*p.misc_enable, 0x1880u);
   EXPECT_TRUE(*p.misc_enable & (1u << 7)) << "performance monitoring available";
   EXPECT_TRUE(*p.misc_enable & (1u << 12)) << "PEBS unavailable";
   ASSERT_TRUE(p.netburst.has_value());
   EXPECT_EQ(*p.netburst, (NetburstParams{18, 40, 1}));
-  bool clears_ds = false;
-  for (const CpuidOverride& ov : p.cpuid_overrides)
-    clears_ds |= ov.leaf == 1 && ov.reg == CpuidRegister::kEdx && (ov.clear & (1u << 21));
-  EXPECT_TRUE(clears_ds) << "CPUID 1 EDX bit 21 (DS) must be cleared";
+  EXPECT_LT(p.max_basic_leaf, 0xAu) << "no architectural perfmon leaf: Linux picks the P4 driver";
+  auto has = [&](const char* f) {
+    return std::find(p.features.begin(), p.features.end(), f) != p.features.end();
+  };
+  for (const char* f : {"lm", "nx", "syscall", "sse2", "sse3", "apic", "clfsh"})
+    EXPECT_TRUE(has(f)) << f;
+  for (const char* f : {"ds", "htt", "pdcm", "dtes64", "x2apic", "avx", "xsave", "monitor"})
+    EXPECT_FALSE(has(f)) << f;
 }
 
 // Proposal §5.1: "the logical AND of the available feature bits and the minimum of the number of
@@ -345,7 +351,7 @@ TEST(Errors, OutOfRangeInTheShippedFileLayout) {
   const std::string from = "\"max_events\": 3";
   ASSERT_NE(text.find(from), std::string::npos);
   text.replace(text.find(from), from.size(), "\"max_events\": 40");
-  EXPECT_EQ(ErrorOf(text, "amd-lwp.json"), "amd-lwp.json:16:5: lwp.max_events must be 1..26, got 40");
+  EXPECT_EQ(ErrorOf(text, "amd-lwp.json"), "amd-lwp.json:26:5: lwp.max_events must be 1..26, got 40");
 }
 
 TEST(Errors, OutOfRangeNegativeAndHexRanges) {
@@ -415,6 +421,43 @@ TEST(Errors, UnavailableLwpWithOtherFields) {
   //   "lwp": {"available": false, "events": ["IRE"]},   "events" at column 31
   EXPECT_EQ(ErrorOf(ProfileWith({"  \"lwp\": {\"available\": false, \"events\": [\"IRE\"]},"})),
             "t.json:7:31: lwp.events has no meaning when lwp.available is false");
+}
+
+TEST(Errors, UnknownOrRepeatedFeatureName) {
+  //   "features": ["fpu", "avx3"],   element "avx3" at column 23
+  EXPECT_EQ(ErrorOf(ProfileWith({"  \"features\": [\"fpu\", \"avx3\"],"})),
+            "t.json:7:23: features[1]: unknown CPUID feature \"avx3\" (the names are listed in "
+            "vmm/profiles/README.md)");
+  EXPECT_EQ(ErrorOf(ProfileWith({"  \"features\": [\"fpu\", \"fpu\"],"})),
+            "t.json:7:23: features[1]: feature fpu is listed twice");
+  EXPECT_THAT(ErrorOf(ProfileWith({"  \"features\": [\"lwp\"],"})),
+              StartsWith("t.json:7:16: features[0]: \"lwp\" (CPUID 0x80000001 ECX[15]) follows the "
+                         "lwp section"));
+}
+
+TEST(Errors, FeatureOrLeafBeyondTheMaxLeaf) {
+  // "bmi1" is in leaf 7; line 8 column 16 is the element.
+  EXPECT_EQ(ErrorOf(ProfileWith({"  \"max_basic_leaf\": 5,", "  \"features\": [\"bmi1\"],"})),
+            "t.json:8:16: features[0] is defined in CPUID leaf 0x7, beyond max_basic_leaf 0x5");
+  EXPECT_EQ(ErrorOf(ProfileWith({"  \"max_extended_leaf\": \"0x80000004\",",
+                                 "  \"address_sizes\": {\"physical\": 40, \"linear\": 48},"})),
+            "t.json:8:3: address_sizes is defined in CPUID leaf 0x80000008, beyond "
+            "max_extended_leaf 0x80000004");
+  EXPECT_THAT(ErrorOf(ProfileWith({"  \"address_sizes\": {\"physical\": 40, \"linear\": 52},"})),
+              StartsWith("t.json:7:37: address_sizes.linear must be 48 or 57"));
+}
+
+TEST(Parse, MaxLeavesDefaultToWhatTheProfileDefines) {
+  ProfileResult r = parse_profile(ProfileWith({"  \"features\": [\"fpu\", \"bmi1\", \"lm\"],"}),
+                                  "t.json");
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.profile->max_basic_leaf, 7u);
+  EXPECT_EQ(r.profile->max_extended_leaf, 0x80000004u);
+  EXPECT_EQ(r.profile->features, (std::vector<std::string>{"fpu", "bmi1", "lm"}));
+  ProfileResult m = parse_profile(ProfileWith({}), "t.json");
+  ASSERT_TRUE(m.ok()) << m.error;
+  EXPECT_EQ(m.profile->max_basic_leaf, 1u);
+  EXPECT_TRUE(m.profile->features.empty());
 }
 
 TEST(Errors, OverrideSetAndClearOverlapAndBadRegister) {

@@ -60,6 +60,13 @@ struct NetburstParams {
   bool operator==(const NetburstParams&) const = default;
 };
 
+// CPUID 0x80000008 EAX: physical (7:0) and linear (15:8) address bits.
+struct AddressSizes {
+  uint32_t physical = 0;
+  uint32_t linear = 0;
+  bool operator==(const AddressSizes&) const = default;
+};
+
 struct CpuProfile {
   std::string name;
   std::string description;
@@ -70,6 +77,14 @@ struct CpuProfile {
   uint32_t model = 0;   // the displayed model: (extended << 4) | base
   uint32_t stepping = 0;
   std::string brand;    // CPUID 0x80000002..4, at most 47 characters
+
+  // The complete CPUID definition (vmm/cpu/cpuid_table.h builds the guest's table from these
+  // alone, never from the host's values): highest basic and extended leaf, the named feature
+  // bits (vmm/cpu/cpuid_features.h) in file order, and CPUID 0x80000008's address sizes.
+  uint32_t max_basic_leaf = 1;
+  uint32_t max_extended_leaf = 0x80000004;
+  std::vector<std::string> features;
+  std::optional<AddressSizes> address_sizes;  // nullopt: leaf 0x80000008 EAX reads 0
 
   std::vector<CpuidOverride> cpuid_overrides;
   // IA32_MISC_ENABLE (MSR 0x1A0) value the VMM sets, or nullopt to leave KVM's default.

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
+
+#include <spdlog/spdlog.h>
 
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
+#include "vmm/cpu/cpuid_features.h"
 
 namespace vmm {
 namespace {
@@ -29,14 +33,15 @@ uint32_t chars4(const std::string& s, size_t offset) {
   return v;
 }
 
-// The entry for (function, index), created (flags 0) if the table has none.
+// The entry for (function, index), created (flags 0) if the table has none. The reference is
+// valid until the table grows again.
 CpuidEntry& entry(std::vector<CpuidEntry>& table, uint32_t function, uint32_t index = 0) {
   for (CpuidEntry& e : table)
     if (e.function == function &&
         (!(e.flags & kCpuidFlagSignificantIndex) || e.index == index))
       return e;
-  // A new subleaf of a leaf the host indexes (e.g. 0xD) must be indexed too, or it would shadow
-  // every other subleaf.
+  // A new subleaf (an override's) of a leaf the table indexes (0x4, 0x7) must be indexed too, or
+  // it would shadow every other subleaf.
   const bool indexed = std::any_of(table.begin(), table.end(), [&](const CpuidEntry& e) {
     return e.function == function && (e.flags & kCpuidFlagSignificantIndex);
   });
@@ -81,31 +86,165 @@ const CpuidEntry* find_cpuid_entry(std::span<const CpuidEntry> table, uint32_t f
   return nullptr;
 }
 
-std::vector<CpuidEntry> build_guest_cpuid(std::span<const CpuidEntry> host,
-                                          const CpuProfile& profile, uint32_t pv_features) {
-  // The host's hypervisor range (KVM's own "KVMKVMKVM" leaves) gives way to pmuvm's.
+namespace {
+
+// The registers the named features fill, before they are placed into their leaves.
+struct FeatureWords {
+  struct Word {
+    uint32_t leaf, subleaf;
+    CpuidRegister reg;
+    uint32_t bits;
+  };
+  std::vector<Word> words;
+  uint32_t& at(uint32_t leaf, uint32_t subleaf, CpuidRegister r) {
+    for (Word& w : words)
+      if (w.leaf == leaf && w.subleaf == subleaf && w.reg == r) return w.bits;
+    words.push_back(Word{leaf, subleaf, r, 0});
+    return words.back().bits;
+  }
+  uint32_t get(uint32_t leaf, CpuidRegister r) { return at(leaf, 0, r); }
+};
+
+bool is_intel(const CpuProfile& p) { return p.vendor == "GenuineIntel"; }
+
+// CPUID 1 EDX bits AMD repeats in 0x80000001 EDX: FPU..APIC (0-9), MTRR..PSE36 (12-17), MMX,
+// FXSR (23, 24).
+constexpr uint32_t kAmdMirroredEdx = 0x000003FFu | 0x0003F000u | (1u << 23) | (1u << 24);
+
+// Intel CPUID 2 descriptors for the cache levels a profile may describe (SDM vol. 2A, table
+// 3-12), all with 64-byte lines.
+struct Descriptor {
+  uint8_t code;
+  int level;
+  uint32_t size_kib, ways;
+};
+constexpr Descriptor kDescriptors[] = {
+    {0x66, 1, 8, 4},      {0x60, 1, 16, 8},     {0x67, 1, 16, 4},   {0x2C, 1, 32, 8},
+    {0x68, 1, 32, 4},     {0x7A, 2, 256, 8},    {0x7B, 2, 512, 8},  {0x7C, 2, 1024, 8},
+    {0x7D, 2, 2048, 8},   {0x7F, 2, 512, 2},    {0x86, 2, 512, 4},  {0x78, 2, 1024, 4},
+    {0x48, 2, 3072, 12},  {0x4E, 2, 6144, 24},  {0x22, 3, 512, 4},  {0x23, 3, 1024, 8},
+    {0x25, 3, 2048, 8},   {0x29, 3, 4096, 8},
+};
+
+std::optional<uint8_t> descriptor(int level, const CacheLevel& c, uint32_t line_size) {
+  if (line_size != 64) return std::nullopt;
+  for (const Descriptor& d : kDescriptors)
+    if (d.level == level && d.size_kib == c.size_kib && d.ways == c.ways) return d.code;
+  return std::nullopt;
+}
+
+// CPUID 2: AL = 1 (one CPUID 2 call), then one descriptor per level, 0x40 when there is no L3;
+// 0xFF ("see CPUID 4") when a level has no descriptor.
+CpuidEntry leaf2(const CacheGeometry& cache) {
+  std::vector<uint8_t> codes;
+  const std::optional<uint8_t> l1 = descriptor(1, cache.l1d, cache.line_size);
+  const std::optional<uint8_t> l2 = descriptor(2, cache.l2, cache.line_size);
+  std::optional<uint8_t> l3 = 0x40;
+  if (cache.l3) l3 = descriptor(3, *cache.l3, cache.line_size);
+  if (l1 && l2 && l3)
+    codes = {*l1, *l2, *l3};
+  else
+    codes = {0xFF};
+  uint8_t bytes[16] = {0x01};
+  for (size_t i = 0; i < codes.size(); ++i) bytes[1 + i] = codes[i];
+  CpuidEntry e{0x2, 0, 0, 0, 0, 0, 0};
+  std::memcpy(&e.eax, bytes, 4);
+  std::memcpy(&e.ebx, bytes + 4, 4);
+  std::memcpy(&e.ecx, bytes + 8, 4);
+  std::memcpy(&e.edx, bytes + 12, 4);
+  return e;
+}
+
+// CPUID 4 subleaf for one cache: type 1 data / 3 unified, self-initializing, one thread and one
+// core share it; EBX = ways-1 (31:22), partitions-1 = 0, line-1; ECX = sets-1.
+CpuidEntry leaf4(uint32_t index, uint32_t type, uint32_t level, const CacheLevel& c,
+                 uint32_t line_size) {
+  const uint32_t sets = c.size_kib * 1024 / (line_size * c.ways);
+  return CpuidEntry{0x4, index, kCpuidFlagSignificantIndex, type | (level << 5) | (1u << 8),
+                    ((c.ways - 1) << 22) | (line_size - 1), sets - 1, 0};
+}
+
+// AMD's 4-bit associativity code of CPUID 0x80000006 (APM vol. 3, E.4.5); 0 when none fits.
+uint32_t amd_ways_code(uint32_t ways) {
+  switch (ways) {
+    case 1: return 0x1;
+    case 2: return 0x2;
+    case 4: return 0x4;
+    case 8: return 0x6;
+    case 16: return 0x8;
+    case 32: return 0xA;
+    case 48: return 0xB;
+    case 64: return 0xC;
+    case 96: return 0xD;
+    case 128: return 0xE;
+  }
+  return 0;
+}
+
+std::vector<CpuidEntry> build(const CpuProfile& profile, uint32_t pv_features,
+                              std::span<const CpuidEntry> supported, bool filter,
+                              std::vector<std::string>& dropped) {
+  FeatureWords w;
+  for (const std::string& name : profile.features) {
+    const CpuidFeature* f = find_cpuid_feature(name);
+    if (f == nullptr) continue;  // the parser accepts known names only
+    const uint32_t bit = 1u << f->bit;
+    if (filter && !f->emulated_by_pmuvm) {
+      const CpuidEntry* s = find_cpuid_entry(supported, f->leaf, f->subleaf);
+      CpuidEntry offered = s ? *s : CpuidEntry{};
+      if (!(reg(offered, f->reg) & bit)) {
+        dropped.push_back(name);
+        continue;
+      }
+    }
+    w.at(f->leaf, f->subleaf, f->reg) |= bit;
+  }
+  if (profile.lwp.available)
+    w.at(lwp::kCpuidExtFeaturesLeaf, 0, CpuidRegister::kEcx) |= 1u << lwp::kCpuidLwpPresentEcxBit;
+
+  const bool intel = is_intel(profile);
+  const uint32_t signature = encode_cpuid_signature(profile.family, profile.model, profile.stepping);
+  const CacheGeometry& cache = profile.cache;
   std::vector<CpuidEntry> t;
-  for (const CpuidEntry& e : host)
-    if (e.function < kPvCpuidBase || e.function > 0x4FFFFFFF) t.push_back(e);
+  auto basic = [&](uint32_t leaf) { return leaf <= profile.max_basic_leaf; };
+  auto extended = [&](uint32_t leaf) { return leaf <= profile.max_extended_leaf; };
 
-  CpuidEntry& leaf0 = entry(t, kBasicMax);
-  leaf0.eax = std::max<uint32_t>(leaf0.eax, kSignature);
+  // Each leaf is complete before the next one is added (entry() references do not survive growth).
+  CpuidEntry leaf0{kBasicMax, 0, 0, profile.max_basic_leaf, 0, 0, 0};
   set_vendor(leaf0, profile.vendor);
+  t.push_back(leaf0);
 
-  CpuidEntry& leaf1 = entry(t, kSignature);
-  // Keep EAX bits 31:28 (reserved) and 13:12 (processor type 0 = original OEM) clear.
-  leaf1.eax = encode_cpuid_signature(profile.family, profile.model, profile.stepping);
+  // EAX bits 31:28 (reserved) and 13:12 (processor type 0 = original OEM) stay clear.
+  const uint32_t leaf1_edx = w.get(1, CpuidRegister::kEdx);
+  const bool clflush = leaf1_edx & (1u << 19);
+  t.push_back(CpuidEntry{kSignature, 0, 0, signature,
+                         (clflush ? (cache.line_size / 8) << 8 : 0) | (1u << 16),
+                         w.get(1, CpuidRegister::kEcx), leaf1_edx});
 
-  // The extended range must reach the brand string and, with LWP, the LWP leaf.
-  uint32_t ext_max = std::max(entry(t, kExtendedMax).eax, kBrandLast);
-  if (profile.lwp.available) ext_max = std::max(ext_max, lwp::kCpuidLwpLeaf);
-  CpuidEntry& ext0 = entry(t, kExtendedMax);
-  ext0.eax = ext_max;
-  set_vendor(ext0, profile.vendor);
+  if (intel && basic(0x2)) t.push_back(leaf2(cache));
+  if (intel && basic(0x4)) {
+    uint32_t i = 0;
+    t.push_back(leaf4(i++, 1, 1, cache.l1d, cache.line_size));
+    t.push_back(leaf4(i++, 3, 2, cache.l2, cache.line_size));
+    if (cache.l3) t.push_back(leaf4(i++, 3, 3, *cache.l3, cache.line_size));
+    t.push_back(CpuidEntry{0x4, i, kCpuidFlagSignificantIndex, 0, 0, 0, 0});
+  }
+  if (basic(0x7))
+    t.push_back(CpuidEntry{0x7, 0, kCpuidFlagSignificantIndex, 0, w.get(7, CpuidRegister::kEbx),
+                           w.get(7, CpuidRegister::kEcx), w.get(7, CpuidRegister::kEdx)});
 
-  CpuidEntry& ext1 = entry(t, lwp::kCpuidExtFeaturesLeaf);
-  const uint32_t lwp_bit = 1u << lwp::kCpuidLwpPresentEcxBit;
-  ext1.ecx = profile.lwp.available ? (ext1.ecx | lwp_bit) : (ext1.ecx & ~lwp_bit);
+  CpuidEntry ext0{kExtendedMax, 0, 0, profile.max_extended_leaf, 0, 0, 0};
+  if (!intel) set_vendor(ext0, profile.vendor);
+  t.push_back(ext0);
+
+  CpuidEntry ext1{lwp::kCpuidExtFeaturesLeaf, 0, 0, 0, 0,
+                  w.get(lwp::kCpuidExtFeaturesLeaf, CpuidRegister::kEcx),
+                  w.get(lwp::kCpuidExtFeaturesLeaf, CpuidRegister::kEdx)};
+  if (!intel) {
+    ext1.eax = signature;
+    ext1.edx |= leaf1_edx & kAmdMirroredEdx;
+  }
+  t.push_back(ext1);
 
   for (uint32_t f = kBrandFirst; f <= kBrandLast; ++f) {
     CpuidEntry& b = entry(t, f);
@@ -116,16 +255,47 @@ std::vector<CpuidEntry> build_guest_cpuid(std::span<const CpuidEntry> host,
     b.edx = chars4(profile.brand, base + 12);
   }
 
-  if (profile.lwp.available || ext_max >= lwp::kCpuidLwpLeaf) {
+  // Cache leaves: size, associativity, lines per tag 1, line size (APM vol. 3, E.4.4-5); a level
+  // too large for its field (L1D > 255 KiB, L2 > 65535 KiB, L3 not in 512 KiB units) reads 0.
+  if (!intel && extended(0x80000005) && cache.l1d.size_kib <= 0xFF)
+    entry(t, 0x80000005).ecx = (cache.l1d.size_kib << 24) | (std::min(cache.l1d.ways, 0xFFu) << 16) |
+                               (1u << 8) | cache.line_size;
+  if (extended(0x80000006)) {
+    CpuidEntry& e = entry(t, 0x80000006);
+    if (cache.l2.size_kib <= 0xFFFF)
+      e.ecx = (cache.l2.size_kib << 16) | (amd_ways_code(cache.l2.ways) << 12) |
+              (intel ? 0 : 1u << 8) | cache.line_size;
+    if (!intel && cache.l3 && cache.l3->size_kib % 512 == 0 && cache.l3->size_kib / 512 <= 0x3FFF)
+      e.edx = ((cache.l3->size_kib / 512) << 18) | (amd_ways_code(cache.l3->ways) << 12) |
+              (1u << 8) | cache.line_size;
+  }
+  if (extended(0x80000007)) {
+    const uint32_t edx = w.get(0x80000007, CpuidRegister::kEdx);
+    if (edx != 0) entry(t, 0x80000007).edx = edx;
+  }
+  if (extended(0x80000008) && profile.address_sizes) {
+    AddressSizes a = *profile.address_sizes;
+    const CpuidEntry* s = filter ? find_cpuid_entry(supported, 0x80000008) : nullptr;
+    if (s != nullptr) {
+      const uint32_t kvm_physical = s->eax & 0xFF, kvm_linear = (s->eax >> 8) & 0xFF;
+      if (kvm_physical != 0 && kvm_physical < a.physical) {
+        dropped.push_back("address_sizes.physical " + std::to_string(a.physical) + " -> " +
+                          std::to_string(kvm_physical));
+        a.physical = kvm_physical;
+      }
+      if (kvm_linear != 0 && kvm_linear < a.linear) {
+        dropped.push_back("address_sizes.linear " + std::to_string(a.linear) + " -> " +
+                          std::to_string(kvm_linear));
+        a.linear = kvm_linear;
+      }
+    }
+    entry(t, 0x80000008).eax = a.physical | (a.linear << 8);
+  }
+
+  if (profile.lwp.available && extended(lwp::kCpuidLwpLeaf)) {
     // EAX comes from the enable policy, not from LWPMSR0 at run time (DESIGN §3).
     const lwp::CpuidLeaf l = lwp::cpuid_leaf(profile.lwp, profile.lwp_enable_policy);
-    CpuidEntry& e = entry(t, lwp::kCpuidLwpLeaf);
-    e.eax = l.eax;
-    e.ebx = l.ebx;
-    e.ecx = l.ecx;
-    e.edx = l.edx;
-  } else {
-    std::erase_if(t, [](const CpuidEntry& e) { return e.function == lwp::kCpuidLwpLeaf; });
+    t.push_back(CpuidEntry{lwp::kCpuidLwpLeaf, 0, 0, l.eax, l.ebx, l.ecx, l.edx});
   }
 
   t.push_back(CpuidEntry{kPvCpuidBase, 0, 0, kPvCpuidFeatures, kPvSignatureEbx, kPvSignatureEcx,
@@ -141,6 +311,41 @@ std::vector<CpuidEntry> build_guest_cpuid(std::span<const CpuidEntry> host,
     return a.function != b.function ? a.function < b.function : a.index < b.index;
   });
   return t;
+}
+
+}  // namespace
+
+std::vector<CpuidEntry> cpuid_for_vcpu(std::span<const CpuidEntry> table, uint32_t apic_id) {
+  std::vector<CpuidEntry> own(table.begin(), table.end());
+  for (CpuidEntry& e : own) {
+    if (e.function == kSignature) e.ebx = (e.ebx & 0x00FFFFFFu) | (apic_id << 24);
+    if (e.function == 0xB || e.function == 0x1F) e.edx = apic_id;
+  }
+  return own;
+}
+
+GuestCpuid filter_guest_cpuid(std::span<const CpuidEntry> supported, const CpuProfile& profile,
+                              uint32_t pv_features) {
+  GuestCpuid g;
+  g.entries = build(profile, pv_features, supported, true, g.dropped);
+  return g;
+}
+
+std::vector<CpuidEntry> profile_cpuid(const CpuProfile& profile, uint32_t pv_features) {
+  std::vector<std::string> dropped;
+  return build(profile, pv_features, {}, false, dropped);
+}
+
+std::vector<CpuidEntry> build_guest_cpuid(std::span<const CpuidEntry> supported,
+                                          const CpuProfile& profile, uint32_t pv_features) {
+  GuestCpuid g = filter_guest_cpuid(supported, profile, pv_features);
+  if (!g.dropped.empty()) {
+    std::string list;
+    for (const std::string& d : g.dropped) list += (list.empty() ? "" : ", ") + d;
+    spdlog::warn("CPU profile {}: KVM on this host cannot offer, so the guest does not see: {}",
+                 profile.name, list);
+  }
+  return std::move(g.entries);
 }
 
 }  // namespace vmm

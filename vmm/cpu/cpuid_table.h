@@ -1,22 +1,39 @@
-// The guest's CPUID table: the host's supported CPUID (as KVM_GET_SUPPORTED_CPUID returns it),
-// reshaped by a CpuProfile. The KVM layer converts the result to kvm_cpuid_entry2 and sets it
-// once, before the first KVM_RUN (DESIGN §3: KVM_SET_CPUID2 cannot change it later).
+// The guest's CPUID table, defined by a CpuProfile alone and filtered by what KVM supports
+// (KVM_GET_SUPPORTED_CPUID). The host's own values never reach the guest: the same profile gives
+// the same table on every host, except for features that host's KVM cannot offer, which are
+// dropped and reported. The KVM layer converts the result to kvm_cpuid_entry2 and sets it once,
+// before the first KVM_RUN (DESIGN §3: KVM_SET_CPUID2 cannot change it later), one copy per vCPU
+// from cpuid_for_vcpu() (the initial APIC ID in leaf 1 EBX[31:24]).
 //
-// What build_guest_cpuid() changes, in this order:
-//   leaf 0           EBX/EDX/ECX = vendor (EAX, the max basic leaf, stays the host's)
-//   leaf 1           EAX = family/model/stepping (encode_cpuid_signature)
-//   0x80000000       EAX = max(host, 0x80000004, 0x8000001C if LWP); EBX/EDX/ECX = vendor
-//   0x80000001       ECX bit 15 (LWP present) = profile has LWP
+// What the table holds (vmm/profiles/README.md, "What the guest sees", says the same for users):
+//   0x0              EAX = max_basic_leaf, EBX/EDX/ECX = vendor
+//   0x1              EAX = family/model/stepping (encode_cpuid_signature); EBX = CLFLUSH line size
+//                    (cache.line_size / 8, with clfsh) | 1 logical processor << 16, APIC ID 0;
+//                    ECX/EDX = the named features
+//   0x2, 0x4         Intel only (within max_basic_leaf): cache descriptors and deterministic cache
+//                    parameters derived from the `cache` section
+//   0x7.0            the named leaf-7 features (EAX = 0: no further subleaves)
+//   0x80000000       EAX = max_extended_leaf; EBX/EDX/ECX = vendor (zero for GenuineIntel, as
+//                    Intel's processors return)
+//   0x80000001       ECX/EDX = the named features, ECX[15] = LWP from the `lwp` section; other
+//                    vendors than Intel: EAX = the signature and EDX mirrors CPUID 1 EDX's
+//                    bits 0-9, 12-17, 23, 24 (AMD APM)
 //   0x80000002..4    brand string, NUL-padded to 48 bytes
-//   0x8000001C       pmu::lwp::cpuid_leaf(profile.lwp, profile.lwp_enable_policy); all zero (or
-//                    absent, when beyond the max extended leaf) without LWP
-//   0x40000000..     the host's hypervisor leaves are replaced by pmuvm's (below)
-//   cpuid_overrides  applied last, in file order; an override of a missing leaf creates it
-// Everything else is the host's. Entries come out sorted by (function, index).
+//   0x80000005/6     L1D (non-Intel), L2 and L3 (non-Intel) from the `cache` section
+//   0x80000007       the named features (invtsc)
+//   0x80000008       EAX = address_sizes (physical bits clamped to KVM's, reported)
+//   0x8000001C       pmu::lwp::cpuid_leaf(profile.lwp, profile.lwp_enable_policy), with LWP only
+//   0x40000000..1    pmuvm's paravirtual leaves (below)
+//   cpuid_overrides  applied last, in file order, unfiltered; an override of a missing leaf
+//                    creates it
+// Every other leaf is absent: zero within the max leaf, beyond it whatever KVM does for out-of-
+// range leaves (the highest basic leaf for an Intel guest, zero for AMD), as on hardware.
+// Entries come out sorted by (function, index).
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "vmm/cpu/cpu_profile.h"
@@ -47,8 +64,30 @@ inline constexpr uint32_t kPvSignatureEbx = 0x76756d70;  // "pmuv"
 inline constexpr uint32_t kPvSignatureEcx = 0x0000006d;  // "m\0\0\0"
 inline constexpr uint32_t kPvSignatureEdx = 0x00000000;  // "\0\0\0\0"
 
-std::vector<CpuidEntry> build_guest_cpuid(std::span<const CpuidEntry> host,
+// A guest table and what filtering removed from the profile's definition.
+struct GuestCpuid {
+  std::vector<CpuidEntry> entries;
+  // One item per loss, in profile order: a feature's name ("x2apic"), or an address size KVM
+  // cannot present ("address_sizes.physical 48 -> 40"). Empty when KVM offers everything.
+  std::vector<std::string> dropped;
+};
+
+// The profile's table filtered by `supported` (KVM_GET_SUPPORTED_CPUID): a named feature KVM does
+// not offer is dropped, except those pmuvm provides itself (CpuidFeature::emulated_by_pmuvm).
+GuestCpuid filter_guest_cpuid(std::span<const CpuidEntry> supported, const CpuProfile& profile,
+                              uint32_t pv_features);
+
+// The same, unfiltered: what the profile defines (shown by `pmuvm profiles NAME`).
+std::vector<CpuidEntry> profile_cpuid(const CpuProfile& profile, uint32_t pv_features);
+
+// filter_guest_cpuid() that logs the dropped items as one spdlog warning line.
+std::vector<CpuidEntry> build_guest_cpuid(std::span<const CpuidEntry> supported,
                                           const CpuProfile& profile, uint32_t pv_features);
+
+// vCPU `apic_id`'s copy of a guest table: the in-kernel LAPIC's initial APIC ID is the vCPU
+// index and KVM does not patch CPUID to match, so leaf 1 EBX[31:24] and the x2APIC ID of leaves
+// 0xB/0x1F (EDX; absent from the shipped profiles) are set here.
+std::vector<CpuidEntry> cpuid_for_vcpu(std::span<const CpuidEntry> table, uint32_t apic_id);
 
 // The entry CPUID(function, index) would use: an exact match for entries with a significant
 // index, any entry of that function otherwise; nullptr when there is none (the guest reads zeros

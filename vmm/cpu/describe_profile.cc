@@ -5,6 +5,7 @@
 
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
+#include "vmm/cpu/cpuid_table.h"
 
 namespace vmm {
 namespace {
@@ -59,6 +60,26 @@ std::string describe_lwp(const CpuProfile& p) {
   return s;
 }
 
+// The profile's CPUID definition and the table it gives (before KVM filtering, which depends on
+// the host): one line per leaf.
+std::string describe_cpuid(const CpuProfile& p) {
+  std::string s = "  CPUID        max basic leaf " + hex(p.max_basic_leaf) + ", max extended leaf " +
+                  hex(p.max_extended_leaf);
+  if (p.address_sizes)
+    s += ", " + std::to_string(p.address_sizes->physical) + "-bit physical, " +
+         std::to_string(p.address_sizes->linear) + "-bit linear addresses";
+  s += "\n  features    ";
+  for (const std::string& f : p.features) s += " " + f;
+  if (p.features.empty()) s += " none";
+  s += "\n";
+  for (const CpuidEntry& e : profile_cpuid(p, 0)) {
+    if (e.function >= kPvCpuidBase && e.function <= 0x4FFFFFFF) continue;  // the VMM's, not the profile's
+    s += "  leaf " + hex(e.function, 8) + "." + std::to_string(e.index) + " eax=" + hex(e.eax, 8) +
+         " ebx=" + hex(e.ebx, 8) + " ecx=" + hex(e.ecx, 8) + " edx=" + hex(e.edx, 8) + "\n";
+  }
+  return s;
+}
+
 const char* reg_name(CpuidRegister r) {
   switch (r) {
     case CpuidRegister::kEax: return "eax";
@@ -75,6 +96,7 @@ std::string describe_profile(const CpuProfile& p) {
   std::string s = p.name + " - " + p.description + "\n";
   s += "  processor    " + p.vendor + " family " + hex(p.family) + " model " + hex(p.model) +
        " stepping " + std::to_string(p.stepping) + ", \"" + p.brand + "\"\n";
+  s += describe_cpuid(p);
   s += describe_lwp(p);
   if (p.netburst) {
     s += "  NetBurst     " + std::to_string(p.netburst->counters) + " counters of " +

@@ -18,6 +18,24 @@ std::optional<std::string> compose_baseline(const std::vector<CpuProfile>& membe
   p.model = first.model;
   p.stepping = first.stepping;
   p.brand = first.brand;
+  p.max_basic_leaf = first.max_basic_leaf;
+  p.max_extended_leaf = first.max_extended_leaf;
+  // The guest may only see a feature every member offers: the AND, in the first member's order.
+  p.features.clear();
+  for (const std::string& f : first.features)
+    if (std::all_of(members.begin(), members.end(), [&](const CpuProfile& m) {
+          return std::find(m.features.begin(), m.features.end(), f) != m.features.end();
+        }))
+      p.features.push_back(f);
+  p.address_sizes = first.address_sizes;
+  for (const CpuProfile& m : members) {
+    if (!m.address_sizes || !p.address_sizes) {
+      p.address_sizes.reset();
+      break;
+    }
+    p.address_sizes->physical = std::min(p.address_sizes->physical, m.address_sizes->physical);
+    p.address_sizes->linear = std::min(p.address_sizes->linear, m.address_sizes->linear);
+  }
   p.cpuid_overrides = first.cpuid_overrides;
   p.misc_enable = first.misc_enable;
   p.cache = first.cache;

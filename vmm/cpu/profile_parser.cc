@@ -14,6 +14,7 @@
 
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
+#include "vmm/cpu/cpuid_features.h"
 #include "vmm/cpu/json_positions.h"
 #include "vmm/cpu/json_reader.h"
 #include "vmm/cpu/profile_baseline.h"
@@ -28,6 +29,15 @@ constexpr size_t kMaxBaselineDepth = 16;  // nesting of baseline_of; real sets n
 constexpr uint8_t kDefaultLwpVector = 0xF0;
 constexpr uint64_t kMiscEnablePerfmonAvailable = 1ull << 7;
 constexpr size_t kMaxBrandLength = 47;  // 48 bytes in CPUID 0x80000002..4, NUL-terminated
+constexpr uint32_t kExtendedBase = 0x80000000;
+constexpr uint32_t kBrandLastLeaf = 0x80000004;
+constexpr uint32_t kAddressSizesLeaf = 0x80000008;
+
+// Every key a literal (non-baseline) profile may have.
+const std::initializer_list<std::string_view> kLiteralKeys = {
+    "name", "description", "vendor", "family", "model", "stepping", "brand", "max_basic_leaf",
+    "max_extended_leaf", "features", "address_sizes", "cpuid_overrides", "misc_enable", "lwp",
+    "netburst", "cache", "baseline_of"};
 
 bool printable_ascii(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7E; });
@@ -120,9 +130,7 @@ class ProfileParser {
   // ---- literal profiles ----------------------------------------------------------------------
 
   CpuProfile parse_literal(const Json& root, CpuProfile& p) {
-    r_.check_keys(root, "", {"name", "description", "vendor", "family", "model", "stepping",
-                             "brand", "cpuid_overrides", "misc_enable", "lwp", "netburst", "cache",
-                             "baseline_of"});
+    r_.check_keys(root, "", kLiteralKeys);
     p.description = r_.string(r_.required(root, "", "description"), "description");
     parse_identity(root, p);
     parse_overrides(root, p);
@@ -132,7 +140,72 @@ class ProfileParser {
     parse_lwp(root, p);
     parse_netburst(root, p);
     parse_cache(r_.required(root, "", "cache"), p.cache);
+    parse_cpuid_definition(root, p);
     return p;
+  }
+
+  // max_basic_leaf, max_extended_leaf, features, address_sizes (after lwp: the LWP leaf needs
+  // the extended range to reach it).
+  void parse_cpuid_definition(const Json& root, CpuProfile& p) {
+    // (leaf, path) of everything the profile defines beyond leaf 1 and the brand (features,
+    // address sizes, the LWP leaf), to check it against the max leaves afterwards.
+    std::vector<std::pair<uint32_t, std::string>> leaves;
+    if (const Json* list = JsonReader::optional(root, "features")) {
+      r_.expect_array(*list, "features");
+      for (size_t i = 0; i < list->size(); ++i) {
+        const std::string path = JsonReader::element("features", i);
+        const std::string name = r_.string((*list)[i], path);
+        const CpuidFeature* f = find_cpuid_feature(name);
+        if (f == nullptr)
+          r_.fail(path, path + ": unknown CPUID feature \"" + name +
+                            "\" (the names are listed in vmm/profiles/README.md)");
+        if (name == "lwp")
+          r_.fail(path, path + ": \"lwp\" (CPUID 0x80000001 ECX[15]) follows the lwp section; "
+                               "do not list it");
+        if (std::find(p.features.begin(), p.features.end(), name) != p.features.end())
+          r_.fail(path, path + ": feature " + name + " is listed twice");
+        p.features.push_back(name);
+        leaves.emplace_back(f->leaf, path);
+      }
+    }
+    if (const Json* v = JsonReader::nullable(root, "address_sizes")) {
+      r_.expect_object(*v, "address_sizes");
+      r_.check_keys(*v, "address_sizes", {"physical", "linear"});
+      AddressSizes a;
+      a.physical = static_cast<uint32_t>(r_.unsigned_value(
+          r_.required(*v, "address_sizes", "physical"), "address_sizes.physical", 32, 52));
+      a.linear = static_cast<uint32_t>(r_.unsigned_value(
+          r_.required(*v, "address_sizes", "linear"), "address_sizes.linear", 32, 57));
+      // KVM_SET_CPUID2 refuses other linear widths (its canonical-address checks know 48 and 57).
+      if (a.linear != 48 && a.linear != 57)
+        r_.fail("address_sizes.linear", "address_sizes.linear must be 48 or 57 (4- or 5-level "
+                                        "paging), got " + std::to_string(a.linear));
+      p.address_sizes = a;
+      leaves.emplace_back(kAddressSizesLeaf, "address_sizes");
+    }
+    if (p.lwp.available) leaves.emplace_back(lwp::kCpuidLwpLeaf, "lwp");
+
+    // Defaults: just high enough for what the profile defines.
+    p.max_basic_leaf = 1;
+    p.max_extended_leaf = kBrandLastLeaf;
+    for (const auto& [leaf, path] : leaves) {
+      uint32_t& max = leaf >= kExtendedBase ? p.max_extended_leaf : p.max_basic_leaf;
+      max = std::max(max, leaf);
+    }
+    if (const Json* v = JsonReader::optional(root, "max_basic_leaf"))
+      p.max_basic_leaf = static_cast<uint32_t>(
+          r_.unsigned_value(*v, "max_basic_leaf", 1, 0xFF, true));
+    if (const Json* v = JsonReader::optional(root, "max_extended_leaf"))
+      p.max_extended_leaf = static_cast<uint32_t>(r_.unsigned_value(
+          *v, "max_extended_leaf", kBrandLastLeaf, kExtendedBase + 0xFF, true));
+    for (const auto& [leaf, path] : leaves) {
+      const bool extended = leaf >= kExtendedBase;
+      const uint32_t max = extended ? p.max_extended_leaf : p.max_basic_leaf;
+      if (leaf > max)
+        r_.fail(path, path + " is defined in CPUID leaf " + JsonReader::hex(leaf) + ", beyond " +
+                          (extended ? "max_extended_leaf " : "max_basic_leaf ") +
+                          JsonReader::hex(max));
+    }
   }
 
   void parse_identity(const Json& root, CpuProfile& p) {
@@ -394,9 +467,7 @@ class ProfileParser {
       return k != "name" && k != "description" && k != "baseline_of";
     });
     if (!extra.empty()) {
-      r_.check_keys(root, "", {"name", "description", "vendor", "family", "model", "stepping",
-                               "brand", "cpuid_overrides", "misc_enable", "lwp", "netburst",
-                               "cache", "baseline_of"});
+      r_.check_keys(root, "", kLiteralKeys);
       r_.fail(extra, extra + " is not allowed next to baseline_of (a baseline profile takes "
                              "everything but name and description from its members)");
     }
