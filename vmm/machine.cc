@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -44,6 +45,10 @@ constexpr std::string_view kLinuxPanicEnd = "---[ end Kernel panic - not syncing
 // counts (KvmStepper, seeking) before the VMM gives up on it and lets it run free.
 constexpr uint64_t kSeekStepLimit = 2'000'000;
 constexpr int kKickSignal = SIGUSR1;
+// SIGINT/SIGTERM: the run stops between instructions with status 128 + N and says where each
+// vCPU was (a hung guest can be looked at, not just killed). Set by the handler, polled by the
+// release ticker.
+std::atomic<int> g_stop_signal{0};
 
 struct SteadyClock : pmu::Clock {
   uint64_t now_ns() override {
@@ -324,11 +329,26 @@ struct Machine::Impl {
     if (const pthread_t t = v.thread.load()) pthread_kill(t, kKickSignal);
   }
 
+  void interrupted_by(int sig) {
+    {
+      std::lock_guard<std::mutex> g(failure_lock);
+      if (failure.empty()) interrupted_signal = sig;
+    }
+    finish(128 + sig);
+  }
+  int interrupted_signal = 0;
+
   // Wakes each vCPU when interrupts its rate limiter held may go out (storm protection must
   // delay interrupts, never lose or strand them).
   void release_ticker() {
     std::unique_lock<std::mutex> lock(stop_lock);
     while (!stop) {
+      if (const int sig = g_stop_signal.load()) {
+        lock.unlock();
+        interrupted_by(sig);
+        lock.lock();
+        continue;
+      }
       const uint64_t now = clock.now_ns();
       uint64_t next = now + 50'000'000;  // look again at least every 50 ms
       for (auto& v : vcpus) {
@@ -782,6 +802,11 @@ struct Machine::Impl {
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(kKickSignal, &sa, nullptr);
+    struct sigaction stop_sa{};
+    stop_sa.sa_handler = [](int sig) { g_stop_signal = sig; };
+    sigemptyset(&stop_sa.sa_mask);
+    sigaction(SIGINT, &stop_sa, nullptr);
+    sigaction(SIGTERM, &stop_sa, nullptr);
     spdlog::info("booting {} with {} vCPU(s), {} MiB, CPU profile {}", options.kernel_name,
                  options.vcpus, options.mem_mib, options.profile.name);
     std::vector<std::thread> threads;
@@ -790,6 +815,12 @@ struct Machine::Impl {
     // it never signals a thread that is gone (a vCPU thread ends only after finish()).
     release_ticker();
     for (std::thread& t : threads) t.join();
+    if (interrupted_signal) {
+      spdlog::warn("stopped by signal {} ({}); exit status {}", interrupted_signal,
+                   strsignal(interrupted_signal), 128 + interrupted_signal);
+      for (auto& v : vcpus)
+        spdlog::warn("vCPU {} was at {}", v->kvm->index(), describe_registers(*v->kvm));
+    }
     for (auto& v : vcpus)  // storm protection at work: say so, with the counts that add up
       if (const pmu::RateLimitedInterruptSink& l = *v->limited; l.throttled() > 0)
         spdlog::warn("vCPU {}: --max-interrupt-rate {}/s held back {} PMU interrupt requests, "

@@ -256,6 +256,7 @@ TEST(CpuidTable, AmdProfilesAreFamily15h) {
   EXPECT_TRUE(At(t, 0x80000001).ecx & (1u << 15)) << "LWP";
   // L1D 16 KiB 4-way, L2 2 MiB 16-way, L3 8 MiB 64-way, 64-byte lines.
   EXPECT_EQ(At(t, 0x80000005).ecx, 0x10040140u);
+  EXPECT_EQ(At(t, 0x80000005).edx, 0x10040140u);  // L1I as L1D: never 0 (Linux divides by its ways)
   EXPECT_EQ(At(t, 0x80000006).ecx, 0x08008140u);
   EXPECT_EQ(At(t, 0x80000006).edx, 0x0040C140u);
   EXPECT_EQ(At(t, 0x80000008).eax, 0x3030u);

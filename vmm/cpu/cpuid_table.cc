@@ -257,9 +257,14 @@ std::vector<CpuidEntry> build(const CpuProfile& profile, uint32_t pv_features,
 
   // Cache leaves: size, associativity, lines per tag 1, line size (APM vol. 3, E.4.4-5); a level
   // too large for its field (L1D > 255 KiB, L2 > 65535 KiB, L3 not in 512 KiB units) reads 0.
-  if (!intel && extended(0x80000005) && cache.l1d.size_kib <= 0xFF)
-    entry(t, 0x80000005).ecx = (cache.l1d.size_kib << 24) | (std::min(cache.l1d.ways, 0xFFu) << 16) |
-                               (1u << 8) | cache.line_size;
+  // L1I (EDX): profiles model no instruction cache, so it reads as the L1D does; it must not read
+  // 0, since OS code divides by its associativity (Linux's bsp_init_amd on family 0x15).
+  if (!intel && extended(0x80000005) && cache.l1d.size_kib <= 0xFF) {
+    CpuidEntry& e = entry(t, 0x80000005);
+    e.ecx = (cache.l1d.size_kib << 24) | (std::min(cache.l1d.ways, 0xFFu) << 16) | (1u << 8) |
+            cache.line_size;
+    e.edx = e.ecx;
+  }
   if (extended(0x80000006)) {
     CpuidEntry& e = entry(t, 0x80000006);
     if (cache.l2.size_kib <= 0xFFFF)
