@@ -221,6 +221,9 @@ struct Machine::Impl {
     bool seeking = false;
     uint64_t seek_steps = 0;
     bool syscall_entry_known = false;  // Linux: KvmStepper's LSTAR read from the vCPU
+    // Linux: an unstepped SYSCALL hit the entry-point breakpoint while #DB was only intercepted
+    // (a signal handler's): no breakpoint there until user mode traps again.
+    bool skip_syscall_bp = false;
     uint64_t counted = 0;   // CPL-3 instructions a stepper handed to the PMU models
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
@@ -454,6 +457,7 @@ struct Machine::Impl {
       // frame with TF, so it is stepped (update_stepping). Any announced return is moot.
       if (is_linux() && v.kvm_stepper && cpl == 0 && !run->msr.error &&
           step_scope(v) == StepScope::kUserCode) {
+        if (trace_steps) spdlog::trace("vCPU {}: WRMSR {:#x} at CPL 0: stepping to user mode", v.kvm->index(), msr);
         v.seeking = true;
         v.seek_steps = 0;
         v.kvm_stepper->stop();
@@ -547,6 +551,7 @@ struct Machine::Impl {
       v.syscall_entry_known = true;
     }
     if (v.seeking && (!user_only || cpl == 3)) v.seeking = false;  // user mode reached, or moot
+    if (cpl == 3) v.skip_syscall_bp = false;
     if (v.seeking && ++v.seek_steps > kSeekStepLimit) {
       spdlog::warn("vCPU {}: the guest kernel did not return to user mode within {} steps after "
                    "it started counting; it runs free (instructions until the next interrupt "
@@ -593,14 +598,25 @@ struct Machine::Impl {
       v.intercepting = false;
     } else if (user_only) {
       // A profiled task is in the kernel and no return is announced yet (an NMI handler returns
-      // without one): the frame it returns through carries the TF of its stepping.
-      if (!v.intercepting) v.kvm->intercept_debug_traps();
+      // without one): the frame it returns through carries the TF of its stepping. Linux: its
+      // first instruction there may be a SYSCALL (an interrupt came just before one), which
+      // raises no trap (FMASK clears TF): the breakpoint on the SYSCALL entry point stays.
+      const std::optional<uint64_t> bp =
+          is_linux() && !v.skip_syscall_bp ? std::optional<uint64_t>(v.kvm_stepper->syscall_entry())
+                                           : std::nullopt;
+      if (!v.intercepting || v.stepping || v.run_to || v.step_breakpoint != bp) {
+        if (bp) v.kvm->set_single_step(false, bp);
+        else v.kvm->intercept_debug_traps();
+      }
+      v.step_breakpoint = bp;
       v.intercepting = true;
       v.run_to.reset();
     } else if (is_linux() && (v.stepping || v.run_to || v.intercepting)) {
       // Nothing counts, but frames pushed while the task was stepped still carry TF: #DB stays
       // intercepted for good, and a stray trap clears TF (on_step).
-      if (v.stepping || v.run_to || !v.intercepting) v.kvm->intercept_debug_traps();
+      if (v.stepping || v.run_to || !v.intercepting || v.step_breakpoint)
+        v.kvm->intercept_debug_traps();
+      v.step_breakpoint.reset();
       v.run_to.reset();
       v.intercepting = true;
     } else if (v.stepping || v.run_to || v.intercepting) {
@@ -627,6 +643,7 @@ struct Machine::Impl {
     if (v.kvm_stepper && v.run_to && (run->debug.arch.dr6 & kDr6Breakpoint0) &&
         v.kvm->exit_sregs().ss.dpl == 3) {
       v.kvm_stepper->on_user_arrival(user_state(v));  // user mode resumes: step from here
+      if (trace_steps) spdlog::trace("vCPU {}: user mode resumes at the breakpoint", v.kvm->index());
       return;
     }
     if (v.kvm_stepper && (v.intercepting || (is_linux() && v.run_to)) &&
@@ -634,9 +651,20 @@ struct Machine::Impl {
       // The unannounced return's TF trap: one user instruction ran since the kernel's IRETQ (with
       // Linux also where a SYSCALL's return was expected: a signal handler's sigreturn).
       const GuestRegisters g = user_state(v);
+      if (trace_steps) spdlog::trace("vCPU {}: unannounced return, trap at rip {:#x}", v.kvm->index(), g.rip);
       retire_all(v, v.kvm_stepper->on_unannounced_return(g), 3, g.cr3);
       // Nothing counts any more: the TF the frame restored must not reach the guest's #DB.
       if (is_linux() && step_scope(v) == StepScope::kNothing) v.kvm->clear_trap_flag();
+      return;
+    }
+    if (v.kvm_stepper && is_linux() && v.intercepting && (run->debug.arch.dr6 & kDr6Breakpoint0) &&
+        v.kvm->exit_sregs().ss.dpl == 0) {
+      // The SYSCALL entry point, reached by the first instruction after an unannounced return.
+      const GuestRegisters g = user_state(v);
+      if (trace_steps) spdlog::trace("vCPU {}: unannounced return, then SYSCALL", v.kvm->index());
+      const Retirements retired = v.kvm_stepper->on_unannounced_syscall(g, g.cr3);
+      v.skip_syscall_bp = retired.empty();
+      retire_all(v, retired, 0, g.cr3);
       return;
     }
     if (is_linux() && !v.stepping && (run->debug.arch.dr6 & kDr6Step)) {
@@ -654,8 +682,11 @@ struct Machine::Impl {
     const kvm_sregs s = v.kvm->exit_sregs();
     const uint8_t cpl = s.ss.dpl;
     const GuestRegisters g = user_state(v);
-    if (trace_steps) spdlog::trace("vCPU {}: step to rip {:#x} at CPL {}", v.kvm->index(), g.rip, cpl);
     const Retirements retired = v.kvm_stepper->on_step(g, cpl, s.cr3);
+    if (trace_steps)
+      spdlog::trace("vCPU {}: step to rip {:#x} at CPL {} (dr6 {:#x}{}), {} retired{}", v.kvm->index(),
+                    g.rip, cpl, run->debug.arch.dr6, v.seeking ? ", seeking" : "", retired.size(),
+                    retired.empty() ? "" : fmt::format(", last at {:#x}", retired[retired.size() - 1].rip));
     // The last retirement a user-mode one: the user accountant's last instruction is that one.
     v.tf_kept = cpl == 3 && (run->debug.arch.dr6 & kDr6Step) && !retired.empty() &&
                 retired[retired.size() - 1].cpl == 3 && !v.kvm_stepper->user_tf_may_be_clear();

@@ -90,6 +90,21 @@ Retirements KvmStepper::on_unannounced_return(const GuestRegisters& after) {
   return out;
 }
 
+Retirements KvmStepper::on_unannounced_syscall(const GuestRegisters& at_entry, uint64_t cr3) {
+  user_code_.set_cr3(cr3);
+  kernel_code_.set_cr3(cr3);
+  Retirements out;
+  kernel_.leave_user();
+  in_user_ = false;
+  resume_rip_.reset();
+  if (auto syscall = user_.syscall_entered_unreported(at_entry.rcx, cr3)) {
+    ++unannounced_returns_;
+    out.push_back(*syscall);
+    if (unannounced_kernel_) resume_rip_ = syscall->rip + 2;  // where SYSRET returns
+  }
+  return out;
+}
+
 bool KvmStepper::user_tf_may_be_clear() const {
   switch (user_accountant_.last_mnemonic()) {
     case ZYDIS_MNEMONIC_POPF:

@@ -87,6 +87,13 @@ class KvmStepper {
   // pushed with, so exactly one user instruction ran, the pending one if `after` is where it
   // leads. Returns it (then `after` is the next pre-state).
   Retirements on_unannounced_return(const GuestRegisters& after);
+  // The same, when the one user instruction that ran was a SYSCALL: the run loop's breakpoint on
+  // the SYSCALL entry point (kept while #DB is intercepted for an unannounced kernel) was reached
+  // with `at_entry` (CPL 0; RCX = the SYSCALL's return address) in address space `cr3`. Empty
+  // when it was not the pending instruction's SYSCALL (a Linux signal handler, which the kernel
+  // enters with TF clear, runs unstepped): the run loop then drops that breakpoint until user
+  // mode traps again, and the interrupted instruction counts when sigreturn returns to it.
+  Retirements on_unannounced_syscall(const GuestRegisters& at_entry, uint64_t cr3);
 
   // PMUVM_MSR_USER_ENTRY while only user code is stepped: the kernel is about to return to user
   // mode with the trap frame at `frame_gpa`. The run loop lets the kernel run free to the frame's

@@ -72,17 +72,30 @@ std::optional<pmu::RetiredInstruction> StepSequencer::syscall_entered() {
   return syscall;
 }
 
-std::optional<pmu::RetiredInstruction> StepSequencer::retired_unreported(
-    const GuestRegisters& after) {
-  if (pending_ && pending_->cr3 != after.cr3) {  // other tasks ran since this one left user mode
+void StepSequencer::take_pending(uint64_t cr3) {
+  if (pending_ && pending_->cr3 != cr3) {  // other tasks ran since this one left user mode
     parked_[pending_->cr3] = *pending_;
     pending_.reset();
   }
   if (!pending_)
-    if (auto it = parked_.find(after.cr3); it != parked_.end()) {
+    if (auto it = parked_.find(cr3); it != parked_.end()) {
       pending_ = it->second;
       parked_.erase(it);
     }
+}
+
+std::optional<pmu::RetiredInstruction> StepSequencer::syscall_entered_unreported(uint64_t return_rip,
+                                                                                 uint64_t cr3) {
+  take_pending(cr3);
+  // Another SYSCALL (user code the kernel ran unstepped, e.g. a signal handler): the pending
+  // instruction stays; it retires when the kernel returns to it.
+  if (!pending_ || pending_->rip + 2 != return_rip) return std::nullopt;
+  return syscall_entered();
+}
+
+std::optional<pmu::RetiredInstruction> StepSequencer::retired_unreported(
+    const GuestRegisters& after) {
+  take_pending(after.cr3);
   if (!pending_ || pending_->rip == after.rip) return std::nullopt;
   const CodeBytes bytes = fetch(pending_->rip);
   const std::optional<DecodedInstruction> d = accountant_.decoder().decode(bytes.span(), *pending_);

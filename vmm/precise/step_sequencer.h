@@ -64,6 +64,12 @@ class StepSequencer {
   // checks the new RIP is the entry point, so an interrupt taken before a SYSCALL (which also
   // lands in the kernel, elsewhere) never counts it. Either way nothing is pending afterwards.
   std::optional<pmu::RetiredInstruction> syscall_entered();
+  // The SYSCALL entry point was reached in address space `cr3` without a step report of user
+  // mode since it was re-entered (a kernel path returned to user mode unannounced and the first
+  // instruction that ran there was a SYSCALL). SYSCALL leaves its return address in RCX: the
+  // pending instruction of that address space retired if it is a SYSCALL at return_rip - 2;
+  // otherwise it stays pending (another SYSCALL: user code the kernel ran unstepped).
+  std::optional<pmu::RetiredInstruction> syscall_entered_unreported(uint64_t return_rip, uint64_t cr3);
 
   bool pending() const { return pending_.has_value(); }
   // User mode is running in state `at` (no instruction retired since the last report): `at` is
@@ -82,6 +88,8 @@ class StepSequencer {
     uint64_t begin, end;
   };
   bool ignored(uint64_t rip) const;
+  // Makes the pending instruction the one of address space `cr3` (parking another's).
+  void take_pending(uint64_t cr3);
   // Up to 15 instruction bytes (no heap: this runs at every step).
   struct CodeBytes {
     std::array<uint8_t, 15> data{};
