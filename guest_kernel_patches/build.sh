@@ -48,10 +48,10 @@ need_packages() {
 
 series_patches() { grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$HERE/series" | awk '{print $1}'; }
 
-series_key() { # what the patched tree depends on
+series_key() { # what the patched tree depends on: the diffs, not the patch descriptions
   local p
-  { cat "$HERE/series"; for p in $(series_patches); do echo "file $p"; cat "$HERE/$p"; done; } \
-    | sha256sum | cut -c1-16
+  { series_patches; for p in $(series_patches); do
+      echo "file $p"; sed -n '/^--- /,$p' "$HERE/$p"; done; } | sha256sum | cut -c1-16
 }
 
 cache_key() {
@@ -143,9 +143,10 @@ if [ ! -f "$SRC/.unpacked" ]; then
 fi
 
 # --- patches -----------------------------------------------------------------------------------
-# The tree remembers which series (series file + patch contents) it carries; another series pops
+# The tree remembers which series (patch names + diffs) it carries; another series pops
 # everything (quilt restores the pristine files from .pc/) and pushes this folder's series. A
-# change elsewhere (fragment, build.sh) keeps the patched tree and rebuilds incrementally.
+# change elsewhere (fragment, build.sh, a patch's description) keeps the patched tree and only
+# reconfigures and rebuilds incrementally.
 export QUILT_PATCHES=$HERE QUILT_PC=.pc
 QUILT=(quilt --quiltrc /dev/null)
 cd "$TREE"
