@@ -224,6 +224,8 @@ struct Machine::Impl {
     // Linux: an unstepped SYSCALL hit the entry-point breakpoint while #DB was only intercepted
     // (a signal handler's): no breakpoint there until user mode traps again.
     bool skip_syscall_bp = false;
+    // Linux: R11 as the kernel's SYSRET left it, before pmuvm set TF in it (restored at the trap).
+    std::optional<uint64_t> sysret_r11;
     uint64_t counted = 0;   // CPL-3 instructions a stepper handed to the PMU models
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
@@ -652,6 +654,13 @@ struct Machine::Impl {
       // Linux also where a SYSCALL's return was expected: a signal handler's sigreturn).
       const GuestRegisters g = user_state(v);
       if (trace_steps) spdlog::trace("vCPU {}: unannounced return, trap at rip {:#x}", v.kvm->index(), g.rip);
+      if (const std::optional<uint64_t> r11 = std::exchange(v.sysret_r11, std::nullopt)) {
+        kvm_regs r = v.kvm->regs();
+        if (r.r11 == (*r11 | KvmVcpu::kTrapFlag)) {  // unless the instruction wrote R11 itself
+          r.r11 = *r11;
+          v.kvm->set_regs(r);
+        }
+      }
       retire_all(v, v.kvm_stepper->on_unannounced_return(g), 3, g.cr3);
       // Nothing counts any more: the TF the frame restored must not reach the guest's #DB.
       if (is_linux() && step_scope(v) == StepScope::kNothing) v.kvm->clear_trap_flag();
@@ -691,6 +700,20 @@ struct Machine::Impl {
     v.tf_kept = cpl == 3 && (run->debug.arch.dr6 & kDr6Step) && !retired.empty() &&
                 retired[retired.size() - 1].cpl == 3 && !v.kvm_stepper->user_tf_may_be_clear();
     retire_all(v, retired, cpl, s.cr3);
+    if (v.seeking && cpl == 0 && v.kvm_stepper->at_sysret(g, s.cr3)) {
+      // SYSRET's own step trap is not delivered (nested AMD host, like SYSCALL's). User mode
+      // resumes in a state known now: RIP = RCX, RFLAGS = R11. TF goes into R11, so the first
+      // user instruction traps as after an unannounced return and counts; R11 is restored there.
+      GuestRegisters user = g;
+      user.rip = g.rcx;
+      user.rflags = g.r11;
+      retire_all(v, v.kvm_stepper->expect_user_entry(user), 0, s.cr3);
+      kvm_regs r = v.kvm->regs();
+      v.sysret_r11 = r.r11;
+      r.r11 |= KvmVcpu::kTrapFlag;
+      v.kvm->set_regs(r);
+      v.seeking = false;
+    }
   }
 
   // Hands a report's retirements to the PMU models. The exit is the boundary after the last one.

@@ -105,6 +105,25 @@ Retirements KvmStepper::on_unannounced_syscall(const GuestRegisters& at_entry, u
   return out;
 }
 
+Retirements KvmStepper::expect_user_entry(const GuestRegisters& user) {
+  Retirements out;
+  kernel_.leave_user();
+  in_user_ = false;
+  resume_rip_.reset();
+  user_code_.set_cr3(user.cr3);
+  if (auto syscall = user_.enter_user(user)) out.push_back(*syscall);
+  return out;
+}
+
+bool KvmStepper::at_sysret(const GuestRegisters& at, uint64_t cr3) {
+  kernel_code_.set_cr3(cr3);
+  std::array<std::byte, 3> b{};
+  if (!kernel_code_.read(at.rip, b)) return false;
+  const auto u = [&](size_t i) { return std::to_integer<uint8_t>(b[i]); };
+  const size_t op = (u(0) & 0xF0) == 0x40 ? 1 : 0;  // a REX prefix (48: SYSRETQ)
+  return u(op) == 0x0F && u(op + 1) == 0x07;
+}
+
 bool KvmStepper::user_tf_may_be_clear() const {
   switch (user_accountant_.last_mnemonic()) {
     case ZYDIS_MNEMONIC_POPF:

@@ -116,6 +116,14 @@ class KvmStepper {
   void stop();
 
   uint64_t syscall_entry() const { return syscall_entry_; }
+  // True when the kernel instruction at `at.rip` (address space `cr3`) is SYSRET. Its single-step
+  // trap is not delivered (measured on the nested AMD host, like SYSCALL's), so a kernel stepped
+  // on its way to user mode would run on unobserved: the run loop runs to RCX instead.
+  bool at_sysret(const GuestRegisters& at, uint64_t cr3);
+  // User mode is re-entered with state `user` (a SYSRET about to run: RIP = RCX, RFLAGS = R11);
+  // the run loop makes its first instruction trap (on_unannounced_return). Returns the SYSCALL
+  // this return settles, if any.
+  Retirements expect_user_entry(const GuestRegisters& user);
   // The guest kernel announces no return to user mode (Linux): SYSCALL enters at `syscall_entry`
   // (its IA32_LSTAR), and a counted SYSCALL sets resume_rip() to its return point.
   void set_unannounced_kernel(uint64_t syscall_entry) {
