@@ -19,6 +19,8 @@ packages=(
                                  # also brings the libraries tools/kvm-host's QEMU 10 needs
   busybox-static xz-utils        # tools/kvm-host: nested KVM host's initramfs; its kernel image
   util-linux                     # tools/kvm-host: flock, setpriv
+  linux-source-6.1 quilt         # the Linux guest kernel (guest_kernel_patches/build.sh) ...
+  make gcc flex bison bc libelf-dev libssl-dev cpio perl  # ... and what building it needs
 )
 
 missing=()

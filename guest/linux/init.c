@@ -18,6 +18,7 @@
 #include <sys/reboot.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "guest/linux/lwp_linux.h"
@@ -33,6 +34,9 @@ static void mount_fs(const char *source, const char *target, const char *type) {
 static void end_vm(int status) {
   if (ioperm(EXIT_PORT, 4, 1) == 0) {
     say("init: exit status %d\n", status);
+    /* The serial driver sends what is queued from its interrupt, possibly on another CPU:
+     * the VM must not end before the console has it all. */
+    tcdrain(STDOUT_FILENO);
     outl((unsigned)status, EXIT_PORT);
     say("init: the VMM ignored the exit port\n");
   } else {
