@@ -92,13 +92,17 @@ void KvmVcpu::make_runnable() {
   if (ioctl(fd_, KVM_SET_MP_STATE, &mp) < 0) throw_errno("KVM_SET_MP_STATE");
 }
 
+namespace {
+// kvm_msrs ends in a flexible array: the header and one entry, laid out as the kernel reads them.
+struct OneMsr {
+  kvm_msrs header;
+  kvm_msr_entry entry;
+};
+static_assert(offsetof(OneMsr, entry) == sizeof(kvm_msrs));
+}  // namespace
+
 void KvmVcpu::set_msr(uint32_t index, uint64_t value) {
-  // kvm_msrs ends in a flexible array: the header and one entry, laid out as the kernel reads them.
-  struct {
-    kvm_msrs header;
-    kvm_msr_entry entry;
-  } msrs{};
-  static_assert(offsetof(decltype(msrs), entry) == sizeof(kvm_msrs));
+  OneMsr msrs{};
   msrs.header.nmsrs = 1;
   msrs.entry.index = index;
   msrs.entry.data = value;
@@ -107,11 +111,7 @@ void KvmVcpu::set_msr(uint32_t index, uint64_t value) {
 }
 
 uint64_t KvmVcpu::msr(uint32_t index) {
-  struct {
-    kvm_msrs header;
-    kvm_msr_entry entry;
-  } msrs{};
-  static_assert(offsetof(decltype(msrs), entry) == sizeof(kvm_msrs));
+  OneMsr msrs{};
   msrs.header.nmsrs = 1;
   msrs.entry.index = index;
   if (ioctl(fd_, KVM_GET_MSRS, &msrs) != 1)
