@@ -123,6 +123,9 @@ int run(const vmm::RunCommand& cmd) {
   // single-step stops at every CPL and needs nothing from the guest kernel.
   options.stepper = cmd.stepper == "guest" ? vmm::MachineOptions::Stepper::kGuest
                                            : vmm::MachineOptions::Stepper::kKvm;
+  if (options.linux_guest && cmd.stepper == "guest")
+    throw vmm::UsageError("--stepper guest needs the bundled kernel's help; a Linux guest is "
+                          "counted with --stepper kvm (the default)");
   spdlog::info("counting backend: precise, {} stepper ({})",
                cmd.stepper == "guest" ? "guest-assisted" : "KVM single-step", reason);
 

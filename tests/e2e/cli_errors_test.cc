@@ -130,6 +130,9 @@ TEST(CliErrors, LinuxKernelInputs) {
        "pmuvm: cannot read initrd /nonexistent/rd: No such file or directory"},
       {{"run", "--kvm-device", nokvm, "--kernel", ok, "--cmdline", std::string(3000, 'x')},
        "pmuvm: --cmdline is 3000 bytes; " + ok + " accepts at most 2047"},
+      {{"run", "--kvm-device", nokvm, "--stepper", "guest", "--kernel", ok},
+       "pmuvm: --stepper guest needs the bundled kernel's help; a Linux guest is counted with "
+       "--stepper kvm (the default)"},
   };
   for (const Case& c : cases) {
     auto r = run(c.args);
