@@ -459,7 +459,8 @@ struct Machine::Impl {
       // frame with TF, so it is stepped (update_stepping). Any announced return is moot.
       if (is_linux() && v.kvm_stepper && cpl == 0 && !run->msr.error &&
           step_scope(v) == StepScope::kUserCode) {
-        if (trace_steps) spdlog::trace("vCPU {}: WRMSR {:#x} at CPL 0: stepping to user mode", v.kvm->index(), msr);
+        if (trace_steps)
+          spdlog::trace("vCPU {}: WRMSR {:#x} at CPL 0: stepping to user mode", v.kvm->index(), msr);
         v.seeking = true;
         v.seek_steps = 0;
         v.kvm_stepper->stop();
@@ -495,7 +496,8 @@ struct Machine::Impl {
         return true;
       case KVM_EXIT_SHUTDOWN: {
         if (is_linux()) {  // Linux's last reboot method (BOOT_TRIPLE), as on a PC: a reset
-          spdlog::info("vCPU {}: guest triple fault (a Linux reboot): exit status 0", v.kvm->index());
+          spdlog::info("vCPU {}: guest triple fault (a Linux reboot): exit status 0",
+                       v.kvm->index());
           finish(0);
           return false;
         }
@@ -645,7 +647,8 @@ struct Machine::Impl {
     if (v.kvm_stepper && v.run_to && (run->debug.arch.dr6 & kDr6Breakpoint0) &&
         v.kvm->exit_sregs().ss.dpl == 3) {
       v.kvm_stepper->on_user_arrival(user_state(v));  // user mode resumes: step from here
-      if (trace_steps) spdlog::trace("vCPU {}: user mode resumes at the breakpoint", v.kvm->index());
+      if (trace_steps)
+        spdlog::trace("vCPU {}: user mode resumes at the breakpoint", v.kvm->index());
       return;
     }
     if (v.kvm_stepper && (v.intercepting || (is_linux() && v.run_to)) &&
@@ -653,7 +656,8 @@ struct Machine::Impl {
       // The unannounced return's TF trap: one user instruction ran since the kernel's IRETQ (with
       // Linux also where a SYSCALL's return was expected: a signal handler's sigreturn).
       const GuestRegisters g = user_state(v);
-      if (trace_steps) spdlog::trace("vCPU {}: unannounced return, trap at rip {:#x}", v.kvm->index(), g.rip);
+      if (trace_steps)
+        spdlog::trace("vCPU {}: unannounced return, trap at rip {:#x}", v.kvm->index(), g.rip);
       if (const std::optional<uint64_t> r11 = std::exchange(v.sysret_r11, std::nullopt)) {
         kvm_regs r = v.kvm->regs();
         if (r.r11 == (*r11 | KvmVcpu::kTrapFlag)) {  // unless the instruction wrote R11 itself
@@ -693,9 +697,11 @@ struct Machine::Impl {
     const GuestRegisters g = user_state(v);
     const Retirements retired = v.kvm_stepper->on_step(g, cpl, s.cr3);
     if (trace_steps)
-      spdlog::trace("vCPU {}: step to rip {:#x} at CPL {} (dr6 {:#x}{}), {} retired{}", v.kvm->index(),
-                    g.rip, cpl, run->debug.arch.dr6, v.seeking ? ", seeking" : "", retired.size(),
-                    retired.empty() ? "" : fmt::format(", last at {:#x}", retired[retired.size() - 1].rip));
+      spdlog::trace("vCPU {}: step to rip {:#x} at CPL {} (dr6 {:#x}{}), {} retired{}",
+                    v.kvm->index(), g.rip, cpl, run->debug.arch.dr6, v.seeking ? ", seeking" : "",
+                    retired.size(),
+                    retired.empty() ? ""
+                                    : fmt::format(", last at {:#x}", retired[retired.size() - 1].rip));
     // The last retirement a user-mode one: the user accountant's last instruction is that one.
     v.tf_kept = cpl == 3 && (run->debug.arch.dr6 & kDr6Step) && !retired.empty() &&
                 retired[retired.size() - 1].cpl == 3 && !v.kvm_stepper->user_tf_may_be_clear();
@@ -839,7 +845,8 @@ struct Machine::Impl {
     vm = std::make_unique<KvmVm>(*kvm, ram);
     if (is_linux()) {
       vm->create_pit();  // Linux calibrates its TSC and LAPIC timer against it
-      serial.set_irq_callback([this](bool level) { vm->set_irq_line(Serial16550::kCom1Irq, level); });
+      serial.set_irq_callback(
+          [this](bool level) { vm->set_irq_line(Serial16550::kCom1Irq, level); });
     }
     create_vcpus(loaded);
     // The bundled kernel numbers its tasks 1.. in the order of the programs (guest/kernel/task.c).
