@@ -252,8 +252,7 @@ struct Machine::Impl {
     auto [it, added] = linux_tasks.emplace(cr3, static_cast<uint32_t>(linux_tasks.size() + 1));
     if (added) {
       char name[48];
-      std::snprintf(name, sizeof name, "process %u (CR3 %#llx)", it->second,
-                    static_cast<unsigned long long>(cr3));
+      std::snprintf(name, sizeof name, "CR3 %#llx", static_cast<unsigned long long>(cr3));
       report.set_task_name(it->second, name);
     }
     return it->second;
@@ -451,7 +450,8 @@ struct Machine::Impl {
         default: break;
       }
       // Linux names no tasks: an LWPCB loaded on a context switch or by LLWPCB belongs to the
-      // process whose address space is current, numbered in the order they first profile.
+      // process whose address space is current, numbered in the order they first profile (a
+      // page-table root the kernel reuses for a later process keeps its number).
       if (is_linux() && msr == kMsrLwpcbAddress && run->msr.data != 0) v.task = linux_task(s.cr3);
       const MsrOutcome o = v.control->write_msr(msr, run->msr.data, cpl, s.cr3);
       run->msr.error = (!o.handled || o.general_protection) ? 1 : 0;

@@ -36,7 +36,7 @@ struct Boot {
 const std::map<std::string, Boot>& boots() {
   static const std::map<std::string, Boot> all = {
       {"lwp",
-       {{"--cpu", "amd-lwp"},
+       {{"--cpu", "amd-lwp", "--lwp-report", "-"},
         "console=ttyS0 -- cpuinfo_flags lwp , lwp_selfcheck , lwp_pair 2 , lwp_sigio"}},
       {"netburst",
        {{"--cpu", "intel-netburst"},
@@ -108,6 +108,25 @@ TEST_F(LinuxGuest, KernelReportsLwpAndCpuinfoHasTheFlag) {
       << dump(r);
   EXPECT_TRUE(has_line(r, "cpuinfo_flags: lwp present")) << dump(r);
   EXPECT_TRUE(has_line(r, "init: cpuinfo_flags exited 0")) << dump(r);
+}
+
+// --lwp-report names Linux processes by address space and accounts for every stored record:
+// lwp_selfcheck 2 x 5, lwp_pair 2 rounds x (28 + 17), lwp_sigio 4 sessions x 8 (head 256).
+TEST_F(LinuxGuest, LwpReportCountsEveryRecord) {
+  const Result& r = boot("lwp");
+  static const std::regex task("^== task [0-9]+ CR3 0x[0-9a-f]+: [0-9]+ missed events");
+  static const std::regex records("^   [a-zA-Z ]+: ([0-9]+) records$");
+  std::istringstream in(r.out);
+  std::string line;
+  int tasks = 0;
+  long total = 0;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, task)) ++tasks;
+    if (std::regex_match(line, m, records)) total += std::stol(m[1]);
+  }
+  EXPECT_GE(tasks, 1) << dump(r);
+  EXPECT_EQ(total, 2 * 5 + 2 * (28 + 17) + 4 * 8) << dump(r);
 }
 
 TEST_F(LinuxGuest, LwpSelfcheckExact) {
