@@ -9,15 +9,14 @@
 #include <cstring>
 #include <vector>
 
+#include "tests/support/bzimage_builder.h"
 #include "vmm/boot/mp_table.h"
 
 namespace vmm {
 namespace {
 
-template <typename T>
-void put(std::vector<uint8_t>& b, size_t off, T v) {
-  std::memcpy(b.data() + off, &v, sizeof v);
-}
+using pmu::testing::put_le;
+
 template <typename T>
 T get(const GuestRam& ram, uint64_t gpa) {
   T v{};
@@ -27,23 +26,7 @@ T get(const GuestRam& ram, uint64_t gpa) {
 
 // A bzImage with protocol 2.15, 4 setup sectors + boot sector, and `payload` bytes of kernel.
 std::vector<uint8_t> fake_bzimage(size_t payload = 64 * 1024) {
-  std::vector<uint8_t> b(5 * 512 + payload, 0);
-  b[0x1F1] = 4;                          // setup_sects
-  put<uint16_t>(b, 0x1FE, 0xAA55);       // boot_flag
-  b[0x200] = 0xEB;                       // jmp
-  b[0x201] = 0x6A;                       // header ends at 0x202 + 0x6A = 0x26C
-  std::memcpy(b.data() + 0x202, "HdrS", 4);
-  put<uint16_t>(b, 0x206, 0x020F);       // version 2.15
-  b[0x211] = 0x01;                       // loadflags: LOADED_HIGH
-  put<uint32_t>(b, 0x22C, 0x7FFFFFFF);   // initrd_addr_max
-  put<uint32_t>(b, 0x230, 0x200000);     // kernel_alignment
-  b[0x234] = 1;                          // relocatable
-  put<uint16_t>(b, 0x236, 0x0003);       // XLF_KERNEL_64 | XLF_CAN_BE_LOADED_ABOVE_4G
-  put<uint32_t>(b, 0x238, 2047);         // cmdline_size
-  put<uint64_t>(b, 0x258, 0x1000000);    // pref_address: 16 MiB
-  put<uint32_t>(b, 0x260, 0x800000);     // init_size: 8 MiB
-  for (size_t i = 5 * 512; i < b.size(); ++i) b[i] = static_cast<uint8_t>(i * 7);
-  return b;
+  return pmu::testing::make_bzimage(0x020F, payload);
 }
 
 BzImage parse_ok(const std::vector<uint8_t>& file) {
@@ -81,15 +64,15 @@ TEST(LinuxBootTest, RefusesWhatCannotBoot) {
   EXPECT_NE(parse_error(std::vector<uint8_t>(100, 0)).find("not a Linux bzImage"), std::string::npos);
 
   std::vector<uint8_t> b = fake_bzimage();
-  put<uint16_t>(b, 0x1FE, 0);
+  put_le<uint16_t>(b, 0x1FE, 0);
   EXPECT_NE(parse_error(b).find("boot flag"), std::string::npos);
 
   b = fake_bzimage();
-  put<uint16_t>(b, 0x206, 0x020B);
+  put_le<uint16_t>(b, 0x206, 0x020B);
   EXPECT_NE(parse_error(b).find("boot protocol 2.11 is too old"), std::string::npos);
 
   b = fake_bzimage();
-  put<uint16_t>(b, 0x236, 0x0002);
+  put_le<uint16_t>(b, 0x236, 0x0002);
   EXPECT_NE(parse_error(b).find("no 64-bit entry point"), std::string::npos);
 
   b = fake_bzimage();
@@ -100,7 +83,7 @@ TEST(LinuxBootTest, RefusesWhatCannotBoot) {
   EXPECT_NE(parse_error(b).find("no kernel after"), std::string::npos);
 
   b = fake_bzimage();
-  put<uint64_t>(b, 0x258, 0x80000);
+  put_le<uint64_t>(b, 0x258, 0x80000);
   EXPECT_NE(parse_error(b).find("below 1 MiB"), std::string::npos);
 }
 
@@ -179,7 +162,7 @@ TEST(LinuxBootTest, InitrdGoesToTheTopOfRamPageAligned) {
 TEST(LinuxBootTest, InitrdBelowInitrdAddrMax) {
   GuestRam ram(64 << 20);
   std::vector<uint8_t> file = fake_bzimage();
-  put<uint32_t>(file, 0x22C, (32u << 20) - 1);
+  put_le<uint32_t>(file, 0x22C, (32u << 20) - 1);
   std::vector<uint8_t> initrd(4096, 1);
   LinuxBootOptions o;
   o.initrd = initrd;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/e2e/pmuvm_process.h"
+#include "tests/support/bzimage_builder.h"
 #include "tests/support/elf_builder.h"
 
 namespace {
@@ -84,20 +85,8 @@ TEST(CliErrors, UsageErrorsAreOneLine) {
 }
 
 // A file with a bzImage setup header (protocol `version`), enough to reach each check.
-std::string fake_bzimage(const std::string& name, uint16_t version, size_t payload = 4096) {
-  std::vector<uint8_t> b(5 * 512 + payload, 0);
-  auto put = [&](size_t off, auto v) { std::memcpy(b.data() + off, &v, sizeof v); };
-  b[0x1F1] = 4;
-  put(0x1FE, uint16_t{0xAA55});
-  b[0x201] = 0x6A;
-  std::memcpy(b.data() + 0x202, "HdrS", 4);
-  put(0x206, version);
-  b[0x211] = 0x01;
-  put(0x22C, uint32_t{0x7FFFFFFF});
-  put(0x236, uint16_t{0x0003});
-  put(0x238, uint32_t{2047});
-  put(0x258, uint64_t{0x1000000});
-  put(0x260, uint32_t{0x800000});
+std::string fake_bzimage(const std::string& name, uint16_t version) {
+  const std::vector<uint8_t> b = pmu::testing::make_bzimage(version, 4096);
   const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
   return path;

@@ -6,19 +6,12 @@
 
 #include "guest/abi/pmuvm_abi.h"
 #include "vmm/boot/guest_layout.h"
+#include "vmm/boot/page_arithmetic.h"
 
 namespace vmm {
 namespace {
 
-constexpr uint64_t kPage = 4096;
-constexpr uint64_t page_down(uint64_t a) { return a & ~(kPage - 1); }
-constexpr uint64_t page_up(uint64_t a) { return (a + kPage - 1) & ~(kPage - 1); }
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+using namespace boot_math;
 
 // Physical bytes a program needs: each segment's pages, plus its argument strings.
 uint64_t program_footprint(const GuestProgram& p) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "vmm/boot/mp_table.h"
+#include "vmm/boot/page_arithmetic.h"
 
 namespace vmm {
 namespace {
@@ -37,9 +38,7 @@ constexpr size_t kZeroPageSize = 4096;
 constexpr uint8_t kLoadedHigh = 0x01, kCanUseHeap = 0x80;
 constexpr uint16_t kXlfKernel64 = 0x01;
 constexpr uint32_t kE820Ram = 1, kE820Reserved = 2;
-constexpr uint64_t kPage = 4096;
-constexpr uint64_t page_down(uint64_t a) { return a & ~(kPage - 1); }
-constexpr uint64_t page_up(uint64_t a) { return (a + kPage - 1) & ~(kPage - 1); }
+using namespace boot_math;
 
 template <typename T>
 T get(std::span<const uint8_t> b, size_t off) {
@@ -52,11 +51,6 @@ void put(std::vector<uint8_t>& b, size_t off, T v) {
   std::memcpy(b.data() + off, &v, sizeof v);
 }
 
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
 
 struct E820Entry {
