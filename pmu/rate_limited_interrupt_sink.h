@@ -39,6 +39,13 @@ class RateLimitedInterruptSink : public InterruptSink {
   // can sit in a halt without exiting uses this to wake it at that time (machine.cc).
   std::optional<uint64_t> next_release_ns() const;
 
+ // Snapshot / migration: what is held and the counts. The delivery-time history is steady-clock
+  // time of this process and means nothing elsewhere: a restored limiter starts a fresh window.
+  template <class Archive>
+  void archive(Archive& a) {
+    a(pending_[kNmi], pending_[kPmi], pending_vectors_, delivered_, throttled_, coalesced_);
+  }
+
  private:
   enum Kind { kNmi, kPmi, kKinds };
   bool take_slot();  // true when one more delivery fits in the window now

@@ -13,6 +13,7 @@ packages=(
   libcli11-dev                   # command line
   nlohmann-json3-dev             # CPU profiles, reports
   libvirt-dev                    # CPU baseline cross-checks
+  zlib1g-dev                     # CRC-32 of snapshots and migration frames
   libpfm4-dev                    # NetBurst event encodings (test oracle)
   python3                        # test-result summary
   qemu-system-x86                # runs the bundled guest kernel under TCG in tests (no KVM needed);

@@ -51,8 +51,11 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
   RunCommand& run = out.run;
   CLI::App* run_cmd = app.add_subcommand(
       "run", "Boot the guest kernel and run PROGRAM(s) as ring-3 tasks, or boot Linux (--kernel BZIMAGE)");
-  run_cmd->add_option("--cpu", run.cpu, "CPU profile: a shipped name (see `pmuvm profiles`) or a JSON file")
-      ->capture_default_str();
+  CLI::Option* cpu_opt =
+      run_cmd->add_option("--cpu", run.cpu,
+                          "CPU profile: a shipped name (see `pmuvm profiles`) or a JSON file; with "
+                          "--incoming, the profile the arriving VM must fit (default: its own)")
+          ->capture_default_str();
   run_cmd->add_option("--backend", run.backend,
                       "Counting backend: precise (exact, no host PMU needed), host (host counters), "
                       "auto (host when the host has hardware events, else precise)")
@@ -97,7 +100,31 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
   run_cmd->add_option("--kvm-device", run.kvm_device,
                       "The KVM device to open (a VMM in a container may see it elsewhere)")
       ->capture_default_str();
+  run_cmd->add_option("--incoming", run.incoming,
+                      "Wait at unix:PATH for a live migration (`vm.send-migration` of another "
+                      "pmuvm) and run the VM that arrives; the machine, kernel and programs come "
+                      "with it. Refused, before anything runs, if --cpu cannot present the CPUID "
+                      "the guest saw (DESIGN §4.10)");
   run_cmd->footer(kRunFooter);
+
+  RestoreCommand& restore = out.restore;
+  CLI::App* restore_cmd = app.add_subcommand(
+      "restore", "Resume a snapshot (written by the API's vm.snapshot) where it was taken");
+  restore_cmd->add_option("--source", restore.source, "The snapshot: file:///DIR")->required();
+  restore_cmd->add_option("--cpu", restore.cpu,
+                          "A CPU profile the VM must fit (default: the snapshot's own); refused "
+                          "when it cannot present the CPUID the guest saw");
+  restore_cmd->add_option("--log-level", restore.log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+  restore_cmd->add_option("--lwp-report", restore.lwp_report,
+                          "At exit, print the LWP profile (since boot) to FILE (- = stdout)");
+  restore_cmd->add_option("--lwp-trace", restore.lwp_trace,
+                          "Write every LWP record stored from now on to FILE as JSON lines");
+  restore_cmd->add_option("--kvm-device", restore.kvm_device, "The KVM device to open")
+      ->capture_default_str();
+  restore_cmd->add_option("--api-socket", restore.api_socket,
+                          "Serve the HTTP API (DESIGN §4.10) on this Unix socket");
 
   ProfilesCommand& profiles = out.profiles;
   CLI::App* profiles_cmd = app.add_subcommand("profiles", "List the shipped CPU profiles, or describe one");
@@ -121,6 +148,30 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
   if (run_cmd->parsed()) {
     run.programs = split_programs(after);
     run.cmdline_given = cmdline_opt->count() > 0;
+    run.cpu_given = cpu_opt->count() > 0;
+    if (!run.incoming.empty()) {
+      // The arriving VM brings its machine: options that shape one would be silently ignored.
+      for (const char* name : {"--kernel", "--initrd", "--cmdline", "--vcpus", "--mem", "--seed",
+                               "--timer-hz", "--stepper", "--backend", "--max-interrupt-rate"})
+        if (run_cmd->get_option(name)->count() > 0) {
+          out.exit_status = 2;
+          out.message = std::string("pmuvm: ") + name +
+                        " cannot go with --incoming: the migrated VM brings its own machine";
+          return out;
+        }
+      if (!run.programs.empty()) {
+        out.exit_status = 2;
+        out.message = "pmuvm: --incoming takes no programs: the migrated VM brings its own";
+        return out;
+      }
+      if (run.incoming.rfind("unix:", 0) != 0 || run.incoming.size() <= 5) {
+        out.exit_status = 2;
+        out.message = "pmuvm: --incoming needs unix:PATH, not " + run.incoming;
+        return out;
+      }
+      out.kind = ParsedCommandLine::Kind::kRun;
+      return out;
+    }
     if (run.kernel.empty() && (!run.initrd.empty() || run.cmdline_given)) {
       out.exit_status = 2;
       out.message = "pmuvm: --initrd and --cmdline need --kernel BZIMAGE (a Linux guest)";
@@ -140,6 +191,18 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
       }
     }
     out.kind = ParsedCommandLine::Kind::kRun;
+  } else if (restore_cmd->parsed()) {
+    if (!after.empty()) {
+      out.exit_status = 2;
+      out.message = "pmuvm: restore takes no programs: the snapshot holds its own";
+      return out;
+    }
+    if (restore.source.rfind("file:///", 0) != 0) {
+      out.exit_status = 2;
+      out.message = "pmuvm: --source needs file:///DIR, not " + restore.source;
+      return out;
+    }
+    out.kind = ParsedCommandLine::Kind::kRestore;
   } else if (profiles_cmd->parsed()) {
     if (!after.empty()) {
       out.exit_status = 2;

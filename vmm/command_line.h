@@ -1,6 +1,8 @@
 // `pmuvm` command line (DESIGN §4.6), parsed with CLI11:
 //   pmuvm run [options] -- PROGRAM.elf [ARGS...] [-- PROGRAM2.elf [ARGS...] ...]
 //   pmuvm run --kernel BZIMAGE [--initrd FILE] [--cmdline STR] [options]   (a Linux guest)
+//   pmuvm run --incoming unix:PATH [--cpu PROFILE] [outputs]   (a live migration's destination)
+//   pmuvm restore --source file:///DIR [--cpu PROFILE] [outputs]
 //   pmuvm profiles [NAME|FILE]
 //   pmuvm --help
 // Parsing is separate from running so tests can check every usage error without KVM.
@@ -36,6 +38,22 @@ struct RunCommand {
   uint32_t max_interrupt_rate = 10000;
   std::string kvm_device = "/dev/kvm";
   std::vector<ProgramArgs> programs;
+  // A live migration's destination (DESIGN §4.10): "unix:PATH"; the machine comes from the
+  // source, so no kernel, programs or machine-shape options go with it.
+  std::string incoming;
+  bool cpu_given = false;
+  std::string api_socket;  // "" = none  // --cpu given: the destination's profile the VM must fit
+};
+
+// `pmuvm restore`: resume a snapshot (DESIGN §4.10).
+struct RestoreCommand {
+  std::string source;  // "file:///DIR"
+  std::string cpu;     // "" = the snapshot's own profile; else the profile the VM must fit
+  std::string log_level = "warn";
+  std::string lwp_report;
+  std::string lwp_trace;
+  std::string kvm_device = "/dev/kvm";
+  std::string api_socket;
 };
 
 struct ProfilesCommand {
@@ -43,8 +61,9 @@ struct ProfilesCommand {
 };
 
 struct ParsedCommandLine {
-  enum class Kind { kRun, kProfiles, kExit } kind = Kind::kExit;
+  enum class Kind { kRun, kRestore, kProfiles, kExit } kind = Kind::kExit;
   RunCommand run;
+  RestoreCommand restore;
   ProfilesCommand profiles;
   int exit_status = 0;   // for kExit: 0 after --help, 2 after a usage error
   std::string message;   // for kExit: what to print (help text or the one-line error)

@@ -18,7 +18,9 @@
 #include <utility>
 
 #include "guest/abi/pmuvm_abi.h"
+#include "pmu/netburst/save_state.h"
 #include "pmu/rate_limited_interrupt_sink.h"
+#include "pmu/state_archive.h"
 #include "vmm/boot/long_mode.h"
 #include "vmm/cpu/cpuid_table.h"
 #include "vmm/devices/cmos_rtc.h"
@@ -30,6 +32,9 @@
 #include "vmm/precise/kvm_stepper.h"
 #include "vmm/report/lwp_report.h"
 #include "vmm/report/lwp_trace.h"
+#include "vmm/api/api_server.h"
+#include "vmm/machine_api.h"
+#include "vmm/machine_control.h"
 #include "vmm/vcpu_control_block.h"
 #include "vmm/vmm_error.h"
 
@@ -118,6 +123,23 @@ struct VcpuPageFaults : pmu::PageFaultSink {
   }
 };
 
+// The paravirtual features the bundled kernel is offered (guest/abi/pmuvm_abi.h).
+uint32_t pv_features_for(MachineOptions::Stepper stepper) {
+  switch (stepper) {
+    case MachineOptions::Stepper::kGuest: return PMUVM_PV_USER_ENTRY | PMUVM_PV_GUEST_STEPPER;
+    case MachineOptions::Stepper::kKvm: return PMUVM_PV_USER_ENTRY | PMUVM_PV_PROFILED_ENTRY;
+    case MachineOptions::Stepper::kNone: break;
+  }
+  return PMUVM_PV_USER_ENTRY;
+}
+
+std::vector<CpuidEntry> supported_cpuid(const KvmSystem& kvm) {
+  std::vector<CpuidEntry> host;
+  for (const kvm_cpuid_entry2& e : kvm.supported_cpuid())
+    host.push_back(CpuidEntry{e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx});
+  return host;
+}
+
 std::vector<kvm_cpuid_entry2> to_kvm(const std::vector<CpuidEntry>& table) {
   std::vector<kvm_cpuid_entry2> out;
   for (const CpuidEntry& e : table) {
@@ -183,7 +205,7 @@ std::string describe_registers(KvmVcpu& vcpu) {
 
 }  // namespace
 
-struct Machine::Impl {
+struct Machine::Impl : MachineControl {
   MachineOptions options;
   GuestRam ram;
   LoadedGuest loaded;
@@ -233,10 +255,35 @@ struct Machine::Impl {
     // Published by the vCPU thread after every exit; the release ticker kicks the vCPU then, since
     // a guest halted inside KVM (in-kernel LAPIC) makes no exit that would poll the limiter.
     std::atomic<uint64_t> release_at_ns{0};
+    // The last exit was an I/O port or MSR access: KVM finishes it (the IN's data, RDMSR's
+    // result, RIP past it) only in the next KVM_RUN, so the vCPU cannot be parked for a snapshot
+    // before one more KVM_RUN (with immediate_exit: nothing else runs).
+    bool needs_completion = false;
+    // Restored from a snapshot: KVM holds none of the guest-debug state the shadow fields above
+    // describe, so update_stepping issues it once whatever they say.
+    bool debug_unknown = false;
+
+    // Snapshot / migration of the bookkeeping above (the models have their own archives).
+    template <class Archive>
+    void archive(Archive& a) {
+      uint32_t t = task;
+      a(stepping, run_to, tf_kept, step_breakpoint, intercepting, seeking, seek_steps,
+        syscall_entry_known, skip_syscall_bp, sysret_r11, counted, t, interrupts.pmi_pending,
+        page_faults.delivered, page_faults.dropped);
+      task = t;
+    }
   };
   std::vector<std::unique_ptr<Vcpu>> vcpus;
 
   std::atomic<bool> stop{false};
+  // Parking every vCPU between instructions (pause(), snapshots, migration).
+  std::mutex pause_lock;
+  std::condition_variable pause_changed;
+  std::atomic<bool> pause_requested{false};
+  uint32_t pause_depth = 0;   // nested pause() calls (a user's vm.pause, then a snapshot)
+  uint32_t parked = 0;        // vCPU threads waiting in park()
+  bool migrated_away = false; // handed over to a migration destination: no report here
+  std::vector<CpuidEntry> guest_cpuid;  // the table the guest sees (before per-vCPU APIC IDs)
   std::mutex stop_lock;  // with stop_signal: wakes the release ticker at the end of the run
   std::condition_variable stop_signal;
   std::atomic<int> exit_status{0};
@@ -259,14 +306,7 @@ struct Machine::Impl {
   }
   std::ofstream trace;
 
-  uint32_t pv_features() const {
-    switch (options.stepper) {
-      case MachineOptions::Stepper::kGuest: return PMUVM_PV_USER_ENTRY | PMUVM_PV_GUEST_STEPPER;
-      case MachineOptions::Stepper::kKvm: return PMUVM_PV_USER_ENTRY | PMUVM_PV_PROFILED_ENTRY;
-      case MachineOptions::Stepper::kNone: break;
-    }
-    return PMUVM_PV_USER_ENTRY;
-  }
+  uint32_t pv_features() const { return pv_features_for(options.stepper); }
 
   // Asked once: spdlog's level check goes through its registry, a visible cost at every step.
   const bool trace_steps = spdlog::should_log(spdlog::level::trace);
@@ -274,6 +314,7 @@ struct Machine::Impl {
   bool is_linux() const { return options.linux_guest.has_value(); }
 
   explicit Impl(MachineOptions o) : options(std::move(o)), ram(options.mem_mib << 20) {
+    if (options.restore) return;  // RAM comes from the snapshot or the migration stream
     if (is_linux()) {
       const MachineOptions::LinuxGuest& g = *options.linux_guest;
       LinuxBootOptions boot{g.cmdline, g.initrd, g.initrd_name, options.vcpus,
@@ -320,6 +361,10 @@ struct Machine::Impl {
   void finish(int status) {
     if (stop.exchange(true)) return;
     exit_status = status;
+    {
+      std::lock_guard<std::mutex> g(pause_lock);
+      pause_changed.notify_all();  // parked vCPUs end too
+    }
     for (auto& v : vcpus) kick(*v);
     std::lock_guard<std::mutex> g(stop_lock);
     stop_signal.notify_all();
@@ -546,6 +591,7 @@ struct Machine::Impl {
   }
 
   void update_stepping(Vcpu& v) {
+    const bool reissue = std::exchange(v.debug_unknown, false);
     const uint8_t cpl = v.kvm->exit_sregs().ss.dpl;
     const StepScope scope = step_scope(v);
     const bool every_cpl = scope == StepScope::kEveryCpl;
@@ -584,7 +630,8 @@ struct Machine::Impl {
       // state of that moment (a pmc_config that enables a counter must not count itself).
       const std::optional<uint64_t> bp =
           cpl == 3 ? std::optional<uint64_t>(v.kvm_stepper->syscall_entry()) : std::nullopt;
-      if (!(v.stepping && v.tf_kept && v.step_breakpoint == bp)) v.kvm->set_single_step(true, bp);
+      if (reissue || !(v.stepping && v.tf_kept && v.step_breakpoint == bp))
+        v.kvm->set_single_step(true, bp);
       v.step_breakpoint = bp;
       v.stepping = true;
       v.run_to.reset();
@@ -597,7 +644,7 @@ struct Machine::Impl {
     if (user_only && resume) {
       // Re-programmed when the announced RIP changes: a return can be announced, then another
       // task chosen (a tick on the way out) and announced in its turn.
-      if (v.run_to != resume) v.kvm->set_single_step(false, resume);
+      if (reissue || v.run_to != resume) v.kvm->set_single_step(false, resume);
       v.run_to = resume;
       v.intercepting = false;
     } else if (user_only) {
@@ -608,7 +655,7 @@ struct Machine::Impl {
       const std::optional<uint64_t> bp =
           is_linux() && !v.skip_syscall_bp ? std::optional<uint64_t>(v.kvm_stepper->syscall_entry())
                                            : std::nullopt;
-      if (!v.intercepting || v.stepping || v.run_to || v.step_breakpoint != bp) {
+      if (reissue || !v.intercepting || v.stepping || v.run_to || v.step_breakpoint != bp) {
         if (bp) v.kvm->set_single_step(false, bp);
         else v.kvm->intercept_debug_traps();
       }
@@ -618,7 +665,7 @@ struct Machine::Impl {
     } else if (is_linux() && (v.stepping || v.run_to || v.intercepting)) {
       // Nothing counts, but frames pushed while the task was stepped still carry TF: #DB stays
       // intercepted for good, and a stray trap clears TF (on_step).
-      if (v.stepping || v.run_to || !v.intercepting || v.step_breakpoint)
+      if (reissue || v.stepping || v.run_to || !v.intercepting || v.step_breakpoint)
         v.kvm->intercept_debug_traps();
       v.step_breakpoint.reset();
       v.run_to.reset();
@@ -755,9 +802,22 @@ struct Machine::Impl {
     v.thread = pthread_self();
     try {
       while (!stop) {
-        if (v.kvm_stepper) update_stepping(v);
+        const bool pausing = pause_requested.load();
+        if (pausing && !v.needs_completion) {
+          park(v);
+          continue;
+        }
+        // A vCPU on its way to being parked only completes its last exit (immediate_exit: no
+        // guest instruction runs), so its stepping state is left as it is.
+        if (v.kvm_stepper && !pausing) update_stepping(v);
+        if (pausing) v.kvm->run_state()->immediate_exit = 1;
         const int r = v.kvm->run();
         v.kvm->run_state()->immediate_exit = 0;  // before looking at why: see kick()
+        // Any KVM_RUN, even one that returns EINTR at once, completes the previous exit's access.
+        const uint32_t reason = v.kvm->run_state()->exit_reason;
+        v.needs_completion = r >= 0 && (reason == KVM_EXIT_IO || reason == KVM_EXIT_MMIO ||
+                                        reason == KVM_EXIT_X86_RDMSR ||
+                                        reason == KVM_EXIT_X86_WRMSR);
         v.tf_kept = false;  // until on_step says otherwise
         // A kick (r < 0) stops the vCPU between instructions: nothing retired, nothing changes.
         if (r >= 0 && v.kvm_stepper && v.kvm->run_state()->exit_reason != KVM_EXIT_DEBUG)
@@ -772,18 +832,235 @@ struct Machine::Impl {
     }
   }
 
+  // ---- Pausing, snapshots and migration (MigratableVm) ----------------------------------------
+
+  // The vCPU thread waits here while a pause is requested (or until the run ends).
+  void park(Vcpu& v) {
+    std::unique_lock<std::mutex> lock(pause_lock);
+    ++parked;
+    pause_changed.notify_all();
+    pause_changed.wait(lock, [&] { return !pause_requested || stop; });
+    --parked;
+    (void)v;
+  }
+
+  void pause() override {
+    std::unique_lock<std::mutex> lock(pause_lock);
+    if (pause_depth++ > 0) return;
+    pause_requested = true;
+    for (auto& v : vcpus) kick(*v);
+    pause_changed.wait(lock, [&] { return parked == vcpus.size() || stop; });
+    // Everything the guest printed so far is in the output files now: what a snapshot or a
+    // migration resumes continues exactly after it (the tests compare both halves).
+    std::lock_guard<std::mutex> s(serial_lock);
+    std::fflush(stdout);
+    std::lock_guard<std::mutex> r(report_lock);
+    if (trace.is_open()) trace.flush();
+  }
+
+  void resume() override {
+    std::lock_guard<std::mutex> lock(pause_lock);
+    if (pause_depth == 0 || --pause_depth > 0) return;
+    pause_requested = false;
+    pause_changed.notify_all();
+  }
+
+  GuestRam& guest_ram() override { return ram; }
+
+  SnapshotManifest manifest() override {
+    SnapshotManifest m;
+    m.vcpus = options.vcpus;
+    m.mem_mib = options.mem_mib;
+    m.seed = options.seed;
+    m.timer_hz = options.timer_hz;
+    m.stepper = options.stepper == MachineOptions::Stepper::kKvm     ? "kvm"
+                : options.stepper == MachineOptions::Stepper::kGuest ? "guest"
+                                                                     : "none";
+    m.linux_guest = is_linux();
+    m.kernel = options.kernel_name;
+    m.max_interrupt_rate = options.max_interrupts_per_second;
+    m.profile = options.profile;
+    m.cpuid = guest_cpuid;
+    return m;
+  }
+
+  template <typename T>
+  static std::vector<std::byte> archived(T& value) {
+    pmu::StateWriter w;
+    w(value);
+    return w.take();
+  }
+
+  StateSections capture_state() override {
+    StateSections s;
+    s.add("vm.kvm", archived(*std::make_unique<VmArchState>(vm->save_state(is_linux()))));
+    const std::vector<uint32_t> msrs = kvm->msrs_to_save();
+    for (auto& vp : vcpus) {
+      Vcpu& v = *vp;
+      const std::string p = "vcpu" + std::to_string(v.kvm->index()) + ".";
+      auto arch = std::make_unique<VcpuArchState>(v.kvm->save_state(msrs));
+      s.add(p + "kvm", archived(*arch));
+      s.add(p + "lwp", v.control->save_state());
+      if (pmu::netburst::NetburstPmu* nb = v.control->netburst())
+        s.add(p + "netburst", pmu::netburst::serialize(nb->state()));
+      pmu::StateWriter w;
+      w(v, *v.limited);
+      if (v.kvm_stepper) w(*v.kvm_stepper);
+      if (v.stepper) w(*v.stepper);
+      s.add(p + "vmm", w.take());
+    }
+    {
+      std::lock_guard<std::mutex> g(serial_lock);
+      pmu::StateWriter w;
+      w(serial, rtc, console_line);
+      s.add("devices", w.take());
+    }
+    {
+      std::lock_guard<std::mutex> g(report_lock);
+      pmu::StateWriter w;
+      w(report, linux_tasks);
+      s.add("report", w.take());
+    }
+    return s;
+  }
+
+  // Loads a snapshot's state into the freshly created VM, vCPUs and models (before any runs).
+  // Throws UsageError naming the section that is missing or does not fit.
+  void apply_state(const StateSections& s) {
+    auto section = [&](const std::string& name) -> const std::vector<std::byte>& {
+      const std::vector<std::byte>* bytes = s.find(name);
+      if (!bytes) throw UsageError("the snapshot has no " + name + " state");
+      return *bytes;
+    };
+    auto read = [&](const std::string& name, auto&&... values) {
+      try {
+        pmu::StateReader r(section(name));
+        r(values...);
+        r.expect_end();
+      } catch (const pmu::StateFormatError& e) {
+        throw UsageError("the snapshot's " + name + " state: " + e.what());
+      }
+    };
+    auto vm_state = std::make_unique<VmArchState>();
+    read("vm.kvm", *vm_state);
+    if (is_linux() != vm_state->pit.has_value())
+      throw UsageError("the snapshot's device state does not match its guest kind");
+    for (auto& vp : vcpus) {
+      Vcpu& v = *vp;
+      const std::string p = "vcpu" + std::to_string(v.kvm->index()) + ".";
+      auto arch = std::make_unique<VcpuArchState>();
+      read(p + "kvm", *arch);
+      v.kvm->restore_state(*arch);
+      v.kvm->load_exit_state();
+      if (auto error = v.control->restore_state(section(p + "lwp")))
+        throw UsageError("the snapshot's " + p + "lwp state: " + *error);
+      if (pmu::netburst::NetburstPmu* nb = v.control->netburst()) {
+        auto state = pmu::netburst::deserialize(section(p + "netburst"));
+        if (auto* error = std::get_if<std::string>(&state))
+          throw UsageError("the snapshot's " + p + "netburst state: " + *error);
+        if (auto error = nb->load_state(std::get<pmu::netburst::PmuState>(state)))
+          throw UsageError("the snapshot's " + p + "netburst state: " + *error);
+      } else if (s.find(p + "netburst")) {
+        throw UsageError("the snapshot has NetBurst state but its CPU profile has no NetBurst PMU");
+      }
+      if (v.kvm_stepper && v.stepper) throw std::logic_error("two steppers");
+      if (v.kvm_stepper) read(p + "vmm", v, *v.limited, *v.kvm_stepper);
+      else if (v.stepper) read(p + "vmm", v, *v.limited, *v.stepper);
+      else read(p + "vmm", v, *v.limited);
+      v.debug_unknown = true;
+    }
+    vm->restore_state(*vm_state);
+    read("devices", serial, rtc, console_line);
+    read("report", report, linux_tasks);
+  }
+
+  nlohmann::json describe() override {
+    return {{"state", stop ? "ended" : "running"},
+            {"config", {{"vcpus", options.vcpus},
+                        {"mem_mib", options.mem_mib},
+                        {"cpu", options.profile.name},
+                        {"guest", is_linux() ? "linux" : "bundled"},
+                        {"kernel", options.kernel_name},
+                        {"seed", options.seed},
+                        {"stepper", manifest().stepper}}}};
+  }
+
+  nlohmann::json pmu_state() override {
+    nlohmann::json out = nlohmann::json::array();
+    for (auto& vp : vcpus) {
+      Vcpu& v = *vp;
+      pmu::lwp::LwpUnit& lwp = v.control->lwp();
+      const pmu::lwp::UnitStats& st = lwp.stats();
+      nlohmann::json j = {
+          {"vcpu", v.kvm->index()},
+          {"counted_instructions", v.counted},
+          {"lwp",
+           {{"lwpmsr0", lwp.lwpmsr0()},
+            {"lwpcb", lwp.lwpcb_address()},
+            {"records_stored", st.records_stored},
+            {"records_missed", st.records_missed},
+            {"interrupts", st.interrupts},
+            {"page_faults", st.page_faults}}}};
+      if (pmu::netburst::NetburstPmu* nb = v.control->netburst()) {
+        const pmu::netburst::PmuState s = nb->state();
+        j["netburst"] = {{"counters", std::vector<uint64_t>(s.counters.begin(),
+                                                            s.counters.begin() + s.counter_count)},
+                         {"cccrs", std::vector<uint32_t>(s.cccrs.begin(),
+                                                         s.cccrs.begin() + s.counter_count)},
+                         {"escrs", s.escrs}};
+      }
+      out.push_back(j);
+    }
+    return {{"vcpus", out}};
+  }
+
+  void shut_down() override {
+    spdlog::info("vm.shutdown: the run ends (status 0)");
+    finish(0);
+  }
+
+  void handed_over() override {
+    migrated_away = true;
+    finish(0);
+  }
+
+  void set_dirty_tracking(bool on) override {
+    ram.set_write_tracking(on);
+    vm->set_dirty_logging(on);
+  }
+
+  std::vector<uint64_t> take_dirty_pages() override {
+    std::vector<uint64_t> pages = vm->take_dirty_pages();
+    std::vector<uint64_t> vmm = ram.take_written_pages();
+    pages.insert(pages.end(), vmm.begin(), vmm.end());
+    std::sort(pages.begin(), pages.end());
+    pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+    return pages;
+  }
+
   void create_vcpus(const LoadedGuest& guest) {
     const LongModeState boot = is_linux() ? setup_long_mode_for_linux(ram) : setup_long_mode(ram);
-    std::vector<CpuidEntry> host;
-    for (const kvm_cpuid_entry2& e : kvm->supported_cpuid())
-      host.push_back(CpuidEntry{e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx});
-    const uint32_t pv = pv_features();
-    const std::vector<CpuidEntry> table = build_guest_cpuid(host, options.profile, pv);
+    guest_cpuid = build_guest_cpuid(supported_cpuid(*kvm), options.profile, pv_features());
+    if (options.restore) {
+      // The guest keeps the CPUID it booted with (DESIGN §4.10). Built from the same profile, this
+      // host's table can differ only by what its KVM cannot offer.
+      const std::vector<CpuidEntry>& saw = options.restore->manifest.cpuid;
+      const std::vector<std::string> missing = cpuid_bits_missing(saw, guest_cpuid);
+      if (!missing.empty()) {
+        std::string text;
+        for (const std::string& m : missing) text += "\n  " + m;
+        throw UsageError("this host's KVM cannot present the CPUID the guest saw:" + text);
+      }
+      guest_cpuid = saw;
+    }
+    const std::vector<CpuidEntry>& table = guest_cpuid;
     for (uint32_t i = 0; i < options.vcpus; ++i) {
       auto v = std::make_unique<Vcpu>();
       v->kvm = std::make_unique<KvmVcpu>(*vm, i);
       v->kvm->set_cpuid(to_kvm(cpuid_for_vcpu(table, i)));  // APIC ID = the vCPU index
-      if (is_linux()) {
+      if (options.restore) {
+        // State comes from the snapshot (apply_state), boot registers not at all.
+      } else if (is_linux()) {
         // Linux starts its application processors itself (INIT/SIPI through the in-kernel
         // LAPIC); until then they wait, as KVM leaves them.
         if (i == 0) v->kvm->enter_long_mode(boot, linux_boot.entry, 0, linux_boot.zero_page);
@@ -791,7 +1068,8 @@ struct Machine::Impl {
         v->kvm->enter_long_mode(boot, guest.kernel_entry, guest.boot_info, i);
         if (i > 0) v->kvm->make_runnable();
       }
-      if (options.profile.misc_enable) v->kvm->set_msr(kMsrMiscEnable, *options.profile.misc_enable);
+      if (options.profile.misc_enable && !options.restore)
+        v->kvm->set_msr(kMsrMiscEnable, *options.profile.misc_enable);
       v->interrupts.vm = vm.get();
       v->interrupts.vcpu = v->kvm.get();
       v->interrupts.apic_id = i;
@@ -849,6 +1127,11 @@ struct Machine::Impl {
           [this](bool level) { vm->set_irq_line(Serial16550::kCom1Irq, level); });
     }
     create_vcpus(loaded);
+    if (options.restore) {
+      apply_state(options.restore->state);
+      if (options.restore->before_start) options.restore->before_start();
+      options.restore->state = StateSections();  // not needed any more; may be large
+    }
     // The bundled kernel numbers its tasks 1.. in the order of the programs (guest/kernel/task.c).
     for (size_t i = 0; i < options.programs.size(); ++i) {
       const std::string& path = options.programs[i].path;
@@ -872,10 +1155,22 @@ struct Machine::Impl {
                  options.vcpus, options.mem_mib, options.profile.name);
     std::vector<std::thread> threads;
     for (auto& v : vcpus) threads.emplace_back([this, &v] { vcpu_loop(*v); });
+    // The API socket serves while the vCPUs run; stopped (and its socket removed) before the
+    // machine goes away, so no call reaches a machine that is gone.
+    MachineApi api(*this);
+    std::optional<api::ApiServer> server;
+    if (!options.api_socket.empty()) {
+      server.emplace(options.api_socket, api);
+      if (auto error = server->start()) {
+        fail("--api-socket " + options.api_socket + ": " + *error);
+        server.reset();
+      }
+    }
     // The ticker returns once finish() stopped the run; only then are the vCPU threads joined, so
     // it never signals a thread that is gone (a vCPU thread ends only after finish()).
     release_ticker();
     for (std::thread& t : threads) t.join();
+    if (server) server->stop();
     if (interrupted_signal) {
       spdlog::warn("stopped by signal {} ({}); exit status {}", interrupted_signal,
                    strsignal(interrupted_signal), 128 + interrupted_signal);
@@ -890,6 +1185,10 @@ struct Machine::Impl {
                      l.coalesced(), l.delivered(),
                      l.has_pending() ? " (the run ended while one was still held)" : "");
 
+    if (migrated_away) {
+      spdlog::info("the VM now runs at the migration destination; this process ends with 0");
+      return 0;
+    }
     if (!options.lwp_report.empty()) write_report();
     for (auto& v : vcpus)
       if (v->page_faults.delivered || v->page_faults.dropped)
@@ -922,6 +1221,31 @@ struct Machine::Impl {
 };
 
 Machine::Machine(MachineOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+GuestRam& Machine::ram() { return impl_->ram; }
+void Machine::set_restored_state(StateSections state) { impl_->options.restore->state = std::move(state); }
+
+std::vector<std::string> host_cpuid_refusals(const SnapshotManifest& m, const std::string& kvm_device) {
+  KvmSystem kvm(kvm_device);
+  const MachineOptions o = options_from_manifest(m);
+  return cpuid_bits_missing(m.cpuid,
+                            build_guest_cpuid(supported_cpuid(kvm), m.profile, pv_features_for(o.stepper)));
+}
+
+MachineOptions options_from_manifest(const SnapshotManifest& m) {
+  MachineOptions o;
+  o.profile = m.profile;
+  o.vcpus = m.vcpus;
+  o.mem_mib = m.mem_mib;
+  o.seed = m.seed;
+  o.timer_hz = m.timer_hz;
+  o.stepper = m.stepper == "kvm"     ? MachineOptions::Stepper::kKvm
+              : m.stepper == "guest" ? MachineOptions::Stepper::kGuest
+                                     : MachineOptions::Stepper::kNone;
+  if (m.linux_guest) o.linux_guest.emplace();  // the run loop's Linux rules; nothing to load
+  o.kernel_name = m.kernel;
+  o.max_interrupts_per_second = m.max_interrupt_rate;
+  return o;
+}
 Machine::~Machine() = default;
 int Machine::run() { return impl_->run(); }
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,9 @@
 #include "vmm/boot/guest_loader.h"
 #include "vmm/boot/linux_boot.h"
 #include "vmm/cpu/cpu_profile.h"
+#include "vmm/memory/guest_ram.h"
+#include "vmm/snapshot/snapshot_manifest.h"
+#include "vmm/snapshot/state_sections.h"
 
 namespace vmm {
 
@@ -48,13 +52,39 @@ struct MachineOptions {
   std::string lwp_report;  // "" = none, "-" = stdout, else a file
   std::string lwp_trace;   // "" = none, else a JSON-lines file
   std::string kvm_device = "/dev/kvm";
+  std::string api_socket;  // "" = none; else the HTTP API's Unix socket (DESIGN §4.10)
+
+  // A VM that resumes from a snapshot or an incoming migration instead of booting: nothing is
+  // loaded, RAM is filled by the caller (Machine::ram()) before run(), and run() loads this
+  // state into KVM and the models. The manifest's machine and CPU override the options above.
+  struct Restore {
+    SnapshotManifest manifest;
+    StateSections state;
+    // Called after the state is loaded and before any vCPU runs (a migration's ready/commit
+    // hand-shake; it throws to abandon the VM).
+    std::function<void()> before_start;
+  };
+  std::optional<Restore> restore;
 };
+
+// The options a snapshot's manifest fixes (machine and CPU); the caller adds its own outputs.
+MachineOptions options_from_manifest(const SnapshotManifest& manifest);
+
+// The CPUID bits of a snapshot's guest that this host's KVM (at `kvm_device`) cannot present,
+// one line per register; empty when it can present all of them. Opens KVM; throws VmmError when
+// it cannot.
+std::vector<std::string> host_cpuid_refusals(const SnapshotManifest& manifest,
+                                             const std::string& kvm_device);
 
 class Machine {
  public:
   explicit Machine(MachineOptions options);
   ~Machine();
   int run();
+  // Guest RAM, e.g. for a restore to fill before run().
+  GuestRam& ram();
+  // The state of a migration, which arrives after the machine (its RAM) had to exist.
+  void set_restored_state(StateSections state);
 
  private:
   struct Impl;

@@ -17,7 +17,10 @@
 #include "vmm/cpu/describe_profile.h"
 #include "vmm/host/perf_counter.h"
 #include "vmm/loader/elf_image.h"
+#include "vmm/cpu/migration_check.h"
 #include "vmm/machine.h"
+#include "vmm/migration/migration_destination.h"
+#include "vmm/snapshot/snapshot_dir.h"
 #include "vmm/vmm_error.h"
 
 namespace {
@@ -83,10 +86,98 @@ void choose_kernel(const vmm::RunCommand& cmd, vmm::MachineOptions& options) {
 }
 
 
-int run(const vmm::RunCommand& cmd) {
+void set_up_logging(const std::string& level) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("pmuvm"));
-  spdlog::set_level(spdlog::level::from_str(cmd.log_level));
+  spdlog::set_level(spdlog::level::from_str(level));
   spdlog::set_pattern("pmuvm: [%l] %v");
+}
+
+// Why a VM described by `m` cannot run here (DESIGN §4.10): the profile the user named must be
+// able to present what the guest saw, and this host's KVM must offer every CPUID bit of it.
+// Empty: it can.
+std::vector<std::string> refusals_for(const vmm::SnapshotManifest& m, const std::string& cpu,
+                                      const std::string& kvm_device) {
+  std::vector<std::string> reasons;
+  if (!cpu.empty()) {
+    vmm::ProfileResult destination = vmm::resolve_cpu_option(cpu);
+    if (!destination.ok()) throw vmm::UsageError(destination.error);
+    reasons = vmm::migration_refusals(m.profile, *destination.profile);
+  }
+  for (std::string& r : vmm::host_cpuid_refusals(m, kvm_device)) reasons.push_back(std::move(r));
+  return reasons;
+}
+
+std::string join_reasons(const std::vector<std::string>& reasons) {
+  std::string text;
+  for (const std::string& r : reasons) text += "\n  " + r;
+  return text;
+}
+
+int restore(const vmm::RestoreCommand& cmd) {
+  set_up_logging(cmd.log_level);
+  const std::optional<std::string> dir = vmm::file_url_path(cmd.source);
+  if (!dir) throw vmm::UsageError("--source needs file:///DIR, not " + cmd.source);
+  auto read = vmm::read_snapshot_dir(*dir);
+  if (auto* error = std::get_if<std::string>(&read)) throw vmm::UsageError("cannot restore: " + *error);
+  vmm::SnapshotOnDisk& snapshot = std::get<vmm::SnapshotOnDisk>(read);
+  if (auto reasons = refusals_for(snapshot.manifest, cmd.cpu, cmd.kvm_device); !reasons.empty())
+    throw vmm::UsageError("the snapshot's VM cannot run here" +
+                          (cmd.cpu.empty() ? std::string() : " as " + cmd.cpu) + ":" +
+                          join_reasons(reasons));
+  vmm::MachineOptions options = vmm::options_from_manifest(snapshot.manifest);
+  options.lwp_report = cmd.lwp_report;
+  options.lwp_trace = cmd.lwp_trace;
+  options.kvm_device = cmd.kvm_device;
+  options.api_socket = cmd.api_socket;
+  options.restore.emplace();
+  options.restore->manifest = snapshot.manifest;
+  options.restore->state = std::move(snapshot.state);
+  vmm::Machine machine(std::move(options));
+  if (auto error = vmm::load_snapshot_memory(snapshot, machine.ram()))
+    throw vmm::UsageError("cannot restore: " + *error);
+  spdlog::info("restoring the snapshot in {} ({} vCPU(s), {} MiB, CPU profile {})", *dir,
+               snapshot.manifest.vcpus, snapshot.manifest.mem_mib, snapshot.manifest.profile.name);
+  return machine.run();
+}
+
+// `run --incoming unix:PATH`: everything before the VM runs is refused with status 2 (the
+// source keeps its VM); once it runs, its exit status is the guest's.
+int incoming(const vmm::RunCommand& cmd) {
+  std::optional<vmm::IncomingMigration> in;
+  try {
+    in.emplace(vmm::IncomingMigration::accept_at(vmm::unix_url_path(cmd.incoming)));
+    const vmm::SnapshotManifest& m = in->manifest();
+    if (auto reasons = refusals_for(m, cmd.cpu_given ? cmd.cpu : "", cmd.kvm_device);
+        !reasons.empty()) {
+      in->refuse(reasons);
+      throw vmm::UsageError("refused the incoming VM" +
+                            (cmd.cpu_given ? " (CPU profile " + cmd.cpu + ")" : std::string()) +
+                            ":" + join_reasons(reasons));
+    }
+    in->accept();
+    vmm::MachineOptions options = vmm::options_from_manifest(m);
+    options.lwp_report = cmd.lwp_report;
+    options.lwp_trace = cmd.lwp_trace;
+    options.kvm_device = cmd.kvm_device;
+    options.api_socket = cmd.api_socket;
+    options.restore.emplace();
+    options.restore->manifest = m;
+    vmm::IncomingMigration* channel = &*in;
+    options.restore->before_start = [channel] { channel->ready_and_wait_for_commit(); };
+    // The machine (its RAM) exists before the pages arrive; its state follows them.
+    vmm::Machine machine(std::move(options));
+    machine.set_restored_state(in->receive(machine.ram()));
+    spdlog::info("migration received ({} vCPU(s), {} MiB, CPU profile {}); resuming", m.vcpus,
+                 m.mem_mib, m.profile.name);
+    return machine.run();
+  } catch (const vmm::MigrationError& e) {
+    throw vmm::UsageError(std::string("incoming migration failed before the VM ran: ") + e.what());
+  }
+}
+
+int run(const vmm::RunCommand& cmd) {
+  set_up_logging(cmd.log_level);
+  if (!cmd.incoming.empty()) return incoming(cmd);
 
   vmm::ProfileResult profile = vmm::resolve_cpu_option(cmd.cpu);
   if (!profile.ok()) throw vmm::UsageError(profile.error);
@@ -100,6 +191,7 @@ int run(const vmm::RunCommand& cmd) {
   options.lwp_report = cmd.lwp_report;
   options.lwp_trace = cmd.lwp_trace;
   options.kvm_device = cmd.kvm_device;
+  options.api_socket = cmd.api_socket;
   if (cmd.kernel.empty()) {
     auto r = vmm::parse_elf(vmm::bundled_kernel(), "bundled kernel");
     if (auto* error = std::get_if<std::string>(&r)) throw vmm::VmmError(*error);
@@ -146,6 +238,8 @@ int main(int argc, char** argv) {
         return list_profiles(cl.profiles);
       case vmm::ParsedCommandLine::Kind::kRun:
         return run(cl.run);
+      case vmm::ParsedCommandLine::Kind::kRestore:
+        return restore(cl.restore);
     }
   } catch (const vmm::UsageError& e) {
     std::cerr << "pmuvm: " << e.what() << '\n';

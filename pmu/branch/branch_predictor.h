@@ -29,12 +29,22 @@ class BranchPredictor {
 
   void reset();
 
+  // Snapshot / migration (pmu/state_archive.h): predictions decide later records' bits.
+  template <class Archive>
+  void archive(Archive& a) {
+    a(counters_, targets_, return_stack_, return_depth_, return_top_);
+  }
+
  private:
   std::array<uint8_t, kCounterEntries> counters_;  // 0,1 predict not taken; 2,3 taken
   struct TargetEntry {
     uint64_t tag = 0;
     uint64_t target = 0;
     bool valid = false;
+    template <class Archive>
+    void archive(Archive& a) {
+      a(tag, target, valid);
+    }
   };
   std::array<TargetEntry, kTargetEntries> targets_;
   std::array<uint64_t, kReturnStackDepth> return_stack_;

@@ -56,9 +56,20 @@ class CacheModel {
   void reset();
   const Geometry& geometry() const { return geometry_; }
 
+  // Snapshot / migration (pmu/state_archive.h): the cache contents decide later DCache-miss
+  // records, so a restored run must continue with the same lines and LRU stamps.
+  template <class Archive>
+  void archive(Archive& a) {
+    a(l1_, l2_, l3_);
+  }
+
  private:
   class SetAssociative {
    public:
+    template <class Archive>
+    void archive(Archive& a) {
+      a(sets_, ways_, tags_, stamps_, clock_);
+    }
     SetAssociative(const LevelGeometry& g, uint32_t line_size);
     bool present() const { return sets_ != 0; }
     bool lookup(uint64_t line);  // true on hit; updates LRU

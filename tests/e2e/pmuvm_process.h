@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,32 +33,72 @@ inline std::string slurp(const std::string& path) {
   return s.str();
 }
 
-inline Result run(const std::vector<std::string>& args, int timeout_seconds = 120) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = tmp ? tmp : "/tmp";
-  const std::string out_path = dir + "/pmuvm.out", err_path = dir + "/pmuvm.err";
-  std::vector<std::string> argv = {"/usr/bin/timeout", "--kill-after=5",
-                                   std::to_string(timeout_seconds), runfile("vmm/pmuvm")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(out, 1);
-    dup2(err, 2);
-    std::vector<char*> c;
-    for (std::string& a : argv) c.push_back(a.data());
-    c.push_back(nullptr);
-    execv(c[0], c.data());
-    _exit(127);
+// A pmuvm process running in the background (migration tests run a source and a destination
+// at once). Its stdout and stderr go to files of their own, readable while it runs.
+class Child {
+ public:
+  Child(const std::vector<std::string>& args, int timeout_seconds = 120) {
+    static int serial = 0;
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string base = std::string(tmp ? tmp : "/tmp") + "/pmuvm." + std::to_string(getpid()) +
+                             "." + std::to_string(serial++);
+    out_path_ = base + ".out";
+    err_path_ = base + ".err";
+    std::vector<std::string> argv = {"/usr/bin/timeout", "--kill-after=5",
+                                     std::to_string(timeout_seconds), runfile("vmm/pmuvm")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int out = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, 1);
+      dup2(err, 2);
+      std::vector<char*> c;
+      for (std::string& a : argv) c.push_back(a.data());
+      c.push_back(nullptr);
+      execv(c[0], c.data());
+      _exit(127);
+    }
   }
-  int wstatus = 0;
-  waitpid(pid, &wstatus, 0);
-  Result r;
-  r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-  r.out = slurp(out_path);
-  r.err = slurp(err_path);
-  return r;
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  // What it printed so far.
+  std::string out() const { return slurp(out_path_); }
+  std::string err() const { return slurp(err_path_); }
+  // True once it has ended (the result is then in wait()).
+  bool ended() {
+    if (pid_ <= 0) return true;
+    int wstatus = 0;
+    if (waitpid(pid_, &wstatus, WNOHANG) != pid_) return false;
+    status_ = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    pid_ = 0;
+    return true;
+  }
+  Result wait() {
+    if (pid_ > 0) {
+      int wstatus = 0;
+      waitpid(pid_, &wstatus, 0);
+      status_ = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+      pid_ = 0;
+    }
+    return Result{status_, out(), err()};
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = -1;
+  std::string out_path_, err_path_;
+};
+
+inline Result run(const std::vector<std::string>& args, int timeout_seconds = 120) {
+  return Child(args, timeout_seconds).wait();
 }
 
 // True when this machine can run guests; otherwise `why` says why not. Suites that need KVM run

@@ -1,6 +1,7 @@
 #include "vmm/cpu/cpuid_table.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -351,6 +352,25 @@ std::vector<CpuidEntry> build_guest_cpuid(std::span<const CpuidEntry> supported,
                  profile.name, list);
   }
   return std::move(g.entries);
+}
+
+std::vector<std::string> cpuid_bits_missing(std::span<const CpuidEntry> saw,
+                                            std::span<const CpuidEntry> offered) {
+  std::vector<std::string> out;
+  for (const CpuidEntry& e : saw) {
+    const CpuidEntry* o = find_cpuid_entry(offered, e.function, e.index);
+    const uint32_t theirs[4] = {e.eax, e.ebx, e.ecx, e.edx};
+    const uint32_t ours[4] = {o ? o->eax : 0, o ? o->ebx : 0, o ? o->ecx : 0, o ? o->edx : 0};
+    static constexpr const char* kNames[4] = {"EAX", "EBX", "ECX", "EDX"};
+    for (int r = 0; r < 4; ++r)
+      if (const uint32_t lacking = theirs[r] & ~ours[r]) {
+        char line[96];
+        std::snprintf(line, sizeof line, "CPUID %#x.%u %s: bits %#x missing", e.function, e.index,
+                      kNames[r], lacking);
+        out.push_back(line);
+      }
+  }
+  return out;
 }
 
 }  // namespace vmm

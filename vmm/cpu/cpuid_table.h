@@ -98,6 +98,13 @@ const CpuidEntry* find_cpuid_entry(std::span<const CpuidEntry> table, uint32_t f
 // CPUID 1 EAX for a displayed family/model/stepping: family >= 0xF puts 0xF in bits 11:8 and
 // family - 0xF in the extended family (27:20); families 0x6 and >= 0xF put model bits 7:4 in the
 // extended model (19:16). E.g. family 0x15 model 0x01 stepping 2 -> 0x00600F12.
+// Snapshot / migration: the bits of `saw` (a guest's table) that `offered` (the table this host
+// builds from the same profile) lacks, one line per register ("CPUID 0x1.0 ECX: bits 0x80200000
+// missing"); empty when every register of `saw` is offered. Built from one profile, the tables
+// differ only in what each host's KVM filtered out.
+std::vector<std::string> cpuid_bits_missing(std::span<const CpuidEntry> saw,
+                                            std::span<const CpuidEntry> offered);
+
 uint32_t encode_cpuid_signature(uint32_t family, uint32_t model, uint32_t stepping);
 
 }  // namespace vmm

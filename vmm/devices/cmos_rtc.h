@@ -30,6 +30,12 @@ class CmosRtc {
   uint8_t read(uint16_t port);
   void write(uint16_t port, uint8_t value);
 
+  // Snapshot / migration (the clock itself is the host's wall time).
+  template <class Archive>
+  void archive(Archive& a) {
+    a(ram_, index_);
+  }
+
  private:
   uint8_t read_register(uint8_t index) const;
 

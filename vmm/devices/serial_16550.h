@@ -65,6 +65,14 @@ class Serial16550 {
   // The current level of the interrupt line (after OUT2/loopback gating).
   bool irq_level() const { return irq_level_; }
 
+  // Snapshot / migration: the registers and the receive FIFO (the IRQ line level is part of it;
+  // the in-kernel PIC/IOAPIC state that saw it travels with the irqchip).
+  template <class Archive>
+  void archive(Archive& a) {
+    a(ier_, lcr_, mcr_, scr_, fcr_, dll_, dlm_, lsr_errors_, msr_delta_, thr_ipending_, irq_level_,
+      rx_, rx_head_, rx_count_, rbr_);
+  }
+
  private:
   // Register bits (names as in Linux's include/uapi/linux/serial_reg.h).
   static constexpr uint8_t kIerRdi = 0x01, kIerThri = 0x02, kIerRlsi = 0x04, kIerMsi = 0x08;

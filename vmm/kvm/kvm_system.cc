@@ -65,6 +65,19 @@ int KvmSystem::vcpu_mmap_size() const {
   return size;
 }
 
+std::vector<uint32_t> KvmSystem::msrs_to_save() const {
+  kvm_msr_list probe{};
+  probe.nmsrs = 0;
+  // E2BIG with nmsrs set to the number needed.
+  if (ioctl(fd_, KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG)
+    throw_errno("KVM_GET_MSR_INDEX_LIST");
+  std::vector<uint32_t> buf(probe.nmsrs + 1);
+  auto* list = reinterpret_cast<kvm_msr_list*>(buf.data());
+  list->nmsrs = probe.nmsrs;
+  if (ioctl(fd_, KVM_GET_MSR_INDEX_LIST, list) < 0) throw_errno("KVM_GET_MSR_INDEX_LIST");
+  return std::vector<uint32_t>(list->indices, list->indices + list->nmsrs);
+}
+
 std::vector<kvm_cpuid_entry2> KvmSystem::supported_cpuid() const {
   for (int n = 128; n <= 4096; n *= 2) {
     const size_t bytes = sizeof(kvm_cpuid2) + n * sizeof(kvm_cpuid_entry2);

@@ -23,6 +23,8 @@ class KvmSystem {
   void require_capabilities() const;
   int vcpu_mmap_size() const;
   std::vector<kvm_cpuid_entry2> supported_cpuid() const;
+  // KVM_GET_MSR_INDEX_LIST: the MSRs a VMM must save and restore to move a vCPU.
+  std::vector<uint32_t> msrs_to_save() const;
 
  private:
   int fd_ = -1;

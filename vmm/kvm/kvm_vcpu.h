@@ -3,6 +3,7 @@
 #pragma once
 
 #include "vmm/kvm/kvm_abi.h"
+#include "vmm/kvm/kvm_state.h"
 
 #include <cstdint>
 #include <optional>
@@ -65,6 +66,16 @@ class KvmVcpu {
   // LVT performance counter), read with KVM_GET_LAPIC. There is deliberately no single-register
   // write: KVM_SET_LAPIC rewrites the whole state (timer re-armed, IRR overwritten).
   uint32_t lapic_register(uint32_t offset) const;
+
+  // Snapshot / migration (kvm_state.h, kvm_vcpu_state.cc). Only while the vCPU is parked: after
+  // its last exit it went through one more KVM_RUN with immediate_exit set, so an I/O or MSR
+  // access it exited for is complete (KVM's API: the state is consistent only then).
+  // `msr_indices`: KvmSystem::msrs_to_save().
+  VcpuArchState save_state(const std::vector<uint32_t>& msr_indices) const;
+  void restore_state(const VcpuArchState& state);
+  // Makes exit_regs()/exit_sregs() show the vCPU's current state before its first KVM_RUN (a
+  // restored vCPU has had no exit yet that would have filled them).
+  void load_exit_state();
 
  private:
   KvmVm& vm_;

@@ -9,7 +9,7 @@
 
 namespace vmm {
 
-KvmVm::KvmVm(KvmSystem& kvm, GuestRam& ram) : kvm_(kvm) {
+KvmVm::KvmVm(KvmSystem& kvm, GuestRam& ram) : kvm_(kvm), ram_(ram) {
   kvm.require_capabilities();  // before anything is created: exit 3 naming what is missing
   fd_ = ioctl(kvm.fd(), KVM_CREATE_VM, 0);
   if (fd_ < 0) throw_errno("KVM_CREATE_VM");
@@ -19,22 +19,28 @@ KvmVm::KvmVm(KvmSystem& kvm, GuestRam& ram) : kvm_(kvm) {
   if (ioctl(fd_, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0) throw_errno("KVM_SET_IDENTITY_MAP_ADDR");
   if (ioctl(fd_, KVM_CREATE_IRQCHIP, 0) < 0) throw_errno("KVM_CREATE_IRQCHIP");
 
-  // One slot per RAM region: below the 32-bit MMIO hole, and above 4 GiB (GuestRam).
+  set_memory_slots(0);
+
+  kvm_enable_cap cap{};
+  cap.cap = KVM_CAP_X86_USER_SPACE_MSR;
+  cap.args[0] = KVM_MSR_EXIT_REASON_FILTER;
+  if (ioctl(fd_, KVM_ENABLE_CAP, &cap) < 0) throw_errno("KVM_ENABLE_CAP(X86_USER_SPACE_MSR)");
+}
+
+// One slot per RAM region: below the 32-bit MMIO hole, and above 4 GiB (GuestRam). Re-setting a
+// slot with other flags (dirty logging) keeps its contents.
+void KvmVm::set_memory_slots(uint32_t flags) {
   uint32_t slot = 0;
-  for (const GuestRam::Region& r : ram.regions()) {
+  for (const GuestRam::Region& r : ram_.regions()) {
     kvm_userspace_memory_region region{};
     region.slot = slot++;
+    region.flags = flags;
     region.guest_phys_addr = r.gpa;
     region.memory_size = r.size;
     region.userspace_addr = reinterpret_cast<uint64_t>(r.host);
     if (ioctl(fd_, KVM_SET_USER_MEMORY_REGION, &region) < 0)
       throw_errno("KVM_SET_USER_MEMORY_REGION");
   }
-
-  kvm_enable_cap cap{};
-  cap.cap = KVM_CAP_X86_USER_SPACE_MSR;
-  cap.args[0] = KVM_MSR_EXIT_REASON_FILTER;
-  if (ioctl(fd_, KVM_ENABLE_CAP, &cap) < 0) throw_errno("KVM_ENABLE_CAP(X86_USER_SPACE_MSR)");
 }
 
 KvmVm::~KvmVm() {

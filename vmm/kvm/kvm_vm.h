@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "vmm/kvm/kvm_state.h"
 #include "vmm/kvm/kvm_system.h"
 #include "vmm/memory/guest_ram.h"
 
@@ -39,8 +40,20 @@ class KvmVm {
   // A fixed-vector interrupt to the vCPU with this APIC ID, through the in-kernel LAPIC.
   void signal_msi(uint32_t apic_id, uint8_t vector);
 
+  // Snapshot / migration of the in-kernel devices (kvm_state.h), while every vCPU is parked.
+  VmArchState save_state(bool has_pit) const;
+  void restore_state(const VmArchState& state);
+
+  // Live migration's pre-copy: KVM_MEM_LOG_DIRTY_PAGES on every RAM slot, and the pages the guest
+  // wrote since the last call (KVM_GET_DIRTY_LOG resets the log), as guest-physical page numbers.
+  void set_dirty_logging(bool enabled);
+  std::vector<uint64_t> take_dirty_pages();
+
  private:
+  void set_memory_slots(uint32_t flags);
+
   KvmSystem& kvm_;
+  GuestRam& ram_;
   int fd_ = -1;
 };
 

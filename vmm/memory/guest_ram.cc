@@ -39,6 +39,7 @@ bool GuestRam::write(uint64_t gpa, std::span<const std::byte> in) {
   std::byte* dst = host(gpa, in.size());
   if (!dst) return false;
   std::memcpy(dst, in.data(), in.size());
+  note_written(gpa, in.size());
   return true;
 }
 
@@ -53,7 +54,38 @@ bool GuestRam::write_u64(uint64_t gpa, uint64_t value) {
   std::byte* dst = host(gpa, 8);
   if (!dst) return false;
   std::memcpy(dst, &value, 8);
+  note_written(gpa, 8);
   return true;
+}
+
+void GuestRam::set_write_tracking(bool on) {
+  if (on && !written_) {
+    const uint64_t words = (size_ / 4096 + 63) / 64;
+    written_ = std::make_unique<std::atomic<uint64_t>[]>(words);
+    for (uint64_t i = 0; i < words; ++i) written_[i] = 0;
+  }
+  tracking_ = on;
+}
+
+void GuestRam::log_written(uint64_t gpa, uint64_t length) {
+  const std::byte* p = host(gpa, length);
+  if (!p || length == 0 || !written_) return;
+  const uint64_t first = static_cast<uint64_t>(p - base_) / 4096;
+  const uint64_t last = static_cast<uint64_t>(p - base_ + length - 1) / 4096;
+  for (uint64_t page = first; page <= last; ++page)
+    written_[page / 64].fetch_or(uint64_t{1} << (page % 64), std::memory_order_relaxed);
+}
+
+std::vector<uint64_t> GuestRam::take_written_pages() {
+  std::vector<uint64_t> pages;
+  if (!written_) return pages;
+  const uint64_t low_pages = low_size() / 4096;
+  for (uint64_t w = 0; w < (size_ / 4096 + 63) / 64; ++w)
+    for (uint64_t bits = written_[w].exchange(0); bits; bits &= bits - 1) {
+      const uint64_t page = w * 64 + __builtin_ctzll(bits);  // host offset page
+      pages.push_back(page < low_pages ? page : kHighRamStart / 4096 + (page - low_pages));
+    }
+  return pages;
 }
 
 }  // namespace vmm

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -60,9 +62,23 @@ class GuestRam {
   bool read_u64(uint64_t gpa, uint64_t& value) const;
   bool write_u64(uint64_t gpa, uint64_t value);
 
+  // Live migration: KVM's dirty log sees only the guest's own writes, not the VMM's (LWP records
+  // and MissedEvents, the guest-assisted stepper's frame marks). While tracking is on, every VMM
+  // write path (write(), write_u64(), PagedGuestMemory::write) logs its pages here.
+  void set_write_tracking(bool on);
+  void note_written(uint64_t gpa, uint64_t length) {
+    if (tracking_.load(std::memory_order_relaxed)) log_written(gpa, length);
+  }
+  // The guest-physical page numbers written since the last call (and clears the log).
+  std::vector<uint64_t> take_written_pages();
+
  private:
+  void log_written(uint64_t gpa, uint64_t length);
+
   std::byte* base_ = nullptr;
   uint64_t size_ = 0;
+  std::atomic<bool> tracking_{false};
+  std::unique_ptr<std::atomic<uint64_t>[]> written_;  // bit per 4 KiB page, by host offset
 };
 
 }  // namespace vmm

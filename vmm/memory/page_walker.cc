@@ -90,6 +90,7 @@ bool PagedGuestMemory::write(uint64_t linear, std::span<const std::byte> in) {
       linear, in.size(), [](const Translation& t) { return t.user && t.writable; },
       [&](uint64_t gpa, uint64_t offset, uint64_t size) {
         std::memcpy(ram_.host(gpa, size), in.data() + offset, size);
+        ram_.note_written(gpa, size);
       });
 }
 

@@ -37,6 +37,12 @@ class GuestAssistedStepper {
   uint64_t steps() const { return steps_; }  // PMUVM_MSR_STEP reports
   const StepSequencer& sequencer() const { return sequencer_; }
 
+  // Snapshot / migration.
+  template <class Archive>
+  void archive(Archive& a) {
+    a(accountant_, sequencer_, bad_frames_, steps_);
+  }
+
  private:
   std::optional<GuestRegisters> read_frame(uint64_t frame_gpa, const StepContext& ctx);
 

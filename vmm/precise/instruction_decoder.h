@@ -24,6 +24,11 @@ struct GuestRegisters {
   uint64_t rip = 0, rflags = 0;
   uint64_t fs_base = 0, gs_base = 0;
   uint64_t cr3 = 0;  // the address space (steppers use it to tell tasks apart; decoding ignores it)
+  template <class Archive>
+  void archive(Archive& a) {
+    a(rax, rbx, rcx, rdx, rsi, rdi, rsp, rbp, r8, r9, r10, r11, r12, r13, r14, r15, rip, rflags,
+      fs_base, gs_base, cr3);
+  }
 };
 
 // The general registers, RIP and RFLAGS of any register block that names them as x86 does

@@ -140,6 +140,14 @@ class KvmStepper {
   uint64_t user_entries() const { return user_entries_; }  // breakpoint arrivals in user mode
   uint64_t bad_frames() const { return bad_frames_; }
 
+  // Snapshot / migration: everything but the guest-memory views (rebuilt over the new RAM).
+  template <class Archive>
+  void archive(Archive& a) {
+    a(user_accountant_, kernel_accountant_, user_, kernel_, syscall_entry_, unannounced_kernel_,
+      in_user_, user_steps_, kernel_steps_, unannounced_returns_, user_entries_, bad_frames_,
+      resume_rip_);
+  }
+
  private:
   void on_user_step(const GuestRegisters& after, Retirements& out);
 

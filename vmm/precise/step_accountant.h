@@ -36,6 +36,12 @@ class StepAccountant {
   ZydisMnemonic last_mnemonic() const { return last_mnemonic_; }
   void reset();
 
+  // Snapshot / migration: the models whose contents decide later records.
+  template <class Archive>
+  void archive(Archive& a) {
+    a(cache_, predictor_, undecodable_, last_mnemonic_);
+  }
+
  private:
   InstructionDecoder decoder_;
   pmu::cache::CacheModel cache_;

@@ -83,6 +83,13 @@ class StepSequencer {
   uint64_t dropped() const { return dropped_; }       // pending instructions that did not retire
   uint64_t unreadable() const { return unreadable_; } // code bytes that could not be fetched
 
+  // Snapshot / migration: the pending and parked pre-states (the ignored ranges are set up
+  // by the owner and are not state).
+  template <class Archive>
+  void archive(Archive& a) {
+    a(pending_, parked_, dropped_, unreadable_);
+  }
+
  private:
   struct Range {
     uint64_t begin, end;

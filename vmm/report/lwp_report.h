@@ -27,10 +27,20 @@ class LwpReport {
   // `top` addresses per event; bars are `bar_width` characters for the hottest address.
   std::string render(int top = 10, int bar_width = 30) const;
 
+  // Snapshot / migration: a restored run reports everything since boot.
+  template <class Archive>
+  void archive(Archive& a) {
+    a(tasks_);
+  }
+
  private:
   struct EventStats {
     uint64_t records = 0;
     std::map<uint64_t, uint64_t> by_rip;
+    template <class Archive>
+    void archive(Archive& a) {
+      a(records, by_rip);
+    }
   };
   struct TaskStats {
     std::string name;
@@ -38,6 +48,10 @@ class LwpReport {
     uint64_t missed = 0;
     uint64_t interrupts = 0;  // raised by the task's LWP
     uint64_t coalesced = 0;   // of those, folded into a held one: delivered = interrupts - coalesced
+    template <class Archive>
+    void archive(Archive& a) {
+      a(name, events, missed, interrupts, coalesced);
+    }
   };
   std::map<uint32_t, TaskStats> tasks_;
 };

@@ -1,0 +1,94 @@
+#include "vmm/machine_api.h"
+
+#include <spdlog/spdlog.h>
+
+#include "vmm/migration/migration_channel.h"
+#include "vmm/migration/migration_source.h"
+#include "vmm/snapshot/snapshot_dir.h"
+
+namespace vmm {
+
+using api::ApiResponse;
+using api::error_response;
+
+ApiResponse MachineApi::ping() { return ApiResponse{200, {{"version", "pmuvm 0.11"}}}; }
+
+ApiResponse MachineApi::info() {
+  nlohmann::json j = machine_.describe();
+  if (paused_by_user_) j["state"] = "paused";
+  if (gone_) j["state"] = "ended";
+  return ApiResponse{200, j};
+}
+
+ApiResponse MachineApi::pause() {
+  if (gone_) return error_response(409, "the VM has ended");
+  if (paused_by_user_) return error_response(409, "the VM is already paused");
+  machine_.pause();
+  paused_by_user_ = true;
+  return ApiResponse{200, {{"state", "paused"}}};
+}
+
+ApiResponse MachineApi::resume() {
+  if (gone_) return error_response(409, "the VM has ended");
+  if (!paused_by_user_) return error_response(409, "the VM is not paused");
+  machine_.resume();
+  paused_by_user_ = false;
+  return ApiResponse{200, {{"state", "running"}}};
+}
+
+ApiResponse MachineApi::snapshot(const std::string& destination_url) {
+  if (gone_) return error_response(409, "the VM has ended");
+  const std::optional<std::string> dir = file_url_path(destination_url);
+  if (!dir) return error_response(400, "destination_url must be file:///DIR");
+  machine_.pause();  // nested inside a user's pause: the VM stays paused afterwards
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<std::string> error = write_snapshot_dir(*dir, machine_);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  machine_.resume();
+  if (error) return error_response(500, "snapshot failed: " + *error);
+  spdlog::info("snapshot written to {} in {:.1f} ms", *dir, ms);
+  return ApiResponse{200, {{"destination", *dir},
+                           {"memory_bytes", machine_.guest_ram().size()},
+                           {"milliseconds", ms}}};
+}
+
+ApiResponse MachineApi::send_migration(const std::string& destination_url) {
+  if (gone_) return error_response(409, "the VM has ended");
+  const std::string path = unix_url_path(destination_url);
+  if (path.empty()) return error_response(400, "destination_url must be unix:PATH");
+  // A VM the user paused migrates too; its pre-copy rounds then find nothing dirty.
+  const MigrationOutcome out = migrate_to(path, machine_);
+  nlohmann::json stats = {{"pages_per_round", out.stats.pages_per_round},
+                          {"final_pages", out.stats.final_pages},
+                          {"state_bytes", out.stats.state_bytes},
+                          {"total_ms", out.stats.total_ms},
+                          {"downtime_ms", out.stats.downtime_ms}};
+  if (!out.handed_over) {
+    spdlog::warn("migration to {} failed, the VM runs on here: {}", path, out.error);
+    return ApiResponse{409, {{"error", "migration failed, the VM runs on here: " + out.error},
+                             {"stats", stats}}};
+  }
+  spdlog::info("migrated to {}: {} pre-copy round(s), downtime {:.1f} ms, total {:.1f} ms", path,
+               out.stats.pages_per_round.size(), out.stats.downtime_ms, out.stats.total_ms);
+  gone_ = true;
+  machine_.handed_over();
+  return ApiResponse{200, stats};
+}
+
+ApiResponse MachineApi::shutdown() {
+  if (gone_) return error_response(409, "the VM has ended");
+  gone_ = true;
+  machine_.shut_down();
+  return ApiResponse{200, {{"state", "ended"}}};
+}
+
+ApiResponse MachineApi::pmu() {
+  if (gone_) return error_response(409, "the VM has ended");
+  machine_.pause();
+  nlohmann::json j = machine_.pmu_state();
+  machine_.resume();
+  return ApiResponse{200, j};
+}
+
+}  // namespace vmm

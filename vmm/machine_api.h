@@ -1,0 +1,33 @@
+// The API socket's calls (DESIGN §4.10) on a running Machine: vm.pause/resume with the user's
+// pause kept apart from the short pauses of snapshots and migrations, vm.snapshot into a
+// snapshot directory, vm.send-migration with the pre-copy figures in the answer, vm.info,
+// vm.pmu, vm.shutdown. The HTTP side (vmm/api) has already checked every request.
+#pragma once
+
+#include <mutex>
+
+#include "vmm/api/vm_api.h"
+#include "vmm/machine_control.h"
+
+namespace vmm {
+
+class MachineApi : public api::VmApi {
+ public:
+  explicit MachineApi(MachineControl& machine) : machine_(machine) {}
+
+  api::ApiResponse ping() override;
+  api::ApiResponse info() override;
+  api::ApiResponse pause() override;
+  api::ApiResponse resume() override;
+  api::ApiResponse snapshot(const std::string& destination_url) override;
+  api::ApiResponse send_migration(const std::string& destination_url) override;
+  api::ApiResponse shutdown() override;
+  api::ApiResponse pmu() override;
+
+ private:
+  MachineControl& machine_;
+  bool paused_by_user_ = false;  // calls come one at a time (vm_api.h): no lock needed
+  bool gone_ = false;            // handed over or shut down: nothing more to do here
+};
+
+}  // namespace vmm

@@ -1,0 +1,149 @@
+#include "vmm/migration/migration_channel.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <span>
+
+#include "vmm/snapshot/state_sections.h"
+
+namespace vmm {
+namespace {
+
+constexpr uint32_t kFrameMagic = 0x47494D50;  // "PMIG"
+
+void put(std::vector<std::byte>& out, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
+}
+
+uint64_t get(const std::byte* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+const char* name_of(MigrationMessage m) {
+  switch (m) {
+    case MigrationMessage::kHello: return "hello";
+    case MigrationMessage::kAccept: return "accept";
+    case MigrationMessage::kRefuse: return "refuse";
+    case MigrationMessage::kPages: return "pages";
+    case MigrationMessage::kState: return "state";
+    case MigrationMessage::kReady: return "ready";
+    case MigrationMessage::kCommit: return "commit";
+  }
+  return "?";
+}
+
+}  // namespace
+
+MigrationChannel::~MigrationChannel() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+MigrationChannel MigrationChannel::connect_to(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) throw MigrationError("socket path too long: " + path);
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw MigrationError(std::string("socket: ") + std::strerror(errno));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    throw MigrationError("cannot connect to the destination at " + path + ": " + why);
+  }
+  return MigrationChannel(fd);
+}
+
+void MigrationChannel::send(MigrationMessage type, const void* data, size_t size) {
+  if (size > kMaxFrame) throw MigrationError("migration message too large");
+  std::vector<std::byte> header;
+  put(header, kFrameMagic, 4);
+  put(header, static_cast<uint32_t>(type), 4);
+  put(header, size, 8);
+  const auto* bytes = static_cast<const std::byte*>(data);
+  std::vector<std::byte> trailer;
+  put(trailer, crc32_of({bytes, size}), 4);
+  using Piece = std::pair<const std::byte*, size_t>;
+  for (const auto& [p, n] : {Piece{header.data(), header.size()}, Piece{bytes, size},
+                             Piece{trailer.data(), trailer.size()}}) {
+    const std::byte* at = p;
+    size_t left = n;
+    while (left > 0) {
+      // MSG_NOSIGNAL: a destination that went away is an error here, not a SIGPIPE.
+      const ssize_t w = ::send(fd_, at, left, MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0)
+        throw MigrationError(std::string("the migration connection broke while sending ") +
+                             name_of(type) + ": " + std::strerror(errno));
+      at += w;
+      left -= static_cast<size_t>(w);
+    }
+  }
+}
+
+void MigrationChannel::read_exact(void* out, size_t size, int timeout_ms) {
+  auto* p = static_cast<std::byte*>(out);
+  while (size > 0) {
+    pollfd pfd{fd_, POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, timeout_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) throw MigrationError("the migration peer did not answer in time");
+    const ssize_t n = ::recv(fd_, p, size, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) throw MigrationError("the migration peer closed the connection");
+    if (n < 0) throw MigrationError(std::string("migration connection: ") + std::strerror(errno));
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+MigrationMessage MigrationChannel::receive(std::vector<std::byte>& payload, int timeout_ms) {
+  std::byte header[16];
+  read_exact(header, sizeof header, timeout_ms);
+  if (get(header, 4) != kFrameMagic)
+    throw MigrationError("not a pmuvm migration stream (bad frame magic)");
+  const uint64_t type = get(header + 4, 4);
+  const uint64_t size = get(header + 8, 8);
+  if (type < 1 || type > static_cast<uint32_t>(MigrationMessage::kCommit))
+    throw MigrationError("unknown migration message type " + std::to_string(type));
+  if (size > kMaxFrame)
+    throw MigrationError("migration message of " + std::to_string(size) + " bytes (limit " +
+                         std::to_string(kMaxFrame) + ")");
+  payload.resize(size);
+  read_exact(payload.data(), size, timeout_ms);
+  std::byte trailer[4];
+  read_exact(trailer, sizeof trailer, timeout_ms);
+  if (get(trailer, 4) != crc32_of(payload))
+    throw MigrationError(std::string("migration message ") +
+                         name_of(static_cast<MigrationMessage>(type)) + " fails its CRC-32 check");
+  return static_cast<MigrationMessage>(type);
+}
+
+std::vector<std::byte> MigrationChannel::expect(MigrationMessage expected, int timeout_ms) {
+  std::vector<std::byte> payload;
+  const MigrationMessage got = receive(payload, timeout_ms);
+  if (got == MigrationMessage::kRefuse && expected != MigrationMessage::kRefuse)
+    throw MigrationError("the destination refused the VM:\n" + to_text(payload));
+  if (got != expected)
+    throw MigrationError(std::string("expected a migration ") + name_of(expected) +
+                         " message, got " + name_of(got));
+  return payload;
+}
+
+std::string unix_url_path(const std::string& url) {
+  constexpr std::string_view kScheme = "unix:";
+  if (url.rfind(kScheme, 0) != 0 || url.size() == kScheme.size()) return "";
+  return url.substr(kScheme.size());
+}
+
+std::string to_text(const std::vector<std::byte>& bytes) {
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+}  // namespace vmm

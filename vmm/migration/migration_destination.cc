@@ -1,0 +1,111 @@
+#include "vmm/migration/migration_destination.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "vmm/memory/guest_ram.h"
+
+namespace vmm {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr int kHelloTimeoutMs = 60'000;
+constexpr int kStreamTimeoutMs = 60'000;
+
+uint64_t get(const std::byte* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+int listen_at(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) throw MigrationError("socket path too long: " + path);
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) throw MigrationError(path + " exists and is not a socket");
+    ::unlink(path.c_str());  // a stale socket of an earlier run
+  }
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw MigrationError(std::string("socket: ") + std::strerror(errno));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    throw MigrationError("cannot listen at " + path + ": " + why);
+  }
+  return fd;
+}
+
+}  // namespace
+
+IncomingMigration IncomingMigration::accept_at(const std::string& path) {
+  const int listener = listen_at(path);
+  spdlog::info("waiting for a migration at unix:{}", path);
+  int fd = -1;
+  do fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  const std::string why = fd < 0 ? std::strerror(errno) : "";
+  ::close(listener);
+  ::unlink(path.c_str());  // one migration per listener
+  if (fd < 0) throw MigrationError("accept at " + path + ": " + why);
+  auto ch = std::make_unique<MigrationChannel>(fd);
+  const std::vector<std::byte> hello = ch->expect(MigrationMessage::kHello, kHelloTimeoutMs);
+  auto manifest = parse_manifest(to_text(hello));
+  if (auto* error = std::get_if<std::string>(&manifest)) {
+    ch->send(MigrationMessage::kRefuse, "unreadable hello: " + *error);
+    throw MigrationError("the source's hello: " + *error);
+  }
+  return IncomingMigration(std::move(ch), std::move(std::get<SnapshotManifest>(manifest)));
+}
+
+void IncomingMigration::refuse(const std::vector<std::string>& reasons) {
+  std::string text;
+  for (const std::string& r : reasons) text += r + "\n";
+  channel_->send(MigrationMessage::kRefuse, text);
+  channel_.reset();
+}
+
+void IncomingMigration::accept() { channel_->send(MigrationMessage::kAccept, nullptr, 0); }
+
+StateSections IncomingMigration::receive(GuestRam& ram) {
+  std::vector<std::byte> payload;
+  uint64_t pages = 0;
+  for (;;) {
+    const MigrationMessage type = channel_->receive(payload, kStreamTimeoutMs);
+    if (type == MigrationMessage::kState) {
+      auto sections = StateSections::parse(payload);
+      if (auto* error = std::get_if<std::string>(&sections))
+        throw MigrationError("the source's state: " + *error);
+      spdlog::info("migration: received {} pages and {} bytes of state", pages, payload.size());
+      return std::move(std::get<StateSections>(sections));
+    }
+    if (type != MigrationMessage::kPages)
+      throw MigrationError("unexpected migration message while receiving memory");
+    if (payload.size() < 4) throw MigrationError("truncated pages message");
+    const uint64_t n = get(payload.data(), 4);
+    if (n > kPagesPerMessage || payload.size() != 4 + n * (8 + kPage))
+      throw MigrationError("malformed pages message");
+    for (uint64_t i = 0; i < n; ++i) {
+      const std::byte* entry = payload.data() + 4 + i * (8 + kPage);
+      const uint64_t gpa = get(entry, 8);
+      if (gpa % kPage != 0 || !ram.write(gpa, {entry + 8, kPage}))
+        throw MigrationError("the source sent a page outside the guest's RAM");
+    }
+    pages += n;
+  }
+}
+
+void IncomingMigration::ready_and_wait_for_commit() {
+  channel_->send(MigrationMessage::kReady, nullptr, 0);
+  channel_->expect(MigrationMessage::kCommit, kStreamTimeoutMs);
+}
+
+}  // namespace vmm

@@ -1,0 +1,40 @@
+// The destination side of a live migration (`pmuvm run --incoming unix:PATH`, DESIGN §4.10).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vmm/memory/guest_ram.h"
+#include "vmm/migration/migration_channel.h"
+#include "vmm/snapshot/snapshot_manifest.h"
+#include "vmm/snapshot/state_sections.h"
+
+namespace vmm {
+
+class IncomingMigration {
+ public:
+  // Listens at `path` (a stale socket file is replaced), accepts one connection and reads the
+  // hello. Throws MigrationError (garbage, a dropped connection, a manifest that does not parse).
+  static IncomingMigration accept_at(const std::string& path);
+
+  const SnapshotManifest& manifest() const { return manifest_; }
+  // Refuses the VM with these reasons (one per line) and closes the connection.
+  void refuse(const std::vector<std::string>& reasons);
+  void accept();
+  // Receives RAM pages into `ram` until the state arrives; every page is bounds-checked against
+  // the RAM (a page outside it is a protocol error, never a write outside the guest).
+  StateSections receive(GuestRam& ram);
+  // The state is loaded: tell the source, and wait for its commit (MigrationError if it does not
+  // come: the VM must not run twice).
+  void ready_and_wait_for_commit();
+
+ private:
+  IncomingMigration(std::unique_ptr<MigrationChannel> ch, SnapshotManifest m)
+      : channel_(std::move(ch)), manifest_(std::move(m)) {}
+  std::unique_ptr<MigrationChannel> channel_;
+  SnapshotManifest manifest_;
+};
+
+}  // namespace vmm

@@ -1,0 +1,110 @@
+#include "vmm/migration/migration_source.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "vmm/migration/migration_channel.h"
+
+namespace vmm {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr int kReplyTimeoutMs = 60'000;
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+bool all_zero(const std::byte* p) {
+  static const std::byte zero[kPage] = {};
+  return std::memcmp(p, zero, kPage) == 0;
+}
+
+// Sends `pages` (guest-physical page numbers) in kPages frames.
+void send_pages(MigrationChannel& ch, GuestRam& ram, const std::vector<uint64_t>& pages) {
+  std::vector<std::byte> frame;
+  for (size_t first = 0; first < pages.size(); first += kPagesPerMessage) {
+    const size_t n = std::min<size_t>(kPagesPerMessage, pages.size() - first);
+    frame.clear();
+    frame.reserve(4 + n * (8 + kPage));
+    for (int i = 0; i < 4; ++i) frame.push_back(static_cast<std::byte>(n >> (8 * i)));
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t gpa = pages[first + i] * kPage;
+      const std::byte* p = ram.host(gpa, kPage);
+      if (!p) throw MigrationError("dirty page outside RAM");  // cannot happen: KVM's slots
+      for (int b = 0; b < 8; ++b) frame.push_back(static_cast<std::byte>(gpa >> (8 * b)));
+      frame.insert(frame.end(), p, p + kPage);
+    }
+    ch.send(MigrationMessage::kPages, frame);
+  }
+}
+
+std::vector<uint64_t> nonzero_pages(GuestRam& ram) {
+  std::vector<uint64_t> pages;
+  for (const GuestRam::Region& r : ram.regions())
+    for (uint64_t off = 0; off < r.size; off += kPage)
+      if (!all_zero(r.host + off)) pages.push_back((r.gpa + off) / kPage);
+  return pages;
+}
+
+}  // namespace
+
+MigrationOutcome migrate_to(const std::string& path, MigratableVm& vm, uint32_t max_rounds,
+                            uint64_t converged_pages) {
+  MigrationOutcome out;
+  const auto start = Clock::now();
+  bool tracking = false, paused = false;
+  try {
+    MigrationChannel ch = MigrationChannel::connect_to(path);
+    ch.send(MigrationMessage::kHello, to_json_text(vm.manifest()));
+    ch.expect(MigrationMessage::kAccept, kReplyTimeoutMs);
+
+    vm.set_dirty_tracking(true);  // before round 0: nothing written during it is missed
+    tracking = true;
+    vm.take_dirty_pages();
+    std::vector<uint64_t> pages = nonzero_pages(vm.guest_ram());
+    for (uint32_t round = 0;; ++round) {
+      send_pages(ch, vm.guest_ram(), pages);
+      out.stats.pages_per_round.push_back(pages.size());
+      spdlog::info("migration: round {} sent {} pages", round, pages.size());
+      pages = vm.take_dirty_pages();
+      if (pages.size() <= converged_pages || round + 1 >= max_rounds) break;
+    }
+
+    const auto pause_start = Clock::now();
+    vm.pause();
+    paused = true;
+    std::vector<uint64_t> rest = vm.take_dirty_pages();
+    rest.insert(rest.end(), pages.begin(), pages.end());
+    std::sort(rest.begin(), rest.end());
+    rest.erase(std::unique(rest.begin(), rest.end()), rest.end());
+    send_pages(ch, vm.guest_ram(), rest);
+    out.stats.final_pages = rest.size();
+    const std::vector<std::byte> state = vm.capture_state().serialize();
+    out.stats.state_bytes = state.size();
+    ch.send(MigrationMessage::kState, state);
+    ch.expect(MigrationMessage::kReady, kReplyTimeoutMs);
+    ch.send(MigrationMessage::kCommit, nullptr, 0);
+    out.stats.downtime_ms = ms_since(pause_start);
+    out.stats.total_ms = ms_since(start);
+    out.handed_over = true;
+    return out;  // the VM stays paused: it lives on at the destination
+  } catch (const std::exception& e) {
+    out.error = e.what();
+  }
+  // Not handed over: the VM goes on here as if nothing had happened.
+  try {
+    if (tracking) vm.set_dirty_tracking(false);
+  } catch (const std::exception& e) {
+    spdlog::warn("migration: cannot stop dirty logging: {}", e.what());
+  }
+  if (paused) vm.resume();
+  out.stats.total_ms = ms_since(start);
+  return out;
+}
+
+}  // namespace vmm

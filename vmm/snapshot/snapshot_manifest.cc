@@ -1,0 +1,84 @@
+#include "vmm/snapshot/snapshot_manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include "vmm/cpu/profile_writer.h"
+#include "vmm/snapshot/state_sections.h"
+
+namespace vmm {
+namespace {
+
+constexpr const char* kFormat = "pmuvm-snapshot";
+
+}  // namespace
+
+std::string to_json_text(const SnapshotManifest& m) {
+  nlohmann::ordered_json j;
+  j["format"] = kFormat;
+  j["version"] = kSnapshotFormatVersion;
+  j["machine"] = {{"vcpus", m.vcpus},       {"mem_mib", m.mem_mib},
+                  {"seed", m.seed},         {"timer_hz", m.timer_hz},
+                  {"stepper", m.stepper},   {"guest", m.linux_guest ? "linux" : "bundled"},
+                  {"kernel", m.kernel},     {"max_interrupt_rate", m.max_interrupt_rate}};
+  nlohmann::ordered_json cpuid = nlohmann::ordered_json::array();
+  for (const CpuidEntry& e : m.cpuid)
+    cpuid.push_back({e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx});
+  j["cpu"] = {{"profile", nlohmann::ordered_json::parse(to_profile_json(m.profile))},
+              {"cpuid", cpuid}};
+  nlohmann::ordered_json files = nlohmann::ordered_json::object();
+  for (const auto& [name, f] : m.files) files[name] = {{"bytes", f.bytes}, {"crc32", f.crc32}};
+  j["files"] = files;
+  return j.dump(2) + "\n";
+}
+
+std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return std::string("the manifest is not a JSON object");
+  if (j.value("format", std::string()) != kFormat)
+    return std::string("not a pmuvm snapshot (format is not \"") + kFormat + "\")";
+  if (!j.contains("version") || !j["version"].is_number_unsigned())
+    return std::string("the manifest has no format version");
+  if (j["version"].get<uint64_t>() != kSnapshotFormatVersion)
+    return "snapshot format version " + std::to_string(j["version"].get<uint64_t>()) +
+           " (this pmuvm reads version " + std::to_string(kSnapshotFormatVersion) + ")";
+  SnapshotManifest m;
+  try {
+    const nlohmann::json& machine = j.at("machine");
+    m.vcpus = machine.at("vcpus").get<uint32_t>();
+    m.mem_mib = machine.at("mem_mib").get<uint64_t>();
+    m.seed = machine.at("seed").get<uint64_t>();
+    m.timer_hz = machine.at("timer_hz").get<uint32_t>();
+    m.stepper = machine.at("stepper").get<std::string>();
+    const std::string guest = machine.at("guest").get<std::string>();
+    if (guest != "bundled" && guest != "linux") return "unknown guest kind \"" + guest + "\"";
+    m.linux_guest = guest == "linux";
+    m.kernel = machine.at("kernel").get<std::string>();
+    m.max_interrupt_rate = machine.at("max_interrupt_rate").get<uint32_t>();
+    if (m.stepper != "kvm" && m.stepper != "guest" && m.stepper != "none")
+      return "unknown stepper \"" + m.stepper + "\"";
+    if (m.vcpus == 0 || m.vcpus > 64 || m.mem_mib == 0 || m.mem_mib > (1u << 20))
+      return std::string("the machine's vCPU count or memory size is out of range");
+    ProfileResult profile =
+        parse_profile(j.at("cpu").at("profile").dump(), "the snapshot's CPU profile");
+    if (!profile.ok()) return profile.error;
+    m.profile = std::move(*profile.profile);
+    for (const nlohmann::json& e : j.at("cpu").at("cpuid")) {
+      if (!e.is_array() || e.size() != 7) return std::string("a CPUID entry is not 7 numbers");
+      m.cpuid.push_back(CpuidEntry{e[0].get<uint32_t>(), e[1].get<uint32_t>(),
+                                   e[2].get<uint32_t>(), e[3].get<uint32_t>(),
+                                   e[4].get<uint32_t>(), e[5].get<uint32_t>(),
+                                   e[6].get<uint32_t>()});
+    }
+    if (j.contains("files"))
+      for (const auto& [name, f] : j.at("files").items())
+        m.files[name] = SnapshotManifest::File{f.at("bytes").get<uint64_t>(),
+                                               f.at("crc32").get<uint32_t>()};
+  } catch (const nlohmann::json::exception&) {
+    // Which field: the exception text is nlohmann's; ours names the part.
+    return std::string("the manifest lacks a field or has one of the wrong type (machine, cpu, "
+                       "files)");
+  }
+  return m;
+}
+
+}  // namespace vmm

@@ -1,0 +1,47 @@
+// The self-describing half of a snapshot (and the first message of a migration): what machine
+// this is, which CPU it presents, and which files hold the rest. JSON, so a person (or another
+// tool) can read what a snapshot is without pmuvm. manifest.json in a snapshot directory.
+//
+//   {"format": "pmuvm-snapshot", "version": 1,
+//    "machine": {"vcpus", "mem_mib", "seed", "timer_hz", "stepper": "kvm"|"guest"|"none",
+//                "guest": "bundled"|"linux", "kernel", "max_interrupt_rate"},
+//    "cpu": {"profile": <the profile's JSON, vmm/profiles/README.md>,
+//            "cpuid": [[function, index, flags, eax, ebx, ecx, edx], ...]},   // what the guest saw
+//    "files": {"memory.bin": {"bytes", "crc32"}, "state.bin": {"bytes", "crc32"}}}
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "vmm/cpu/cpu_profile.h"
+#include "vmm/cpu/cpuid_table.h"
+
+namespace vmm {
+
+struct SnapshotManifest {
+  uint32_t vcpus = 1;
+  uint64_t mem_mib = 0;
+  uint64_t seed = 0;
+  uint32_t timer_hz = 0;
+  std::string stepper;  // "kvm", "guest" or "none"
+  bool linux_guest = false;
+  std::string kernel;
+  uint32_t max_interrupt_rate = 0;
+  CpuProfile profile;              // the source's profile: the PMU models' parameters
+  std::vector<CpuidEntry> cpuid;   // the CPUID table the guest saw (before per-vCPU APIC IDs)
+  struct File {
+    uint64_t bytes = 0;
+    uint32_t crc32 = 0;
+  };
+  std::map<std::string, File> files;  // empty in a migration's hello
+};
+
+std::string to_json_text(const SnapshotManifest& manifest);
+// The manifest, or a one-line reason (not JSON, another format or version, a field missing or
+// of the wrong type, a profile that does not parse).
+std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& text);
+
+}  // namespace vmm

@@ -1,0 +1,97 @@
+#include "vmm/snapshot/state_sections.h"
+
+#include <zlib.h>
+
+#include <cstring>
+
+namespace vmm {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'M', 'U', 'V', 'M', 'S', 'T', '\0'};
+
+void put(std::vector<std::byte>& out, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
+}
+
+}  // namespace
+
+// Over the name too: a corrupted name must not turn a section into another one.
+static uint32_t section_crc(const std::string& name, std::span<const std::byte> bytes) {
+  return crc32_of(bytes, crc32_of({reinterpret_cast<const std::byte*>(name.data()), name.size()}));
+}
+
+uint32_t crc32_of(std::span<const std::byte> bytes, uint32_t crc) {
+  // zlib takes a uInt length: feed large blobs (guest RAM) in pieces.
+  const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
+  size_t left = bytes.size();
+  uLong c = crc;
+  while (left > 0) {
+    const uInt n = left > (1u << 30) ? (1u << 30) : static_cast<uInt>(left);
+    c = crc32(c, p, n);
+    p += n;
+    left -= n;
+  }
+  return static_cast<uint32_t>(c);
+}
+
+void StateSections::add(const std::string& name, std::vector<std::byte> bytes) {
+  sections_[name] = std::move(bytes);
+}
+
+const std::vector<std::byte>* StateSections::find(const std::string& name) const {
+  auto it = sections_.find(name);
+  return it == sections_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::byte> StateSections::serialize() const {
+  std::vector<std::byte> out;
+  for (char c : kMagic) out.push_back(static_cast<std::byte>(c));
+  put(out, kSnapshotFormatVersion, 4);
+  put(out, sections_.size(), 4);
+  for (const auto& [name, bytes] : sections_) {
+    put(out, name.size(), 2);
+    for (char c : name) out.push_back(static_cast<std::byte>(c));
+    put(out, bytes.size(), 8);
+    put(out, section_crc(name, bytes), 4);
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }
+  return out;
+}
+
+std::variant<StateSections, std::string> StateSections::parse(std::span<const std::byte> in) {
+  size_t pos = 0;
+  auto get = [&](int n, uint64_t& v) {
+    if (static_cast<size_t>(n) > in.size() - pos) return false;
+    v = 0;
+    for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(in[pos + i]) << (8 * i);
+    pos += n;
+    return true;
+  };
+  if (in.size() < sizeof kMagic || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
+    return std::string("not a pmuvm state container (bad magic)");
+  pos = sizeof kMagic;
+  uint64_t version = 0, count = 0;
+  if (!get(4, version) || !get(4, count)) return std::string("state container is truncated");
+  if (version != kSnapshotFormatVersion)
+    return "state container format version " + std::to_string(version) + " (this pmuvm reads " +
+           std::to_string(kSnapshotFormatVersion) + ")";
+  StateSections out;
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t name_size = 0, size = 0, crc = 0;
+    if (!get(2, name_size) || name_size > in.size() - pos)
+      return "state container is truncated in section " + std::to_string(i);
+    std::string name(reinterpret_cast<const char*>(in.data() + pos), name_size);
+    pos += name_size;
+    if (!get(8, size) || !get(4, crc) || size > in.size() - pos)
+      return "state container is truncated in section " + name;
+    std::span<const std::byte> bytes = in.subspan(pos, size);
+    pos += size;
+    if (section_crc(name, bytes) != crc) return "section " + name + " fails its CRC-32 check (corrupted)";
+    if (out.sections_.count(name)) return "section " + name + " appears twice";
+    out.sections_[name] = std::vector<std::byte>(bytes.begin(), bytes.end());
+  }
+  if (pos != in.size()) return std::string("state container has bytes after its last section");
+  return out;
+}
+
+}  // namespace vmm
