@@ -88,12 +88,7 @@ TEST(ApiClientConnectTest, NoServerSaysWhy) {
   EXPECT_EQ(r.error, "cannot connect to " + absent + ": No such file or directory");
 
   const std::string stale = dir.path() + "/stale.sock";
-  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strcpy(addr.sun_path, stale.c_str());
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  close(fd);
+  ASSERT_TRUE(make_stale_socket(stale));
   EXPECT_EQ(call_api(stale, "vmm.ping").error,
             "cannot connect to " + stale + ": Connection refused");
 

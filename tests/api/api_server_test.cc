@@ -329,14 +329,7 @@ TEST_F(ApiServerTest, ALiveSocketIsRefusedAndKeepsServing) {
 TEST(ApiServerSocketFileTest, AStaleSocketIsReplaced) {
   ShortTempDir dir;
   const std::string path = dir.path() + "/api.sock";
-  {  // a socket file nobody listens on, as a VMM that died leaves it
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strcpy(addr.sun_path, path.c_str());
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    close(fd);
-  }
+  ASSERT_TRUE(make_stale_socket(path));
   FakeVmApi vm;
   ApiServer server(path, vm);
   auto error = server.start();

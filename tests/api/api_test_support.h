@@ -35,12 +35,26 @@ class ShortTempDir {
   std::string path_;
 };
 
-// A connected Unix stream socket, or -1; reads time out after 10 s so a test cannot hang.
-inline int connect_unix(const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+inline sockaddr_un unix_address(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  return addr;
+}
+
+// Leaves a socket file at `path` that nobody listens on, as a VMM that died does.
+inline bool make_stale_socket(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr = unix_address(path);
+  bool bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return bound;
+}
+
+// A connected Unix stream socket, or -1; reads time out after 10 s so a test cannot hang.
+inline int connect_unix(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr = unix_address(path);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
     return -1;
