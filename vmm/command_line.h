@@ -2,6 +2,7 @@
 //   pmuvm run [options] -- PROGRAM.elf [ARGS...] [-- PROGRAM2.elf [ARGS...] ...]
 //   pmuvm run --kernel BZIMAGE [--initrd FILE] [--cmdline STR] [options]   (a Linux guest)
 //   pmuvm profiles [NAME|FILE]
+//   pmuvm ctl --api-socket PATH VERB [JSON]   (a call to a running pmuvm's API socket)
 //   pmuvm --help
 // Parsing is separate from running so tests can check every usage error without KVM.
 #pragma once
@@ -35,6 +36,7 @@ struct RunCommand {
   std::string lwp_trace;          // "" none, else file
   uint32_t max_interrupt_rate = 10000;
   std::string kvm_device = "/dev/kvm";
+  std::string api_socket;         // "" none, else the API socket's path (DESIGN §4.10)
   std::vector<ProgramArgs> programs;
 };
 
@@ -42,10 +44,18 @@ struct ProfilesCommand {
   std::string name;  // "" = list all
 };
 
+// One call to the API socket of a running pmuvm (vmm/api/ctl.h runs it).
+struct CtlCommand {
+  std::string api_socket;
+  std::string verb;                 // the endpoint's name: vm.pause, vm.snapshot, ...
+  std::optional<std::string> body;  // the JSON body, as given
+};
+
 struct ParsedCommandLine {
-  enum class Kind { kRun, kProfiles, kExit } kind = Kind::kExit;
+  enum class Kind { kRun, kProfiles, kCtl, kExit } kind = Kind::kExit;
   RunCommand run;
   ProfilesCommand profiles;
+  CtlCommand ctl;
   int exit_status = 0;   // for kExit: 0 after --help, 2 after a usage error
   std::string message;   // for kExit: what to print (help text or the one-line error)
 };

@@ -1,5 +1,6 @@
 // pmuvm: parse the command line, check every input, then boot. Exit status: the guest's, 2 for
 // a usage error, 3 for a VMM/KVM failure (DESIGN §4.6). Errors are one line on stderr.
+// `pmuvm ctl` calls a running pmuvm's API socket instead (vmm/api/ctl.h: 0, 1, 2, 3).
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +12,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "vmm/api/ctl.h"
 #include "vmm/bundled_kernel.h"
 #include "vmm/command_line.h"
 #include "vmm/cpu/cpu_profile.h"
@@ -100,6 +102,9 @@ int run(const vmm::RunCommand& cmd) {
   options.lwp_report = cmd.lwp_report;
   options.lwp_trace = cmd.lwp_trace;
   options.kvm_device = cmd.kvm_device;
+  // The server (vmm/api) is ready; the Machine does not implement its VmApi yet.
+  if (!cmd.api_socket.empty())
+    throw vmm::UsageError("--api-socket: the API socket is not wired into the run loop yet");
   if (cmd.kernel.empty()) {
     auto r = vmm::parse_elf(vmm::bundled_kernel(), "bundled kernel");
     if (auto* error = std::get_if<std::string>(&r)) throw vmm::VmmError(*error);
@@ -146,6 +151,8 @@ int main(int argc, char** argv) {
         return list_profiles(cl.profiles);
       case vmm::ParsedCommandLine::Kind::kRun:
         return run(cl.run);
+      case vmm::ParsedCommandLine::Kind::kCtl:
+        return vmm::api::run_ctl(cl.ctl.api_socket, cl.ctl.verb, cl.ctl.body, std::cout, std::cerr);
     }
   } catch (const vmm::UsageError& e) {
     std::cerr << "pmuvm: " << e.what() << '\n';
