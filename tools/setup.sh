@@ -11,7 +11,8 @@ packages=(
   libbenchmark-dev               # bench/
   libzydis-dev                   # x86 decoding for the precise backend
   libcli11-dev                   # command line
-  nlohmann-json3-dev             # CPU profiles, reports
+  nlohmann-json3-dev             # CPU profiles, reports, the API socket's bodies
+  libcpp-httplib-dev             # the API socket's HTTP/1.1 server and `pmuvm ctl`'s client
   libvirt-dev                    # CPU baseline cross-checks
   zlib1g-dev                     # CRC-32 of snapshots and migration frames
   libpfm4-dev                    # NetBurst event encodings (test oracle)

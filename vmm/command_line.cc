@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <sstream>
 
+#include "vmm/api/api_routes.h"
+
 namespace vmm {
 namespace {
 
@@ -15,6 +17,16 @@ constexpr const char* kRunFooter =
     "port 0x510 (`outl`: that status); a Linux panic ends it with status 3.\n"
     "Exit status: the guest's (0 when every task exited 0; 11 for a task killed for a faulting "
     "LLWPCB), 2 for a usage error, 3 for a VMM/KVM failure or a guest crash.";
+
+std::string ctl_footer() {
+  return "VERB is the endpoint's name as in its path (/api/v1/VERB): " + api::route_names() +
+         ". JSON is its body: vm.snapshot '{\"destination_url\":\"file:///DIR\"}', "
+         "vm.send-migration '{\"destination_url\":\"unix:/PATH\"}'; the GET verbs (vmm.ping, "
+         "vm.info, vm.pmu) take none.\n"
+         "Prints the answer's JSON body on stdout. Exit status: 0 for a 2xx answer, 1 for an error "
+         "answer (\"pmuvm: VERB: STATUS REASON\" on stderr), 2 for a usage error, 3 when there is "
+         "no answer (\"pmuvm: cannot connect to PATH: reason\").";
+}
 
 // Splits `argv` at the first "--": CLI11 gets the options before it, the programs come after.
 std::vector<ProgramArgs> split_programs(const std::vector<std::string>& after) {
@@ -105,6 +117,11 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
                       "pmuvm) and run the VM that arrives; the machine, kernel and programs come "
                       "with it. Refused, before anything runs, if --cpu cannot present the CPUID "
                       "the guest saw (DESIGN §4.10)");
+  run_cmd->add_option("--api-socket", run.api_socket,
+                      "Serve the HTTP API (`pmuvm ctl`: pause, resume, snapshot, migrate, shut "
+                      "down, PMU state) on a Unix socket at PATH, mode 0600; a stale socket file "
+                      "there is replaced, a live one refused")
+      ->type_name("PATH");
   run_cmd->footer(kRunFooter);
 
   RestoreCommand& restore = out.restore;
@@ -129,6 +146,18 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
   ProfilesCommand& profiles = out.profiles;
   CLI::App* profiles_cmd = app.add_subcommand("profiles", "List the shipped CPU profiles, or describe one");
   profiles_cmd->add_option("profile", profiles.name, "A profile name or JSON file to describe");
+
+  CtlCommand& ctl = out.ctl;
+  CLI::App* ctl_cmd = app.add_subcommand(
+      "ctl", "Call the API socket of a running pmuvm (`pmuvm run --api-socket PATH`) and print "
+             "the answer");
+  ctl_cmd->add_option("--api-socket", ctl.api_socket, "The API socket to call")
+      ->type_name("PATH")
+      ->required();
+  ctl_cmd->add_option("verb", ctl.verb, "The endpoint: " + api::route_names())->required();
+  std::string ctl_body;
+  CLI::Option* ctl_body_opt = ctl_cmd->add_option("json", ctl_body, "Its JSON body");
+  ctl_cmd->footer(ctl_footer());
 
   std::vector<std::string> reversed(before.rbegin(), before.rend());
   try {
@@ -210,6 +239,14 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
       return out;
     }
     out.kind = ParsedCommandLine::Kind::kProfiles;
+  } else if (ctl_cmd->parsed()) {
+    if (!after.empty()) {
+      out.exit_status = 2;
+      out.message = "pmuvm: ctl takes no `--`: VERB and its JSON body follow the options";
+      return out;
+    }
+    if (ctl_body_opt->count() > 0) ctl.body = ctl_body;
+    out.kind = ParsedCommandLine::Kind::kCtl;
   }
   return out;
 }

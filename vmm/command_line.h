@@ -4,6 +4,7 @@
 //   pmuvm run --incoming unix:PATH [--cpu PROFILE] [outputs]   (a live migration's destination)
 //   pmuvm restore --source file:///DIR [--cpu PROFILE] [outputs]
 //   pmuvm profiles [NAME|FILE]
+//   pmuvm ctl --api-socket PATH VERB [JSON]   (a call to a running pmuvm's API socket)
 //   pmuvm --help
 // Parsing is separate from running so tests can check every usage error without KVM.
 #pragma once
@@ -37,12 +38,12 @@ struct RunCommand {
   std::string lwp_trace;          // "" none, else file
   uint32_t max_interrupt_rate = 10000;
   std::string kvm_device = "/dev/kvm";
+  std::string api_socket;         // "" none, else the API socket's path (DESIGN §4.10)
   std::vector<ProgramArgs> programs;
   // A live migration's destination (DESIGN §4.10): "unix:PATH"; the machine comes from the
   // source, so no kernel, programs or machine-shape options go with it.
   std::string incoming;
-  bool cpu_given = false;
-  std::string api_socket;  // "" = none  // --cpu given: the destination's profile the VM must fit
+  bool cpu_given = false;  // --cpu given: the destination's profile the VM must fit
 };
 
 // `pmuvm restore`: resume a snapshot (DESIGN §4.10).
@@ -60,11 +61,19 @@ struct ProfilesCommand {
   std::string name;  // "" = list all
 };
 
+// One call to the API socket of a running pmuvm (vmm/api/ctl.h runs it).
+struct CtlCommand {
+  std::string api_socket;
+  std::string verb;                 // the endpoint's name: vm.pause, vm.snapshot, ...
+  std::optional<std::string> body;  // the JSON body, as given
+};
+
 struct ParsedCommandLine {
-  enum class Kind { kRun, kRestore, kProfiles, kExit } kind = Kind::kExit;
+  enum class Kind { kRun, kRestore, kProfiles, kCtl, kExit } kind = Kind::kExit;
   RunCommand run;
   RestoreCommand restore;
   ProfilesCommand profiles;
+  CtlCommand ctl;
   int exit_status = 0;   // for kExit: 0 after --help, 2 after a usage error
   std::string message;   // for kExit: what to print (help text or the one-line error)
 };

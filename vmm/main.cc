@@ -1,5 +1,6 @@
 // pmuvm: parse the command line, check every input, then boot. Exit status: the guest's, 2 for
 // a usage error, 3 for a VMM/KVM failure (DESIGN §4.6). Errors are one line on stderr.
+// `pmuvm ctl` calls a running pmuvm's API socket instead (vmm/api/ctl.h: 0, 1, 2, 3).
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +12,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "vmm/api/ctl.h"
 #include "vmm/bundled_kernel.h"
 #include "vmm/command_line.h"
 #include "vmm/cpu/cpu_profile.h"
@@ -240,6 +242,8 @@ int main(int argc, char** argv) {
         return run(cl.run);
       case vmm::ParsedCommandLine::Kind::kRestore:
         return restore(cl.restore);
+      case vmm::ParsedCommandLine::Kind::kCtl:
+        return vmm::api::run_ctl(cl.ctl.api_socket, cl.ctl.verb, cl.ctl.body, std::cout, std::cerr);
     }
   } catch (const vmm::UsageError& e) {
     std::cerr << "pmuvm: " << e.what() << '\n';

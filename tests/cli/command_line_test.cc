@@ -72,11 +72,12 @@ TEST(CommandLineTest, HelpDocumentsEveryRunOption) {
   for (const char* option : {"--cpu", "--backend", "--vcpus", "--mem", "--seed", "--kernel",
                              "--initrd", "--cmdline", "port 0x510", "reboot -f",
                              "--log-level", "--lwp-report", "--lwp-trace", "--max-interrupt-rate",
-                             "Exit status"})
+                             "--api-socket", "Exit status"})
     EXPECT_NE(c.message.find(option), std::string::npos) << option;
   auto top = parse({"--help"});
   EXPECT_EQ(top.exit_status, 0);
   EXPECT_NE(top.message.find("profiles"), std::string::npos);
+  EXPECT_NE(top.message.find("ctl"), std::string::npos);
 }
 
 // A Linux guest: --kernel alone is enough (whether it is a bzImage is the file's business,
@@ -108,6 +109,62 @@ TEST(CommandLineTest, Profiles) {
   auto one = parse({"profiles", "amd-lwp"});
   EXPECT_EQ(one.profiles.name, "amd-lwp");
   EXPECT_EQ(parse({"profiles", "--", "x.elf"}).exit_status, 2);
+}
+
+TEST(CommandLineTest, RunApiSocket) {
+  EXPECT_EQ(parse({"run", "--", "a.elf"}).run.api_socket, "");
+  auto c = parse({"run", "--api-socket", "/run/pmuvm.sock", "--", "a.elf"});
+  ASSERT_EQ(c.kind, ParsedCommandLine::Kind::kRun) << c.message;
+  EXPECT_EQ(c.run.api_socket, "/run/pmuvm.sock");
+  EXPECT_EQ(parse({"run", "--api-socket", "--", "a.elf"}).exit_status, 2);
+}
+
+// `pmuvm ctl --api-socket PATH VERB [JSON]` (DESIGN §4.10); which verbs exist and whether the
+// JSON parses is call_api's business (tests/api), so a typo gets the list of verbs.
+TEST(CommandLineTest, Ctl) {
+  auto c = parse({"ctl", "--api-socket", "/run/p.sock", "vm.snapshot",
+                  R"({"destination_url": "file:///var/snap"})"});
+  ASSERT_EQ(c.kind, ParsedCommandLine::Kind::kCtl) << c.message;
+  EXPECT_EQ(c.ctl.api_socket, "/run/p.sock");
+  EXPECT_EQ(c.ctl.verb, "vm.snapshot");
+  EXPECT_EQ(c.ctl.body, R"({"destination_url": "file:///var/snap"})");
+
+  auto no_body = parse({"ctl", "vm.pause", "--api-socket", "p.sock"});
+  ASSERT_EQ(no_body.kind, ParsedCommandLine::Kind::kCtl) << no_body.message;
+  EXPECT_EQ(no_body.ctl.verb, "vm.pause");
+  EXPECT_EQ(no_body.ctl.body, std::nullopt);
+
+  auto empty_body = parse({"ctl", "--api-socket", "p.sock", "vm.resume", ""});
+  EXPECT_EQ(empty_body.ctl.body, "");
+  EXPECT_EQ(parse({"ctl", "--api-socket", "p.sock", "vm.frobnicate"}).ctl.verb, "vm.frobnicate");
+}
+
+TEST(CommandLineTest, CtlUsageErrors) {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"ctl", "vm.pause"},                                   // no socket
+           {"ctl", "--api-socket", "p.sock"},                     // no verb
+           {"ctl", "--api-socket"},                               // no socket path
+           {"ctl", "--api-socket", "p.sock", "vm.pause", "{}", "extra"},
+           {"ctl", "--api-socket", "p.sock", "--bogus", "vm.pause"}}) {
+    auto c = parse(args);
+    EXPECT_EQ(c.kind, ParsedCommandLine::Kind::kExit) << ::testing::PrintToString(args);
+    EXPECT_EQ(c.exit_status, 2) << ::testing::PrintToString(args);
+    EXPECT_EQ(c.message.rfind("pmuvm: ", 0), 0u) << c.message;
+    EXPECT_EQ(c.message.find('\n'), std::string::npos) << "one line: " << c.message;
+  }
+  auto dashes = parse({"ctl", "--api-socket", "p.sock", "vm.pause", "--", "x"});
+  EXPECT_EQ(dashes.exit_status, 2);
+  EXPECT_EQ(dashes.message, "pmuvm: ctl takes no `--`: VERB and its JSON body follow the options");
+}
+
+TEST(CommandLineTest, CtlHelpDocumentsVerbsBodiesAndExitStatus) {
+  auto c = parse({"ctl", "--help"});
+  EXPECT_EQ(c.kind, ParsedCommandLine::Kind::kExit);
+  EXPECT_EQ(c.exit_status, 0);
+  for (const char* text : {"--api-socket", "vmm.ping", "vm.info", "vm.pause", "vm.resume",
+                           "vm.snapshot", "vm.send-migration", "vm.shutdown", "vm.pmu",
+                           "file:///DIR", "unix:/PATH", "Exit status", "cannot connect to PATH"})
+    EXPECT_NE(c.message.find(text), std::string::npos) << text;
 }
 
 }  // namespace

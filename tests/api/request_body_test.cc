@@ -1,0 +1,78 @@
+// The route table and the body checks on their own (the server tests go through HTTP).
+#include "vmm/api/request_body.h"
+
+#include <gtest/gtest.h>
+
+#include "vmm/api/api_routes.h"
+
+namespace vmm::api {
+namespace {
+
+const ApiRoute& route(std::string_view name) {
+  const ApiRoute* r = find_route_by_name(name);
+  EXPECT_NE(r, nullptr) << name;
+  return *r;
+}
+
+std::string error_of(std::string_view name, std::string_view body) {
+  auto r = check_request_body(route(name), body);
+  return std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : "";
+}
+
+TEST(ApiRoutesTest, TheEndpointsOfDesign410) {
+  std::vector<std::string> seen;
+  for (const ApiRoute& r : api_routes()) {
+    seen.push_back(std::string(r.method) + " " + r.path());
+    EXPECT_EQ(find_route_by_path(r.path()), &r);
+    EXPECT_EQ(find_route_by_name(r.name), &r);
+  }
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"GET /api/v1/vmm.ping", "GET /api/v1/vm.info",
+                                      "PUT /api/v1/vm.pause", "PUT /api/v1/vm.resume",
+                                      "PUT /api/v1/vm.snapshot", "PUT /api/v1/vm.send-migration",
+                                      "PUT /api/v1/vm.shutdown", "GET /api/v1/vm.pmu"}));
+  EXPECT_EQ(route("vm.snapshot").destination_scheme, "file://");
+  EXPECT_EQ(route("vm.send-migration").destination_scheme, "unix:");
+  for (const char* path :
+       {"", "/", "/api/v1/", "/api/v1", "api/v1/vm.info", "/api/v1/vm.info/", "/API/V1/vm.info"})
+    EXPECT_EQ(find_route_by_path(path), nullptr) << path;
+  EXPECT_EQ(find_route_by_name(""), nullptr);
+}
+
+TEST(RequestBodyTest, DestinationUrls) {
+  auto ok = check_request_body(route("vm.snapshot"), R"({"destination_url":"file:///"})");
+  ASSERT_TRUE(std::holds_alternative<RequestBody>(ok));
+  EXPECT_EQ(std::get<RequestBody>(ok).destination_url, "file:///");
+  auto mig =
+      check_request_body(route("vm.send-migration"), R"(  {"destination_url" : "unix:/a b"}  )");
+  ASSERT_TRUE(std::holds_alternative<RequestBody>(mig));
+  EXPECT_EQ(std::get<RequestBody>(mig).destination_url, "unix:/a b");
+  EXPECT_EQ(error_of("vm.snapshot", ""), "vm.snapshot needs \"destination_url\": \"file:///DIR\"");
+  EXPECT_EQ(error_of("vm.snapshot", R"({"destination_url":"FILE:///x"})"),
+            "destination_url of vm.snapshot must be \"file:///DIR\" (an absolute path), not "
+            "\"FILE:///x\"");
+  EXPECT_EQ(error_of("vm.send-migration", R"({"destination_url":null})"),
+            "destination_url must be a string like \"unix:/PATH\"");
+}
+
+TEST(RequestBodyTest, BodiesWithoutKeys) {
+  for (const char* body : {"", "{}", " { } "}) EXPECT_EQ(error_of("vm.pause", body), "") << body;
+  EXPECT_EQ(error_of("vm.pause", " "),
+            "body is not valid JSON: parse error at line 1, column 2: syntax "
+            "error while parsing value - unexpected end of input; expected "
+            "'[', '{', or a literal");
+  EXPECT_EQ(error_of("vm.shutdown", R"({"destination_url":"file:///x"})"),
+            "unknown key(s) in the body of vm.shutdown: \"destination_url\"");
+  EXPECT_EQ(error_of("vm.info", "{}"), "vm.info takes no body");
+  EXPECT_EQ(error_of("vm.info", ""), "");
+}
+
+TEST(RequestBodyTest, ParseJsonBody) {
+  EXPECT_EQ(std::get<nlohmann::json>(parse_json_body("[1]")), nlohmann::json::array({1}));
+  EXPECT_EQ(std::get<std::string>(parse_json_body("{"))
+                .rfind("body is not valid JSON: parse error at line 1, column 2", 0),
+            0u);
+}
+
+}  // namespace
+}  // namespace vmm::api

@@ -1,0 +1,65 @@
+#include "vmm/api/request_body.h"
+
+namespace vmm::api {
+namespace {
+
+std::variant<RequestBody, std::string> check_destination_url(const ApiRoute& route,
+                                                             const nlohmann::json& object) {
+  const std::string example = std::string(route.destination_scheme) +
+                              (route.destination_scheme == "file://" ? "/DIR" : "/PATH");
+  auto it = object.find("destination_url");
+  if (it == object.end())
+    return std::string(route.name) + " needs \"destination_url\": \"" + example + "\"";
+  if (!it->is_string())
+    return std::string("destination_url must be a string like \"") + example + "\"";
+  const std::string& url = it->get_ref<const std::string&>();
+  // An absolute path, so the VMM does not resolve it against a working directory the caller
+  // cannot see; no NUL, which would cut the path short at the system call.
+  const size_t scheme = route.destination_scheme.size();
+  if (!url.starts_with(route.destination_scheme) || url.size() <= scheme || url[scheme] != '/' ||
+      url.find('\0') != std::string::npos)
+    return "destination_url of " + std::string(route.name) + " must be \"" + example +
+           "\" (an absolute path), not " + nlohmann::json(url).dump();
+  return RequestBody{url};
+}
+
+}  // namespace
+
+std::variant<nlohmann::json, std::string> parse_json_body(std::string_view text) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann's what() starts with "[json.exception.parse_error.101] "; the rest is the reason.
+    std::string_view what = e.what();
+    size_t end = what.find("] ");
+    return "body is not valid JSON: " +
+           std::string(end == std::string_view::npos ? what : what.substr(end + 2));
+  }
+}
+
+std::variant<RequestBody, std::string> check_request_body(const ApiRoute& route,
+                                                          std::string_view body) {
+  if (route.method == "GET") {
+    if (!body.empty()) return std::string(route.name) + " takes no body";
+    return RequestBody{};
+  }
+  // No body at all reads as {}: then vm.snapshot says what it needs, not that "" is not JSON.
+  auto parsed = body.empty() ? nlohmann::json::object() : parse_json_body(body);
+  if (auto* reason = std::get_if<std::string>(&parsed)) return *reason;
+  const nlohmann::json& object = std::get<nlohmann::json>(parsed);
+  if (!object.is_object())
+    return std::string("body must be a JSON object, not ") + object.type_name();
+
+  std::string unknown;
+  for (const auto& [key, value] : object.items()) {
+    if (!route.destination_scheme.empty() && key == "destination_url") continue;
+    unknown += (unknown.empty() ? "" : ", ") + nlohmann::json(key).dump();
+  }
+  if (!unknown.empty())
+    return "unknown key(s) in the body of " + std::string(route.name) + ": " + unknown;
+
+  if (route.destination_scheme.empty()) return RequestBody{};
+  return check_destination_url(route, object);
+}
+
+}  // namespace vmm::api

@@ -1,0 +1,31 @@
+// Checks a request's body against its route before anything reaches the VM: the server turns
+// each reason returned here into a 400, so a VmApi implementation only ever sees a
+// destination_url of the right scheme.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "vmm/api/api_routes.h"
+
+namespace vmm::api {
+
+// What a checked body carried. `destination_url` is set for the routes that take one
+// (vm.snapshot: "file:///DIR", vm.send-migration: "unix:/PATH"), empty otherwise.
+struct RequestBody {
+  std::string destination_url;
+};
+
+// `text` parsed, or the one-line reason it is not JSON ("body is not valid JSON: ..."); shared
+// with `pmuvm ctl`, which refuses to send what the server would refuse to read.
+std::variant<nlohmann::json, std::string> parse_json_body(std::string_view text);
+
+// A GET takes no body. A PUT takes nothing, or a JSON object holding exactly the route's keys:
+// none, or "destination_url", a string of the route's scheme followed by an absolute path.
+// Returns the body, or a one-line reason naming what is wrong (unknown keys by name).
+std::variant<RequestBody, std::string> check_request_body(const ApiRoute& route,
+                                                          std::string_view body);
+
+}  // namespace vmm::api
