@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +29,12 @@
 #include <vector>
 
 namespace pmu {
+
+// Integers other than bool go in as their little-endian bytes; on a little-endian host a vector
+// of them is one block copy (the element-wise path writes the same bytes).
+static_assert(std::endian::native == std::endian::little);
+template <typename T>
+inline constexpr bool kBulk = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
 struct StateFormatError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -82,7 +89,12 @@ class StateWriter {
   template <typename T>
   void put_other(const std::vector<T>& v) {
     put_u64(v.size(), 8);
-    for (const T& x : v) put(x);
+    if constexpr (kBulk<T>) {  // cache tags and stamps: megabytes, one copy
+      const auto* p = reinterpret_cast<const std::byte*>(v.data());
+      out_.insert(out_.end(), p, p + v.size() * sizeof(T));
+    } else {
+      for (const T& x : v) put(x);
+    }
   }
   template <typename K, typename V, typename C>
   void put_other(const std::map<K, V, C>& m) {
@@ -167,8 +179,15 @@ class StateReader {
   void get_other(std::vector<T>& v) {
     const size_t n = get_count();
     v.clear();
-    v.reserve(n);
-    for (size_t i = 0; i < n; ++i) get(v.emplace_back());
+    if constexpr (kBulk<T>) {
+      if (n > remaining() / sizeof(T)) throw StateFormatError("state blob is truncated");
+      v.resize(n);
+      std::memcpy(v.data(), in_.data() + pos_, n * sizeof(T));
+      pos_ += n * sizeof(T);
+    } else {
+      v.reserve(n);
+      for (size_t i = 0; i < n; ++i) get(v.emplace_back());
+    }
   }
   template <typename K, typename V, typename C>
   void get_other(std::map<K, V, C>& m) {

@@ -1040,7 +1040,10 @@ struct Machine::Impl : MachineControl {
 
   void create_vcpus(const LoadedGuest& guest) {
     const LongModeState boot = is_linux() ? setup_long_mode_for_linux(ram) : setup_long_mode(ram);
-    guest_cpuid = build_guest_cpuid(supported_cpuid(*kvm), options.profile, pv_features());
+    if (!options.restore)
+      guest_cpuid = build_guest_cpuid(supported_cpuid(*kvm), options.profile, pv_features());
+    else
+      guest_cpuid = filter_guest_cpuid(supported_cpuid(*kvm), options.profile, pv_features()).entries;
     if (options.restore) {
       // The guest keeps the CPUID it booted with (DESIGN §4.10). Built from the same profile, this
       // host's table can differ only by what its KVM cannot offer.
@@ -1151,8 +1154,9 @@ struct Machine::Impl : MachineControl {
     sigemptyset(&stop_sa.sa_mask);
     sigaction(SIGINT, &stop_sa, nullptr);
     sigaction(SIGTERM, &stop_sa, nullptr);
-    spdlog::info("booting {} with {} vCPU(s), {} MiB, CPU profile {}", options.kernel_name,
-                 options.vcpus, options.mem_mib, options.profile.name);
+    spdlog::info("{} {} with {} vCPU(s), {} MiB, CPU profile {}",
+                 options.restore ? "resuming" : "booting", options.kernel_name, options.vcpus,
+                 options.mem_mib, options.profile.name);
     std::vector<std::thread> threads;
     for (auto& v : vcpus) threads.emplace_back([this, &v] { vcpu_loop(*v); });
     // The API socket serves while the vCPUs run; stopped (and its socket removed) before the
@@ -1227,8 +1231,8 @@ void Machine::set_restored_state(StateSections state) { impl_->options.restore->
 std::vector<std::string> host_cpuid_refusals(const SnapshotManifest& m, const std::string& kvm_device) {
   KvmSystem kvm(kvm_device);
   const MachineOptions o = options_from_manifest(m);
-  return cpuid_bits_missing(m.cpuid,
-                            build_guest_cpuid(supported_cpuid(kvm), m.profile, pv_features_for(o.stepper)));
+  return cpuid_bits_missing(
+      m.cpuid, filter_guest_cpuid(supported_cpuid(kvm), m.profile, pv_features_for(o.stepper)).entries);
 }
 
 MachineOptions options_from_manifest(const SnapshotManifest& m) {

@@ -40,13 +40,15 @@ Result ctl(const std::string& socket, const std::string& verb, const std::string
   return run(args, 120);
 }
 
+// One workload: pmuvm run options and programs, the same for every run of a case.
+struct Workload {
+  std::vector<std::string> args;
+};
+
+std::string guest_program(const std::string& name) { return runfile("guest/programs/" + name); }
+
 class MigrationTest : public GuestTest {
  protected:
-  // One workload: pmuvm run options and programs, the same for every run of a case.
-  struct Workload {
-    std::vector<std::string> args;
-  };
-
   // The uninterrupted run, with its LWP trace, and how long it took.
   struct Baseline {
     Result result;
@@ -148,11 +150,10 @@ class MigrationTest : public GuestTest {
 
 // lwp_demo: instructions, branches (predictor) and DCache misses (cache model), with 4 random
 // bits per reload (the PRNG): everything the snapshot must carry shows in the records.
-const MigrationTest::Workload kLwp{{"--cpu", "amd-lwp", "--seed", "7", "--",
-                                    MigrationTest::program("lwp_demo"), "1", "4"}};
+const Workload kLwp{{"--cpu", "amd-lwp", "--seed", "7", "--", guest_program("lwp_demo"), "1", "4"}};
 // NetBurst sampling: a PMI every 997 user instructions for the whole run.
-const MigrationTest::Workload kNetburst{{"--cpu", "intel-netburst", "--",
-                                         MigrationTest::program("netburst_sampler"), "640", "997"}};
+const Workload kNetburst{{"--cpu", "intel-netburst", "--", guest_program("netburst_sampler"),
+                          "640", "997"}};
 
 TEST_F(MigrationTest, LwpProgramMigratedAtFivePointsIsByteIdentical) { check_migrations(kLwp, "lwp"); }
 

@@ -52,7 +52,8 @@ VcpuArchState KvmVcpu::save_state(const std::vector<uint32_t>& msr_indices) cons
 void KvmVcpu::restore_state(const VcpuArchState& s) {
   if (ioctl(fd_, KVM_SET_REGS, &s.regs) < 0) throw_errno("KVM_SET_REGS");
   if (ioctl(fd_, KVM_SET_XSAVE, &s.xsave) < 0) throw_errno("KVM_SET_XSAVE");
-  if (ioctl(fd_, KVM_SET_XCRS, &s.xcrs) < 0) throw_errno("KVM_SET_XCRS");
+  // A host without XSAVE reports no XCRs (nr_xcrs 0) and refuses to set any.
+  if (s.xcrs.nr_xcrs > 0 && ioctl(fd_, KVM_SET_XCRS, &s.xcrs) < 0) throw_errno("KVM_SET_XCRS");
   if (ioctl(fd_, KVM_SET_SREGS, &s.sregs) < 0) throw_errno("KVM_SET_SREGS");
   // One at a time: KVM_SET_MSRS stops at the first MSR it refuses, and a refused one must be
   // named, not silently take the rest with it.
