@@ -15,6 +15,7 @@
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
 #include "vmm/cpu/cpuid_features.h"
+#include "vmm/cpu/json_document.h"
 #include "vmm/cpu/json_positions.h"
 #include "vmm/cpu/json_reader.h"
 #include "vmm/cpu/profile_baseline.h"
@@ -44,42 +45,6 @@ bool printable_ascii(const std::string& s) {
 }
 
 bool power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
-
-// nlohmann's message is "[json.exception.parse_error.101] parse error at line 2, column 8:
-// syntax error while parsing value - ..."; we print our own position, so keep what follows it.
-std::string syntax_message(const std::string& what) {
-  const size_t at = what.find("parse error");
-  const size_t colon = what.find(": ", at == std::string::npos ? 0 : at);
-  return colon == std::string::npos ? what : what.substr(colon + 2);
-}
-
-// Where to point for a JSON syntax error. nlohmann reports the last character it read: for an
-// unexpected token that is the token's last character, so step back to where the token starts
-// (a string's opening quote, a number's or literal's first character), which is where a reader
-// looks; likewise for a misspelt literal or number ("tru", "1.x"). Errors inside a string (bad
-// escape, control character) already point at the bad character and stay there.
-size_t syntax_error_offset(std::string_view text, size_t offset, const std::string& what) {
-  const bool whole_token = what.find("- unexpected ") != std::string::npos;
-  const bool bad_word = what.find("- invalid literal") != std::string::npos ||
-                        what.find("- invalid number") != std::string::npos;
-  if ((!whole_token && !bad_word) || offset >= text.size()) return offset;
-  if (whole_token && text[offset] == '"') {
-    for (size_t i = offset; i-- > 0;) {
-      if (text[i] == '\n') break;
-      if (text[i] != '"') continue;
-      size_t backslashes = 0;
-      while (i - backslashes > 0 && text[i - backslashes - 1] == '\\') ++backslashes;
-      if (backslashes % 2 == 0) return i;
-    }
-    return offset;
-  }
-  auto token_char = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-';
-  };
-  if (!token_char(text[offset])) return offset;
-  while (offset > 0 && token_char(text[offset - 1])) --offset;
-  return offset;
-}
 
 // Pops the frame that ProfileParser pushed, also when parsing fails by exception.
 class FrameGuard {
@@ -563,29 +528,15 @@ std::optional<std::string> read_text_file(const std::string& path, std::string& 
 ProfileResult parse_in_context(std::string_view text, std::string_view source_name,
                                std::vector<std::string> identity_keys, ParseContext& context) {
   ProfileResult result;
-  Json root;
-  try {
-    root = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
-    // e.byte is the 1-based index of the last character read, i.e. the offending one
-    // (one past the end for "unexpected end of input").
-    const size_t offset = e.byte == 0 ? 0 : e.byte - 1;
-    const TextPosition pos =
-        position_of_offset(text, syntax_error_offset(text, offset, e.what()));
-    result.error = std::string(source_name) + ":" + std::to_string(pos.line) + ":" +
-                   std::to_string(pos.column) + ": JSON " + syntax_message(e.what());
-    return result;
-  }
-  const JsonPositions positions = JsonPositions::scan(text);
-  if (const auto& dup = positions.first_duplicate()) {
-    result.error = std::string(source_name) + ":" + std::to_string(dup->position.line) + ":" +
-                   std::to_string(dup->position.column) + ": duplicate key " + dup->path +
-                   " (JSON would silently keep only the last one)";
+  const JsonDocument doc = read_json_document(text);
+  if (doc.error) {
+    result.error = std::string(source_name) + ":" + std::to_string(doc.error->position.line) + ":" +
+                   std::to_string(doc.error->position.column) + ": " + doc.error->message;
     return result;
   }
   try {
-    ProfileParser parser(source_name, positions, context, std::move(identity_keys));
-    result.profile = parser.parse(root);
+    ProfileParser parser(source_name, doc.positions, context, std::move(identity_keys));
+    result.profile = parser.parse(doc.root);
   } catch (const JsonReader::Failure& f) {
     result.error = f.message;
   } catch (const std::exception& e) {  // nlohmann type errors we did not foresee, bad_alloc
