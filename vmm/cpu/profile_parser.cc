@@ -18,6 +18,7 @@
 #include "vmm/cpu/json_document.h"
 #include "vmm/cpu/json_positions.h"
 #include "vmm/cpu/json_reader.h"
+#include "vmm/cpu/lwp_profile_names.h"
 #include "vmm/cpu/profile_baseline.h"
 
 namespace vmm::detail {
@@ -38,7 +39,7 @@ constexpr uint32_t kAddressSizesLeaf = 0x80000008;
 const std::initializer_list<std::string_view> kLiteralKeys = {
     "name", "description", "vendor", "family", "model", "stepping", "brand", "max_basic_leaf",
     "max_extended_leaf", "features", "address_sizes", "cpuid_overrides", "misc_enable", "lwp",
-    "netburst", "cache", "baseline_of"};
+    "netburst", "cache", "baseline_of", "computed_from"};
 
 bool printable_ascii(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7E; });
@@ -106,7 +107,21 @@ class ProfileParser {
     parse_netburst(root, p);
     parse_cache(r_.required(root, "", "cache"), p.cache);
     parse_cpuid_definition(root, p);
+    parse_computed_from(root, p);
     return p;
+  }
+
+  // A baseline written out as a literal profile (profile_writer.h) names its members here, for
+  // `pmuvm profiles` to show; nothing is computed from them.
+  void parse_computed_from(const Json& root, CpuProfile& p) {
+    const Json* list = JsonReader::optional(root, "computed_from");
+    if (list == nullptr) return;
+    r_.expect_array(*list, "computed_from");
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string path = JsonReader::element("computed_from", i);
+      p.baseline_of.push_back(r_.string((*list)[i], path));
+      if (p.baseline_of.back().empty()) r_.fail(path, path + " must not be empty");
+    }
   }
 
   // max_basic_leaf, max_extended_leaf, features, address_sizes (after lwp: the LWP leaf needs
@@ -293,10 +308,9 @@ class ProfileParser {
     for (size_t i = 0; i < events.size(); ++i) {
       const std::string path = JsonReader::element("lwp.events", i);
       const std::string name = r_.string(events[i], path);
-      bool* slot = name == "IRE"   ? &c.instructions_retired
-                   : name == "BRE" ? &c.branches_retired
-                   : name == "DME" ? &c.dcache_misses
-                                   : nullptr;
+      bool* slot = nullptr;
+      for (const LwpEventName& e : kLwpEvents)
+        if (name == e.name) slot = &(c.*e.offered);
       if (slot == nullptr)
         r_.fail(path, path + " must be one of IRE, BRE, DME (proposal Table 2), got \"" + name + "\"");
       if (*slot) r_.fail(path, path + ": event " + name + " is listed twice");
@@ -314,21 +328,17 @@ class ProfileParser {
       for (size_t i = 0; i < list->size(); ++i) {
         const std::string path = JsonReader::element("lwp.enable_policy", i);
         const std::string name = r_.string((*list)[i], path);
-        struct Bit { const char* name; uint64_t bit; const char* needs; };
-        static constexpr Bit kBits[] = {
-            {"EN", lwp::msr0::kEnabled, "lwp.available"},
-            {"IRE", lwp::msr0::kIre, "\"IRE\" in lwp.events"},
-            {"BRE", lwp::msr0::kBre, "\"BRE\" in lwp.events"},
-            {"DME", lwp::msr0::kDme, "\"DME\" in lwp.events"},
-            {"INT", lwp::msr0::kInterrupt, "lwp.interrupt: true"},
-        };
-        const Bit* bit = nullptr;
-        for (const Bit& b : kBits) if (name == b.name) bit = &b;
+        const LwpPolicyName* bit = nullptr;
+        for (const LwpPolicyName& b : kLwpPolicyBits) if (name == b.name) bit = &b;
         if (bit == nullptr)
           r_.fail(path, path + " must be one of EN, IRE, BRE, DME, INT, got \"" + name + "\"");
+        // What offers each bit: LWP itself (EN), the interrupt (INT), else the event.
+        const std::string needs = bit->bit == lwp::msr0::kEnabled     ? "lwp.available"
+                                  : bit->bit == lwp::msr0::kInterrupt ? "lwp.interrupt: true"
+                                  : "\"" + name + "\" in lwp.events";
         if (!(allowed & bit->bit))
           r_.fail(path, path + ": the policy enables " + name + " but the profile does not offer "
-                        "it (needs " + bit->needs + "); LWPMSR0 would #GP");
+                        "it (needs " + needs + "); LWPMSR0 would #GP");
         if (policy & bit->bit) r_.fail(path, path + ": " + name + " is listed twice");
         policy |= bit->bit;
       }
