@@ -73,7 +73,8 @@ TEST(ProfileWriter, WhatTheDefaultsWouldHideIsWrittenOut) {
       {"  \"lwp\": {\"interrupt\": true, \"events\": [\"IRE\", \"BRE\"], \"max_events\": 2, "
        "\"cache_max_bits\": 12, \"enable_policy\": [\"EN\", \"BRE\"]},"})));
   ExpectRoundTrip(Parsed(
-      ProfileWith({"  \"lwp\": {\"events\": [\"IRE\"], \"max_events\": 1, \"enable_policy\": []},"})));
+      ProfileWith({"  \"lwp\": {\"events\": [\"IRE\"], \"max_events\": 1, "
+                   "\"enable_policy\": []},"})));
   ExpectRoundTrip(Parsed(ProfileWith(
       {"  \"cpuid_overrides\": [{\"leaf\": \"0x80000001\", \"register\": \"ecx\", \"set\": 4, "
        "\"note\": \"SVM \\\"on\\\"\"}, {\"leaf\": 7, \"subleaf\": 1, \"register\": \"eax\", "
@@ -128,7 +129,8 @@ TEST(ProfileWriter, ComputedFromIsInformationOnly) {
       Lines({"{", "  \"name\": \"b\",", "  \"description\": \"d\",",
              "  \"computed_from\": [\"amd-lwp\"],", "  \"baseline_of\": [\"amd-lwp\"]", "}"}),
       "t.json");
-  EXPECT_THAT(both.error, HasSubstr("t.json:4:3: computed_from is not allowed next to baseline_of"));
+  EXPECT_THAT(both.error,
+              HasSubstr("t.json:4:3: computed_from is not allowed next to baseline_of"));
 }
 
 }  // namespace
