@@ -12,7 +12,8 @@ packages=(
   libzydis-dev                   # x86 decoding for the precise backend
   libcli11-dev                   # command line
   nlohmann-json3-dev             # CPU profiles, reports
-  libvirt-dev                    # CPU baseline cross-checks
+  libvirt-dev                    # CPU baseline cross-checks (pulls libvirt0: the test:///default
+                                 # driver and /usr/share/libvirt/cpu_map; no daemon needed)
   libpfm4-dev                    # NetBurst event encodings (test oracle)
   python3                        # test-result summary
   qemu-system-x86                # runs the bundled guest kernel under TCG in tests (no KVM needed);

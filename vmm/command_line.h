@@ -2,6 +2,8 @@
 //   pmuvm run [options] -- PROGRAM.elf [ARGS...] [-- PROGRAM2.elf [ARGS...] ...]
 //   pmuvm run --kernel BZIMAGE [--initrd FILE] [--cmdline STR] [options]   (a Linux guest)
 //   pmuvm profiles [NAME|FILE]
+//   pmuvm profiles --baseline A B [...]          (a migration set's baseline, as JSON)
+//   pmuvm profiles --check-migration FROM TO     (DESIGN §4.10 verdict)
 //   pmuvm --help
 // Parsing is separate from running so tests can check every usage error without KVM.
 #pragma once
@@ -39,7 +41,10 @@ struct RunCommand {
 };
 
 struct ProfilesCommand {
-  std::string name;  // "" = list all
+  enum class Mode { kList, kDescribe, kBaseline, kCheckMigration } mode = Mode::kList;
+  std::string name;                         // kDescribe: the profile name or file
+  std::vector<std::string> baseline;        // kBaseline: two or more names or files
+  std::vector<std::string> check_migration; // kCheckMigration: FROM, TO
 };
 
 struct ParsedCommandLine {
