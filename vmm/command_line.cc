@@ -150,20 +150,19 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
   profiles_cmd->add_option("profile", profiles.name, "A profile name or JSON file to describe");
   // Both take any number of values (also none, so a following option is never taken for a
   // value), and a wrong count gets our message below, not CLI11's.
-  CLI::Option* baseline_opt =
-      profiles_cmd
-          ->add_option("--baseline", profiles.baseline,
-                       "Print the migration baseline of two or more profiles (names or files) as "
-                       "JSON, cross-checked with libvirt")
-          ->type_name("A B")
-          ->expected(0, CLI::detail::expected_max_vector_size);
-  CLI::Option* check_opt =
-      profiles_cmd
-          ->add_option("--check-migration", profiles.check_migration,
-                       "FROM TO: may a guest that booted with profile FROM run with profile TO? "
-                       "Status 0 yes, 1 no")
-          ->type_name("PROFILE")
-          ->expected(0, CLI::detail::expected_max_vector_size);
+  auto profile_list = [&](const char* name, std::vector<std::string>& values, const char* type,
+                          const char* help) {
+    return profiles_cmd->add_option(name, values, help)
+        ->type_name(type)
+        ->expected(0, CLI::detail::expected_max_vector_size);
+  };
+  CLI::Option* baseline_opt = profile_list(
+      "--baseline", profiles.baseline, "A B",
+      "Print the migration baseline of two or more profiles (names or files) as JSON, "
+      "cross-checked with libvirt");
+  CLI::Option* check_opt = profile_list(
+      "--check-migration", profiles.check_migration, "PROFILE",
+      "FROM TO: may a guest that booted with profile FROM run with profile TO? Status 0 yes, 1 no");
   profiles_cmd->footer(kProfilesFooter);
 
   std::vector<std::string> reversed(before.rbegin(), before.rend());

@@ -15,6 +15,7 @@
 
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
+#include "tests/vmm/builtin_profile.h"
 #include "tests/vmm/profile_text.h"
 #include "vmm/cpu/describe_profile.h"
 #include "vmm/profiles/builtin_profiles.h"
@@ -24,15 +25,10 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+using vmm::testing::Builtin;
 using vmm::testing::Lines;
 using vmm::testing::ProfileWith;
 namespace msr0 = pmu::lwp::msr0;
-
-CpuProfile Builtin(std::string_view name) {
-  ProfileResult r = builtin_profile(name);
-  EXPECT_TRUE(r.ok()) << r.error;
-  return r.ok() ? *r.profile : CpuProfile{};
-}
 
 std::string ErrorOf(const std::string& text, std::string_view source = "t.json") {
   ProfileResult r = parse_profile(text, source);

@@ -16,6 +16,7 @@
 #include <string>
 #include <tuple>
 
+#include "tests/vmm/builtin_profile.h"
 #include "vmm/cpu/cpuid_features.h"
 #include "vmm/cpu/libvirt_cpu_xml.h"
 #include "vmm/cpu/profile_baseline.h"
@@ -25,14 +26,9 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+using vmm::testing::Builtin;
 
 constexpr const char* kCpuMap = "/usr/share/libvirt/cpu_map/";
-
-CpuProfile Builtin(std::string_view name) {
-  ProfileResult r = builtin_profile(name);
-  EXPECT_TRUE(r.ok()) << r.error;
-  return r.ok() ? *r.profile : CpuProfile{};
-}
 
 CpuProfile Baseline(const std::vector<CpuProfile>& members) {
   ProfileResult r = compute_baseline(members);

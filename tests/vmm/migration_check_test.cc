@@ -11,19 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/vmm/builtin_profile.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/profile_baseline.h"
 
 namespace vmm {
 namespace {
 
+using vmm::testing::Builtin;
 using Reasons = std::vector<std::string>;
-
-CpuProfile Builtin(std::string_view name) {
-  ProfileResult r = builtin_profile(name);
-  EXPECT_TRUE(r.ok()) << r.error;
-  return r.ok() ? *r.profile : CpuProfile{};
-}
 
 // The five profiles of a migration set the tests reason about.
 std::map<std::string, CpuProfile> Profiles() {

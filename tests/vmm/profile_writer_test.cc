@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pmu/lwp/architecture.h"
+#include "tests/vmm/builtin_profile.h"
 #include "tests/vmm/profile_text.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/profile_baseline.h"
@@ -17,15 +18,10 @@ namespace vmm {
 namespace {
 
 using ::testing::HasSubstr;
+using vmm::testing::Builtin;
 using vmm::testing::Lines;
 using vmm::testing::ProfileWith;
 namespace msr0 = pmu::lwp::msr0;
-
-CpuProfile Builtin(std::string_view name) {
-  ProfileResult r = builtin_profile(name);
-  EXPECT_TRUE(r.ok()) << r.error;
-  return r.ok() ? *r.profile : CpuProfile{};
-}
 
 CpuProfile Parsed(const std::string& text) {
   ProfileResult r = parse_profile(text, "t.json");
