@@ -6,6 +6,8 @@
 // (its members' names go to `computed_from`, for information only), so it reads back the same
 // wherever the shipped profiles differ. parse_profile(to_profile_json(p)) == p for every p the
 // parser or compute_baseline() produced, apart from `source` (where the text was read from).
+// Strings must be UTF-8, as every parsed profile's are (nlohmann's lexer checks); anything else
+// makes nlohmann's dump() throw nlohmann::json::type_error.
 #pragma once
 
 #include <string>
