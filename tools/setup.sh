@@ -13,7 +13,8 @@ packages=(
   libcli11-dev                   # command line
   nlohmann-json3-dev             # CPU profiles, reports, the API socket's bodies
   libcpp-httplib-dev             # the API socket's HTTP/1.1 server and `pmuvm ctl`'s client
-  libvirt-dev                    # CPU baseline cross-checks
+  libvirt-dev                    # CPU baseline cross-checks (pulls libvirt0: the test:///default
+                                 # driver and /usr/share/libvirt/cpu_map; no daemon needed)
   zlib1g-dev                     # CRC-32 of snapshots and migration frames
   libpfm4-dev                    # NetBurst event encodings (test oracle)
   python3                        # test-result summary

@@ -1,6 +1,7 @@
 #include "vmm/command_line.h"
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <sstream>
 
 #include "vmm/api/api_routes.h"
@@ -27,6 +28,20 @@ std::string ctl_footer() {
          "answer (\"pmuvm: VERB: STATUS REASON\" on stderr), 2 for a usage error, 3 when there is "
          "no answer (\"pmuvm: cannot connect to PATH: reason\").";
 }
+constexpr const char* kProfilesFooter =
+    "--baseline A B ...: prints the migration baseline of two or more profiles (shipped names or "
+    "JSON files) as a JSON profile on stdout, named baseline-of-A-B and usable as `--cpu FILE`: "
+    "the AND of their feature bits and the minimum of their LWP event counts and sizes, identity "
+    "and cache of the first. Its x86 feature bits are cross-checked with libvirt's "
+    "virConnectBaselineCPU (test:///default driver); stderr says \"libvirt virConnectBaselineCPU "
+    "agrees: N x86 features\", and a disagreement or no answer from libvirt is an error "
+    "(status 3).\n"
+    "--check-migration FROM TO: may a guest that booted with profile FROM run on a VMM whose "
+    "profile is TO (same vendor, family and model; every feature, LWP capability and NetBurst "
+    "counter the guest saw)? Prints \"migration from FROM to TO: accepted\" or \"...: refused\" "
+    "and one line per missing thing.\n"
+    "Exit status: 0 (migration accepted), 1 (migration refused), 2 for a usage error (unknown "
+    "profile, wrong number of profiles, both options), 3 when libvirt fails or disagrees.";
 
 // Splits `argv` at the first "--": CLI11 gets the options before it, the programs come after.
 std::vector<ProgramArgs> split_programs(const std::vector<std::string>& after) {
@@ -40,6 +55,34 @@ std::vector<ProgramArgs> split_programs(const std::vector<std::string>& after) {
     else programs.back().args.push_back(a);
   }
   return programs;
+}
+
+// Sets `cmd.mode` from what was given, or says why that combination is a usage error.
+std::optional<std::string> choose_profiles_mode(ProfilesCommand& cmd, bool baseline, bool check,
+                                                bool programs) {
+  using Mode = ProfilesCommand::Mode;
+  // CLI11 stores one empty value for an option given without any; no profile is called "".
+  for (std::vector<std::string>* list : {&cmd.baseline, &cmd.check_migration})
+    std::erase(*list, std::string());
+  if (programs) return "profiles takes no programs";
+  if (baseline && check) return "--baseline and --check-migration cannot be combined";
+  if ((baseline || check) && !cmd.name.empty())
+    return "profiles " + cmd.name + ": a profile to describe cannot be combined with " +
+           (baseline ? "--baseline" : "--check-migration");
+  if (baseline) {
+    if (cmd.baseline.size() < 2)
+      return "--baseline needs two or more profiles (names or files), got " +
+             std::to_string(cmd.baseline.size());
+    cmd.mode = Mode::kBaseline;
+  } else if (check) {
+    if (cmd.check_migration.size() != 2)
+      return "--check-migration needs exactly two profiles, FROM and TO, got " +
+             std::to_string(cmd.check_migration.size());
+    cmd.mode = Mode::kCheckMigration;
+  } else {
+    cmd.mode = cmd.name.empty() ? Mode::kList : Mode::kDescribe;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -144,8 +187,26 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
                           "Serve the HTTP API (DESIGN §4.10) on this Unix socket");
 
   ProfilesCommand& profiles = out.profiles;
-  CLI::App* profiles_cmd = app.add_subcommand("profiles", "List the shipped CPU profiles, or describe one");
+  CLI::App* profiles_cmd = app.add_subcommand(
+      "profiles", "List the shipped CPU profiles, describe one, print a migration set's baseline "
+                  "(--baseline) or check a migration between two profiles (--check-migration)");
   profiles_cmd->add_option("profile", profiles.name, "A profile name or JSON file to describe");
+  // Both take any number of values (also none, so a following option is never taken for a
+  // value), and a wrong count gets our message below, not CLI11's.
+  auto profile_list = [&](const char* name, std::vector<std::string>& values, const char* type,
+                          const char* help) {
+    return profiles_cmd->add_option(name, values, help)
+        ->type_name(type)
+        ->expected(0, CLI::detail::expected_max_vector_size);
+  };
+  CLI::Option* baseline_opt = profile_list(
+      "--baseline", profiles.baseline, "A B",
+      "Print the migration baseline of two or more profiles (names or files) as JSON, "
+      "cross-checked with libvirt");
+  CLI::Option* check_opt = profile_list(
+      "--check-migration", profiles.check_migration, "PROFILE",
+      "FROM TO: may a guest that booted with profile FROM run with profile TO? Status 0 yes, 1 no");
+  profiles_cmd->footer(kProfilesFooter);
 
   CtlCommand& ctl = out.ctl;
   CLI::App* ctl_cmd = app.add_subcommand(
@@ -233,9 +294,11 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
     }
     out.kind = ParsedCommandLine::Kind::kRestore;
   } else if (profiles_cmd->parsed()) {
-    if (!after.empty()) {
+    if (const std::optional<std::string> error =
+            choose_profiles_mode(profiles, baseline_opt->count() > 0, check_opt->count() > 0,
+                                 !after.empty())) {
       out.exit_status = 2;
-      out.message = "pmuvm: profiles takes no programs";
+      out.message = "pmuvm: " + *error;
       return out;
     }
     out.kind = ParsedCommandLine::Kind::kProfiles;

@@ -5,6 +5,8 @@
 //   pmuvm restore --source file:///DIR [--cpu PROFILE] [outputs]
 //   pmuvm profiles [NAME|FILE]
 //   pmuvm ctl --api-socket PATH VERB [JSON]   (a call to a running pmuvm's API socket)
+//   pmuvm profiles --baseline A B [...]          (a migration set's baseline, as JSON)
+//   pmuvm profiles --check-migration FROM TO     (DESIGN §4.10 verdict)
 //   pmuvm --help
 // Parsing is separate from running so tests can check every usage error without KVM.
 #pragma once
@@ -58,7 +60,10 @@ struct RestoreCommand {
 };
 
 struct ProfilesCommand {
-  std::string name;  // "" = list all
+  enum class Mode { kList, kDescribe, kBaseline, kCheckMigration } mode = Mode::kList;
+  std::string name;                         // kDescribe: the profile name or file
+  std::vector<std::string> baseline;        // kBaseline: two or more names or files
+  std::vector<std::string> check_migration; // kCheckMigration: FROM, TO
 };
 
 // One call to the API socket of a running pmuvm (vmm/api/ctl.h runs it).

@@ -16,31 +16,16 @@
 #include "vmm/bundled_kernel.h"
 #include "vmm/command_line.h"
 #include "vmm/cpu/cpu_profile.h"
-#include "vmm/cpu/describe_profile.h"
 #include "vmm/host/perf_counter.h"
 #include "vmm/loader/elf_image.h"
 #include "vmm/cpu/migration_check.h"
 #include "vmm/machine.h"
 #include "vmm/migration/migration_destination.h"
 #include "vmm/snapshot/snapshot_dir.h"
+#include "vmm/profiles_command.h"
 #include "vmm/vmm_error.h"
 
 namespace {
-
-int list_profiles(const vmm::ProfilesCommand& cmd) {
-  if (!cmd.name.empty()) {
-    vmm::ProfileResult r = vmm::resolve_cpu_option(cmd.name);
-    if (!r.ok()) throw vmm::UsageError(r.error);
-    std::cout << vmm::describe_profile(*r.profile);
-    return 0;
-  }
-  for (const std::string& name : vmm::builtin_profile_names()) {
-    vmm::ProfileResult r = vmm::builtin_profile(name);
-    std::cout << name << (r.ok() ? "  " + r.profile->description : "  (invalid: " + r.error + ")")
-              << '\n';
-  }
-  return 0;
-}
 
 vmm::ElfImage load_elf_or_usage_error(const std::string& path) {
   auto r = vmm::load_elf_file(path);
@@ -237,7 +222,7 @@ int main(int argc, char** argv) {
         (cl.exit_status == 0 ? std::cout : std::cerr) << cl.message << (cl.exit_status ? "\n" : "");
         return cl.exit_status;
       case vmm::ParsedCommandLine::Kind::kProfiles:
-        return list_profiles(cl.profiles);
+        return vmm::run_profiles_command(cl.profiles, std::cout, std::cerr);
       case vmm::ParsedCommandLine::Kind::kRun:
         return run(cl.run);
       case vmm::ParsedCommandLine::Kind::kRestore:

@@ -105,8 +105,10 @@ TEST(CommandLineTest, LinuxOptions) {
 TEST(CommandLineTest, Profiles) {
   auto list = parse({"profiles"});
   ASSERT_EQ(list.kind, ParsedCommandLine::Kind::kProfiles);
+  EXPECT_EQ(list.profiles.mode, ProfilesCommand::Mode::kList);
   EXPECT_EQ(list.profiles.name, "");
   auto one = parse({"profiles", "amd-lwp"});
+  EXPECT_EQ(one.profiles.mode, ProfilesCommand::Mode::kDescribe);
   EXPECT_EQ(one.profiles.name, "amd-lwp");
   EXPECT_EQ(parse({"profiles", "--", "x.elf"}).exit_status, 2);
 }
@@ -165,6 +167,55 @@ TEST(CommandLineTest, CtlHelpDocumentsVerbsBodiesAndExitStatus) {
                            "vm.snapshot", "vm.send-migration", "vm.shutdown", "vm.pmu",
                            "file:///DIR", "unix:/PATH", "Exit status", "cannot connect to PATH"})
     EXPECT_NE(c.message.find(text), std::string::npos) << text;
+TEST(CommandLineTest, ProfilesBaselineAndCheckMigration) {
+  auto b = parse({"profiles", "--baseline", "amd-lwp", "amd-lwp-lite", "my.json"});
+  ASSERT_EQ(b.kind, ParsedCommandLine::Kind::kProfiles) << b.message;
+  EXPECT_EQ(b.profiles.mode, ProfilesCommand::Mode::kBaseline);
+  EXPECT_EQ(b.profiles.baseline, (std::vector<std::string>{"amd-lwp", "amd-lwp-lite", "my.json"}));
+  auto c = parse({"profiles", "--check-migration", "amd-lwp", "amd-lwp-lite"});
+  ASSERT_EQ(c.kind, ParsedCommandLine::Kind::kProfiles) << c.message;
+  EXPECT_EQ(c.profiles.mode, ProfilesCommand::Mode::kCheckMigration);
+  EXPECT_EQ(c.profiles.check_migration, (std::vector<std::string>{"amd-lwp", "amd-lwp-lite"}));
+}
+
+// Wrong counts and combinations are usage errors in our words, one line, status 2.
+TEST(CommandLineTest, ProfilesUsageErrors) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"profiles", "--baseline"}, "--baseline needs two or more profiles (names or files), got 0"},
+      {{"profiles", "--baseline", "amd-lwp"},
+       "--baseline needs two or more profiles (names or files), got 1"},
+      {{"profiles", "--check-migration"},
+       "--check-migration needs exactly two profiles, FROM and TO, got 0"},
+      {{"profiles", "--check-migration", "a"},
+       "--check-migration needs exactly two profiles, FROM and TO, got 1"},
+      {{"profiles", "--check-migration", "a", "b", "c"},
+       "--check-migration needs exactly two profiles, FROM and TO, got 3"},
+      {{"profiles", "--baseline", "a", "b", "--check-migration", "a", "b"},
+       "--baseline and --check-migration cannot be combined"},
+      {{"profiles", "--baseline", "--check-migration", "a", "b"},
+       "--baseline and --check-migration cannot be combined"},
+      {{"profiles", "x", "--baseline", "a", "b"},
+       "profiles x: a profile to describe cannot be combined with --baseline"},
+      {{"profiles", "--baseline", "a", "b", "--", "x.elf"}, "profiles takes no programs"},
+  };
+  for (const auto& [args, message] : cases) {
+    SCOPED_TRACE(::testing::PrintToString(args));
+    auto c = parse(args);
+    EXPECT_EQ(c.kind, ParsedCommandLine::Kind::kExit);
+    EXPECT_EQ(c.exit_status, 2);
+    EXPECT_EQ(c.message, "pmuvm: " + message);
+  }
+}
+
+TEST(CommandLineTest, HelpDocumentsTheProfilesOptions) {
+  auto c = parse({"profiles", "--help"});
+  EXPECT_EQ(c.exit_status, 0);
+  for (const char* text : {"--baseline A B", "--check-migration", "usable as `--cpu FILE`",
+                           "virConnectBaselineCPU", "migration from FROM to TO: accepted",
+                           "Exit status: 0 (migration accepted), 1 (migration refused), 2",
+                           "3 when libvirt fails or disagrees"})
+    EXPECT_NE(c.message.find(text), std::string::npos) << text;
+  EXPECT_NE(parse({"--help"}).message.find("--check-migration"), std::string::npos);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "tests/vmm/builtin_profile.h"
 #include "tests/vmm/profile_text.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/cpuid_features.h"
@@ -18,6 +19,7 @@
 namespace vmm {
 namespace {
 
+using vmm::testing::Builtin;
 using vmm::testing::ProfileWith;
 
 // A rich modern host as KVM_GET_SUPPORTED_CPUID would describe it: every feature bit offered
@@ -57,12 +59,6 @@ std::vector<CpuidEntry> PoorHost() {
 }
 
 const char* const kShipped[] = {"amd-lwp", "amd-lwp-lite", "amd-lwp-baseline", "intel-netburst"};
-
-CpuProfile Builtin(std::string_view name) {
-  ProfileResult r = builtin_profile(name);
-  EXPECT_TRUE(r.ok()) << r.error;
-  return r.ok() ? *r.profile : CpuProfile{};
-}
 
 CpuidEntry At(const std::vector<CpuidEntry>& t, uint32_t function, uint32_t index = 0) {
   const CpuidEntry* e = find_cpuid_entry(t, function, index);

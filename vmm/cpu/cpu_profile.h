@@ -100,8 +100,11 @@ struct CpuProfile {
   std::optional<NetburstParams> netburst;  // nullopt: no NetBurst PMU
   CacheGeometry cache;
 
-  // Names (or paths) of the members when this profile is a computed migration baseline.
+  // Names (or paths) of the members when this profile is a computed migration baseline
+  // (`baseline_of`, or `computed_from` in a baseline written out by profile_writer.h).
   std::vector<std::string> baseline_of;
+
+  bool operator==(const CpuProfile&) const = default;
 };
 
 // A profile or the one-line reason there is none.

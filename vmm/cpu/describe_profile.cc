@@ -6,6 +6,7 @@
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
 #include "vmm/cpu/cpuid_table.h"
+#include "vmm/cpu/lwp_profile_names.h"
 
 namespace vmm {
 namespace {
@@ -25,14 +26,8 @@ std::string level(const char* name, const CacheLevel& l) {
 
 std::string policy_names(uint64_t policy) {
   std::string s;
-  auto add = [&](uint64_t bit, const char* name) {
-    if (policy & bit) s += (s.empty() ? "" : "|") + std::string(name);
-  };
-  add(lwp::msr0::kEnabled, "EN");
-  add(lwp::msr0::kIre, "IRE");
-  add(lwp::msr0::kBre, "BRE");
-  add(lwp::msr0::kDme, "DME");
-  add(lwp::msr0::kInterrupt, "INT");
+  for (const LwpPolicyName& b : kLwpPolicyBits)
+    if (policy & b.bit) s += (s.empty() ? "" : "|") + std::string(b.name);
   return s.empty() ? "none" : s;
 }
 
@@ -40,9 +35,8 @@ std::string describe_lwp(const CpuProfile& p) {
   const lwp::Capabilities& c = p.lwp;
   if (!c.available) return "  LWP          none\n";
   std::string events;
-  if (c.instructions_retired) events += " IRE";
-  if (c.branches_retired) events += " BRE";
-  if (c.dcache_misses) events += " DME";
+  for (const LwpEventName& e : kLwpEvents)
+    if (c.*e.offered) events += " " + std::string(e.name);
   std::string s = "  LWP          version " + std::to_string(c.version) + ", events" + events +
                   ", " + std::to_string(c.max_events) + " slot(s) (LWPCB " +
                   std::to_string(c.lwpcb_size()) + " bytes), " +

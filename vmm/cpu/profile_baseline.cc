@@ -5,7 +5,38 @@
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
 
-namespace vmm::detail {
+namespace vmm {
+namespace {
+
+constexpr size_t kMaxNameLength = 64;  // the parser's limit for `name`
+
+std::string baseline_name(const std::vector<CpuProfile>& members) {
+  std::string name = "baseline-of";
+  for (const CpuProfile& m : members) name += "-" + m.name;
+  if (name.size() > kMaxNameLength)
+    name = "baseline-of-" + std::to_string(members.size()) + "-profiles";
+  return name;
+}
+
+}  // namespace
+
+ProfileResult compute_baseline(const std::vector<CpuProfile>& members) {
+  if (members.empty()) return ProfileResult{std::nullopt, "a baseline needs at least one profile"};
+  CpuProfile p;
+  p.name = baseline_name(members);
+  std::string names;
+  for (const CpuProfile& m : members) {
+    p.baseline_of.push_back(m.name);
+    names += (names.empty() ? "" : ", ") + m.name;
+  }
+  p.description = "Migration baseline of " + names + " (proposal 5.1: the AND of their feature "
+                  "bits and the minimum of their event counts and sizes), computed by pmuvm.";
+  if (const std::optional<std::string> why = detail::compose_baseline(members, p))
+    return ProfileResult{std::nullopt, "baseline of " + names + ": " + *why};
+  return ProfileResult{std::move(p), ""};
+}
+
+namespace detail {
 
 namespace lwp = pmu::lwp;
 
@@ -76,4 +107,5 @@ std::optional<std::string> compose_baseline(const std::vector<CpuProfile>& membe
   return std::nullopt;
 }
 
-}  // namespace vmm::detail
+}  // namespace detail
+}  // namespace vmm

@@ -1,6 +1,7 @@
-// Internal to //vmm/cpu: the migration baseline of several resolved profiles (DESIGN §1,
-// proposal §5.1: "the logical AND of the available feature bits and the minimum of the number of
-// events over all processors in the migration set").
+// The migration baseline of several resolved profiles (DESIGN §1 and §4.10, proposal §5.1: "the
+// logical AND of the available feature bits and the minimum of the number of events over all
+// processors in the migration set"). A `baseline_of` profile file uses it, and so does
+// `pmuvm profiles --baseline`.
 #pragma once
 
 #include <optional>
@@ -9,7 +10,15 @@
 
 #include "vmm/cpu/cpu_profile.h"
 
-namespace vmm::detail {
+namespace vmm {
+
+// The baseline of `members` (at least one), named "baseline-of-<member names joined by '-'>"
+// ("baseline-of-N-profiles" when that would exceed a profile name's 64 characters), with
+// `baseline_of` = the members' names and an empty `source`. Errors are one line without a
+// position: there is no text to point into.
+ProfileResult compute_baseline(const std::vector<CpuProfile>& members);
+
+namespace detail {
 
 // Fills everything of `out` but name, description, source and baseline_of from `members`
 // (at least one): LWP = pmu::lwp::baseline(), enable policy = AND of the members' policies within
@@ -19,4 +28,5 @@ namespace vmm::detail {
 std::optional<std::string> compose_baseline(const std::vector<CpuProfile>& members,
                                             CpuProfile& out);
 
-}  // namespace vmm::detail
+}  // namespace detail
+}  // namespace vmm

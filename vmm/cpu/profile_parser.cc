@@ -15,8 +15,10 @@
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
 #include "vmm/cpu/cpuid_features.h"
+#include "vmm/cpu/json_document.h"
 #include "vmm/cpu/json_positions.h"
 #include "vmm/cpu/json_reader.h"
+#include "vmm/cpu/lwp_profile_names.h"
 #include "vmm/cpu/profile_baseline.h"
 
 namespace vmm::detail {
@@ -37,49 +39,13 @@ constexpr uint32_t kAddressSizesLeaf = 0x80000008;
 const std::initializer_list<std::string_view> kLiteralKeys = {
     "name", "description", "vendor", "family", "model", "stepping", "brand", "max_basic_leaf",
     "max_extended_leaf", "features", "address_sizes", "cpuid_overrides", "misc_enable", "lwp",
-    "netburst", "cache", "baseline_of"};
+    "netburst", "cache", "baseline_of", "computed_from"};
 
 bool printable_ascii(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7E; });
 }
 
 bool power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
-
-// nlohmann's message is "[json.exception.parse_error.101] parse error at line 2, column 8:
-// syntax error while parsing value - ..."; we print our own position, so keep what follows it.
-std::string syntax_message(const std::string& what) {
-  const size_t at = what.find("parse error");
-  const size_t colon = what.find(": ", at == std::string::npos ? 0 : at);
-  return colon == std::string::npos ? what : what.substr(colon + 2);
-}
-
-// Where to point for a JSON syntax error. nlohmann reports the last character it read: for an
-// unexpected token that is the token's last character, so step back to where the token starts
-// (a string's opening quote, a number's or literal's first character), which is where a reader
-// looks; likewise for a misspelt literal or number ("tru", "1.x"). Errors inside a string (bad
-// escape, control character) already point at the bad character and stay there.
-size_t syntax_error_offset(std::string_view text, size_t offset, const std::string& what) {
-  const bool whole_token = what.find("- unexpected ") != std::string::npos;
-  const bool bad_word = what.find("- invalid literal") != std::string::npos ||
-                        what.find("- invalid number") != std::string::npos;
-  if ((!whole_token && !bad_word) || offset >= text.size()) return offset;
-  if (whole_token && text[offset] == '"') {
-    for (size_t i = offset; i-- > 0;) {
-      if (text[i] == '\n') break;
-      if (text[i] != '"') continue;
-      size_t backslashes = 0;
-      while (i - backslashes > 0 && text[i - backslashes - 1] == '\\') ++backslashes;
-      if (backslashes % 2 == 0) return i;
-    }
-    return offset;
-  }
-  auto token_char = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-';
-  };
-  if (!token_char(text[offset])) return offset;
-  while (offset > 0 && token_char(text[offset - 1])) --offset;
-  return offset;
-}
 
 // Pops the frame that ProfileParser pushed, also when parsing fails by exception.
 class FrameGuard {
@@ -141,7 +107,21 @@ class ProfileParser {
     parse_netburst(root, p);
     parse_cache(r_.required(root, "", "cache"), p.cache);
     parse_cpuid_definition(root, p);
+    parse_computed_from(root, p);
     return p;
+  }
+
+  // A baseline written out as a literal profile (profile_writer.h) names its members here, for
+  // `pmuvm profiles` to show; nothing is computed from them.
+  void parse_computed_from(const Json& root, CpuProfile& p) {
+    const Json* list = JsonReader::optional(root, "computed_from");
+    if (list == nullptr) return;
+    r_.expect_array(*list, "computed_from");
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string path = JsonReader::element("computed_from", i);
+      p.baseline_of.push_back(r_.string((*list)[i], path));
+      if (p.baseline_of.back().empty()) r_.fail(path, path + " must not be empty");
+    }
   }
 
   // max_basic_leaf, max_extended_leaf, features, address_sizes (after lwp: the LWP leaf needs
@@ -328,10 +308,9 @@ class ProfileParser {
     for (size_t i = 0; i < events.size(); ++i) {
       const std::string path = JsonReader::element("lwp.events", i);
       const std::string name = r_.string(events[i], path);
-      bool* slot = name == "IRE"   ? &c.instructions_retired
-                   : name == "BRE" ? &c.branches_retired
-                   : name == "DME" ? &c.dcache_misses
-                                   : nullptr;
+      bool* slot = nullptr;
+      for (const LwpEventName& e : kLwpEvents)
+        if (name == e.name) slot = &(c.*e.offered);
       if (slot == nullptr)
         r_.fail(path, path + " must be one of IRE, BRE, DME (proposal Table 2), got \"" + name + "\"");
       if (*slot) r_.fail(path, path + ": event " + name + " is listed twice");
@@ -349,21 +328,17 @@ class ProfileParser {
       for (size_t i = 0; i < list->size(); ++i) {
         const std::string path = JsonReader::element("lwp.enable_policy", i);
         const std::string name = r_.string((*list)[i], path);
-        struct Bit { const char* name; uint64_t bit; const char* needs; };
-        static constexpr Bit kBits[] = {
-            {"EN", lwp::msr0::kEnabled, "lwp.available"},
-            {"IRE", lwp::msr0::kIre, "\"IRE\" in lwp.events"},
-            {"BRE", lwp::msr0::kBre, "\"BRE\" in lwp.events"},
-            {"DME", lwp::msr0::kDme, "\"DME\" in lwp.events"},
-            {"INT", lwp::msr0::kInterrupt, "lwp.interrupt: true"},
-        };
-        const Bit* bit = nullptr;
-        for (const Bit& b : kBits) if (name == b.name) bit = &b;
+        const LwpPolicyName* bit = nullptr;
+        for (const LwpPolicyName& b : kLwpPolicyBits) if (name == b.name) bit = &b;
         if (bit == nullptr)
           r_.fail(path, path + " must be one of EN, IRE, BRE, DME, INT, got \"" + name + "\"");
+        // What offers each bit: LWP itself (EN), the interrupt (INT), else the event.
+        const std::string needs = bit->bit == lwp::msr0::kEnabled     ? "lwp.available"
+                                  : bit->bit == lwp::msr0::kInterrupt ? "lwp.interrupt: true"
+                                  : "\"" + name + "\" in lwp.events";
         if (!(allowed & bit->bit))
           r_.fail(path, path + ": the policy enables " + name + " but the profile does not offer "
-                        "it (needs " + bit->needs + "); LWPMSR0 would #GP");
+                        "it (needs " + needs + "); LWPMSR0 would #GP");
         if (policy & bit->bit) r_.fail(path, path + ": " + name + " is listed twice");
         policy |= bit->bit;
       }
@@ -563,29 +538,15 @@ std::optional<std::string> read_text_file(const std::string& path, std::string& 
 ProfileResult parse_in_context(std::string_view text, std::string_view source_name,
                                std::vector<std::string> identity_keys, ParseContext& context) {
   ProfileResult result;
-  Json root;
-  try {
-    root = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
-    // e.byte is the 1-based index of the last character read, i.e. the offending one
-    // (one past the end for "unexpected end of input").
-    const size_t offset = e.byte == 0 ? 0 : e.byte - 1;
-    const TextPosition pos =
-        position_of_offset(text, syntax_error_offset(text, offset, e.what()));
-    result.error = std::string(source_name) + ":" + std::to_string(pos.line) + ":" +
-                   std::to_string(pos.column) + ": JSON " + syntax_message(e.what());
-    return result;
-  }
-  const JsonPositions positions = JsonPositions::scan(text);
-  if (const auto& dup = positions.first_duplicate()) {
-    result.error = std::string(source_name) + ":" + std::to_string(dup->position.line) + ":" +
-                   std::to_string(dup->position.column) + ": duplicate key " + dup->path +
-                   " (JSON would silently keep only the last one)";
+  const JsonDocument doc = read_json_document(text);
+  if (doc.error) {
+    result.error = std::string(source_name) + ":" + std::to_string(doc.error->position.line) + ":" +
+                   std::to_string(doc.error->position.column) + ": " + doc.error->message;
     return result;
   }
   try {
-    ProfileParser parser(source_name, positions, context, std::move(identity_keys));
-    result.profile = parser.parse(root);
+    ProfileParser parser(source_name, doc.positions, context, std::move(identity_keys));
+    result.profile = parser.parse(doc.root);
   } catch (const JsonReader::Failure& f) {
     result.error = f.message;
   } catch (const std::exception& e) {  // nlohmann type errors we did not foresee, bad_alloc

@@ -1,0 +1,19 @@
+// A shipped CPU profile for tests that start from one: parsed, or a test failure and an empty
+// profile when it does not parse.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string_view>
+
+#include "vmm/cpu/cpu_profile.h"
+
+namespace vmm::testing {
+
+inline CpuProfile Builtin(std::string_view name) {
+  ProfileResult r = builtin_profile(name);
+  EXPECT_TRUE(r.ok()) << r.error;
+  return r.ok() ? *r.profile : CpuProfile{};
+}
+
+}  // namespace vmm::testing

@@ -1,0 +1,89 @@
+#include "vmm/profiles_command.h"
+
+#include <string>
+#include <vector>
+
+#include "vmm/cpu/cpu_profile.h"
+#include "vmm/cpu/describe_profile.h"
+#include "vmm/cpu/libvirt_baseline.h"
+#include "vmm/cpu/migration_check.h"
+#include "vmm/cpu/profile_baseline.h"
+#include "vmm/cpu/profile_writer.h"
+
+namespace vmm {
+namespace {
+
+constexpr int kUsageError = 2;
+constexpr int kVmmFailure = 3;
+
+int fail(std::ostream& err, int status, const std::string& message) {
+  err << "pmuvm: " << message << '\n';
+  return status;
+}
+
+int list(std::ostream& out) {
+  for (const std::string& name : builtin_profile_names()) {
+    ProfileResult r = builtin_profile(name);
+    out << name << (r.ok() ? "  " + r.profile->description : "  (invalid: " + r.error + ")")
+        << '\n';
+  }
+  return 0;
+}
+
+int describe(const std::string& name, std::ostream& out, std::ostream& err) {
+  ProfileResult r = resolve_cpu_option(name);
+  if (!r.ok()) return fail(err, kUsageError, r.error);
+  out << describe_profile(*r.profile);
+  return 0;
+}
+
+// The baseline goes to stdout only once libvirt agreed, so `> file` never keeps a baseline that
+// failed its cross-check.
+int baseline(const std::vector<std::string>& names, std::ostream& out, std::ostream& err) {
+  std::vector<CpuProfile> members;
+  for (const std::string& n : names) {
+    ProfileResult r = resolve_cpu_option(n);
+    if (!r.ok()) return fail(err, kUsageError, r.error);
+    members.push_back(std::move(*r.profile));
+  }
+  ProfileResult b = compute_baseline(members);
+  if (!b.ok()) return fail(err, kVmmFailure, b.error);
+  const LibvirtCrossCheck check = cross_check_with_libvirt(members, *b.profile);
+  if (!check.ok()) return fail(err, kVmmFailure, check.error);
+  err << "libvirt virConnectBaselineCPU agrees: " << check.agreed << " x86 features";
+  if (!check.unchecked.empty()) {
+    err << " (not in libvirt's cpu_map, so not checked:";
+    for (const std::string& f : check.unchecked) err << ' ' << f;
+    err << ')';
+  }
+  err << '\n';
+  out << to_profile_json(*b.profile);
+  return 0;
+}
+
+int check_migration(const std::string& from, const std::string& to, std::ostream& out,
+                    std::ostream& err) {
+  ProfileResult guest = resolve_cpu_option(from);
+  if (!guest.ok()) return fail(err, kUsageError, guest.error);
+  ProfileResult destination = resolve_cpu_option(to);
+  if (!destination.ok()) return fail(err, kUsageError, destination.error);
+  const std::vector<std::string> refusals =
+      migration_refusals(*guest.profile, *destination.profile);
+  out << describe_verdict(from, to, refusals);
+  return refusals.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int run_profiles_command(const ProfilesCommand& cmd, std::ostream& out, std::ostream& err) {
+  switch (cmd.mode) {
+    case ProfilesCommand::Mode::kList: return list(out);
+    case ProfilesCommand::Mode::kDescribe: return describe(cmd.name, out, err);
+    case ProfilesCommand::Mode::kBaseline: return baseline(cmd.baseline, out, err);
+    case ProfilesCommand::Mode::kCheckMigration:
+      return check_migration(cmd.check_migration.at(0), cmd.check_migration.at(1), out, err);
+  }
+  return fail(err, kVmmFailure, "unknown profiles mode");
+}
+
+}  // namespace vmm
