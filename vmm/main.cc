@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -120,8 +121,13 @@ int restore(const vmm::RestoreCommand& cmd) {
   options.restore->manifest = snapshot.manifest;
   options.restore->state = std::move(snapshot.state);
   vmm::Machine machine(std::move(options));
+  const auto start = std::chrono::steady_clock::now();
   if (auto error = vmm::load_snapshot_memory(snapshot, machine.ram()))
     throw vmm::UsageError("cannot restore: " + *error);
+  spdlog::info("read {} bytes of guest memory in {:.1f} ms (CRC-32 checked)",
+               machine.ram().size(),
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                   .count());
   spdlog::info("restoring the snapshot in {} ({} vCPU(s), {} MiB, CPU profile {})", *dir,
                snapshot.manifest.vcpus, snapshot.manifest.mem_mib, snapshot.manifest.profile.name);
   return machine.run();

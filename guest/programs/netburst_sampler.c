@@ -1,7 +1,7 @@
 /* netburst_sampler ROUNDS PERIOD: a long NetBurst sampling run for the migration tests
  * (tests/e2e/migration_test.cc): IQ_COUNTER0 counts instr_retired at T0_USR from -PERIOD with
  * OVF_PMI_T0, so the kernel's PMI handler reloads it every PERIOD instructions, while ROUNDS rounds
- * of a data-dependent branchy loop run (a few hundred instructions each). After every 64 rounds it
+ * of a data-dependent branchy loop run (a few hundred instructions each). After every 16 rounds it
  * prints the counter and the PMIs so far, so a migration in the middle of the run is checked at
  * many points, not only at the end. The same ROUNDS and PERIOD give the same lines on every run.
  * Prints "netburst_sampler: round R count C pmis P" lines and "netburst_sampler: done ...". */
@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
       if (lcg >> 63) sink += lcg;
       else sink ^= lcg >> 7;
     }
-    if (r % 64 == 0)
+    if (r % 16 == 0)
       printf_("netburst_sampler: round %ld count %ld pmis %ld\n", r, sys_pmc_read(COUNTER),
               sys_pmc_pmis(COUNTER));
   }
