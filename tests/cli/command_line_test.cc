@@ -167,6 +167,8 @@ TEST(CommandLineTest, CtlHelpDocumentsVerbsBodiesAndExitStatus) {
                            "vm.snapshot", "vm.send-migration", "vm.shutdown", "vm.pmu",
                            "file:///DIR", "unix:/PATH", "Exit status", "cannot connect to PATH"})
     EXPECT_NE(c.message.find(text), std::string::npos) << text;
+}
+
 TEST(CommandLineTest, ProfilesBaselineAndCheckMigration) {
   auto b = parse({"profiles", "--baseline", "amd-lwp", "amd-lwp-lite", "my.json"});
   ASSERT_EQ(b.kind, ParsedCommandLine::Kind::kProfiles) << b.message;
@@ -216,6 +218,31 @@ TEST(CommandLineTest, HelpDocumentsTheProfilesOptions) {
                            "3 when libvirt fails or disagrees"})
     EXPECT_NE(c.message.find(text), std::string::npos) << text;
   EXPECT_NE(parse({"--help"}).message.find("--check-migration"), std::string::npos);
+}
+
+// Snapshots and migration (DESIGN §4.10): the destination and restore take no machine options.
+TEST(CommandLineTest, IncomingAndRestore) {
+  auto in = parse({"run", "--incoming", "unix:/tmp/m.sock", "--cpu", "amd-lwp-lite"});
+  ASSERT_EQ(in.kind, ParsedCommandLine::Kind::kRun) << in.message;
+  EXPECT_EQ(in.run.incoming, "unix:/tmp/m.sock");
+  EXPECT_TRUE(in.run.cpu_given);
+  EXPECT_FALSE(parse({"run", "--incoming", "unix:/m", "--lwp-report", "-"}).run.cpu_given);
+  EXPECT_EQ(parse({"run", "--incoming", "unix:/m", "--mem", "64"}).message,
+            "pmuvm: --mem cannot go with --incoming: the migrated VM brings its own machine");
+  EXPECT_EQ(parse({"run", "--incoming", "unix:/m", "--", "a.elf"}).message,
+            "pmuvm: --incoming takes no programs: the migrated VM brings its own");
+  EXPECT_EQ(parse({"run", "--incoming", "tcp:1.2.3.4:5"}).message,
+            "pmuvm: --incoming needs unix:PATH, not tcp:1.2.3.4:5");
+
+  auto r = parse({"restore", "--source", "file:///tmp/snap", "--lwp-report", "-"});
+  ASSERT_EQ(r.kind, ParsedCommandLine::Kind::kRestore) << r.message;
+  EXPECT_EQ(r.restore.source, "file:///tmp/snap");
+  EXPECT_EQ(r.restore.lwp_report, "-");
+  EXPECT_EQ(r.restore.cpu, "");
+  EXPECT_EQ(parse({"restore", "--source", "/tmp/snap"}).message,
+            "pmuvm: --source needs file:///DIR, not /tmp/snap");
+  EXPECT_EQ(parse({"restore"}).exit_status, 2);
+  EXPECT_EQ(parse({"restore", "--source", "file:///s", "--", "x"}).exit_status, 2);
 }
 
 }  // namespace

@@ -14,8 +14,14 @@
 // the programs' header comments (guest/linux/*.c). Runs on a KVM host (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <map>
+#include <memory>
 #include <regex>
+#include <thread>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +30,7 @@
 
 namespace {
 
+using pmuvm_e2e::Child;
 using pmuvm_e2e::Result;
 using pmuvm_e2e::run;
 using pmuvm_e2e::runfile;
@@ -56,15 +63,16 @@ class LinuxGuest : public pmuvm_e2e::GuestTest {
     static std::map<std::string, Result> done;
     auto it = done.find(name);
     if (it != done.end()) return it->second;
-    const Boot& b = boots().at(name);
     std::vector<std::string> argv = {"run"};
-    argv.insert(argv.end(), b.options.begin(), b.options.end());
-    for (const std::string& a :
-         {std::string("--mem"), std::string("512"), std::string("--kernel"),
-          runfile("guest_kernel_patches/bzImage"), std::string("--initrd"),
-          runfile("guest/linux/initramfs.cpio"), std::string("--cmdline"), b.cmdline})
-      argv.push_back(a);
-    return done.emplace(name, run(argv, 600)).first->second;
+    for (const std::string& a : boot_args(name)) argv.push_back(a);
+    const auto start = std::chrono::steady_clock::now();
+    const Result& r = done.emplace(name, run(argv, 600)).first->second;
+    boot_seconds()[name] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  }
+  static std::map<std::string, double>& boot_seconds() {
+    static std::map<std::string, double> seconds;
+    return seconds;
   }
 
   // The console lines that start with `prefix` ("lwp_pair:"), one per line.
@@ -79,6 +87,17 @@ class LinuxGuest : public pmuvm_e2e::GuestTest {
   }
   static bool has_line(const Result& r, const std::string& line) {
     return lines(r, line).find(line + "\n") != std::string::npos;
+  }
+  // The arguments of boot `name` after "run".
+  static std::vector<std::string> boot_args(const std::string& name) {
+    const Boot& b = boots().at(name);
+    std::vector<std::string> argv = b.options;
+    for (const std::string& a :
+         {std::string("--mem"), std::string("512"), std::string("--kernel"),
+          runfile("guest_kernel_patches/bzImage"), std::string("--initrd"),
+          runfile("guest/linux/initramfs.cpio"), std::string("--cmdline"), b.cmdline})
+      argv.push_back(a);
+    return argv;
   }
   static std::string dump(const Result& r) {
     return "exit status " + std::to_string(r.status) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
@@ -229,6 +248,65 @@ TEST_F(LinuxGuest, TwoVcpusAndTheWorstStatusIsTheExitStatus) {
   EXPECT_TRUE(has_line(r, "init: lwp_sigill exited 1")) << dump(r);
   EXPECT_TRUE(has_line(r, "init: exit status 1")) << dump(r);
   EXPECT_EQ(r.status, 1) << dump(r);
+}
+
+// Live migration (DESIGN §4.10) ----------------------------------------------------------------
+
+bool wait_for_socket(const std::string& path, Child& owner) {
+  struct stat st{};
+  for (int i = 0; i < 1500; ++i) {
+    if (::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return true;
+    if (owner.ended()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// The amd-lwp boot migrated twice, during the kernel's boot and while the LWP programs run:
+// the programs' exact checks pass at the destination and their lines are those of the boot
+// without migration (console output, in-kernel PIT/PIC/IOAPIC state, TSC, every task's LWPCB and
+// the steppers' state all moved).
+TEST_F(LinuxGuest, MigratesTwiceWhileBootingAndProfiling) {
+  const Result& reference = boot("lwp");
+  ASSERT_EQ(reference.status, 0) << dump(reference);
+  const double seconds = boot_seconds().at("lwp");
+  std::vector<std::unique_ptr<Child>> hops;
+  std::vector<std::string> apis, incomings;
+  for (int i = 0; i < 3; ++i) {
+    // Short paths: a Unix socket's must fit sun_path (108 bytes), Bazel's TEST_TMPDIR does not.
+    apis.push_back("/tmp/pmuvm-linux-" + std::to_string(getpid()) + "." + std::to_string(i) + ".api");
+    incomings.push_back("/tmp/pmuvm-linux-" + std::to_string(getpid()) + "." + std::to_string(i) + ".mig");
+  }
+  std::vector<std::string> argv = {"run", "--api-socket", apis[0]};
+  for (const std::string& a : boot_args("lwp")) argv.push_back(a);
+  hops.push_back(std::make_unique<Child>(argv, 600));
+  ASSERT_TRUE(wait_for_socket(apis[0], *hops[0])) << hops[0]->err();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 1; i <= 2; ++i) {
+    hops.push_back(std::make_unique<Child>(
+        std::vector<std::string>{"run", "--incoming", "unix:" + incomings[i], "--api-socket",
+                                 apis[i], "--lwp-report", "-"},
+        600));
+    ASSERT_TRUE(wait_for_socket(incomings[i], *hops[i])) << hops[i]->err();
+    const double at = seconds * (i == 1 ? 0.35 : 0.8);
+    std::this_thread::sleep_until(start + std::chrono::duration<double>(at));
+    const Result c = run({"ctl", "--api-socket", apis[i - 1], "vm.send-migration",
+                          R"({"destination_url":"unix:)" + incomings[i] + R"("})"});
+    ASSERT_EQ(c.status, 0) << c.out << c.err << hops[i - 1]->err();
+    EXPECT_EQ(hops[i - 1]->wait().status, 0);
+  }
+  Result all;
+  for (auto& h : hops) {
+    const Result r = h->wait();
+    all.out += r.out;
+    all.err += r.err;
+    all.status = r.status;
+  }
+  EXPECT_EQ(all.status, 0) << dump(all);
+  EXPECT_TRUE(has_line(all, "init: exit status 0")) << dump(all);
+  for (const char* program : {"lwp_selfcheck:", "lwp_sigio:", "cpuinfo_flags:", "init:"})
+    EXPECT_EQ(lines(all, program), lines(reference, program)) << program << "\n" << dump(all);
+  EXPECT_TRUE(has_line(all, "init: lwp_pair exited 0")) << dump(all);
 }
 
 }  // namespace

@@ -55,6 +55,15 @@ struct Workload {
 
 std::string guest_program(const std::string& name) { return runfile("guest/programs/" + name); }
 
+// Unix socket paths must fit sun_path (108 bytes); Bazel's TEST_TMPDIR is far longer.
+std::string socket_path(const std::string& name) {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/pmuvm-sock-XXXXXX";
+    return std::string(mkdtemp(tmpl));
+  }();
+  return dir + "/" + name;
+}
+
 std::string temp_path(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return std::string(dir ? dir : "/tmp") + "/" + name;
@@ -90,7 +99,7 @@ class MigrationTest : public GuestTest {
     std::unique_ptr<Child> process;
   };
   Hop start_destination(const std::string& name, const std::vector<std::string>& extra = {}) {
-    Hop h{temp(name + ".mig"), temp(name + ".api"), temp(name + ".trace"), nullptr};
+    Hop h{socket_path(name + ".mig"), socket_path(name + ".api"), temp(name + ".trace"), nullptr};
     std::filesystem::remove(h.trace);
     std::vector<std::string> args = {"run",          "--incoming", "unix:" + h.incoming,
                                      "--api-socket", h.api,        "--lwp-report",
@@ -101,7 +110,7 @@ class MigrationTest : public GuestTest {
     return h;
   }
   Hop start_source(const Workload& w, const std::string& name) {
-    Hop h{"", temp(name + ".api"), temp(name + ".trace"), nullptr};
+    Hop h{"", socket_path(name + ".api"), temp(name + ".trace"), nullptr};
     std::filesystem::remove(h.trace);
     std::vector<std::string> args = {"run", "--api-socket", h.api, "--lwp-report", "-",
                                      "--lwp-trace", h.trace};
@@ -150,7 +159,7 @@ class MigrationTest : public GuestTest {
   void check_snapshot(const Workload& w, const std::string& name, double fraction) {
     const Baseline b = baseline(w, name);
     ASSERT_EQ(b.result.status, 0) << b.result.err;
-    const std::string api = temp(name + ".snap.api"), trace1 = temp(name + ".snap.trace");
+    const std::string api = socket_path(name + ".snap.api"), trace1 = temp(name + ".snap.trace");
     const std::string dir = temp(name + ".snapshot");
     std::filesystem::remove_all(dir);
     std::vector<std::string> sargs = {"run", "--api-socket", api, "--lwp-report", "-",
@@ -287,7 +296,7 @@ TEST_F(MigrationTest, TwoVcpuGuestMigrates) {
 
 // A snapshot of a short run, for the refusal cases below.
 std::string snapshot_of_spin(const std::string& name) {
-  const std::string api = temp_path(name + ".api");
+  const std::string api = socket_path(name + ".api");
   const std::string dir = temp_path(name);
   std::filesystem::remove_all(dir);
   Child source({"run", "--api-socket", api, "--", guest_program("spin"), "s", "30", "3000000"}, 120);
@@ -387,7 +396,7 @@ TEST_F(MigrationTest, DroppedConnectionLeavesTheSourceRunning) {
   const Workload w{{"--cpu", "amd-lwp", "--", guest_program("spin"), "drop", "6", "3000000"}};
   const Baseline b = baseline(w, "spin.drop");
   ASSERT_EQ(b.result.status, 0) << b.result.err;
-  const std::string path = temp("drop.mig");
+  const std::string path = socket_path("drop.mig");
   std::filesystem::remove(path);
   const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};

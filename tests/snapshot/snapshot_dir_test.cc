@@ -1,0 +1,147 @@
+// Snapshot directories (vmm/snapshot/snapshot_dir.h) without KVM: a fake VM's RAM and state go
+// to disk and come back equal; every kind of damage is refused with its reason.
+#include "vmm/snapshot/snapshot_dir.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "vmm/cpu/cpu_profile.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class FakeVm : public vmm::MigratableVm {
+ public:
+  FakeVm() : ram_(8 << 20) {
+    for (uint64_t i = 0; i < ram_.size(); i += 4096) ram_.host(i, 8)[0] = std::byte(i >> 12);
+  }
+  vmm::GuestRam& guest_ram() override { return ram_; }
+  vmm::SnapshotManifest manifest() override {
+    vmm::SnapshotManifest m;
+    m.vcpus = 2;
+    m.mem_mib = 8;
+    m.seed = 7;
+    m.timer_hz = 100;
+    m.stepper = "kvm";
+    m.kernel = "bundled kernel";
+    m.max_interrupt_rate = 10000;
+    m.profile = *vmm::builtin_profile("amd-lwp").profile;
+    m.cpuid = {{1, 0, 0, 0x600f12, 0x800, 0x80200001, 0x178bfbff}};
+    return m;
+  }
+  void pause() override {}
+  void resume() override {}
+  vmm::StateSections capture_state() override {
+    vmm::StateSections s;
+    s.add("vcpu0.kvm", std::vector<std::byte>(1000, std::byte{1}));
+    s.add("report", std::vector<std::byte>(10, std::byte{2}));
+    return s;
+  }
+  void set_dirty_tracking(bool) override {}
+  std::vector<uint64_t> take_dirty_pages() override { return {}; }
+
+ private:
+  vmm::GuestRam ram_;
+};
+
+std::string temp_dir(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  const fs::path p = fs::path(t ? t : "/tmp") / name;
+  fs::remove_all(p);
+  return p.string();
+}
+
+std::string read_error(const std::string& dir) {
+  auto r = vmm::read_snapshot_dir(dir);
+  if (auto* e = std::get_if<std::string>(&r)) return *e;
+  vmm::GuestRam ram(8 << 20);
+  if (auto e = vmm::load_snapshot_memory(std::get<vmm::SnapshotOnDisk>(r), ram)) return *e;
+  return "(accepted)";
+}
+
+TEST(SnapshotDir, RoundTrip) {
+  FakeVm vm;
+  const std::string dir = temp_dir("snap-roundtrip");
+  ASSERT_EQ(vmm::write_snapshot_dir(dir, vm), std::nullopt);
+  auto r = vmm::read_snapshot_dir(dir);
+  ASSERT_TRUE(std::holds_alternative<vmm::SnapshotOnDisk>(r)) << std::get<std::string>(r);
+  const vmm::SnapshotOnDisk& s = std::get<vmm::SnapshotOnDisk>(r);
+  EXPECT_EQ(s.manifest.vcpus, 2u);
+  EXPECT_EQ(s.manifest.seed, 7u);
+  vmm::CpuProfile expected = vm.manifest().profile;
+  expected.source = s.manifest.profile.source;  // where it was read from: the snapshot now
+  EXPECT_EQ(s.manifest.profile, expected) << "the profile travels whole";
+  EXPECT_EQ(s.manifest.cpuid, vm.manifest().cpuid);
+  EXPECT_EQ(s.state.all(), vm.capture_state().all());
+  vmm::GuestRam ram(8 << 20);
+  ASSERT_EQ(vmm::load_snapshot_memory(s, ram), std::nullopt);
+  EXPECT_EQ(std::memcmp(ram.host_base(), vm.guest_ram().host_base(), ram.size()), 0);
+}
+
+TEST(SnapshotDir, RefusesANonEmptyDirectoryAndBadUrls) {
+  FakeVm vm;
+  const std::string dir = temp_dir("snap-busy");
+  fs::create_directories(dir);
+  std::ofstream(dir + "/precious") << "x";
+  EXPECT_EQ(vmm::write_snapshot_dir(dir, vm), "snapshot directory " + dir + " exists and is not empty");
+  EXPECT_EQ(vmm::file_url_path("file:///tmp/s"), "/tmp/s");
+  EXPECT_EQ(vmm::file_url_path("file://relative"), std::nullopt);
+  EXPECT_EQ(vmm::file_url_path("/tmp/s"), std::nullopt);
+}
+
+TEST(SnapshotDir, EveryDamageIsRefusedWithItsReason) {
+  FakeVm vm;
+  const std::string good = temp_dir("snap-good");
+  ASSERT_EQ(vmm::write_snapshot_dir(good, vm), std::nullopt);
+  auto damaged = [&](const std::string& name, auto apply) {
+    const std::string dir = temp_dir("snap-" + name);
+    fs::copy(good, dir);
+    apply(dir);
+    return read_error(dir);
+  };
+  auto flip = [](const std::string& path, long at) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(at);
+    char c = 0;
+    f.get(c);
+    f.seekp(at);
+    f.put(static_cast<char>(c ^ 1));
+  };
+  EXPECT_NE(damaged("mem", [&](const std::string& d) { flip(d + "/memory.bin", 5 << 20); })
+                .find("memory.bin fails its CRC-32 check (corrupted)"),
+            std::string::npos);
+  EXPECT_NE(damaged("state", [&](const std::string& d) { flip(d + "/state.bin", 30); })
+                .find("state.bin fails its CRC-32 check (corrupted)"),
+            std::string::npos);
+  EXPECT_NE(damaged("short", [&](const std::string& d) { fs::resize_file(d + "/memory.bin", 4096); })
+                .find("memory.bin is 4096 bytes, the manifest says 8388608 (truncated or replaced)"),
+            std::string::npos);
+  EXPECT_NE(damaged("nomanifest", [&](const std::string& d) { fs::remove(d + "/manifest.json"); })
+                .find("is not a pmuvm snapshot"),
+            std::string::npos);
+  auto edit_manifest = [&](const std::string& name, const std::string& from, const std::string& to) {
+    return damaged(name, [&](const std::string& d) {
+      std::ifstream in(d + "/manifest.json");
+      std::string m((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const size_t at = m.find(from);
+      ASSERT_NE(at, std::string::npos) << from;
+      m.replace(at, from.size(), to);
+      std::ofstream(d + "/manifest.json") << m;
+    });
+  };
+  EXPECT_NE(edit_manifest("version", "\"version\": 1", "\"version\": 2")
+                .find("snapshot format version 2 (this pmuvm reads version 1)"),
+            std::string::npos);
+  EXPECT_NE(edit_manifest("format", "pmuvm-snapshot", "qemu-savevm").find("not a pmuvm snapshot"),
+            std::string::npos);
+  EXPECT_NE(edit_manifest("stepper", "\"stepper\": \"kvm\"", "\"stepper\": \"magic\"")
+                .find("unknown stepper \"magic\""),
+            std::string::npos);
+  EXPECT_NE(edit_manifest("json", "{", "[").find("not a JSON object"), std::string::npos);
+}
+
+}  // namespace
