@@ -155,6 +155,10 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
   run_cmd->add_option("--kvm-device", run.kvm_device,
                       "The KVM device to open (a VMM in a container may see it elsewhere)")
       ->capture_default_str();
+  run_cmd->add_flag("--paused", run.paused,
+                    "Start with every vCPU paused before its first instruction; the API socket's "
+                    "vm.resume starts them (so a tool can attach, snapshot or migrate first). "
+                    "Needs --api-socket");
   run_cmd->add_option("--incoming", run.incoming,
                       "Wait at unix:PATH for a live migration (`vm.send-migration` of another "
                       "pmuvm) and run the VM that arrives; the machine, kernel and programs come "
@@ -239,6 +243,11 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
     run.programs = split_programs(after);
     run.cmdline_given = cmdline_opt->count() > 0;
     run.cpu_given = cpu_opt->count() > 0;
+    if (run.paused && run.api_socket.empty()) {
+      out.exit_status = 2;
+      out.message = "pmuvm: --paused needs --api-socket (only vm.resume can start the VM)";
+      return out;
+    }
     if (!run.incoming.empty()) {
       // The arriving VM brings its machine: options that shape one would be silently ignored.
       for (const char* name : {"--kernel", "--initrd", "--cmdline", "--vcpus", "--mem", "--seed",

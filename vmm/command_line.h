@@ -46,6 +46,7 @@ struct RunCommand {
   // source, so no kernel, programs or machine-shape options go with it.
   std::string incoming;
   bool cpu_given = false;  // --cpu given: the destination's profile the VM must fit
+  bool paused = false;     // start with every vCPU paused until vm.resume (needs --api-socket)
 };
 
 // `pmuvm restore`: resume a snapshot (DESIGN §4.10).

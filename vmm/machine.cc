@@ -844,18 +844,20 @@ struct Machine::Impl : MachineControl {
     (void)v;
   }
 
-  void pause() override {
+  bool pause() override {
     std::unique_lock<std::mutex> lock(pause_lock);
-    if (pause_depth++ > 0) return;
+    if (pause_depth++ > 0) return !stop;
     pause_requested = true;
     for (auto& v : vcpus) kick(*v);
     pause_changed.wait(lock, [&] { return parked == vcpus.size() || stop; });
+    if (stop) return false;
     // Everything the guest printed so far is in the output files now: what a snapshot or a
     // migration resumes continues exactly after it (the tests compare both halves).
     std::lock_guard<std::mutex> s(serial_lock);
     std::fflush(stdout);
     std::lock_guard<std::mutex> r(report_lock);
     if (trace.is_open()) trace.flush();
+    return true;
   }
 
   void resume() override {
@@ -1157,11 +1159,15 @@ struct Machine::Impl : MachineControl {
     spdlog::info("{} {} with {} vCPU(s), {} MiB, CPU profile {}",
                  options.restore ? "resuming" : "booting", options.kernel_name, options.vcpus,
                  options.mem_mib, options.profile.name);
+    if (options.start_paused) {  // the user's pause, taken before anything ran (vm.resume ends it)
+      pause_requested = true;
+      pause_depth = 1;
+    }
     std::vector<std::thread> threads;
     for (auto& v : vcpus) threads.emplace_back([this, &v] { vcpu_loop(*v); });
     // The API socket serves while the vCPUs run; stopped (and its socket removed) before the
     // machine goes away, so no call reaches a machine that is gone.
-    MachineApi api(*this);
+    MachineApi api(*this, options.start_paused);
     std::optional<api::ApiServer> server;
     if (!options.api_socket.empty()) {
       server.emplace(options.api_socket, api);

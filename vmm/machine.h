@@ -53,6 +53,7 @@ struct MachineOptions {
   std::string lwp_trace;   // "" = none, else a JSON-lines file
   std::string kvm_device = "/dev/kvm";
   std::string api_socket;  // "" = none; else the HTTP API's Unix socket (DESIGN §4.10)
+  bool start_paused = false;  // every vCPU parked before its first instruction until vm.resume
 
   // A VM that resumes from a snapshot or an incoming migration instead of booting: nothing is
   // loaded, RAM is filled by the caller (Machine::ram()) before run(), and run() loads this

@@ -23,7 +23,10 @@ ApiResponse MachineApi::info() {
 ApiResponse MachineApi::pause() {
   if (gone_) return error_response(409, "the VM has ended");
   if (paused_by_user_) return error_response(409, "the VM is already paused");
-  machine_.pause();
+  if (!machine_.pause()) {
+    machine_.resume();
+    return error_response(409, "the VM has ended");
+  }
   paused_by_user_ = true;
   return ApiResponse{200, {{"state", "paused"}}};
 }
@@ -40,7 +43,11 @@ ApiResponse MachineApi::snapshot(const std::string& destination_url) {
   if (gone_) return error_response(409, "the VM has ended");
   const std::optional<std::string> dir = file_url_path(destination_url);
   if (!dir) return error_response(400, "destination_url must be file:///DIR");
-  machine_.pause();  // nested inside a user's pause: the VM stays paused afterwards
+  // Nested inside a user's pause: the VM stays paused afterwards.
+  if (!machine_.pause()) {
+    machine_.resume();
+    return error_response(409, "the VM has ended");
+  }
   const auto start = std::chrono::steady_clock::now();
   const std::optional<std::string> error = write_snapshot_dir(*dir, machine_);
   const double ms =
@@ -85,7 +92,10 @@ ApiResponse MachineApi::shutdown() {
 
 ApiResponse MachineApi::pmu() {
   if (gone_) return error_response(409, "the VM has ended");
-  machine_.pause();
+  if (!machine_.pause()) {
+    machine_.resume();
+    return error_response(409, "the VM has ended");
+  }
   nlohmann::json j = machine_.pmu_state();
   machine_.resume();
   return ApiResponse{200, j};

@@ -13,7 +13,9 @@ namespace vmm {
 
 class MachineApi : public api::VmApi {
  public:
-  explicit MachineApi(MachineControl& machine) : machine_(machine) {}
+  // `paused`: the machine starts paused (run --paused) and vm.resume starts it.
+  explicit MachineApi(MachineControl& machine, bool paused = false)
+      : machine_(machine), paused_by_user_(paused) {}
 
   api::ApiResponse ping() override;
   api::ApiResponse info() override;

@@ -153,6 +153,7 @@ int incoming(const vmm::RunCommand& cmd) {
     options.lwp_trace = cmd.lwp_trace;
     options.kvm_device = cmd.kvm_device;
     options.api_socket = cmd.api_socket;
+    options.start_paused = cmd.paused;
     options.restore.emplace();
     options.restore->manifest = m;
     vmm::IncomingMigration* channel = &*in;
@@ -185,6 +186,7 @@ int run(const vmm::RunCommand& cmd) {
   options.lwp_trace = cmd.lwp_trace;
   options.kvm_device = cmd.kvm_device;
   options.api_socket = cmd.api_socket;
+  options.start_paused = cmd.paused;
   if (cmd.kernel.empty()) {
     auto r = vmm::parse_elf(vmm::bundled_kernel(), "bundled kernel");
     if (auto* error = std::get_if<std::string>(&r)) throw vmm::VmmError(*error);

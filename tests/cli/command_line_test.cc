@@ -234,6 +234,10 @@ TEST(CommandLineTest, IncomingAndRestore) {
   EXPECT_EQ(parse({"run", "--incoming", "tcp:1.2.3.4:5"}).message,
             "pmuvm: --incoming needs unix:PATH, not tcp:1.2.3.4:5");
 
+  EXPECT_TRUE(parse({"run", "--paused", "--api-socket", "/a", "--", "a.elf"}).run.paused);
+  EXPECT_EQ(parse({"run", "--paused", "--", "a.elf"}).message,
+            "pmuvm: --paused needs --api-socket (only vm.resume can start the VM)");
+
   auto r = parse({"restore", "--source", "file:///tmp/snap", "--lwp-report", "-"});
   ASSERT_EQ(r.kind, ParsedCommandLine::Kind::kRestore) << r.message;
   EXPECT_EQ(r.restore.source, "file:///tmp/snap");

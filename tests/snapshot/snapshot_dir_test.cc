@@ -33,7 +33,7 @@ class FakeVm : public vmm::MigratableVm {
     m.cpuid = {{1, 0, 0, 0x600f12, 0x800, 0x80200001, 0x178bfbff}};
     return m;
   }
-  void pause() override {}
+  bool pause() override { return true; }
   void resume() override {}
   vmm::StateSections capture_state() override {
     vmm::StateSections s;

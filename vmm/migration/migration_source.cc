@@ -76,8 +76,8 @@ MigrationOutcome migrate_to(const std::string& path, MigratableVm& vm, uint32_t 
     }
 
     const auto pause_start = Clock::now();
-    vm.pause();
     paused = true;
+    if (!vm.pause()) throw MigrationError("the guest's run ended during the migration");
     std::vector<uint64_t> rest = vm.take_dirty_pages();
     rest.insert(rest.end(), pages.begin(), pages.end());
     std::sort(rest.begin(), rest.end());

@@ -20,7 +20,9 @@ class MigratableVm {
   virtual SnapshotManifest manifest() = 0;
   // Stops every vCPU between instructions (pending I/O and MSR accesses completed) and returns
   // once all are parked; resume() lets them go on. Nested: a VM the user paused stays paused.
-  virtual void pause() = 0;
+  // Returns false when the run has ended instead (the guest exited meanwhile): then there is
+  // nothing to save or hand over; resume() is still owed.
+  virtual bool pause() = 0;
   virtual void resume() = 0;
   // Everything but RAM, while paused: KVM vCPU and device state, the PMU models, the steppers,
   // the VMM's devices and the report.
