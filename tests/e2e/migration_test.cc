@@ -217,9 +217,10 @@ TEST_F(MigrationTest, NetburstProgramSnapshottedAndRestoredIsByteIdentical) {
 // Every ordered pair of shipped profiles, and the computed baseline of the LWP ones, gets the
 // verdict migration_refusals() predicts (DESIGN §4.10): an accepted VM finishes at the destination
 // with the output of an uninterrupted run; a refused one is refused before anything moves, the
-// destination names every reason, and the source runs on to its normal end. The source starts
-// paused (a `ctl` call takes seconds in the nested host; the guest would finish first), and a
-// refused one is resumed afterwards. Migration in the middle of a run: the cases above.
+// destination names every reason, and the source runs on. Sources start paused (a `ctl` call
+// takes seconds in the nested host; the guest would finish first). One source per profile meets
+// every destination that refuses it, in turn, and then runs to its normal end; each accepting
+// destination gets a source of its own. (Migration in the middle of a run: the cases above.)
 TEST_F(MigrationTest, EveryProfilePairGetsThePredictedVerdict) {
   const std::string baseline_file = temp("baseline-profile.json");
   {
@@ -236,40 +237,48 @@ TEST_F(MigrationTest, EveryProfilePairGetsThePredictedVerdict) {
   ASSERT_EQ(profiles.size(), 5u);
 
   int accepted = 0, refused = 0;
-  for (const auto& [from, from_profile] : profiles) {
-    // Unstepped work (nothing profiles it): a couple of seconds in the nested host.
-    const Workload w{{"--cpu", from, "--", guest_program("spin"), "pair", "6", "3000000"}};
-    const Baseline b = baseline(w, "spin." + std::to_string(&from - &profiles[0].first));
+  for (size_t f = 0; f < profiles.size(); ++f) {
+    const auto& [from, from_profile] = profiles[f];
+    const Workload w{{"--cpu", from, "--", guest_program("spin"), "pair", "4", "3000000"}};
+    const Baseline b = baseline(w, "spin." + std::to_string(f));
     ASSERT_EQ(b.result.status, 0) << b.result.err;
+
+    Hop refused_source = start_source(w, "pair.refused", /*paused=*/true);
     for (const auto& [to, to_profile] : profiles) {
       SCOPED_TRACE("from " + from + " to " + to);
       const std::vector<std::string> reasons = vmm::migration_refusals(from_profile, to_profile);
-      Hop source = start_source(w, "pair.src", /*paused=*/true);
-      Hop destination = start_destination("pair.dst", {"--cpu", to});
-      const Result c = migrate(source, destination);
-      if (c.status != 0) EXPECT_EQ(ctl(source.api, "vm.resume").status, 0);
-      const Result left = source.process->wait();
-      const Result arrived = destination.process->wait();
       if (reasons.empty()) {
         ++accepted;
+        Hop source = start_source(w, "pair.src", /*paused=*/true);
+        Hop destination = start_destination("pair.dst", {"--cpu", to});
+        const Result c = migrate(source, destination);
         EXPECT_EQ(c.status, 0) << c.out << c.err;
+        const Result left = source.process->wait();
+        const Result arrived = destination.process->wait();
         EXPECT_EQ(left.status, 0);
         EXPECT_EQ(left.out + arrived.out, b.result.out) << arrived.err;
         EXPECT_EQ(arrived.status, 0);
-      } else {
-        ++refused;
-        EXPECT_EQ(c.status, 1) << c.out;
-        EXPECT_NE(c.out.find("the destination refused the VM"), std::string::npos) << c.out;
-        EXPECT_EQ(arrived.status, 2);
-        EXPECT_EQ(arrived.out, "") << "a refused VM never runs";
-        for (const std::string& reason : reasons)
-          EXPECT_NE(arrived.err.find(reason), std::string::npos) << reason << "\n" << arrived.err;
-        EXPECT_EQ(left.status, 0) << left.err;
-        EXPECT_EQ(left.out, b.result.out) << "the source runs on to its normal end";
+        continue;
       }
+      ++refused;
+      Hop destination = start_destination("pair.dst", {"--cpu", to});
+      const Result c = migrate(refused_source, destination);
+      const Result arrived = destination.process->wait();
+      EXPECT_EQ(c.status, 1) << c.out;
+      EXPECT_NE(c.out.find("the destination refused the VM"), std::string::npos) << c.out;
+      EXPECT_EQ(arrived.status, 2);
+      EXPECT_EQ(arrived.out, "") << "a refused VM never runs";
+      for (const std::string& reason : reasons)
+        EXPECT_NE(arrived.err.find(reason), std::string::npos) << reason << "\n" << arrived.err;
+      EXPECT_FALSE(refused_source.process->ended()) << "the source runs on";
     }
+    // Refused by every destination that had to refuse it, the source finishes normally.
+    EXPECT_EQ(ctl(refused_source.api, "vm.resume").status, 0);
+    const Result left = refused_source.process->wait();
+    EXPECT_EQ(left.status, 0) << left.err;
+    EXPECT_EQ(left.out, b.result.out) << "the source runs on to its normal end";
   }
-  // The rule both ways: same-profile migrations and the baseline's members are accepted.
+  // Both verdicts occur: same-profile migrations and a baseline's members accept.
   EXPECT_GE(accepted, 5);
   EXPECT_GE(refused, 5);
 }

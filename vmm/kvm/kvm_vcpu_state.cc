@@ -21,6 +21,14 @@ struct MsrBlock {
   std::unique_ptr<std::byte[]> buf;
 };
 
+// KVM's own paravirtual MSRs (kvm-clock 0x11/0x12 and 0x4B564Dxx) and Hyper-V's
+// (0x40000000-0x400000FF): pmuvm guests are offered neither (no KVM or Hyper-V CPUID signature),
+// and writing them on restore has side effects: a kvm-clock wall-clock write of 0 makes KVM store
+// the wall clock at guest-physical 0. pmuvm's own PV MSRs (0x40000040-0x4000004F) are not KVM's.
+bool kvm_or_hyperv_pv_msr(uint32_t msr) {
+  return msr == 0x11 || msr == 0x12 || (msr >> 8) == 0x4B564D || (msr >> 8) == 0x400000;
+}
+
 }  // namespace
 
 VcpuArchState KvmVcpu::save_state(const std::vector<uint32_t>& msr_indices) const {
@@ -43,7 +51,8 @@ VcpuArchState KvmVcpu::save_state(const std::vector<uint32_t>& msr_indices) cons
     const int read = ioctl(fd_, KVM_GET_MSRS, block.get());
     if (read < 0) throw_errno("KVM_GET_MSRS");
     for (int i = 0; i < read; ++i)
-      s.msrs.push_back(MsrValue{block.get()->entries[i].index, block.get()->entries[i].data});
+      if (!kvm_or_hyperv_pv_msr(block.get()->entries[i].index))
+        s.msrs.push_back(MsrValue{block.get()->entries[i].index, block.get()->entries[i].data});
     next += static_cast<size_t>(read) + 1;  // +1: the unreadable one
   }
   return s;
@@ -54,7 +63,15 @@ void KvmVcpu::restore_state(const VcpuArchState& s) {
   if (ioctl(fd_, KVM_SET_XSAVE, &s.xsave) < 0) throw_errno("KVM_SET_XSAVE");
   // A host without XSAVE reports no XCRs (nr_xcrs 0) and refuses to set any.
   if (s.xcrs.nr_xcrs > 0 && ioctl(fd_, KVM_SET_XCRS, &s.xcrs) < 0) throw_errno("KVM_SET_XCRS");
-  if (ioctl(fd_, KVM_SET_SREGS, &s.sregs) < 0) throw_errno("KVM_SET_SREGS");
+  kvm_sregs sregs = s.sregs;
+  // TR's cached type: KVM_GET_SREGS on AMD always reports it busy (0xB, "the busy flag isn't
+  // exposed"), whatever was loaded. The guest cannot read the cached type (STR gives the selector,
+  // LAR reads the GDT) and long mode never consults it, but QEMU's TCG, which runs the nested
+  // KVM host of DESIGN §4.8, checks I/O permissions only through a TR of type 9 exactly: a
+  // restored busy TR made a Linux guest's `outl` after ioperm() fault with #GP. LTR leaves the
+  // cached type 9 on that host, so 9 is what the guest had there.
+  if (sregs.tr.type == 0xB) sregs.tr.type = 0x9;
+  if (ioctl(fd_, KVM_SET_SREGS, &sregs) < 0) throw_errno("KVM_SET_SREGS");
   // One at a time: KVM_SET_MSRS stops at the first MSR it refuses, and a refused one must be
   // named, not silently take the rest with it.
   for (const MsrValue& m : s.msrs) {
