@@ -101,6 +101,20 @@ std::string join_reasons(const std::vector<std::string>& reasons) {
   return text;
 }
 
+// A VM that resumes (a snapshot, a migration): the manifest's machine and CPU, this command's
+// outputs (RunCommand and RestoreCommand name them alike).
+template <typename Command>
+vmm::MachineOptions resumed_options(const vmm::SnapshotManifest& m, const Command& cmd) {
+  vmm::MachineOptions options = vmm::options_from_manifest(m);
+  options.lwp_report = cmd.lwp_report;
+  options.lwp_trace = cmd.lwp_trace;
+  options.kvm_device = cmd.kvm_device;
+  options.api_socket = cmd.api_socket;
+  options.restore.emplace();
+  options.restore->manifest = m;
+  return options;
+}
+
 int restore(const vmm::RestoreCommand& cmd) {
   set_up_logging(cmd.log_level);
   const std::optional<std::string> dir = vmm::file_url_path(cmd.source);
@@ -112,13 +126,7 @@ int restore(const vmm::RestoreCommand& cmd) {
     throw vmm::UsageError("the snapshot's VM cannot run here" +
                           (cmd.cpu.empty() ? std::string() : " as " + cmd.cpu) + ":" +
                           join_reasons(reasons));
-  vmm::MachineOptions options = vmm::options_from_manifest(snapshot.manifest);
-  options.lwp_report = cmd.lwp_report;
-  options.lwp_trace = cmd.lwp_trace;
-  options.kvm_device = cmd.kvm_device;
-  options.api_socket = cmd.api_socket;
-  options.restore.emplace();
-  options.restore->manifest = snapshot.manifest;
+  vmm::MachineOptions options = resumed_options(snapshot.manifest, cmd);
   options.restore->state = std::move(snapshot.state);
   vmm::Machine machine(std::move(options));
   const auto start = std::chrono::steady_clock::now();
@@ -148,14 +156,8 @@ int incoming(const vmm::RunCommand& cmd) {
                             ":" + join_reasons(reasons));
     }
     in->accept();
-    vmm::MachineOptions options = vmm::options_from_manifest(m);
-    options.lwp_report = cmd.lwp_report;
-    options.lwp_trace = cmd.lwp_trace;
-    options.kvm_device = cmd.kvm_device;
-    options.api_socket = cmd.api_socket;
+    vmm::MachineOptions options = resumed_options(m, cmd);
     options.start_paused = cmd.paused;
-    options.restore.emplace();
-    options.restore->manifest = m;
     vmm::IncomingMigration* channel = &*in;
     options.restore->before_start = [channel] { channel->ready_and_wait_for_commit(); };
     // The machine (its RAM) exists before the pages arrive; its state follows them.

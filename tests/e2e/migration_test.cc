@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "tests/e2e/guest_test.h"
+#include "tests/support/file_damage.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/migration_check.h"
 
@@ -324,15 +325,6 @@ std::string snapshot_of_spin(const std::string& name) {
   return dir;
 }
 
-void flip_byte(const std::string& path, long offset) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(offset);
-  char c = 0;
-  f.get(c);
-  f.seekp(offset);
-  f.put(static_cast<char>(c ^ 0x40));
-}
-
 // Every damaged snapshot is refused with status 2 and its reason, before the guest runs.
 TEST_F(MigrationTest, DamagedSnapshotsAreRefusedWithTheirReason) {
   const std::string good = snapshot_of_spin("good-snapshot");
@@ -347,9 +339,9 @@ TEST_F(MigrationTest, DamagedSnapshotsAreRefusedWithTheirReason) {
   };
   const std::vector<Damage> damages = {
       {"memory", "memory.bin fails its CRC-32 check (corrupted)",
-       [](const std::string& d) { flip_byte(d + "/memory.bin", 0x100000 + 17); }},
+       [](const std::string& d) { pmuvm_test::flip_byte(d + "/memory.bin", 0x100000 + 17); }},
       {"state", "state.bin fails its CRC-32 check (corrupted)",
-       [](const std::string& d) { flip_byte(d + "/state.bin", 40); }},
+       [](const std::string& d) { pmuvm_test::flip_byte(d + "/state.bin", 40); }},
       {"truncated-memory", "memory.bin is 1048576 bytes, the manifest says",
        [](const std::string& d) { std::filesystem::resize_file(d + "/memory.bin", 1 << 20); }},
       {"truncated-state", "state.bin is 100 bytes, the manifest says",

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/file_damage.h"
 #include "vmm/cpu/cpu_profile.h"
 
 namespace {
@@ -103,14 +104,7 @@ TEST(SnapshotDir, EveryDamageIsRefusedWithItsReason) {
     apply(dir);
     return read_error(dir);
   };
-  auto flip = [](const std::string& path, long at) {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(at);
-    char c = 0;
-    f.get(c);
-    f.seekp(at);
-    f.put(static_cast<char>(c ^ 1));
-  };
+  auto flip = [](const std::string& path, long at) { pmuvm_test::flip_byte(path, at, 1); };
   EXPECT_NE(damaged("mem", [&](const std::string& d) { flip(d + "/memory.bin", 5 << 20); })
                 .find("memory.bin fails its CRC-32 check (corrupted)"),
             std::string::npos);

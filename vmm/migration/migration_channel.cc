@@ -9,22 +9,13 @@
 #include <cstring>
 #include <span>
 
+#include "vmm/snapshot/little_endian.h"
 #include "vmm/snapshot/state_sections.h"
 
 namespace vmm {
 namespace {
 
 constexpr uint32_t kFrameMagic = 0x47494D50;  // "PMIG"
-
-void put(std::vector<std::byte>& out, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
-}
-
-uint64_t get(const std::byte* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 const char* name_of(MigrationMessage m) {
   switch (m) {
@@ -63,12 +54,12 @@ MigrationChannel MigrationChannel::connect_to(const std::string& path) {
 void MigrationChannel::send(MigrationMessage type, const void* data, size_t size) {
   if (size > kMaxFrame) throw MigrationError("migration message too large");
   std::vector<std::byte> header;
-  put(header, kFrameMagic, 4);
-  put(header, static_cast<uint32_t>(type), 4);
-  put(header, size, 8);
+  append_le(header, kFrameMagic, 4);
+  append_le(header, static_cast<uint32_t>(type), 4);
+  append_le(header, size, 8);
   const auto* bytes = static_cast<const std::byte*>(data);
   std::vector<std::byte> trailer;
-  put(trailer, crc32_of({bytes, size}), 4);
+  append_le(trailer, crc32_of({bytes, size}), 4);
   using Piece = std::pair<const std::byte*, size_t>;
   for (const auto& [p, n] : {Piece{header.data(), header.size()}, Piece{bytes, size},
                              Piece{trailer.data(), trailer.size()}}) {
@@ -106,10 +97,10 @@ void MigrationChannel::read_exact(void* out, size_t size, int timeout_ms) {
 MigrationMessage MigrationChannel::receive(std::vector<std::byte>& payload, int timeout_ms) {
   std::byte header[16];
   read_exact(header, sizeof header, timeout_ms);
-  if (get(header, 4) != kFrameMagic)
+  if (read_le(header, 4) != kFrameMagic)
     throw MigrationError("not a pmuvm migration stream (bad frame magic)");
-  const uint64_t type = get(header + 4, 4);
-  const uint64_t size = get(header + 8, 8);
+  const uint64_t type = read_le(header + 4, 4);
+  const uint64_t size = read_le(header + 8, 8);
   if (type < 1 || type > static_cast<uint32_t>(MigrationMessage::kCommit))
     throw MigrationError("unknown migration message type " + std::to_string(type));
   if (size > kMaxFrame)
@@ -119,7 +110,7 @@ MigrationMessage MigrationChannel::receive(std::vector<std::byte>& payload, int 
   read_exact(payload.data(), size, timeout_ms);
   std::byte trailer[4];
   read_exact(trailer, sizeof trailer, timeout_ms);
-  if (get(trailer, 4) != crc32_of(payload))
+  if (read_le(trailer, 4) != crc32_of(payload))
     throw MigrationError(std::string("migration message ") +
                          name_of(static_cast<MigrationMessage>(type)) + " fails its CRC-32 check");
   return static_cast<MigrationMessage>(type);

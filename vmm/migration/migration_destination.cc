@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "vmm/memory/guest_ram.h"
+#include "vmm/snapshot/little_endian.h"
 
 namespace vmm {
 namespace {
@@ -17,12 +18,6 @@ namespace {
 constexpr uint64_t kPage = 4096;
 constexpr int kHelloTimeoutMs = 60'000;
 constexpr int kStreamTimeoutMs = 60'000;
-
-uint64_t get(const std::byte* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 int listen_at(const std::string& path) {
   sockaddr_un addr{};
@@ -90,12 +85,12 @@ StateSections IncomingMigration::receive(GuestRam& ram) {
     if (type != MigrationMessage::kPages)
       throw MigrationError("unexpected migration message while receiving memory");
     if (payload.size() < 4) throw MigrationError("truncated pages message");
-    const uint64_t n = get(payload.data(), 4);
+    const uint64_t n = read_le(payload.data(), 4);
     if (n > kPagesPerMessage || payload.size() != 4 + n * (8 + kPage))
       throw MigrationError("malformed pages message");
     for (uint64_t i = 0; i < n; ++i) {
       const std::byte* entry = payload.data() + 4 + i * (8 + kPage);
-      const uint64_t gpa = get(entry, 8);
+      const uint64_t gpa = read_le(entry, 8);
       if (gpa % kPage != 0 || !ram.write(gpa, {entry + 8, kPage}))
         throw MigrationError("the source sent a page outside the guest's RAM");
     }

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "vmm/migration/migration_channel.h"
+#include "vmm/snapshot/little_endian.h"
 
 namespace vmm {
 namespace {
@@ -31,12 +32,12 @@ void send_pages(MigrationChannel& ch, GuestRam& ram, const std::vector<uint64_t>
     const size_t n = std::min<size_t>(kPagesPerMessage, pages.size() - first);
     frame.clear();
     frame.reserve(4 + n * (8 + kPage));
-    for (int i = 0; i < 4; ++i) frame.push_back(static_cast<std::byte>(n >> (8 * i)));
+    append_le(frame, n, 4);
     for (size_t i = 0; i < n; ++i) {
       const uint64_t gpa = pages[first + i] * kPage;
       const std::byte* p = ram.host(gpa, kPage);
       if (!p) throw MigrationError("dirty page outside RAM");  // cannot happen: KVM's slots
-      for (int b = 0; b < 8; ++b) frame.push_back(static_cast<std::byte>(gpa >> (8 * b)));
+      append_le(frame, gpa, 8);
       frame.insert(frame.end(), p, p + kPage);
     }
     ch.send(MigrationMessage::kPages, frame);

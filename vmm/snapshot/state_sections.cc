@@ -4,14 +4,12 @@
 
 #include <cstring>
 
+#include "vmm/snapshot/little_endian.h"
+
 namespace vmm {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'M', 'U', 'V', 'M', 'S', 'T', '\0'};
-
-void put(std::vector<std::byte>& out, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
-}
 
 }  // namespace
 
@@ -46,13 +44,13 @@ const std::vector<std::byte>* StateSections::find(const std::string& name) const
 std::vector<std::byte> StateSections::serialize() const {
   std::vector<std::byte> out;
   for (char c : kMagic) out.push_back(static_cast<std::byte>(c));
-  put(out, kSnapshotFormatVersion, 4);
-  put(out, sections_.size(), 4);
+  append_le(out, kSnapshotFormatVersion, 4);
+  append_le(out, sections_.size(), 4);
   for (const auto& [name, bytes] : sections_) {
-    put(out, name.size(), 2);
+    append_le(out, name.size(), 2);
     for (char c : name) out.push_back(static_cast<std::byte>(c));
-    put(out, bytes.size(), 8);
-    put(out, section_crc(name, bytes), 4);
+    append_le(out, bytes.size(), 8);
+    append_le(out, section_crc(name, bytes), 4);
     out.insert(out.end(), bytes.begin(), bytes.end());
   }
   return out;
@@ -62,8 +60,7 @@ std::variant<StateSections, std::string> StateSections::parse(std::span<const st
   size_t pos = 0;
   auto get = [&](int n, uint64_t& v) {
     if (static_cast<size_t>(n) > in.size() - pos) return false;
-    v = 0;
-    for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(in[pos + i]) << (8 * i);
+    v = read_le(in.data() + pos, n);
     pos += n;
     return true;
   };
