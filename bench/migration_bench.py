@@ -13,12 +13,12 @@ Three measurements, each of pmuvm driven through its API socket (`pmuvm ctl`, DE
     i.e. pause to resume) and restore read throughput (`pmuvm restore`'s "read N bytes of guest
     memory in X ms (CRC-32 checked)") against `cp` of a file of the same number of bytes to a new
     file in the same directory under /tmp, cp and pmuvm alternating, nothing dropped from any
-    cache; ratio pmuvm / cp, per repetition, median (goal: >= 0.5). GNU cp (coreutils 9) copies with copy_file_range,
-    which the nested host's virtio-9p /tmp turns into small writes (~20 MiB/s there), so two
-    stricter baselines are measured alongside in the same way: `dd bs=4M` (plain reads and
-    writes) for the snapshot and `cp FILE /dev/null` (reading only) for the restore. Also
-    printed: what zlib's CRC-32 alone (the checksum pmuvm computes over memory.bin both ways)
-    runs at here.
+    cache; ratio pmuvm / cp per repetition, median (goal: >= 0.5). GNU cp (coreutils 9) copies
+    with copy_file_range, which the nested host's virtio-9p /tmp turns into small writes
+    (~20 MiB/s there), so two stricter baselines are measured alongside in the same way:
+    `dd bs=4M` (plain reads and writes) for the snapshot and `cp FILE /dev/null` (reading only)
+    for the restore. Also printed: what zlib's CRC-32 alone (the checksum pmuvm computes over
+    memory.bin both ways) runs at here.
  3. Pre-copy convergence: a 128 MiB guest whose one task writes RATE distinct pages per second
     (cycling through its 120 MiB, kept to the rate by its calibrated TSC) is migrated once per
     rate; prints the pages sent per round, the final (paused) pages and the downtime, plus the
