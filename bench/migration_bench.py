@@ -24,6 +24,9 @@ Three measurements, each of pmuvm driven through its API socket (`pmuvm ctl`, DE
     rate; prints the pages sent per round, the final (paused) pages and the downtime, plus the
     rate the guest reports having reached while pre-copy ran. Pre-copy stops at a round of
     <= 64 dirty pages or after 30 rounds.
+After every migration and restore each guest task reads its whole arena back and checks that it
+holds exactly what the task last wrote (guest/programs/dirty_pages.c), before the VM is shut
+down; lost writes are reported and make the exit status 1.
 Prints a table of the results at the end.
 
 Needs /dev/kvm; where there is none (these machines), run it inside the nested KVM host:
@@ -52,6 +55,8 @@ MIB = 1 << 20
 ROUND_LINE = re.compile(r"migration: round (\d+) sent (\d+) pages")
 RESTORE_LINE = re.compile(r"read (\d+) bytes of guest memory in ([0-9.]+) ms")
 RATE_LINE = re.compile(r"dirty_pages \S+: at \d+ s, (\d+) pages dirtied in the last second")
+# Each task's check of its whole arena, once a second (guest/programs/dirty_pages.c).
+CHECK_LINE = r"dirty_pages (\S+): at \d+ s(, \d+ pages dirtied .* hold what was written|: LOST WRITES.*)"
 
 
 def fail(why):
@@ -82,14 +87,20 @@ class Process:
         with self.cond:
             self.cond.notify_all()
 
-    def wait_for(self, kind, pattern, count=1, timeout=300):
-        """The first `count` (time, match) of `pattern` in the stream; fails if the process ends
-        or `timeout` passes first."""
+    def wait_for(self, kind, pattern, count=1, timeout=300, distinct=False):
+        """The first `count` (time, match) of `pattern` in the stream (with `distinct`, the first
+        match of each of `count` different values of its group 1); fails if the process ends or
+        `timeout` passes first."""
         rx = re.compile(pattern)
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
                 found = [(t, m) for t, l in self.lines[kind] for m in [rx.search(l)] if m]
+                if distinct:
+                    firsts = {}
+                    for t, m in found:
+                        firsts.setdefault(m.group(1), (t, m))
+                    found = list(firsts.values())
                 if len(found) >= count:
                     return found[:count]
                 if self.p.poll() is not None and not any(r.is_alive() for r in self.readers):
@@ -157,13 +168,36 @@ class Bench:
         for i in range(copies):
             argv += ["--", self.program, f"t{i}", str(ARENA_MIB), str(rate if i == 0 else 0)]
         proc = Process(argv, f"source ({mem} MiB)")
+        proc.tasks = copies
         self.wait_for_socket(api, proc)
         proc.wait_for("out", r"dirty_pages \S+: ready", copies)
         return proc, api
 
+    @staticmethod
+    def arena_checks(proc, tasks):
+        """Waits for every task's next check of its arena in `proc` (a VM that just arrived or was
+        restored); returns the LOST WRITES lines (the VM then ends by itself, status 3)."""
+        found = proc.wait_for("out", CHECK_LINE, tasks, timeout=60, distinct=True)
+        lost = [m.group(0) for _, m in found if "LOST WRITES" in m.group(0)]
+        for line in lost:
+            print(f"!! {proc.name}: {line}", flush=True)
+        return lost
+
+    def end(self, proc, api, lost):
+        """Ends a VM whose arenas were checked: vm.shutdown (status 0), or, after lost writes,
+        waits for the guest's own exit (status 3)."""
+        if lost:
+            if proc.wait() != 3:
+                proc.fail("lost writes, but the exit status is not 3")
+            return
+        self.ctl(api, "vm.shutdown")
+        if proc.wait() != 0:
+            proc.fail("exit status after vm.shutdown is not 0")
+
     def migrate(self, source, source_api):
-        """Migrates a running source to a new destination; returns the stats plus the source's
-        round-line times and the destination's stdout lines."""
+        """Migrates a running source to a new destination, lets every task check its arena there
+        once, ends it; returns vm.send-migration's stats (plus round times, the time window and
+        any lost writes) and the destination."""
         incoming = self.path("incoming.sock")
         dest_api = self.path("dest.api")
         dest = Process([self.pmuvm, "run", "--incoming", "unix:" + incoming, "--api-socket",
@@ -179,9 +213,8 @@ class Bench:
         state = self.ctl(dest_api, "vm.info").get("state")
         if state not in (None, "running"):
             dest.fail(f"the migrated VM is {state!r}, not running")
-        self.ctl(dest_api, "vm.shutdown")
-        if dest.wait() != 0:
-            dest.fail("exit status after vm.shutdown is not 0")
+        stats["lost"] = self.arena_checks(dest, source.tasks)
+        self.end(dest, dest_api, stats["lost"])
         rounds = [(t, int(m.group(1))) for t, l in source.lines["err"] for m in [ROUND_LINE.search(l)] if m]
         if [r for _, r in rounds] != list(range(len(stats["pages_per_round"]))):
             source.fail(f"round log lines {rounds} do not match the stats {stats}")
@@ -216,6 +249,10 @@ def mibps(nbytes, seconds):
     return nbytes / MIB / seconds if seconds > 0 else float("inf")
 
 
+def verdict(lost):
+    return "LOST WRITES" if lost else "every arena holds what was written"
+
+
 def migration_part(b, sizes, reps):
     print(f"== 1. live migration, {reps} repetition(s) per size, guests idle, "
           f"{ARENA_MIB} MiB non-zero per 128 MiB", flush=True)
@@ -230,7 +267,7 @@ def migration_part(b, sizes, reps):
             print(f"rep {r + 1} {mem:4} MiB: total {s['total_ms']:8.1f} ms, downtime "
                   f"{s['downtime_ms']:7.1f} ms, round 0 {r0} pages in {s['round0_ms']:7.1f} ms "
                   f"({s['round0_mibps']:6.1f} MiB/s), rounds {s['pages_per_round']}, final "
-                  f"{s['final_pages']}, state {s['state_bytes']} B", flush=True)
+                  f"{s['final_pages']}, state {s['state_bytes']} B; {verdict(s['lost'])}", flush=True)
     return results
 
 
@@ -276,7 +313,7 @@ def snapshot_part(b, mem, reps):
 
     memory_bin = os.path.join(last, "memory.bin")
     mem_bytes = os.path.getsize(memory_bin)
-    restore = {"pmuvm": [], "cp": [], "cp_null": []}
+    restore = {"pmuvm": [], "cp": [], "cp_null": [], "lost": []}
     for r in range(reps):
         dst = b.path("cp-copy")
         t = b.cp(memory_bin, dst)
@@ -290,14 +327,14 @@ def snapshot_part(b, mem, reps):
         (_, m), = proc.wait_for("err", RESTORE_LINE.pattern)
         read_bytes, read_ms = int(m.group(1)), float(m.group(2))
         b.wait_for_socket(rapi, proc)
-        b.ctl(rapi, "vm.shutdown")
-        if proc.wait() != 0:
-            proc.fail("exit status after vm.shutdown is not 0")
+        lost = b.arena_checks(proc, source.tasks)
+        restore["lost"] += lost
+        b.end(proc, rapi, lost)
         restore["pmuvm"].append(mibps(read_bytes, read_ms / 1000))
         print(f"rep {r + 1} restore: cp {mem_bytes} B in {t * 1000:7.1f} ms "
               f"({restore['cp'][-1]:6.1f} MiB/s), cp to /dev/null {t_null * 1000:7.1f} ms "
               f"({restore['cp_null'][-1]:6.1f} MiB/s); restore read {read_bytes} B in "
-              f"{read_ms:7.1f} ms ({restore['pmuvm'][-1]:6.1f} MiB/s)", flush=True)
+              f"{read_ms:7.1f} ms ({restore['pmuvm'][-1]:6.1f} MiB/s); {verdict(lost)}", flush=True)
     b.remove(last)
     # The checksum alone, same zlib (Python's zlib module and pmuvm both use the system's libz).
     block = os.urandom(16 * MIB)
@@ -331,7 +368,8 @@ def precopy_part(b, rates):
         print(f"rate {rate:6} pages/s: rounds {s['pages_per_round']}, final {s['final_pages']}, "
               f"downtime {s['downtime_ms']:.1f} ms, total {s['total_ms']:.1f} ms; round 0 "
               f"{s['round0_ms']:.0f} ms, rounds 1.. took {s['round_ms']} ms; guest reached "
-              f"{s['reached_before']} pages/s before, {s['reached_during']} during", flush=True)
+              f"{s['reached_before']} pages/s before, {s['reached_during']} during; "
+              f"{verdict(s['lost'])}", flush=True)
     return results
 
 
@@ -357,7 +395,8 @@ def main():
         pre = precopy_part(b, rates)
     finally:
         shutil.rmtree(b.work, ignore_errors=True)
-    summary(a.reps, a.snapshot_mem, time.monotonic() - started, mig, snap, restore, pre)
+    lost = summary(a.reps, a.snapshot_mem, time.monotonic() - started, mig, snap, restore, pre)
+    sys.exit(1 if lost else 0)
 
 
 def summary(reps, snapshot_mem, seconds, mig, snap, restore, pre):
@@ -396,6 +435,18 @@ def summary(reps, snapshot_mem, seconds, mig, snap, restore, pre):
               f"{s['final_pages']}; downtime {s['downtime_ms']:.0f} ms, total {s['total_ms']:.0f} ms")
         print(f"      guest reached {s['reached_before']} pages/s before migrating, "
               f"{s['reached_during']} (min, max per second) while pre-copy ran")
+    lost = ([(f"migration of {m} MiB", l) for m, runs in mig.items() for r in runs for l in r["lost"]] +
+            [("restore", l) for l in restore["lost"]] +
+            [(f"pre-copy at {r} pages/s", l) for r, s in pre.items() for l in s["lost"]])
+    checks = sum(len(runs) for runs in mig.values()) + len(restore["pmuvm"]) + len(pre)
+    if lost:
+        print(f"integrity: LOST WRITES in {len(lost)} of {checks} migrated/restored VMs:")
+        for what, line in lost:
+            print(f"  {what}: {line}")
+    else:
+        print(f"integrity: after each of the {checks} migrations and restores every guest task "
+              "found its whole arena holding exactly what it had written")
+    return lost
 
 if __name__ == "__main__":
     main()

@@ -12,9 +12,14 @@
  *    pre-copy round that lasts t seconds finds min(RATE * t, filled pages) pages dirty). It keeps
  *    to the rate by the TSC: it writes the pages that are due, then sleeps one tick; a backlog of
  *    more than a tenth of a second (the VM was paused) is dropped, not caught up in one burst.
- *    Every second it prints "dirty_pages LABEL: at S s, N pages dirtied in the last second".
  *    RATE 0: it only sleeps.
- * Exit status 0, or 2 for bad arguments. */
+ * 4. Every second it reads every filled page back and checks that it holds exactly what was last
+ *    written there (the fill pattern, or the stamp of its last write: stamps count up by one per
+ *    write and pages are written in a fixed order, so the whole arena is known), then prints
+ *    "dirty_pages LABEL: at S s, N pages dirtied in the last second, all P pages hold what was
+ *    written". A migration or restore that lost a write (a dirty page never sent, a stale page)
+ *    shows here: it prints "LOST WRITES: K of P pages ..." with the first such page, and exits 3.
+ * Exit status 0, 2 for bad arguments, 3 for lost writes. */
 #include "guest/lib/pmuvm.h"
 
 #define ARENA_MIB 120
@@ -22,13 +27,29 @@
 #define WORDS_PER_PAGE (PAGE / 8u)
 #define CALIBRATE_MS 500
 
-/* volatile: every store must happen (the arena is never read back, so it would be dropped). */
+/* volatile: every store and every read-back happens, in order, as written. */
 static volatile uint64_t arena[(uint64_t)ARENA_MIB * 1024 * 1024 / 8] __attribute__((aligned(4096)));
 
 static inline uint64_t rdtsc(void) {
   uint32_t lo, hi;
   __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
   return ((uint64_t)hi << 32) | lo;
+}
+
+static uint64_t fill_value(uint64_t page) { return 0x5a5a000000000000ull | page; }
+
+/* Pages that do not hold what was written, when the last write (stamp `stamp`, 0: none yet) went
+ * to the page before `next`; *first is set to the first of them. */
+static uint64_t check_arena(uint64_t pages, uint64_t next, uint64_t stamp, uint64_t *first,
+                            uint64_t *held, uint64_t *wanted) {
+  uint64_t bad = 0;
+  for (uint64_t p = 0; p < pages; ++p) {
+    const uint64_t back = (next + pages - 1 - p) % pages; /* writes since page p's last one */
+    const uint64_t want = back >= stamp ? fill_value(p) : stamp - back;
+    const uint64_t have = arena[p * WORDS_PER_PAGE];
+    if (have != want && bad++ == 0) *first = p, *held = have, *wanted = want;
+  }
+  return bad;
 }
 
 /* TSC ticks per second, measured over CALIBRATE_MS of scheduler ticks. */
@@ -57,7 +78,7 @@ int main(int argc, char **argv) {
 
   const uint64_t pages = (uint64_t)fill_mib * 1024 * 1024 / PAGE;
   const uint64_t f0 = rdtsc();
-  for (uint64_t p = 0; p < pages; ++p) arena[p * WORDS_PER_PAGE] = 0x5a5a000000000000ull | p;
+  for (uint64_t p = 0; p < pages; ++p) arena[p * WORDS_PER_PAGE] = fill_value(p);
   const uint64_t f1 = rdtsc();
   printf_("dirty_pages %s: ready, %llu pages non-zero in %llu ms (TSC at %llu kHz)\n", label,
           (unsigned long long)pages, (unsigned long long)((f1 - f0) * 1000u / hz),
@@ -78,13 +99,23 @@ int main(int argc, char **argv) {
       if (++next == pages) next = 0;
     }
     const uint64_t second = elapsed / hz;
-    if (rate != 0 && second != last_second) {
-      printf_("dirty_pages %s: at %llu s, %llu pages dirtied in the last second\n", label,
-              (unsigned long long)second, (unsigned long long)(stamp - at_last_second));
+    if (second != last_second) {
+      uint64_t first = 0, held = 0, wanted = 0;
+      const uint64_t bad = check_arena(pages, next, stamp, &first, &held, &wanted);
+      if (bad != 0) {
+        printf_("dirty_pages %s: at %llu s: LOST WRITES: %llu of %llu pages do not hold what was "
+                "written (page %llu holds %#llx, expected %#llx)\n", label,
+                (unsigned long long)second, (unsigned long long)bad, (unsigned long long)pages,
+                (unsigned long long)first, (unsigned long long)held, (unsigned long long)wanted);
+        return 3;
+      }
+      printf_("dirty_pages %s: at %llu s, %llu pages dirtied in the last second, all %llu pages "
+              "hold what was written\n", label, (unsigned long long)second,
+              (unsigned long long)(stamp - at_last_second), (unsigned long long)pages);
       last_second = second;
       at_last_second = stamp;
     }
-    sys_lwp_wait(rate != 0 ? 1 : 1000);
+    sys_lwp_wait(rate != 0 ? 1 : 100);
   }
   printf_("dirty_pages %s: done, %llu pages dirtied in %ld s\n", label, (unsigned long long)stamp,
           seconds);
