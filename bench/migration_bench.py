@@ -238,9 +238,12 @@ class Bench:
             if running:
                 dest.p.kill()
             status = dest.wait()
-            stats["failure"] = (
-                f"the destination {'was killed' if running else f'ended with status {status}'}"
-                f" ({str(e).splitlines()[0]}); its last error: {dest.last_error()}")
+            why = dest.last_error()
+            stats["failure"] = (f"the destination was killed ({str(e).splitlines()[0]})" if running
+                                else f"the destination ended with status {status}: {why}")
+            if "rip=0xfff0" in why and "cs=0xf000" in why:
+                stats["failure"] += (" [the vCPU arrived in its reset state: the guest had died "
+                                     "at the source during pre-copy]")
         rounds = [(t, int(m.group(1))) for t, l in source.lines["err"] for m in [ROUND_LINE.search(l)] if m]
         if [r for _, r in rounds] != list(range(len(stats["pages_per_round"]))):
             source.fail(f"round log lines {rounds} do not match the stats {stats}")
