@@ -47,11 +47,12 @@ TEST(PmuvmCtl, NoServerExit3) {
   EXPECT_EQ(r.err, "pmuvm: cannot connect to " + path + ": No such file or directory\n");
 }
 
-// The server is ready, the Machine's side is not: refused, not silently ignored.
-TEST(PmuvmRun, ApiSocketIsRefusedUntilWired) {
-  auto r = run({"run", "--api-socket", "/tmp/x.sock", "--", "/nonexistent.elf"});
+// --paused without the socket that could resume it is refused before anything starts. (The
+// API socket on a running VM: tests/e2e:migration_test and migration_refusal_test.)
+TEST(PmuvmRun, PausedNeedsTheApiSocket) {
+  auto r = run({"run", "--paused", "--", "/nonexistent.elf"});
   EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(r.err, "pmuvm: --api-socket: the API socket is not wired into the run loop yet\n");
+  EXPECT_EQ(r.err, "pmuvm: --paused needs --api-socket (only vm.resume can start the VM)\n");
 }
 
 }  // namespace

@@ -154,7 +154,9 @@ class MigrationTest : public GuestTest {
       const Result r = hops[i].process->wait();
       out += r.out;
       trace += slurp(hops[i].trace);
-      if (i + 1 == hops.size()) EXPECT_EQ(r.status, b.result.status) << r.err;
+      if (i + 1 == hops.size()) {
+        EXPECT_EQ(r.status, b.result.status) << r.err;
+      }
     }
     EXPECT_EQ(out, b.result.out);
     EXPECT_EQ(trace, b.trace);
