@@ -804,7 +804,7 @@ struct Machine::Impl : MachineControl {
       while (!stop) {
         const bool pausing = pause_requested.load();
         if (pausing && !v.needs_completion) {
-          park(v);
+          park();
           continue;
         }
         // A vCPU on its way to being parked only completes its last exit (immediate_exit: no
@@ -835,13 +835,12 @@ struct Machine::Impl : MachineControl {
   // ---- Pausing, snapshots and migration (MigratableVm) ----------------------------------------
 
   // The vCPU thread waits here while a pause is requested (or until the run ends).
-  void park(Vcpu& v) {
+  void park() {
     std::unique_lock<std::mutex> lock(pause_lock);
     ++parked;
     pause_changed.notify_all();
     pause_changed.wait(lock, [&] { return !pause_requested || stop; });
     --parked;
-    (void)v;
   }
 
   bool pause() override {
