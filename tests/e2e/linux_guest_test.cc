@@ -19,7 +19,9 @@
 
 #include <chrono>
 #include <map>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <thread>
 #include <sstream>
@@ -262,37 +264,41 @@ bool wait_for_socket(const std::string& path, Child& owner) {
   return false;
 }
 
-// The amd-lwp boot migrated twice, during the kernel's boot and while the LWP programs run:
-// the programs' exact checks pass at the destination and their lines are those of the boot
-// without migration (console output, in-kernel PIT/PIC/IOAPIC state, TSC, every task's LWPCB and
-// the steppers' state all moved).
-TEST_F(LinuxGuest, MigratesTwiceWhileBootingAndProfiling) {
-  const Result& reference = boot("lwp");
-  ASSERT_EQ(reference.status, 0) << dump(reference);
-  const double seconds = boot_seconds().at("lwp");
+// One try of the chain below: the concatenated result, or nullopt when a source guest died
+// during pre-copy ("the guest's run ended during the migration": the known nested-host crash of
+// guests under dirty logging, see the issue-11 note), with what the source said in `why`.
+std::optional<Result> migrate_linux_twice(const std::vector<std::string>& boot, double seconds,
+                                          std::string* why) {
   std::vector<std::unique_ptr<Child>> hops;
   std::vector<std::string> apis, incomings;
   for (int i = 0; i < 3; ++i) {
     // Short paths: a Unix socket's must fit sun_path (108 bytes), Bazel's TEST_TMPDIR does not.
-    apis.push_back("/tmp/pmuvm-linux-" + std::to_string(getpid()) + "." + std::to_string(i) + ".api");
-    incomings.push_back("/tmp/pmuvm-linux-" + std::to_string(getpid()) + "." + std::to_string(i) + ".mig");
+    const std::string base = "/tmp/pmuvm-linux-" + std::to_string(getpid()) + "." + std::to_string(i);
+    apis.push_back(base + ".api");
+    incomings.push_back(base + ".mig");
   }
   std::vector<std::string> argv = {"run", "--api-socket", apis[0]};
-  for (const std::string& a : boot_args("lwp")) argv.push_back(a);
+  for (const std::string& a : boot) argv.push_back(a);
   hops.push_back(std::make_unique<Child>(argv, 600));
-  ASSERT_TRUE(wait_for_socket(apis[0], *hops[0])) << hops[0]->err();
+  EXPECT_TRUE(wait_for_socket(apis[0], *hops[0])) << hops[0]->err();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 1; i <= 2; ++i) {
     hops.push_back(std::make_unique<Child>(
         std::vector<std::string>{"run", "--incoming", "unix:" + incomings[i], "--api-socket",
                                  apis[i], "--lwp-report", "-"},
         600));
-    ASSERT_TRUE(wait_for_socket(incomings[i], *hops[i])) << hops[i]->err();
+    EXPECT_TRUE(wait_for_socket(incomings[i], *hops[i])) << hops[i]->err();
     const double at = seconds * (i == 1 ? 0.35 : 0.8);
     std::this_thread::sleep_until(start + std::chrono::duration<double>(at));
     const Result c = run({"ctl", "--api-socket", apis[i - 1], "vm.send-migration",
                           R"({"destination_url":"unix:)" + incomings[i] + R"("})"});
-    ASSERT_EQ(c.status, 0) << c.out << c.err << hops[i - 1]->err();
+    if (c.status != 0) {
+      *why = c.out + c.err + hops[i - 1]->wait().err;
+      if (c.out.find("the guest's run ended during the migration") != std::string::npos)
+        return std::nullopt;
+      ADD_FAILURE() << "migration " << i << " failed: " << *why;
+      return Result{};
+    }
     EXPECT_EQ(hops[i - 1]->wait().status, 0);
   }
   Result all;
@@ -302,6 +308,27 @@ TEST_F(LinuxGuest, MigratesTwiceWhileBootingAndProfiling) {
     all.err += r.err;
     all.status = r.status;
   }
+  return all;
+}
+
+// The amd-lwp boot migrated twice, during the kernel's boot and while the LWP programs run:
+// the programs' exact checks pass at the destination and their lines are those of the boot
+// without migration (console output, in-kernel PIT/PIC/IOAPIC state, TSC, every task's LWPCB and
+// the steppers' state all moved). A source guest that dies during pre-copy (a crash seen in the
+// nested host under dirty logging, cause not found: the issue-11 note) gets the chain one more
+// try, said in the log; twice is a failure.
+TEST_F(LinuxGuest, MigratesTwiceWhileBootingAndProfiling) {
+  const Result& reference = boot("lwp");
+  ASSERT_EQ(reference.status, 0) << dump(reference);
+  const double seconds = boot_seconds().at("lwp");
+  std::string why;
+  std::optional<Result> migrated = migrate_linux_twice(boot_args("lwp"), seconds, &why);
+  if (!migrated) {
+    std::cerr << "linux_guest_test: a source guest died during pre-copy; one more try:\n" << why;
+    migrated = migrate_linux_twice(boot_args("lwp"), seconds, &why);
+  }
+  ASSERT_TRUE(migrated.has_value()) << "a source guest died during pre-copy twice:\n" << why;
+  const Result& all = *migrated;
   EXPECT_EQ(all.status, 0) << dump(all);
   EXPECT_TRUE(has_line(all, "init: exit status 0")) << dump(all);
   for (const char* program : {"lwp_selfcheck:", "lwp_sigio:", "cpuinfo_flags:", "init:"})
