@@ -320,8 +320,9 @@ std::string snapshot_of_spin(const std::string& name) {
   const std::string api = socket_path(name + ".api");
   const std::string dir = temp_path(name);
   std::filesystem::remove_all(dir);
-  Child source({"run", "--paused", "--api-socket", api, "--", guest_program("spin"), "s", "4",
-                "3000000"},
+  // 64 MiB: the case copies the snapshot seven times (TEST_TMPDIR is 9p in the nested host).
+  Child source({"run", "--paused", "--mem", "64", "--api-socket", api, "--", guest_program("spin"),
+                "s", "4", "3000000"},
                120);
   EXPECT_TRUE(wait_for_socket(api, source));
   EXPECT_EQ(ctl(api, "vm.snapshot", R"({"destination_url":"file://)" + dir + R"("})").status, 0);
