@@ -18,7 +18,6 @@
 #include <utility>
 
 #include "guest/abi/pmuvm_abi.h"
-#include "pmu/netburst/save_state.h"
 #include "pmu/rate_limited_interrupt_sink.h"
 #include "pmu/state_archive.h"
 #include "vmm/boot/long_mode.h"
@@ -133,11 +132,30 @@ uint32_t pv_features_for(MachineOptions::Stepper stepper) {
   return PMUVM_PV_USER_ENTRY;
 }
 
+// The stepper as a snapshot's manifest names it (options_from_manifest reads it back).
+const char* stepper_name(MachineOptions::Stepper stepper) {
+  switch (stepper) {
+    case MachineOptions::Stepper::kKvm: return "kvm";
+    case MachineOptions::Stepper::kGuest: return "guest";
+    case MachineOptions::Stepper::kNone: break;
+  }
+  return "none";
+}
+
 std::vector<CpuidEntry> supported_cpuid(const KvmSystem& kvm) {
   std::vector<CpuidEntry> host;
   for (const kvm_cpuid_entry2& e : kvm.supported_cpuid())
     host.push_back(CpuidEntry{e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx});
   return host;
+}
+
+// What a snapshot's guest saw that this host's KVM cannot present (cpuid_bits_missing): the
+// profile's table filtered by this KVM is the most it can present, one line per register lacking
+// bits. Asked at a migration's hello (host_cpuid_refusals) and again when the VM is built.
+std::vector<std::string> cpuid_refusals(const KvmSystem& kvm, const SnapshotManifest& m,
+                                        uint32_t pv_features) {
+  return cpuid_bits_missing(m.cpuid,
+                            filter_guest_cpuid(supported_cpuid(kvm), m.profile, pv_features).entries);
 }
 
 std::vector<kvm_cpuid_entry2> to_kvm(const std::vector<CpuidEntry>& table) {
@@ -874,9 +892,7 @@ struct Machine::Impl : MachineControl {
     m.mem_mib = options.mem_mib;
     m.seed = options.seed;
     m.timer_hz = options.timer_hz;
-    m.stepper = options.stepper == MachineOptions::Stepper::kKvm     ? "kvm"
-                : options.stepper == MachineOptions::Stepper::kGuest ? "guest"
-                                                                     : "none";
+    m.stepper = stepper_name(options.stepper);
     m.linux_guest = is_linux();
     m.kernel = options.kernel_name;
     m.max_interrupt_rate = options.max_interrupts_per_second;
@@ -894,16 +910,16 @@ struct Machine::Impl : MachineControl {
 
   StateSections capture_state() override {
     StateSections s;
-    s.add("vm.kvm", archived(*std::make_unique<VmArchState>(vm->save_state(is_linux()))));
+    VmArchState vm_state = vm->save_state(is_linux());
+    s.add("vm.kvm", archived(vm_state));
     const std::vector<uint32_t> msrs = kvm->msrs_to_save();
     for (auto& vp : vcpus) {
       Vcpu& v = *vp;
       const std::string p = "vcpu" + std::to_string(v.kvm->index()) + ".";
-      auto arch = std::make_unique<VcpuArchState>(v.kvm->save_state(msrs));
-      s.add(p + "kvm", archived(*arch));
+      VcpuArchState arch = v.kvm->save_state(msrs);
+      s.add(p + "kvm", archived(arch));
       s.add(p + "lwp", v.control->save_state());
-      if (pmu::netburst::NetburstPmu* nb = v.control->netburst())
-        s.add(p + "netburst", pmu::netburst::serialize(nb->state()));
+      if (auto netburst = v.control->save_netburst_state()) s.add(p + "netburst", *netburst);
       pmu::StateWriter w;
       w(v, *v.limited);
       if (v.kvm_stepper) w(*v.kvm_stepper);
@@ -942,35 +958,28 @@ struct Machine::Impl : MachineControl {
         throw UsageError("the snapshot's " + name + " state: " + e.what());
       }
     };
-    auto vm_state = std::make_unique<VmArchState>();
-    read("vm.kvm", *vm_state);
-    if (is_linux() != vm_state->pit.has_value())
+    VmArchState vm_state;
+    read("vm.kvm", vm_state);
+    if (is_linux() != vm_state.pit.has_value())
       throw UsageError("the snapshot's device state does not match its guest kind");
     for (auto& vp : vcpus) {
       Vcpu& v = *vp;
       const std::string p = "vcpu" + std::to_string(v.kvm->index()) + ".";
-      auto arch = std::make_unique<VcpuArchState>();
-      read(p + "kvm", *arch);
-      v.kvm->restore_state(*arch);
+      VcpuArchState arch;
+      read(p + "kvm", arch);
+      v.kvm->restore_state(arch);
       v.kvm->load_exit_state();
       if (auto error = v.control->restore_state(section(p + "lwp")))
         throw UsageError("the snapshot's " + p + "lwp state: " + *error);
-      if (pmu::netburst::NetburstPmu* nb = v.control->netburst()) {
-        auto state = pmu::netburst::deserialize(section(p + "netburst"));
-        if (auto* error = std::get_if<std::string>(&state))
-          throw UsageError("the snapshot's " + p + "netburst state: " + *error);
-        if (auto error = nb->load_state(std::get<pmu::netburst::PmuState>(state)))
-          throw UsageError("the snapshot's " + p + "netburst state: " + *error);
-      } else if (s.find(p + "netburst")) {
-        throw UsageError("the snapshot has NetBurst state but its CPU profile has no NetBurst PMU");
-      }
+      if (auto error = v.control->restore_netburst_state(s.find(p + "netburst")))
+        throw UsageError("the snapshot's " + p + "netburst state: " + *error);
       if (v.kvm_stepper && v.stepper) throw std::logic_error("two steppers");
       if (v.kvm_stepper) read(p + "vmm", v, *v.limited, *v.kvm_stepper);
       else if (v.stepper) read(p + "vmm", v, *v.limited, *v.stepper);
       else read(p + "vmm", v, *v.limited);
       v.debug_unknown = true;
     }
-    vm->restore_state(*vm_state);
+    vm->restore_state(vm_state);
     read("devices", serial, rtc, console_line);
     read("report", report, linux_tasks);
   }
@@ -983,7 +992,7 @@ struct Machine::Impl : MachineControl {
                         {"guest", is_linux() ? "linux" : "bundled"},
                         {"kernel", options.kernel_name},
                         {"seed", options.seed},
-                        {"stepper", manifest().stepper}}}};
+                        {"stepper", stepper_name(options.stepper)}}}};
   }
 
   nlohmann::json pmu_state() override {
@@ -1041,21 +1050,18 @@ struct Machine::Impl : MachineControl {
 
   void create_vcpus(const LoadedGuest& guest) {
     const LongModeState boot = is_linux() ? setup_long_mode_for_linux(ram) : setup_long_mode(ram);
-    if (!options.restore)
+    if (!options.restore) {
       guest_cpuid = build_guest_cpuid(supported_cpuid(*kvm), options.profile, pv_features());
-    else
-      guest_cpuid = filter_guest_cpuid(supported_cpuid(*kvm), options.profile, pv_features()).entries;
-    if (options.restore) {
-      // The guest keeps the CPUID it booted with (DESIGN §4.10). Built from the same profile, this
-      // host's table can differ only by what its KVM cannot offer.
-      const std::vector<CpuidEntry>& saw = options.restore->manifest.cpuid;
-      const std::vector<std::string> missing = cpuid_bits_missing(saw, guest_cpuid);
+    } else {
+      // The guest keeps the CPUID it booted with (DESIGN §4.10).
+      const std::vector<std::string> missing =
+          cpuid_refusals(*kvm, options.restore->manifest, pv_features());
       if (!missing.empty()) {
         std::string text;
         for (const std::string& m : missing) text += "\n  " + m;
         throw UsageError("this host's KVM cannot present the CPUID the guest saw:" + text);
       }
-      guest_cpuid = saw;
+      guest_cpuid = options.restore->manifest.cpuid;
     }
     const std::vector<CpuidEntry>& table = guest_cpuid;
     for (uint32_t i = 0; i < options.vcpus; ++i) {
@@ -1233,11 +1239,9 @@ Machine::Machine(MachineOptions options) : impl_(std::make_unique<Impl>(std::mov
 GuestRam& Machine::ram() { return impl_->ram; }
 void Machine::set_restored_state(StateSections state) { impl_->options.restore->state = std::move(state); }
 
-std::vector<std::string> host_cpuid_refusals(const SnapshotManifest& m, const std::string& kvm_device) {
-  KvmSystem kvm(kvm_device);
-  const MachineOptions o = options_from_manifest(m);
-  return cpuid_bits_missing(
-      m.cpuid, filter_guest_cpuid(supported_cpuid(kvm), m.profile, pv_features_for(o.stepper)).entries);
+std::vector<std::string> host_cpuid_refusals(const SnapshotManifest& m,
+                                             const std::string& kvm_device) {
+  return cpuid_refusals(KvmSystem(kvm_device), m, pv_features_for(options_from_manifest(m).stepper));
 }
 
 MachineOptions options_from_manifest(const SnapshotManifest& m) {

@@ -71,4 +71,19 @@ std::optional<std::string> VcpuControlBlock::restore_state(std::span<const std::
   return lwp_.load_state(std::get<pmu::lwp::UnitState>(parsed));
 }
 
+std::optional<std::vector<std::byte>> VcpuControlBlock::save_netburst_state() const {
+  if (!netburst_) return std::nullopt;
+  return pmu::netburst::serialize(netburst_->state());
+}
+
+std::optional<std::string> VcpuControlBlock::restore_netburst_state(
+    const std::vector<std::byte>* bytes) {
+  if (!netburst_ && !bytes) return std::nullopt;
+  if (!netburst_) return "NetBurst state, but the CPU profile has no NetBurst PMU";
+  if (!bytes) return "no NetBurst state, but the CPU profile has a NetBurst PMU";
+  auto state = pmu::netburst::deserialize(*bytes);
+  if (auto* error = std::get_if<std::string>(&state)) return *error;
+  return netburst_->load_state(std::get<pmu::netburst::PmuState>(state));
+}
+
 }  // namespace vmm
