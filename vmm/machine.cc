@@ -26,6 +26,7 @@
 #include "vmm/devices/i8042_reset.h"
 #include "vmm/devices/lvt_performance_counter.h"
 #include "vmm/devices/serial_16550.h"
+#include "vmm/kvm/exit_history.h"
 #include "vmm/kvm/kvm_vcpu.h"
 #include "vmm/precise/guest_assisted_stepper.h"
 #include "vmm/precise/kvm_stepper.h"
@@ -280,6 +281,7 @@ struct Machine::Impl : MachineControl {
     // Restored from a snapshot: KVM holds none of the guest-debug state the shadow fields above
     // describe, so update_stepping issues it once whatever they say.
     bool debug_unknown = false;
+    ExitHistory exits;  // the last exits, told when the guest dies (registers lost on AMD)
 
     // Snapshot / migration of the bookkeeping above (the models have their own archives).
     template <class Archive>
@@ -542,6 +544,11 @@ struct Machine::Impl : MachineControl {
                     write ? "WRMSR" : "RDMSR", msr, cpl);
   }
 
+  // The fatal exit's message tail: the exits before it, oldest first (ExitHistory).
+  static std::string last_exits(const Vcpu& v) {
+    return "\nthe last exits of this vCPU before it (the fatal one last):\n" + v.exits.describe();
+  }
+
   // Returns false when the vCPU must stop.
   bool dispatch(Vcpu& v) {
     kvm_run* run = v.kvm->run_state();
@@ -571,18 +578,19 @@ struct Machine::Impl : MachineControl {
         fail("guest triple fault on vCPU " + std::to_string(v.kvm->index()) + ": " +
              (reset_state ? "registers lost (KVM on AMD SVM resets the vCPU on a shutdown; "
                             "after the reset: " + describe_registers(*v.kvm) + ")"
-                          : describe_registers(*v.kvm)));
+                          : describe_registers(*v.kvm)) +
+             last_exits(v));
         return false;
       }
       case KVM_EXIT_FAIL_ENTRY:
         fail("KVM could not enter vCPU " + std::to_string(v.kvm->index()) +
              " (hardware reason " +
              std::to_string(run->fail_entry.hardware_entry_failure_reason) + "): " +
-             describe_registers(*v.kvm));
+             describe_registers(*v.kvm) + last_exits(v));
         return false;
       case KVM_EXIT_INTERNAL_ERROR:
         fail("KVM internal error " + std::to_string(run->internal.suberror) + " on vCPU " +
-             std::to_string(v.kvm->index()) + ": " + describe_registers(*v.kvm));
+             std::to_string(v.kvm->index()) + ": " + describe_registers(*v.kvm) + last_exits(v));
         return false;
       default:
         fail("unexpected KVM exit reason " + std::to_string(run->exit_reason) + " on vCPU " +
@@ -837,6 +845,7 @@ struct Machine::Impl : MachineControl {
                                         reason == KVM_EXIT_X86_RDMSR ||
                                         reason == KVM_EXIT_X86_WRMSR);
         v.tf_kept = false;  // until on_step says otherwise
+        if (r >= 0) v.exits.record(*v.kvm->run_state(), v.kvm->exit_regs(), v.kvm->exit_sregs());
         // A kick (r < 0) stops the vCPU between instructions: nothing retired, nothing changes.
         if (r >= 0 && v.kvm_stepper && v.kvm->run_state()->exit_reason != KVM_EXIT_DEBUG)
           v.kvm_stepper->on_other_exit(v.kvm->exit_sregs().ss.dpl);

@@ -117,21 +117,29 @@ TEST_F(GuestBoot, NoLwpProfileHasNoLwp) {
   EXPECT_NE(r.out.find("LWP is not enabled"), std::string::npos) << r.out;
 }
 
-// A crashed guest is a VMM-level failure: exit status 3 and one line with the reason and the
-// vCPU's registers.
+// A crashed guest is a VMM-level failure: exit status 3, one line with the reason and the
+// vCPU's registers, then the vCPU's last exits (the fatal one last).
 TEST_F(GuestBoot, TripleFaultIsExitThreeWithTheRegisters) {
   auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_triple_fault"), "--",
                 program("hello")});
   EXPECT_EQ(r.status, 3) << r.out << r.err;
-  EXPECT_NE(r.err.find("guest triple fault on vCPU 0: "), std::string::npos) << r.err;
+  const size_t at = r.err.find("guest triple fault on vCPU 0: ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string reason = r.err.substr(at, r.err.find('\n', at) - at);
   // Intel keeps the crash site (the ud2 at the entry point, CR3 = the boot page tables); AMD SVM
   // resets the vCPU on a shutdown, and pmuvm says so instead of passing the reset state off as
   // the crash site.
-  const bool crash_site = r.err.find(" cr3=0x8000 ") != std::string::npos;
-  const bool said_lost = r.err.find("registers lost (KVM on AMD SVM resets the vCPU on a shutdown") !=
+  const bool crash_site = reason.find(" cr3=0x8000 ") != std::string::npos;
+  const bool said_lost = reason.find("registers lost (KVM on AMD SVM resets the vCPU on a shutdown") !=
                          std::string::npos;
   EXPECT_TRUE(crash_site != said_lost) << r.err;
-  EXPECT_NE(r.err.find("rip=0x"), std::string::npos) << r.err;
+  EXPECT_NE(reason.find("rip=0x"), std::string::npos) << r.err;
+  // The ud2 is the kernel's first instruction: the shutdown is the vCPU's first and only exit.
+  EXPECT_NE(r.err.find("the last exits of this vCPU before it (the fatal one last):\n"
+                       "  exit 0: shutdown(0) cpl 0 rip="),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("  exit 1: "), std::string::npos) << r.err;
 }
 
 TEST_F(GuestBoot, KvmInternalErrorIsExitThreeWithTheRegisters) {
