@@ -24,9 +24,10 @@ Three measurements, each of pmuvm driven through its API socket (`pmuvm ctl`, DE
     rate; prints the pages sent per round, the final (paused) pages and the downtime, plus the
     rate the guest reports having reached while pre-copy ran. Pre-copy stops at a round of
     <= 64 dirty pages or after 30 rounds.
-A hand-over that leaves no working VM at the destination (in the nested host, a guest that
-dirties >= 25000 pages/s sometimes triple-faults during pre-copy; the source still hands it over
-and exits 0) is reported and tried again, at most 3 attempts per measurement.
+A hand-over that leaves no working VM at the destination (a guest that died during pre-copy:
+the source still hands it over and exits 0) is reported and tried again, at most 3 attempts per
+measurement; the summary counts them. (Under QEMU's multi-threaded TCG, a guest dirtying >= 25000
+pages/s died that way now and then; tools/kvm-host/run now uses one TCG thread, see its README.)
 After every migration and restore each guest task reads its whole arena back and checks that it
 holds exactly what the task last wrote (guest/programs/dirty_pages.c), before the VM is shut
 down; lost writes are reported and make the exit status 1.
