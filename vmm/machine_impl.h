@@ -1,0 +1,360 @@
+// Machine::Impl, the machine behind Machine's interface, and the per-vCPU helpers it is made of.
+// Internal to //vmm:machine (not in machine.h): the state every part of the machine shares, with
+// each member function declared next to the ones of its file:
+//   machine.cc           building the VM and its vCPUs, the vCPU threads' run loop, the report
+//   machine_exits.cc     what each KVM exit does: port I/O, MSR accesses, fatal exits
+//   machine_stepping.cc  the KVM stepper: when to single-step, what each step retires
+//   machine_state.cc     pausing, snapshots and migration; the API's view of the machine
+#pragma once
+
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pmu/rate_limited_interrupt_sink.h"
+#include "vmm/cpu/cpuid_table.h"
+#include "vmm/devices/cmos_rtc.h"
+#include "vmm/devices/i8042_reset.h"
+#include "vmm/devices/lvt_performance_counter.h"
+#include "vmm/devices/serial_16550.h"
+#include "vmm/kvm/exit_history.h"
+#include "vmm/kvm/kvm_vcpu.h"
+#include "vmm/machine.h"
+#include "vmm/machine_control.h"
+#include "vmm/precise/guest_assisted_stepper.h"
+#include "vmm/precise/kvm_stepper.h"
+#include "vmm/report/lwp_report.h"
+#include "vmm/vcpu_control_block.h"
+#include "vmm/vmm_error.h"
+
+namespace vmm {
+
+// IA32_MISC_ENABLE: a profile's value is written at boot (create_vcpus) and answers RDMSR
+// (handle_msr).
+constexpr uint32_t kMsrMiscEnable = 0x1A0;
+
+struct SteadyClock : pmu::Clock {
+  uint64_t now_ns() override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+};
+
+// PMU interrupts of one vCPU. Threshold interrupts (LWP) are fixed-vector MSIs to its in-kernel
+// LAPIC. A performance-counter interrupt (NetBurst overflow) goes where the guest programmed the
+// LVT performance-counter entry: nothing while LVTPC is masked (it stays pending and is retried
+// at every exit of the vCPU), NMI or the fixed vector by its delivery mode.
+//
+// Not modelled: Intel's mask-on-delivery (hardware sets LVTPC.mask when it delivers a PMI).
+// KVM 6.1 has no ioctl that writes one LAPIC register; KVM_SET_LAPIC rewrites the whole state:
+// it overwrites IRR bits raised since the KVM_GET_LAPIC (an IPI from another vCPU lost), restarts
+// the timer from the saved count, and without APICv (this host) leaves an IRR bit it restores
+// unnoticed until the next interrupt (KVM fixed that in 2024: "Refresh irr_pending on
+// KVM_SET_LAPIC"; a stuck timer interrupt hangs a guest). Guests unmask LVTPC at the end of
+// their PMI handler (Linux's P4 driver, the bundled kernel), so for them the only difference is
+// that a second PMI could arrive inside the handler: NMIs are blocked there until IRET, and a
+// fixed vector waits in IRR while IF = 0, so nothing nests in practice.
+struct VcpuInterrupts : pmu::InterruptSink {
+  KvmVm* vm = nullptr;
+  KvmVcpu* vcpu = nullptr;
+  uint32_t apic_id = 0;
+  bool pmi_pending = false;
+
+  void deliver_vector(uint8_t vector) override { vm->signal_msi(apic_id, vector); }
+  void deliver_nmi() override { vcpu->nmi(); }
+  void raise_performance_interrupt() override {
+    pmi_pending = true;
+    deliver_pending_pmi();
+  }
+  void deliver_pending_pmi() {
+    if (!pmi_pending) return;
+    // A read: KVM_GET_LAPIC changes nothing.
+    const PmiDelivery d = route_pmi(vcpu->lapic_register(kLvtpcOffset));
+    switch (d.route) {
+      case PmiDelivery::Route::kHeld: return;  // retried at the next exit
+      case PmiDelivery::Route::kNmi: vcpu->nmi(); break;
+      case PmiDelivery::Route::kFixed: vm->signal_msi(apic_id, d.vector); break;
+      case PmiDelivery::Route::kUnsupported:
+        spdlog::warn("vCPU {}: LVTPC delivery mode {} is not supported; PMI dropped",
+                     vcpu->index(), d.delivery_mode);
+        break;
+    }
+    pmi_pending = false;
+  }
+};
+
+// LWP's #PF traps of one vCPU (DESIGN §4.1). The unit raises at most one per retired instruction,
+// from inside VcpuControlBlock::retire(); the run loop takes it right after that call and delivers
+// it at the instruction boundary the vCPU stopped at (Impl::deliver_page_fault).
+struct VcpuPageFaults : pmu::PageFaultSink {
+  struct Fault {
+    uint64_t linear;
+    uint32_t error_code;
+  };
+  std::optional<Fault> pending;
+  uint64_t delivered = 0;
+  uint64_t dropped = 0;  // raised by an instruction whose next boundary is in the kernel (SYSCALL)
+
+  void raise_page_fault(uint64_t linear, uint32_t error_code) override {
+    pending = Fault{linear, error_code};
+  }
+};
+
+// What the PMU models of one vCPU raise, on its way to the rate limiter. A threshold vector is
+// reported for the task running now (its LWPCB stored the record) together with whether the
+// limiter folded it into an interrupt it already held. Counting at request time keeps a held
+// interrupt that goes out later, while another task or the idle loop runs, with the task that
+// asked for it, and makes "requested = delivered + coalesced" checkable per task.
+struct RequestTap : pmu::InterruptSink {
+  pmu::RateLimitedInterruptSink* limited = nullptr;
+  std::function<void(bool coalesced)> on_vector;  // reporting hook (threshold interrupts per task)
+
+  void deliver_vector(uint8_t vector) override {
+    const uint64_t before = limited->coalesced();
+    limited->deliver_vector(vector);
+    if (on_vector) on_vector(limited->coalesced() != before);
+  }
+  void deliver_nmi() override { limited->deliver_nmi(); }
+  void raise_performance_interrupt() override { limited->raise_performance_interrupt(); }
+};
+
+// The vCPU's registers in one line (or why they cannot be read): a fatal exit's message, and
+// where each vCPU was when a signal stopped the run.
+inline std::string describe_registers(KvmVcpu& vcpu) {
+  char buf[512];
+  try {
+    const kvm_regs r = vcpu.regs();
+    const kvm_sregs s = vcpu.sregs();
+    std::snprintf(buf, sizeof buf,
+                  "rip=%#llx rsp=%#llx rflags=%#llx rax=%#llx rbx=%#llx rcx=%#llx rdx=%#llx "
+                  "rsi=%#llx rdi=%#llx cs=%#x cr0=%#llx cr2=%#llx cr3=%#llx cr4=%#llx efer=%#llx",
+                  r.rip, r.rsp, r.rflags, r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, s.cs.selector,
+                  s.cr0, s.cr2, s.cr3, s.cr4, s.efer);
+  } catch (const VmmError& e) {
+    return std::string("(registers unavailable: ") + e.what() + ")";
+  }
+  return buf;
+}
+
+struct Machine::Impl : MachineControl {
+  MachineOptions options;
+  GuestRam ram;
+  LoadedGuest loaded;
+  std::unique_ptr<KvmSystem> kvm;
+  std::unique_ptr<KvmVm> vm;
+  SteadyClock clock;
+  Serial16550 serial{[this](char c) { console_output(c); }};
+  std::mutex serial_lock;  // serial, rtc and console_line
+  CmosRtc rtc;
+  I8042Reset i8042;
+  std::string console_line;  // a Linux guest's current console line (panic detection)
+  LinuxBoot linux_boot;
+
+  struct Vcpu {
+    std::unique_ptr<KvmVcpu> kvm;
+    VcpuInterrupts interrupts;
+    VcpuPageFaults page_faults;
+    std::unique_ptr<pmu::RateLimitedInterruptSink> limited;
+    RequestTap tap;  // the PMU models' sink: reports, then hands over to `limited`
+    std::unique_ptr<VcpuControlBlock> control;
+    std::unique_ptr<GuestAssistedStepper> stepper;  // precise backend, guest-assisted (or none)
+    std::unique_ptr<KvmStepper> kvm_stepper;        // precise backend, KVM single-step (or none)
+    bool stepping = false;  // KVM single-step is on for the next KVM_RUN
+    std::optional<uint64_t> run_to;  // no single-step; the breakpoint where user mode resumes
+    // The last exit was a CPL-3 single step after an instruction that leaves RFLAGS.TF alone, so
+    // the guest-debug state of the last KVM_SET_GUEST_DEBUG (`step_breakpoint`) still holds.
+    bool tf_kept = false;
+    std::optional<uint64_t> step_breakpoint;
+    // In the kernel with nothing announced while a task is profiled: #DB intercepted only, so
+    // the TF a kernel path restores into user mode unannounced traps here, not in the guest.
+    bool intercepting = false;
+    // A Linux guest started something that counts while in its kernel (it loaded an LWPCB or
+    // enabled a counter): no frame on its way out carries TF, so the kernel is stepped, with
+    // interrupts held (BLOCKIRQ), until user mode is reached (KvmStepper's header).
+    bool seeking = false;
+    uint64_t seek_steps = 0;
+    bool syscall_entry_known = false;  // Linux: KvmStepper's LSTAR read from the vCPU
+    // Linux: an unstepped SYSCALL hit the entry-point breakpoint while #DB was only intercepted
+    // (a signal handler's): no breakpoint there until user mode traps again.
+    bool skip_syscall_bp = false;
+    // Linux: R11 as the kernel's SYSRET left it, before pmuvm set TF in it (restored at the trap).
+    std::optional<uint64_t> sysret_r11;
+    uint64_t counted = 0;   // CPL-3 instructions a stepper handed to the PMU models
+    std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
+    std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
+    // Steady-clock time at which interrupts held by the rate limiter can go out (0 = none held).
+    // Published by the vCPU thread after every exit; the release ticker kicks the vCPU then, since
+    // a guest halted inside KVM (in-kernel LAPIC) makes no exit that would poll the limiter.
+    std::atomic<uint64_t> release_at_ns{0};
+    // The last exit was an I/O port or MSR access: KVM finishes it (the IN's data, RDMSR's
+    // result, RIP past it) only in the next KVM_RUN, so the vCPU cannot be parked for a snapshot
+    // before one more KVM_RUN (with immediate_exit: nothing else runs).
+    bool needs_completion = false;
+    // Restored from a snapshot: KVM holds none of the guest-debug state the shadow fields above
+    // describe, so update_stepping issues it once whatever they say.
+    bool debug_unknown = false;
+    ExitHistory exits;  // the last exits, told when the guest dies (registers lost on AMD)
+
+    // Snapshot / migration of the bookkeeping above (the models have their own archives).
+    template <class Archive>
+    void archive(Archive& a) {
+      uint32_t t = task;
+      a(stepping, run_to, tf_kept, step_breakpoint, intercepting, seeking, seek_steps,
+        syscall_entry_known, skip_syscall_bp, sysret_r11, counted, t, interrupts.pmi_pending,
+        page_faults.delivered, page_faults.dropped);
+      task = t;
+    }
+  };
+  std::vector<std::unique_ptr<Vcpu>> vcpus;
+
+  std::atomic<bool> stop{false};
+  // Parking every vCPU between instructions (pause(), snapshots, migration).
+  std::mutex pause_lock;
+  std::condition_variable pause_changed;
+  std::atomic<bool> pause_requested{false};
+  uint32_t pause_depth = 0;   // nested pause() calls (a user's vm.pause, then a snapshot)
+  uint32_t parked = 0;        // vCPU threads waiting in park()
+  bool migrated_away = false; // handed over to a migration destination: no report here
+  std::vector<CpuidEntry> guest_cpuid;  // the table the guest sees (before per-vCPU APIC IDs)
+  std::mutex stop_lock;  // with stop_signal: wakes the release ticker at the end of the run
+  std::condition_variable stop_signal;
+  std::atomic<int> exit_status{0};
+  std::mutex failure_lock;
+  std::string failure;  // a VMM failure ends the run with status 3
+
+  std::mutex report_lock;
+  LwpReport report;
+  std::map<uint64_t, uint32_t> linux_tasks;  // CR3 -> report task number (Linux guests)
+
+  std::ofstream trace;
+
+  // Asked once: spdlog's level check goes through its registry, a visible cost at every step.
+  const bool trace_steps = spdlog::should_log(spdlog::level::trace);
+
+  bool is_linux() const { return options.linux_guest.has_value(); }
+
+  // ---- Building and running the VM (machine.cc) -----------------------------------------------
+
+  explicit Impl(MachineOptions o);
+  uint32_t pv_features() const;
+
+  // COM1's output: to stdout, flushed per line. A Linux panic's last line ends the run (status 3)
+  // instead of leaving it hanging in the panic loop. Called under serial_lock.
+  void console_output(char c);
+
+  void fail(const std::string& reason);
+  void finish(int status);
+
+  // Makes the vCPU leave (or not enter) KVM_RUN: immediate_exit covers a thread that is about to
+  // enter, the signal one that is inside. The vCPU thread clears immediate_exit after each return
+  // and only then looks at what it was kicked for, so no kick is lost.
+  static void kick(Vcpu& v);
+
+  void interrupted_by(int sig);
+  int interrupted_signal = 0;
+
+  // Wakes each vCPU when interrupts its rate limiter held may go out (storm protection must
+  // delay interrupts, never lose or strand them).
+  void release_ticker();
+
+  void vcpu_loop(Vcpu& v);
+  void create_vcpus(const LoadedGuest& guest);
+
+  int run();
+  void write_report();
+
+  // ---- KVM exits (machine_exits.cc) -----------------------------------------------------------
+
+  void handle_io(Vcpu& v);
+  void handle_msr(Vcpu& v, bool write);
+  uint32_t linux_task(uint64_t cr3);
+
+  // The fatal exit's message tail: the exits before it, oldest first (ExitHistory).
+  static std::string last_exits(const Vcpu& v);
+
+  // Returns false when the vCPU must stop.
+  bool dispatch(Vcpu& v);
+
+  // ---- The KVM stepper (machine_stepping.cc) --------------------------------------------------
+
+  // KVM stepper (DESIGN §4.7): step only while something counts on this vCPU. LWP counts CPL-3
+  // execution only, and so do NetBurst counters without T0_OS: then only user code is stepped.
+  // The kernel announces each return into a profiled task (PMUVM_PV_PROFILED_ENTRY) with its trap
+  // frame; the kernel then runs free to the frame's RIP (an instruction breakpoint), and stepping
+  // resumes there. While a NetBurst counter counts at CPL 0, every CPL is stepped.
+  // KVM_SET_GUEST_DEBUG is re-issued before a KVM_RUN unless the last exit was a user-mode step
+  // after an instruction that leaves TF alone: KVM sets TF when it is issued, and POPF, IRET,
+  // interrupt delivery and KVM's own instruction emulation can drop it.
+  enum class StepScope { kNothing, kUserCode, kEveryCpl };
+  static StepScope step_scope(const Vcpu& v);
+
+  void update_stepping(Vcpu& v);
+
+  // The vCPU's registers at this exit, as the steppers see them.
+  static GuestRegisters user_state(Vcpu& v);
+
+  // One KVM single-step exit: the state after an instruction.
+  void on_step(Vcpu& v);
+
+  // Hands a report's retirements to the PMU models. The exit is the boundary after the last one.
+  // At CPL 0 that instruction was a SYSCALL reported at LSTAR: its user #PF cannot be delivered
+  // in the kernel; nor can one of an earlier instruction of the same report, whose boundary is
+  // past. (A SYSCALL counted by the re-entry fallback, KvmStepper's header, reaches here at CPL 3
+  // and its trap is delivered at the re-entry boundary; the guest-assisted stepper drops it.)
+  void retire_all(Vcpu& v, const Retirements& retired, uint8_t cpl, uint64_t cr3);
+
+  // Delivers the #PF trap the LWP unit raised while retiring the instruction just handed to it, if
+  // any, with `deliver` (false: it cannot be delivered at this boundary). An undelivered trap is
+  // harmless: LWP's state did not change, so the next occurrence of the event raises it again.
+  template <typename Deliver>
+  void deliver_page_fault(Vcpu& v, Deliver deliver) {
+    const std::optional<VcpuPageFaults::Fault> f = std::exchange(v.page_faults.pending, std::nullopt);
+    if (!f) return;
+    const bool delivered = deliver(*f);
+    ++(delivered ? v.page_faults.delivered : v.page_faults.dropped);
+    spdlog::debug("vCPU {}: LWP #PF trap at {:#x}, error {:#x}: {}", v.kvm->index(), f->linear,
+                  f->error_code, delivered ? "delivered" : "not deliverable here, dropped");
+  }
+
+  // ---- Pausing, snapshots and migration (MigratableVm; machine_state.cc) ----------------------
+
+  // The vCPU thread waits here while a pause is requested (or until the run ends).
+  void park();
+
+  bool pause() override;
+  void resume() override;
+  GuestRam& guest_ram() override { return ram; }
+  SnapshotManifest manifest() override;
+
+  template <typename T>
+  static std::vector<std::byte> archived(T& value);
+  StateSections capture_state() override;
+
+  // Loads a snapshot's state into the freshly created VM, vCPUs and models (before any runs).
+  // Throws UsageError naming the section that is missing or does not fit.
+  void apply_state(const StateSections& s);
+
+  nlohmann::json describe() override;
+  nlohmann::json pmu_state() override;
+  void shut_down() override;
+  void handed_over() override;
+  void set_dirty_tracking(bool on) override;
+  std::vector<uint64_t> take_dirty_pages() override;
+};
+
+}  // namespace vmm

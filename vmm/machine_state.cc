@@ -1,0 +1,222 @@
+// The machine as the API and migration see it (MachineControl, MigratableVm): every vCPU parked
+// between instructions (pause/resume), the state of the VM, vCPUs, models, devices and report as
+// snapshot sections (capture_state/apply_state), dirty-page tracking for pre-copy, and the
+// descriptions vm.info and vm.pmu return.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "pmu/state_archive.h"
+#include "vmm/machine_impl.h"
+#include "vmm/vmm_error.h"
+
+namespace vmm {
+namespace {
+
+// The stepper as a snapshot's manifest names it (options_from_manifest reads it back).
+const char* stepper_name(MachineOptions::Stepper stepper) {
+  switch (stepper) {
+    case MachineOptions::Stepper::kKvm: return "kvm";
+    case MachineOptions::Stepper::kGuest: return "guest";
+    case MachineOptions::Stepper::kNone: break;
+  }
+  return "none";
+}
+
+}  // namespace
+
+void Machine::Impl::park() {
+  std::unique_lock<std::mutex> lock(pause_lock);
+  ++parked;
+  pause_changed.notify_all();
+  pause_changed.wait(lock, [&] { return !pause_requested || stop; });
+  --parked;
+}
+
+bool Machine::Impl::pause() {
+  std::unique_lock<std::mutex> lock(pause_lock);
+  if (pause_depth++ > 0) return !stop;
+  pause_requested = true;
+  for (auto& v : vcpus) kick(*v);
+  pause_changed.wait(lock, [&] { return parked == vcpus.size() || stop; });
+  if (stop) return false;
+  // Everything the guest printed so far is in the output files now: what a snapshot or a
+  // migration resumes continues exactly after it (the tests compare both halves).
+  std::lock_guard<std::mutex> s(serial_lock);
+  std::fflush(stdout);
+  std::lock_guard<std::mutex> r(report_lock);
+  if (trace.is_open()) trace.flush();
+  return true;
+}
+
+void Machine::Impl::resume() {
+  std::lock_guard<std::mutex> lock(pause_lock);
+  if (pause_depth == 0 || --pause_depth > 0) return;
+  pause_requested = false;
+  pause_changed.notify_all();
+}
+
+SnapshotManifest Machine::Impl::manifest() {
+  SnapshotManifest m;
+  m.vcpus = options.vcpus;
+  m.mem_mib = options.mem_mib;
+  m.seed = options.seed;
+  m.timer_hz = options.timer_hz;
+  m.stepper = stepper_name(options.stepper);
+  m.linux_guest = is_linux();
+  m.kernel = options.kernel_name;
+  m.max_interrupt_rate = options.max_interrupts_per_second;
+  m.profile = options.profile;
+  m.cpuid = guest_cpuid;
+  return m;
+}
+
+template <typename T>
+std::vector<std::byte> Machine::Impl::archived(T& value) {
+  pmu::StateWriter w;
+  w(value);
+  return w.take();
+}
+
+StateSections Machine::Impl::capture_state() {
+  StateSections s;
+  VmArchState vm_state = vm->save_state(is_linux());
+  s.add("vm.kvm", archived(vm_state));
+  const std::vector<uint32_t> msrs = kvm->msrs_to_save();
+  for (auto& vp : vcpus) {
+    Vcpu& v = *vp;
+    const std::string p = "vcpu" + std::to_string(v.kvm->index()) + ".";
+    VcpuArchState arch = v.kvm->save_state(msrs);
+    s.add(p + "kvm", archived(arch));
+    s.add(p + "lwp", v.control->save_state());
+    if (auto netburst = v.control->save_netburst_state()) s.add(p + "netburst", *netburst);
+    pmu::StateWriter w;
+    w(v, *v.limited);
+    if (v.kvm_stepper) w(*v.kvm_stepper);
+    if (v.stepper) w(*v.stepper);
+    s.add(p + "vmm", w.take());
+  }
+  {
+    std::lock_guard<std::mutex> g(serial_lock);
+    pmu::StateWriter w;
+    w(serial, rtc, console_line);
+    s.add("devices", w.take());
+  }
+  {
+    std::lock_guard<std::mutex> g(report_lock);
+    pmu::StateWriter w;
+    w(report, linux_tasks);
+    s.add("report", w.take());
+  }
+  return s;
+}
+
+void Machine::Impl::apply_state(const StateSections& s) {
+  auto section = [&](const std::string& name) -> const std::vector<std::byte>& {
+    const std::vector<std::byte>* bytes = s.find(name);
+    if (!bytes) throw UsageError("the snapshot has no " + name + " state");
+    return *bytes;
+  };
+  auto read = [&](const std::string& name, auto&&... values) {
+    try {
+      pmu::StateReader r(section(name));
+      r(values...);
+      r.expect_end();
+    } catch (const pmu::StateFormatError& e) {
+      throw UsageError("the snapshot's " + name + " state: " + e.what());
+    }
+  };
+  VmArchState vm_state;
+  read("vm.kvm", vm_state);
+  if (is_linux() != vm_state.pit.has_value())
+    throw UsageError("the snapshot's device state does not match its guest kind");
+  for (auto& vp : vcpus) {
+    Vcpu& v = *vp;
+    const std::string p = "vcpu" + std::to_string(v.kvm->index()) + ".";
+    VcpuArchState arch;
+    read(p + "kvm", arch);
+    v.kvm->restore_state(arch);
+    v.kvm->load_exit_state();
+    if (auto error = v.control->restore_state(section(p + "lwp")))
+      throw UsageError("the snapshot's " + p + "lwp state: " + *error);
+    if (auto error = v.control->restore_netburst_state(s.find(p + "netburst")))
+      throw UsageError("the snapshot's " + p + "netburst state: " + *error);
+    if (v.kvm_stepper && v.stepper) throw std::logic_error("two steppers");
+    if (v.kvm_stepper) read(p + "vmm", v, *v.limited, *v.kvm_stepper);
+    else if (v.stepper) read(p + "vmm", v, *v.limited, *v.stepper);
+    else read(p + "vmm", v, *v.limited);
+    v.debug_unknown = true;
+  }
+  vm->restore_state(vm_state);
+  read("devices", serial, rtc, console_line);
+  read("report", report, linux_tasks);
+}
+
+nlohmann::json Machine::Impl::describe() {
+  return {{"state", stop ? "ended" : "running"},
+          {"config", {{"vcpus", options.vcpus},
+                      {"mem_mib", options.mem_mib},
+                      {"cpu", options.profile.name},
+                      {"guest", is_linux() ? "linux" : "bundled"},
+                      {"kernel", options.kernel_name},
+                      {"seed", options.seed},
+                      {"stepper", stepper_name(options.stepper)}}}};
+}
+
+nlohmann::json Machine::Impl::pmu_state() {
+  nlohmann::json out = nlohmann::json::array();
+  for (auto& vp : vcpus) {
+    Vcpu& v = *vp;
+    pmu::lwp::LwpUnit& lwp = v.control->lwp();
+    const pmu::lwp::UnitStats& st = lwp.stats();
+    nlohmann::json j = {
+        {"vcpu", v.kvm->index()},
+        {"counted_instructions", v.counted},
+        {"lwp",
+         {{"lwpmsr0", lwp.lwpmsr0()},
+          {"lwpcb", lwp.lwpcb_address()},
+          {"records_stored", st.records_stored},
+          {"records_missed", st.records_missed},
+          {"interrupts", st.interrupts},
+          {"page_faults", st.page_faults}}}};
+    if (pmu::netburst::NetburstPmu* nb = v.control->netburst()) {
+      const pmu::netburst::PmuState s = nb->state();
+      j["netburst"] = {{"counters", std::vector<uint64_t>(s.counters.begin(),
+                                                          s.counters.begin() + s.counter_count)},
+                       {"cccrs", std::vector<uint32_t>(s.cccrs.begin(),
+                                                       s.cccrs.begin() + s.counter_count)},
+                       {"escrs", s.escrs}};
+    }
+    out.push_back(j);
+  }
+  return {{"vcpus", out}};
+}
+
+void Machine::Impl::shut_down() {
+  spdlog::info("vm.shutdown: the run ends (status 0)");
+  finish(0);
+}
+
+void Machine::Impl::handed_over() {
+  migrated_away = true;
+  finish(0);
+}
+
+void Machine::Impl::set_dirty_tracking(bool on) {
+  ram.set_write_tracking(on);
+  vm->set_dirty_logging(on);
+}
+
+std::vector<uint64_t> Machine::Impl::take_dirty_pages() {
+  std::vector<uint64_t> pages = vm->take_dirty_pages();
+  std::vector<uint64_t> vmm = ram.take_written_pages();
+  pages.insert(pages.end(), vmm.begin(), vmm.end());
+  std::sort(pages.begin(), pages.end());
+  pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
+  return pages;
+}
+
+}  // namespace vmm
