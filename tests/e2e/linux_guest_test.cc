@@ -265,8 +265,9 @@ bool wait_for_socket(const std::string& path, Child& owner) {
 }
 
 // One try of the chain below: the concatenated result, or nullopt when a source guest died
-// during pre-copy ("the guest's run ended during the migration": the known nested-host crash of
-// guests under dirty logging, see the issue-11 note), with what the source said in `why`.
+// during pre-copy ("the guest's run ended during the migration": this suite's nested host runs
+// QEMU's multi-threaded TCG, which corrupts memory now and then, see tests/e2e/BUILD), with what
+// the source said in `why`.
 std::optional<Result> migrate_linux_twice(const std::vector<std::string>& boot, double seconds,
                                           std::string* why) {
   std::vector<std::unique_ptr<Child>> hops;
@@ -314,9 +315,9 @@ std::optional<Result> migrate_linux_twice(const std::vector<std::string>& boot, 
 // The amd-lwp boot migrated twice, during the kernel's boot and while the LWP programs run:
 // the programs' exact checks pass at the destination and their lines are those of the boot
 // without migration (console output, in-kernel PIT/PIC/IOAPIC state, TSC, every task's LWPCB and
-// the steppers' state all moved). A source guest that dies during pre-copy (a crash seen in the
-// nested host under dirty logging, cause not found: the issue-11 note) gets the chain one more
-// try, said in the log; twice is a failure.
+// the steppers' state all moved). A source guest that dies during pre-copy (the multi-threaded
+// TCG's memory corruption this suite's nested host is exposed to, tests/e2e/BUILD) gets the chain
+// one more try, said in the log; twice is a failure.
 TEST_F(LinuxGuest, MigratesTwiceWhileBootingAndProfiling) {
   const Result& reference = boot("lwp");
   ASSERT_EQ(reference.status, 0) << dump(reference);
