@@ -4,7 +4,7 @@
 //      --minimal-vm: open /dev/kvm, one VM, one 4 KiB slot, one vCPU, real-mode `hlt`, exit;
 //      raw ioctls, no pmuvm code), interleaved, median;
 //  (b) one trapped WRMSR of LWPMSR1 (0xC0000106) handled by pmuvm's own code (VcpuControlBlock::
-//      write_msr, reached exactly as vmm/machine.cc reaches it) vs a bare PIO exit with a
+//      write_msr, reached exactly as vmm/machine_exits.cc reaches it) vs a bare PIO exit with a
 //      trivial handler, per exit, median of rounds;
 //  (c) pmuvm's peak RSS (ru_maxrss from wait4) with the default guest RAM and with --mem 1024.
 //
@@ -567,7 +567,7 @@ int main(int argc, char** argv) try {
     const double msr = median(c.msr_us), pio = median(c.pio_us), bare = median(c.bare_msr_us);
     std::printf("  %-58s %9.2f µs\n", "WRMSR LWPMSR1 (0xC0000106) = 0, pmuvm's handler", msr);
     std::printf("      (LLWPCB 0 = disable: valid at CPL 0 without a user-mapped LWPCB; each exit\n"
-                "       handled as vmm/machine.cc handle_msr does: CPL and CR3 from the synced registers,\n"
+                "       handled as vmm/machine_exits.cc handle_msr does: CPL and CR3 from the synced registers,\n"
                 "       then VcpuControlBlock::write_msr; every one returned handled, no #GP)\n");
     std::printf("  %-58s %9.2f µs\n", "OUT dx, al: bare PIO exit, trivial handler", pio);
     std::vector<double> paired;  // per round: both phases ran back to back, so drift cancels
