@@ -278,18 +278,25 @@ std::optional<Result> migrate_linux_twice(const std::vector<std::string>& boot, 
     apis.push_back(base + ".api");
     incomings.push_back(base + ".mig");
   }
+  // Both destinations wait before the source starts: a pmuvm start takes seconds in the nested
+  // host, which would otherwise come out of the boot between the migration points.
+  hops.resize(3);
+  for (int i = 1; i <= 2; ++i) {
+    hops[i] = std::make_unique<Child>(
+        std::vector<std::string>{"run", "--incoming", "unix:" + incomings[i], "--api-socket",
+                                 apis[i], "--lwp-report", "-"},
+        600);
+    EXPECT_TRUE(wait_for_socket(incomings[i], *hops[i])) << hops[i]->err();
+  }
   std::vector<std::string> argv = {"run", "--api-socket", apis[0]};
   for (const std::string& a : boot) argv.push_back(a);
-  hops.push_back(std::make_unique<Child>(argv, 600));
+  hops[0] = std::make_unique<Child>(argv, 600);
   EXPECT_TRUE(wait_for_socket(apis[0], *hops[0])) << hops[0]->err();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 1; i <= 2; ++i) {
-    hops.push_back(std::make_unique<Child>(
-        std::vector<std::string>{"run", "--incoming", "unix:" + incomings[i], "--api-socket",
-                                 apis[i], "--lwp-report", "-"},
-        600));
-    EXPECT_TRUE(wait_for_socket(incomings[i], *hops[i])) << hops[i]->err();
-    const double at = seconds * (i == 1 ? 0.35 : 0.8);
+    // `seconds` counts pmuvm's start too (~2 s here), `start` is after it: the points are at
+    // ~0.4 and ~0.8 of the guest's own run (the later one while the LWP programs run).
+    const double at = seconds * (i == 1 ? 0.35 : 0.65);
     std::this_thread::sleep_until(start + std::chrono::duration<double>(at));
     const Result c = run({"ctl", "--api-socket", apis[i - 1], "vm.send-migration",
                           R"({"destination_url":"unix:)" + incomings[i] + R"("})"});
