@@ -211,7 +211,7 @@ void Machine::Impl::vcpu_loop(Vcpu& v) {
                                       reason == KVM_EXIT_X86_RDMSR ||
                                       reason == KVM_EXIT_X86_WRMSR);
       v.tf_kept = false;  // until on_step says otherwise
-      if (r >= 0) v.exits.record(*v.kvm->run_state(), v.kvm->exit_regs(), v.kvm->exit_sregs());
+      if (r >= 0) v.exits.record(*v.kvm->run_state());
       // A kick (r < 0) stops the vCPU between instructions: nothing retired, nothing changes.
       if (r >= 0 && v.kvm_stepper && v.kvm->run_state()->exit_reason != KVM_EXIT_DEBUG)
         v.kvm_stepper->on_other_exit(v.kvm->exit_sregs().ss.dpl);

@@ -23,8 +23,9 @@ TEST(ExitHistory, EmptyUntilTheFirstExit) { EXPECT_EQ(ExitHistory().describe(), 
 TEST(ExitHistory, EachExitKindNamesWhatItWasFor) {
   ExitHistory h;
   kvm_run run{};
-  kvm_regs regs{};
-  kvm_sregs sregs{};
+  run.kvm_valid_regs = KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS;  // KVM_CAP_SYNC_REGS in use
+  kvm_regs& regs = run.s.regs.regs;
+  kvm_sregs& sregs = run.s.regs.sregs;
   regs.rip = 0x400123;
   regs.rsp = 0x7ffffff0;
   regs.rflags = 0x346;
@@ -33,18 +34,18 @@ TEST(ExitHistory, EachExitKindNamesWhatItWasFor) {
   sregs.ss.dpl = 3;
   run.exit_reason = KVM_EXIT_IO;
   run.io.port = 0x3f8;
-  h.record(run, regs, sregs);
+  h.record(run);
   run.exit_reason = KVM_EXIT_X86_WRMSR;
   run.msr.index = 0xc0000106;
-  h.record(run, regs, sregs);
+  h.record(run);
   run.exit_reason = KVM_EXIT_DEBUG;
   run.debug.arch.dr6 = 0xffff4ff0;
-  h.record(run, regs, sregs);
+  h.record(run);
   run.exit_reason = KVM_EXIT_MMIO;
   run.mmio.phys_addr = 0xc0000000;
-  h.record(run, regs, sregs);
+  h.record(run);
   run.exit_reason = KVM_EXIT_SHUTDOWN;
-  h.record(run, regs, sregs);
+  h.record(run);
   const std::string tail = " cpl 3 rip=0x400123 rsp=0x7ffffff0 rflags=0x346 cr3=0x61e000 cr2=0xdead000";
   EXPECT_EQ(lines_of(h.describe()), (std::vector<std::string>{
                                         "  exit 0: io(0x3f8)" + tail,
@@ -59,13 +60,13 @@ TEST(ExitHistory, EachExitKindNamesWhatItWasFor) {
 TEST(ExitHistory, KeepsTheLastExitsOldestFirst) {
   ExitHistory h;
   kvm_run run{};
-  kvm_regs regs{};
-  kvm_sregs sregs{};
+  run.kvm_valid_regs = KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS;
+  kvm_regs& regs = run.s.regs.regs;
   run.exit_reason = KVM_EXIT_HLT;
   const uint64_t total = ExitHistory::kDepth + 5;
   for (uint64_t i = 0; i < total; ++i) {
     regs.rip = 0x1000 + i;
-    h.record(run, regs, sregs);
+    h.record(run);
   }
   const std::vector<std::string> lines = lines_of(h.describe());
   ASSERT_EQ(lines.size(), ExitHistory::kDepth);
@@ -75,6 +76,17 @@ TEST(ExitHistory, KeepsTheLastExitsOldestFirst) {
     want << "  exit " << i << ": hlt(0) cpl 0 rip=0x" << std::hex << 0x1000 + i << " ";
     EXPECT_EQ(lines[k].rfind(want.str(), 0), 0u) << lines[k];
   }
+}
+
+// Without KVM_CAP_SYNC_REGS the history keeps the exits, not registers it would need an ioctl for.
+TEST(ExitHistory, WithoutSyncedRegistersOnlyTheExitIsKept) {
+  ExitHistory h;
+  kvm_run run{};
+  run.exit_reason = KVM_EXIT_IO;
+  run.io.port = 0x510;
+  run.s.regs.regs.rip = 0x1234;  // stale: KVM was not asked to sync
+  h.record(run);
+  EXPECT_EQ(h.describe(), "  exit 0: io(0x510) (registers not synced)");
 }
 
 }  // namespace

@@ -35,10 +35,16 @@ uint64_t detail_of(const kvm_run& run) {
 
 }  // namespace
 
-void ExitHistory::record(const kvm_run& run, const kvm_regs& regs, const kvm_sregs& sregs) {
-  exits_[count_ % kDepth] = Exit{run.exit_reason, detail_of(run), regs.rip,  regs.rsp,
-                                 regs.rflags,     sregs.cr3,        sregs.cr2, sregs.ss.dpl};
-  ++count_;
+void ExitHistory::record(const kvm_run& run) {
+  constexpr uint64_t kSynced = KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS;
+  Exit& e = exits_[count_++ % kDepth];
+  e = Exit{run.exit_reason, detail_of(run)};
+  if ((run.kvm_valid_regs & kSynced) != kSynced) return;
+  const kvm_regs& r = run.s.regs.regs;
+  const kvm_sregs& s = run.s.regs.sregs;
+  e.registers = true;
+  e.rip = r.rip, e.rsp = r.rsp, e.rflags = r.rflags;
+  e.cr3 = s.cr3, e.cr2 = s.cr2, e.cpl = s.ss.dpl;
 }
 
 std::string ExitHistory::describe() const {
@@ -47,10 +53,14 @@ std::string ExitHistory::describe() const {
   for (uint64_t i = first; i < count_; ++i) {
     const Exit& e = exits_[i % kDepth];
     char line[200];
-    std::snprintf(line, sizeof line,
-                  "  exit %" PRIu64 ": %s(%#" PRIx64 ") cpl %u rip=%#" PRIx64 " rsp=%#" PRIx64
-                  " rflags=%#" PRIx64 " cr3=%#" PRIx64 " cr2=%#" PRIx64,
-                  i, reason_name(e.reason), e.detail, e.cpl, e.rip, e.rsp, e.rflags, e.cr3, e.cr2);
+    if (e.registers)
+      std::snprintf(line, sizeof line,
+                    "  exit %" PRIu64 ": %s(%#" PRIx64 ") cpl %u rip=%#" PRIx64 " rsp=%#" PRIx64
+                    " rflags=%#" PRIx64 " cr3=%#" PRIx64 " cr2=%#" PRIx64,
+                    i, reason_name(e.reason), e.detail, e.cpl, e.rip, e.rsp, e.rflags, e.cr3, e.cr2);
+    else
+      std::snprintf(line, sizeof line, "  exit %" PRIu64 ": %s(%#" PRIx64 ") (registers not synced)",
+                    i, reason_name(e.reason), e.detail);
     if (!out.empty()) out += '\n';
     out += line;
   }
