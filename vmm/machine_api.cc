@@ -20,13 +20,16 @@ ApiResponse MachineApi::info() {
   return ApiResponse{200, j};
 }
 
+bool MachineApi::pause_machine() {
+  if (machine_.pause()) return true;
+  machine_.resume();  // owed even when the run ended meanwhile (MigratableVm::pause)
+  return false;
+}
+
 ApiResponse MachineApi::pause() {
   if (gone_) return error_response(409, "the VM has ended");
   if (paused_by_user_) return error_response(409, "the VM is already paused");
-  if (!machine_.pause()) {
-    machine_.resume();
-    return error_response(409, "the VM has ended");
-  }
+  if (!pause_machine()) return error_response(409, "the VM has ended");
   paused_by_user_ = true;
   return ApiResponse{200, {{"state", "paused"}}};
 }
@@ -44,10 +47,7 @@ ApiResponse MachineApi::snapshot(const std::string& destination_url) {
   const std::optional<std::string> dir = file_url_path(destination_url);
   if (!dir) return error_response(400, "destination_url must be file:///DIR");
   // Nested inside a user's pause: the VM stays paused afterwards.
-  if (!machine_.pause()) {
-    machine_.resume();
-    return error_response(409, "the VM has ended");
-  }
+  if (!pause_machine()) return error_response(409, "the VM has ended");
   const auto start = std::chrono::steady_clock::now();
   const std::optional<std::string> error = write_snapshot_dir(*dir, machine_);
   const double ms =
@@ -92,10 +92,7 @@ ApiResponse MachineApi::shutdown() {
 
 ApiResponse MachineApi::pmu() {
   if (gone_) return error_response(409, "the VM has ended");
-  if (!machine_.pause()) {
-    machine_.resume();
-    return error_response(409, "the VM has ended");
-  }
+  if (!pause_machine()) return error_response(409, "the VM has ended");
   nlohmann::json j = machine_.pmu_state();
   machine_.resume();
   return ApiResponse{200, j};

@@ -27,6 +27,10 @@ class MachineApi : public api::VmApi {
   api::ApiResponse pmu() override;
 
  private:
+  // Parks the machine's vCPUs (nested in a user's pause); false, with nothing left paused, when
+  // the run ended meanwhile.
+  bool pause_machine();
+
   MachineControl& machine_;
   bool paused_by_user_ = false;  // calls come one at a time (vm_api.h): no lock needed
   bool gone_ = false;            // handed over or shut down: nothing more to do here
