@@ -200,9 +200,11 @@ class MigrationTest : public GuestTest {
 // lwp_demo: instructions, branches (predictor) and DCache misses (cache model), with 4 random
 // bits per reload (the PRNG): everything the snapshot must carry shows in the records.
 const Workload kLwp{{"--cpu", "amd-lwp", "--seed", "7", "--", guest_program("lwp_demo"), "1", "4"}};
-// NetBurst sampling: a PMI every 997 user instructions for the whole run.
+// NetBurst sampling: a PMI every 997 user instructions for the whole run; 320 rounds, long enough
+// that every hop between five migrations has a 16-round report to print, and that a snapshot at
+// half the run finds it still running, in the nested host with one TCG thread.
 const Workload kNetburst{{"--cpu", "intel-netburst", "--", guest_program("netburst_sampler"),
-                          "160", "997"}};
+                          "320", "997"}};
 
 TEST_F(MigrationTest, LwpProgramMigratedFiveTimesIsByteIdentical) { check_migrations(kLwp, "lwp"); }
 
