@@ -42,9 +42,12 @@ else
   echo "setup: all ${#packages[@]} packages present"
 fi
 
-# No usable /dev/kvm here: build tools/kvm-host's nested KVM host now (QEMU 10, kernel,
-# initramfs; cached outside the tree, a fast no-op when current), so tests do not pay for it.
-if ! { [[ -c /dev/kvm ]] && (exec 9<>/dev/kvm) 2>/dev/null; }; then
-  echo "setup: no usable /dev/kvm; preparing tools/kvm-host's nested KVM host"
+# No usable /dev/kvm here (none, or one without hardware virtualization: tools/kvm-host/common.sh):
+# build tools/kvm-host's nested KVM host now (QEMU 10, kernel, initramfs; cached outside the
+# tree, a fast no-op when current), so tests do not pay for it.
+# shellcheck source=kvm-host/common.sh
+. "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")/kvm-host/common.sh"
+if ! kh_local_kvm_usable; then
+  echo "setup: $kh_no_local_kvm; preparing tools/kvm-host's nested KVM host"
   "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")/kvm-host/prepare"
 fi

@@ -67,3 +67,21 @@ kh_resolve_kernel() {
     mv -f "$root/resolved.$$" "$root/resolved"; } 2>/dev/null || true
   printf '%s\n' "$line"
 }
+
+# True when /dev/kvm here is a KVM host pmuvm can use: it opens read-write and the CPU offers
+# hardware virtualization (svm or vmx in /proc/cpuinfo). A PVM host (kvm_pvm: KVM without
+# hardware virtualization) opens /dev/kvm and runs simple guests, but Linux guests do not boot
+# there and pmuvm's KVM stepper counts nothing (its user-mode breakpoints never fire), so it
+# counts as no KVM host. Otherwise $kh_no_local_kvm says why, for one line on stderr.
+kh_local_kvm_usable() {
+  kh_no_local_kvm=
+  # (-c first: bash's <> would create a missing /dev/kvm as a regular file)
+  if [[ ! -c /dev/kvm ]] || ! (exec 9<>/dev/kvm) 2>/dev/null; then
+    kh_no_local_kvm="no /dev/kvm here"
+  elif ! grep -qwE 'svm|vmx' /proc/cpuinfo 2>/dev/null; then
+    kh_no_local_kvm="/dev/kvm here has no hardware virtualization (no svm/vmx in /proc/cpuinfo"
+    [[ -d /sys/module/kvm_pvm ]] && kh_no_local_kvm+="; it is PVM, kvm_pvm"
+    kh_no_local_kvm+=")"
+  fi
+  [[ -z $kh_no_local_kvm ]]
+}
