@@ -159,6 +159,23 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
                     "Start with every vCPU paused before its first instruction; the API socket's "
                     "vm.resume starts them (so a tool can attach, snapshot or migrate first). "
                     "Needs --api-socket");
+  run_cmd->add_option("--pause-on-output", run.pause_on_output,
+                      "Pause the VM right after the guest's console prints a line containing "
+                      "TEXT (each TEXT once; may be given several times); vm.resume continues. A "
+                      "place in the guest's run, not in time: for snapshots and migrations that "
+                      "land at the same point on every host. Needs --api-socket")
+      ->type_name("TEXT")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  run_cmd->add_option("--pause-at-instructions", run.pause_at_instructions,
+                      "Pause the VM once the precise backend has counted N instructions (every "
+                      "vCPU's together, as --stats and vm.pmu count them; a migrated VM's count "
+                      "goes on from the source's); vm.resume continues. Needs --api-socket")
+      ->type_name("N")
+      ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
+  run_cmd->add_flag("--stats", run.stats,
+                    "At exit, one line per vCPU on stderr: `pmuvm: vcpuN: exits E, single steps "
+                    "S, blocks B, counted instructions I`");
   run_cmd->add_option("--incoming", run.incoming,
                       "Wait at unix:PATH for a live migration (`vm.send-migration` of another "
                       "pmuvm) and run the VM that arrives; the machine, kernel and programs come "
@@ -189,6 +206,9 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
       ->capture_default_str();
   restore_cmd->add_option("--api-socket", restore.api_socket,
                           "Serve the HTTP API (DESIGN §4.10) on this Unix socket");
+  restore_cmd->add_flag("--stats", restore.stats,
+                        "At exit, one line per vCPU on stderr (as `run --stats`; counted since the "
+                        "snapshot's boot)");
 
   ProfilesCommand& profiles = out.profiles;
   CLI::App* profiles_cmd = app.add_subcommand(
@@ -248,6 +268,19 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
       out.message = "pmuvm: --paused needs --api-socket (only vm.resume can start the VM)";
       return out;
     }
+    if ((!run.pause_on_output.empty() || run.pause_at_instructions) && run.api_socket.empty()) {
+      out.exit_status = 2;
+      out.message = std::string("pmuvm: ") +
+                    (run.pause_at_instructions ? "--pause-at-instructions" : "--pause-on-output") +
+                    " needs --api-socket (only vm.resume can continue the VM)";
+      return out;
+    }
+    for (const std::string& text : run.pause_on_output)
+      if (text.empty()) {
+        out.exit_status = 2;
+        out.message = "pmuvm: --pause-on-output needs a text (every line contains the empty one)";
+        return out;
+      }
     if (!run.incoming.empty()) {
       // The arriving VM brings its machine: options that shape one would be silently ignored.
       for (const char* name : {"--kernel", "--initrd", "--cmdline", "--vcpus", "--mem", "--seed",

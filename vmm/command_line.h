@@ -47,6 +47,10 @@ struct RunCommand {
   std::string incoming;
   bool cpu_given = false;  // --cpu given: the destination's profile the VM must fit
   bool paused = false;     // start with every vCPU paused until vm.resume (needs --api-socket)
+  // Progress points at which the VM pauses itself (vmm/progress_pauses.h; need --api-socket).
+  std::vector<std::string> pause_on_output;
+  std::optional<uint64_t> pause_at_instructions;
+  bool stats = false;  // at exit, one line of counting statistics per vCPU on stderr
 };
 
 // `pmuvm restore`: resume a snapshot (DESIGN §4.10).
@@ -58,6 +62,7 @@ struct RestoreCommand {
   std::string lwp_trace;
   std::string kvm_device = "/dev/kvm";
   std::string api_socket;
+  bool stats = false;
 };
 
 struct ProfilesCommand {

@@ -32,6 +32,8 @@ namespace {
 
 // A Linux guest's panic() ends with this console line (kernel/panic.c); the run ends there.
 constexpr std::string_view kLinuxPanicEnd = "---[ end Kernel panic - not syncing: ";
+// What is kept of a console line for the checks above and --pause-on-output (its start).
+constexpr size_t kConsoleLineLimit = 4096;
 constexpr int kKickSignal = SIGUSR1;
 // SIGINT/SIGTERM: the run stops between instructions with status 128 + N and says where each
 // vCPU was (a hung guest can be looked at, not just killed). Set by the handler, polled by the
@@ -95,7 +97,10 @@ pmu::cache::Geometry to_cache_geometry(const CacheGeometry& g) {
 
 }  // namespace
 
-Machine::Impl::Impl(MachineOptions o) : options(std::move(o)), ram(options.mem_mib << 20) {
+Machine::Impl::Impl(MachineOptions o)
+    : options(std::move(o)),
+      ram(options.mem_mib << 20),
+      progress(options.pause_on_output, options.pause_at_instructions) {
   if (options.restore) return;  // RAM comes from the snapshot or the migration stream
   if (is_linux()) {
     const MachineOptions::LinuxGuest& g = *options.linux_guest;
@@ -120,10 +125,11 @@ uint32_t Machine::Impl::pv_features() const { return pv_features_for(options.ste
 void Machine::Impl::console_output(char c) {
   std::fputc(c, stdout);
   if (c != '\n') {
-    if (is_linux() && console_line.size() < 512) console_line.push_back(c);
+    if (console_line.size() < kConsoleLineLimit) console_line.push_back(c);
     return;
   }
   std::fflush(stdout);
+  if (auto reason = progress.on_console_line(console_line)) output_pause = std::move(reason);
   if (is_linux() && console_line.rfind(kLinuxPanicEnd, 0) == 0) {
     std::string reason = console_line.substr(kLinuxPanicEnd.size());
     if (const size_t end = reason.rfind(" ]---"); end != std::string::npos) reason.resize(end);
@@ -211,7 +217,10 @@ void Machine::Impl::vcpu_loop(Vcpu& v) {
                                       reason == KVM_EXIT_X86_RDMSR ||
                                       reason == KVM_EXIT_X86_WRMSR);
       v.tf_kept = false;  // until on_step says otherwise
-      if (r >= 0) v.exits.record(*v.kvm->run_state());
+      if (r >= 0) {
+        v.exits.record(*v.kvm->run_state());
+        ++v.exit_count;
+      }
       // A kick (r < 0) stops the vCPU between instructions: nothing retired, nothing changes.
       if (r >= 0 && v.kvm_stepper && v.kvm->run_state()->exit_reason != KVM_EXIT_DEBUG)
         v.kvm_stepper->on_other_exit(v.kvm->exit_sregs().ss.dpl);
@@ -316,6 +325,9 @@ int Machine::Impl::run() {
   create_vcpus(loaded);
   if (options.restore) {
     apply_state(options.restore->state);
+    uint64_t counted = 0;  // --pause-at-instructions goes on from the snapshot's count
+    for (auto& v : vcpus) counted += v->counted;
+    progress.set_counted(counted);
     if (options.restore->before_start) options.restore->before_start();
     options.restore->state = StateSections();  // not needed any more; may be large
   }
@@ -396,8 +408,22 @@ int Machine::Impl::run() {
     else if (v->stepper)
       spdlog::info("vCPU {}: guest-assisted stepper: {} CPL-3 and 0 CPL-0 steps, {} CPL-3 "
                    "instructions counted", v->kvm->index(), v->stepper->steps(), v->counted);
+  if (options.stats) print_stats();
   if (!failure.empty()) throw VmmError(failure);
   return exit_status;
+}
+
+void Machine::Impl::print_stats() {
+  for (auto& v : vcpus) {
+    const uint64_t steps = v->kvm_stepper ? v->kvm_stepper->user_steps() + v->kvm_stepper->kernel_steps()
+                           : v->stepper   ? v->stepper->steps()
+                                          : 0;
+    std::fprintf(stderr,
+                 "pmuvm: vcpu%u: exits %llu, single steps %llu, blocks 0, counted instructions "
+                 "%llu\n",
+                 v->kvm->index(), static_cast<unsigned long long>(v->exit_count),
+                 static_cast<unsigned long long>(steps), static_cast<unsigned long long>(v->counted));
+  }
 }
 
 void Machine::Impl::write_report() {

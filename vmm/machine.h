@@ -54,6 +54,10 @@ struct MachineOptions {
   std::string kvm_device = "/dev/kvm";
   std::string api_socket;  // "" = none; else the HTTP API's Unix socket (DESIGN §4.10)
   bool start_paused = false;  // every vCPU parked before its first instruction until vm.resume
+  // Progress points at which the VM pauses itself until vm.resume (vmm/progress_pauses.h).
+  std::vector<std::string> pause_on_output;
+  std::optional<uint64_t> pause_at_instructions;
+  bool stats = false;  // at exit, one line per vCPU on stderr (DESIGN §4.6 --stats)
 
   // A VM that resumes from a snapshot or an incoming migration instead of booting: nothing is
   // loaded, RAM is filled by the caller (Machine::ram()) before run(), and run() loads this

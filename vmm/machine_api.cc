@@ -13,7 +13,14 @@ using api::error_response;
 
 ApiResponse MachineApi::ping() { return ApiResponse{200, {{"version", "pmuvm 0.11"}}}; }
 
+void MachineApi::adopt_progress_pause() {
+  if (!machine_.take_progress_pause()) return;
+  if (paused_by_user_) machine_.resume();  // paused twice over: one pause is enough
+  paused_by_user_ = true;
+}
+
 ApiResponse MachineApi::info() {
+  adopt_progress_pause();
   nlohmann::json j = machine_.describe();
   if (paused_by_user_) j["state"] = "paused";
   if (gone_) j["state"] = "ended";
@@ -27,6 +34,7 @@ bool MachineApi::pause_machine() {
 }
 
 ApiResponse MachineApi::pause() {
+  adopt_progress_pause();
   if (gone_) return error_response(409, "the VM has ended");
   if (paused_by_user_) return error_response(409, "the VM is already paused");
   if (!pause_machine()) return error_response(409, "the VM has ended");
@@ -35,6 +43,7 @@ ApiResponse MachineApi::pause() {
 }
 
 ApiResponse MachineApi::resume() {
+  adopt_progress_pause();
   if (gone_) return error_response(409, "the VM has ended");
   if (!paused_by_user_) return error_response(409, "the VM is not paused");
   machine_.resume();
@@ -43,6 +52,7 @@ ApiResponse MachineApi::resume() {
 }
 
 ApiResponse MachineApi::snapshot(const std::string& destination_url) {
+  adopt_progress_pause();
   if (gone_) return error_response(409, "the VM has ended");
   const std::optional<std::string> dir = file_url_path(destination_url);
   if (!dir) return error_response(400, "destination_url must be file:///DIR");
@@ -61,6 +71,7 @@ ApiResponse MachineApi::snapshot(const std::string& destination_url) {
 }
 
 ApiResponse MachineApi::send_migration(const std::string& destination_url) {
+  adopt_progress_pause();
   if (gone_) return error_response(409, "the VM has ended");
   const std::string path = unix_url_path(destination_url);
   if (path.empty()) return error_response(400, "destination_url must be unix:PATH");
@@ -84,6 +95,7 @@ ApiResponse MachineApi::send_migration(const std::string& destination_url) {
 }
 
 ApiResponse MachineApi::shutdown() {
+  adopt_progress_pause();
   if (gone_) return error_response(409, "the VM has ended");
   gone_ = true;
   machine_.shut_down();
@@ -91,6 +103,7 @@ ApiResponse MachineApi::shutdown() {
 }
 
 ApiResponse MachineApi::pmu() {
+  adopt_progress_pause();
   if (gone_) return error_response(409, "the VM has ended");
   if (!pause_machine()) return error_response(409, "the VM has ended");
   nlohmann::json j = machine_.pmu_state();

@@ -30,6 +30,9 @@ class MachineApi : public api::VmApi {
   // Parks the machine's vCPUs (nested in a user's pause); false, with nothing left paused, when
   // the run ended meanwhile.
   bool pause_machine();
+  // A pause the machine took itself at a progress point (run --pause-on-output, ...) becomes
+  // the user's: vm.info says paused, vm.resume ends it. Called first by every call.
+  void adopt_progress_pause();
 
   MachineControl& machine_;
   bool paused_by_user_ = false;  // calls come one at a time (vm_api.h): no lock needed

@@ -20,6 +20,9 @@ class MachineControl : public MigratableVm {
   virtual void shut_down() = 0;
   // A migration handed the VM over (it is paused): the run ends with status 0 and no report.
   virtual void handed_over() = 0;
+  // True once after the VM paused itself at a progress point (run --pause-on-output,
+  // --pause-at-instructions): that pause is the user's now, ended by vm.resume.
+  virtual bool take_progress_pause() { return false; }
 };
 
 }  // namespace vmm

@@ -60,6 +60,13 @@ void Machine::Impl::handle_io(Vcpu& v) {
       std::memset(data, 0xFF, run->io.size);  // no device: reads float high, writes are dropped
     }
   }
+  // Outside serial_lock: pausing takes pause_lock, which pause() holds while it takes serial_lock.
+  std::optional<std::string> reason;
+  {
+    std::lock_guard<std::mutex> g(serial_lock);
+    reason = std::exchange(output_pause, std::nullopt);
+  }
+  if (reason) pause_at_progress(*reason);
 }
 
 void Machine::Impl::handle_msr(Vcpu& v, bool write) {
@@ -94,7 +101,7 @@ void Machine::Impl::handle_msr(Vcpu& v, bool write) {
         if (!v.stepper) break;  // not offered: #GP, the kernel stops stepping
         if (auto retired = v.stepper->on_step(run->msr.data, ctx)) {
           v.control->retire(*retired, s.cr3);
-          ++v.counted;
+          count_instruction(v);
           // The #DB handler's frame is the boundary after the instruction: the kernel handles
           // it as a user #PF when the VMM marks it (PMUVM_VECTOR_LWP_PAGE_FAULT).
           const uint64_t frame = run->msr.data;

@@ -37,6 +37,7 @@
 #include "vmm/machine_control.h"
 #include "vmm/precise/guest_assisted_stepper.h"
 #include "vmm/precise/kvm_stepper.h"
+#include "vmm/progress_pauses.h"
 #include "vmm/report/lwp_report.h"
 #include "vmm/vcpu_control_block.h"
 #include "vmm/vmm_error.h"
@@ -162,7 +163,8 @@ struct Machine::Impl : MachineControl {
   std::mutex serial_lock;  // serial, rtc and console_line
   CmosRtc rtc;
   I8042Reset i8042;
-  std::string console_line;  // a Linux guest's current console line (panic detection)
+  std::string console_line;  // the console's current line (Linux panics, --pause-on-output)
+  std::optional<std::string> output_pause;  // a console line reached a pause point (handle_io)
   LinuxBoot linux_boot;
 
   struct Vcpu {
@@ -209,6 +211,7 @@ struct Machine::Impl : MachineControl {
     // describe, so update_stepping issues it once whatever they say.
     bool debug_unknown = false;
     ExitHistory exits;  // the last exits, told when the guest dies (registers lost on AMD)
+    uint64_t exit_count = 0;  // KVM exits in this process (--stats)
 
     // Snapshot / migration of the bookkeeping above (the models have their own archives).
     template <class Archive>
@@ -230,6 +233,8 @@ struct Machine::Impl : MachineControl {
   uint32_t pause_depth = 0;   // nested pause() calls (a user's vm.pause, then a snapshot)
   uint32_t parked = 0;        // vCPU threads waiting in park()
   bool migrated_away = false; // handed over to a migration destination: no report here
+  ProgressPauses progress;     // run --pause-on-output / --pause-at-instructions
+  bool progress_paused = false;  // paused itself there; the API takes it as the user's pause
   std::vector<CpuidEntry> guest_cpuid;  // the table the guest sees (before per-vCPU APIC IDs)
   std::mutex stop_lock;  // with stop_signal: wakes the release ticker at the end of the run
   std::condition_variable stop_signal;
@@ -258,6 +263,12 @@ struct Machine::Impl : MachineControl {
   void console_output(char c);
 
   void fail(const std::string& reason);
+
+  // A counting backend handed one CPL-3 instruction of vCPU `v` to its PMU models.
+  void count_instruction(Vcpu& v) {
+    ++v.counted;
+    if (auto reason = progress.on_counted_instruction()) pause_at_progress(*reason);
+  }
   void finish(int status);
 
   // Makes the vCPU leave (or not enter) KVM_RUN: immediate_exit covers a thread that is about to
@@ -277,6 +288,8 @@ struct Machine::Impl : MachineControl {
 
   int run();
   void write_report();
+  // --stats: exits and single steps of this process, instructions counted since the boot.
+  void print_stats();
 
   // ---- KVM exits (machine_exits.cc) -----------------------------------------------------------
 
@@ -338,6 +351,10 @@ struct Machine::Impl : MachineControl {
 
   bool pause() override;
   void resume() override;
+  // A progress point was reached (ProgressPauses): every vCPU parks at its next boundary, as for
+  // vm.pause, and stays there until vm.resume. Called on a vCPU thread, which parks too.
+  void pause_at_progress(const std::string& reason);
+  bool take_progress_pause() override;
   GuestRam& guest_ram() override { return ram; }
   SnapshotManifest manifest() override;
 

@@ -38,9 +38,12 @@ void Machine::Impl::park() {
 
 bool Machine::Impl::pause() {
   std::unique_lock<std::mutex> lock(pause_lock);
-  if (pause_depth++ > 0) return !stop;
-  pause_requested = true;
-  for (auto& v : vcpus) kick(*v);
+  if (pause_depth++ == 0) {
+    pause_requested = true;
+    for (auto& v : vcpus) kick(*v);
+  }
+  // Also when nested: a pause the VM took itself at a progress point (pause_at_progress) may
+  // still have vCPUs on their way to park().
   pause_changed.wait(lock, [&] { return parked == vcpus.size() || stop; });
   if (stop) return false;
   // Everything the guest printed so far is in the output files now: what a snapshot or a
@@ -50,6 +53,23 @@ bool Machine::Impl::pause() {
   std::lock_guard<std::mutex> r(report_lock);
   if (trace.is_open()) trace.flush();
   return true;
+}
+
+void Machine::Impl::pause_at_progress(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(pause_lock);
+    ++pause_depth;
+    pause_requested = true;
+    progress_paused = true;
+  }
+  for (auto& v : vcpus) kick(*v);  // this vCPU parks at the top of its loop
+  // Said whatever the log level: the answer to an option the user gave.
+  std::fprintf(stderr, "pmuvm: paused: %s; vm.resume continues\n", reason.c_str());
+}
+
+bool Machine::Impl::take_progress_pause() {
+  std::lock_guard<std::mutex> lock(pause_lock);
+  return std::exchange(progress_paused, false);
 }
 
 void Machine::Impl::resume() {

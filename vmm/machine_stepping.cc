@@ -206,7 +206,7 @@ void Machine::Impl::on_step(Vcpu& v) {
 void Machine::Impl::retire_all(Vcpu& v, const Retirements& retired, uint8_t cpl, uint64_t cr3) {
   for (size_t i = 0; i < retired.size(); ++i) {
     v.control->retire(retired[i], cr3);
-    if (retired[i].cpl == 3) ++v.counted;
+    if (retired[i].cpl == 3) count_instruction(v);
     const bool last = i + 1 == retired.size();
     deliver_page_fault(v, [&](const VcpuPageFaults::Fault& f) {
       return last && cpl == 3 && v.kvm->inject_page_fault(f.linear, f.error_code);

@@ -110,6 +110,7 @@ vmm::MachineOptions resumed_options(const vmm::SnapshotManifest& m, const Comman
   options.lwp_trace = cmd.lwp_trace;
   options.kvm_device = cmd.kvm_device;
   options.api_socket = cmd.api_socket;
+  options.stats = cmd.stats;
   options.restore.emplace();
   options.restore->manifest = m;
   return options;
@@ -158,6 +159,8 @@ int incoming(const vmm::RunCommand& cmd) {
     in->accept();
     vmm::MachineOptions options = resumed_options(m, cmd);
     options.start_paused = cmd.paused;
+    options.pause_on_output = cmd.pause_on_output;
+    options.pause_at_instructions = cmd.pause_at_instructions;
     vmm::IncomingMigration* channel = &*in;
     options.restore->before_start = [channel] { channel->ready_and_wait_for_commit(); };
     // The machine (its RAM) exists before the pages arrive; its state follows them.
@@ -189,6 +192,9 @@ int run(const vmm::RunCommand& cmd) {
   options.kvm_device = cmd.kvm_device;
   options.api_socket = cmd.api_socket;
   options.start_paused = cmd.paused;
+  options.pause_on_output = cmd.pause_on_output;
+  options.pause_at_instructions = cmd.pause_at_instructions;
+  options.stats = cmd.stats;
   if (cmd.kernel.empty()) {
     auto r = vmm::parse_elf(vmm::bundled_kernel(), "bundled kernel");
     if (auto* error = std::get_if<std::string>(&r)) throw vmm::VmmError(*error);

@@ -238,6 +238,28 @@ TEST(CommandLineTest, IncomingAndRestore) {
   EXPECT_EQ(parse({"run", "--paused", "--", "a.elf"}).message,
             "pmuvm: --paused needs --api-socket (only vm.resume can start the VM)");
 
+  // Progress points: repeatable texts, a count, both need the API socket that resumes the VM.
+  auto p = parse({"run", "--api-socket", "/a", "--pause-on-output", "round 4", "--pause-on-output",
+                  "done", "--pause-at-instructions", "1000", "--stats", "--", "a.elf", "x"});
+  ASSERT_EQ(p.kind, ParsedCommandLine::Kind::kRun) << p.message;
+  EXPECT_EQ(p.run.pause_on_output, (std::vector<std::string>{"round 4", "done"}));
+  EXPECT_EQ(p.run.pause_at_instructions, 1000u);
+  EXPECT_TRUE(p.run.stats);
+  ASSERT_EQ(p.run.programs.size(), 1u);
+  EXPECT_EQ(p.run.programs[0].args, std::vector<std::string>{"x"});
+  EXPECT_EQ(parse({"run", "--pause-on-output", "x", "--", "a.elf"}).message,
+            "pmuvm: --pause-on-output needs --api-socket (only vm.resume can continue the VM)");
+  EXPECT_EQ(parse({"run", "--pause-at-instructions", "9", "--", "a.elf"}).message,
+            "pmuvm: --pause-at-instructions needs --api-socket (only vm.resume can continue the VM)");
+  EXPECT_EQ(parse({"run", "--api-socket", "/a", "--pause-on-output", "", "--", "a.elf"}).message,
+            "pmuvm: --pause-on-output needs a text (every line contains the empty one)");
+  EXPECT_EQ(parse({"run", "--api-socket", "/a", "--pause-at-instructions", "0", "--", "a.elf"})
+                .exit_status, 2);
+  auto in2 = parse({"run", "--incoming", "unix:/m", "--api-socket", "/a", "--pause-at-instructions",
+                    "77"});
+  ASSERT_EQ(in2.kind, ParsedCommandLine::Kind::kRun) << in2.message;
+  EXPECT_EQ(in2.run.pause_at_instructions, 77u);
+
   auto r = parse({"restore", "--source", "file:///tmp/snap", "--lwp-report", "-"});
   ASSERT_EQ(r.kind, ParsedCommandLine::Kind::kRestore) << r.message;
   EXPECT_EQ(r.restore.source, "file:///tmp/snap");
