@@ -65,16 +65,9 @@ class LinuxGuest : public pmuvm_e2e::GuestTest {
     static std::map<std::string, Result> done;
     auto it = done.find(name);
     if (it != done.end()) return it->second;
-    std::vector<std::string> argv = {"run"};
+    std::vector<std::string> argv = {"run", "--stats"};  // stderr: the counted instructions
     for (const std::string& a : boot_args(name)) argv.push_back(a);
-    const auto start = std::chrono::steady_clock::now();
-    const Result& r = done.emplace(name, run(argv, 600)).first->second;
-    boot_seconds()[name] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return r;
-  }
-  static std::map<std::string, double>& boot_seconds() {
-    static std::map<std::string, double> seconds;
-    return seconds;
+    return done.emplace(name, run(argv, 600)).first->second;
   }
 
   // The console lines that start with `prefix` ("lwp_pair:"), one per line.
@@ -256,7 +249,7 @@ TEST_F(LinuxGuest, TwoVcpusAndTheWorstStatusIsTheExitStatus) {
 
 bool wait_for_socket(const std::string& path, Child& owner) {
   struct stat st{};
-  for (int i = 0; i < 1500; ++i) {
+  for (int i = 0; i < 3000; ++i) {
     if (::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return true;
     if (owner.ended()) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -264,13 +257,12 @@ bool wait_for_socket(const std::string& path, Child& owner) {
   return false;
 }
 
-// One try of the chain below: the concatenated result, or nullopt when a source guest died
-// during pre-copy ("the guest's run ended during the migration": this suite's nested host runs
-// QEMU's multi-threaded TCG, which corrupts memory now and then, see tests/e2e/BUILD), with what
-// the source said in `why`.
-std::optional<Result> migrate_linux_twice(const std::vector<std::string>& boot, double seconds,
-                                          std::string* why) {
-  std::vector<std::unique_ptr<Child>> hops;
+// The boot migrated twice, at points of its progress: when the kernel prints "Unpacking
+// initramfs" (`run --pause-on-output`) and, at the first destination, when half of the
+// instructions the reference boot counted are counted (`--pause-at-instructions`: inside the
+// profiled programs). The three processes' output together.
+Result migrate_linux_twice(const std::vector<std::string>& boot, uint64_t reference_counted) {
+  std::vector<std::unique_ptr<Child>> hops(3);
   std::vector<std::string> apis, incomings;
   for (int i = 0; i < 3; ++i) {
     // Short paths: a Unix socket's must fit sun_path (108 bytes), Bazel's TEST_TMPDIR does not.
@@ -278,33 +270,30 @@ std::optional<Result> migrate_linux_twice(const std::vector<std::string>& boot, 
     apis.push_back(base + ".api");
     incomings.push_back(base + ".mig");
   }
-  // Both destinations wait before the source starts: a pmuvm start takes seconds in the nested
-  // host, which would otherwise come out of the boot between the migration points.
-  hops.resize(3);
   for (int i = 1; i <= 2; ++i) {
-    hops[i] = std::make_unique<Child>(
-        std::vector<std::string>{"run", "--incoming", "unix:" + incomings[i], "--api-socket",
-                                 apis[i], "--lwp-report", "-"},
-        600);
+    std::vector<std::string> argv = {"run", "--incoming", "unix:" + incomings[i], "--api-socket",
+                                     apis[i], "--lwp-report", "-"};
+    if (i == 1) {
+      argv.push_back("--pause-at-instructions");
+      argv.push_back(std::to_string(reference_counted / 2));
+    }
+    hops[i] = std::make_unique<Child>(argv, 600);
     EXPECT_TRUE(wait_for_socket(incomings[i], *hops[i])) << hops[i]->err();
   }
-  std::vector<std::string> argv = {"run", "--api-socket", apis[0]};
+  std::vector<std::string> argv = {"run", "--api-socket", apis[0], "--pause-on-output",
+                                   "Unpacking initramfs"};
   for (const std::string& a : boot) argv.push_back(a);
   hops[0] = std::make_unique<Child>(argv, 600);
-  EXPECT_TRUE(wait_for_socket(apis[0], *hops[0])) << hops[0]->err();
-  const auto start = std::chrono::steady_clock::now();
   for (int i = 1; i <= 2; ++i) {
-    // `seconds` counts pmuvm's start too (~2 s here), `start` is after it: the points are at
-    // ~0.4 and ~0.8 of the guest's own run (the later one while the LWP programs run).
-    const double at = seconds * (i == 1 ? 0.35 : 0.65);
-    std::this_thread::sleep_until(start + std::chrono::duration<double>(at));
+    std::string why;
+    if (!pmuvm_e2e::wait_for_stderr(*hops[i - 1], "pmuvm: paused: ", 600, &why)) {
+      ADD_FAILURE() << "migration " << i << ": " << why;
+      return Result{};
+    }
     const Result c = run({"ctl", "--api-socket", apis[i - 1], "vm.send-migration",
                           R"({"destination_url":"unix:)" + incomings[i] + R"("})"});
     if (c.status != 0) {
-      *why = c.out + c.err + hops[i - 1]->wait().err;
-      if (c.out.find("the guest's run ended during the migration") != std::string::npos)
-        return std::nullopt;
-      ADD_FAILURE() << "migration " << i << " failed: " << *why;
+      ADD_FAILURE() << "migration " << i << " failed: " << c.out << c.err << hops[i - 1]->wait().err;
       return Result{};
     }
     EXPECT_EQ(hops[i - 1]->wait().status, 0);
@@ -322,21 +311,13 @@ std::optional<Result> migrate_linux_twice(const std::vector<std::string>& boot, 
 // The amd-lwp boot migrated twice, during the kernel's boot and while the LWP programs run:
 // the programs' exact checks pass at the destination and their lines are those of the boot
 // without migration (console output, in-kernel PIT/PIC/IOAPIC state, TSC, every task's LWPCB and
-// the steppers' state all moved). A source guest that dies during pre-copy (the multi-threaded
-// TCG's memory corruption this suite's nested host is exposed to, tests/e2e/BUILD) gets the chain
-// one more try, said in the log; twice is a failure.
+// the steppers' state all moved).
 TEST_F(LinuxGuest, MigratesTwiceWhileBootingAndProfiling) {
   const Result& reference = boot("lwp");
   ASSERT_EQ(reference.status, 0) << dump(reference);
-  const double seconds = boot_seconds().at("lwp");
-  std::string why;
-  std::optional<Result> migrated = migrate_linux_twice(boot_args("lwp"), seconds, &why);
-  if (!migrated) {
-    std::cerr << "linux_guest_test: a source guest died during pre-copy; one more try:\n" << why;
-    migrated = migrate_linux_twice(boot_args("lwp"), seconds, &why);
-  }
-  ASSERT_TRUE(migrated.has_value()) << "a source guest died during pre-copy twice:\n" << why;
-  const Result& all = *migrated;
+  const uint64_t counted = pmuvm_e2e::counted_instructions(reference.err);
+  ASSERT_GT(counted, 1000u) << dump(reference);
+  const Result all = migrate_linux_twice(boot_args("lwp"), counted);
   EXPECT_EQ(all.status, 0) << dump(all);
   EXPECT_TRUE(has_line(all, "init: exit status 0")) << dump(all);
   for (const char* program : {"lwp_selfcheck:", "lwp_sigio:", "cpuinfo_flags:", "init:"})

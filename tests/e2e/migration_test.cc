@@ -2,12 +2,15 @@
 // is migrated or snapshotted in the middle of its run and must produce byte-identical output,
 // LWP records (--lwp-trace), report and exit status to the same run without interruption; bad
 // snapshots and bad migration streams are refused with a reason while the source runs on.
+// Every migration and snapshot lands at a point of the guest's progress, never of wall time: the
+// VM pauses itself there (`run --pause-at-instructions N`, N a fraction of the instructions the
+// uninterrupted run counted) and the test waits for pmuvm's "paused:" line before it acts.
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -26,21 +29,28 @@ namespace pmuvm_e2e {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-bool wait_for_socket(const std::string& path, Child& owner, double seconds = 30) {
-  const auto start = Clock::now();
+// Waits (up to 60 s) until `owner` has created its Unix socket at `path`.
+bool wait_for_socket(const std::string& path, Child& owner) {
   struct stat st{};
-  while (seconds_since(start) < seconds) {
+  for (int polls = 0; polls < 3000; ++polls) {
     if (::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return true;
     if (owner.ended()) return false;
     std::this_thread::sleep_for(20ms);
   }
   return false;
+}
+
+// Waits until the VM of `owner` paused itself at its progress point (run --pause-at-...).
+::testing::AssertionResult paused_at_its_point(Child& owner) {
+  std::string why;
+  if (wait_for_stderr(owner, "pmuvm: paused: ", 300, &why)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << why;
+}
+
+// `run --pause-at-instructions N`.
+std::vector<std::string> pause_at(uint64_t instructions) {
+  return {"--pause-at-instructions", std::to_string(instructions)};
 }
 
 Result ctl(const std::string& socket, const std::string& verb, const std::string& body = "") {
@@ -72,23 +82,26 @@ std::string temp_path(const std::string& name) {
 
 class MigrationTest : public GuestTest {
  protected:
-  // The uninterrupted run, with its LWP trace, and how long it took.
+  // The uninterrupted run, with its LWP trace, and how many instructions it counted (--stats:
+  // where the pause points go).
   struct Baseline {
     Result result;
     std::string trace;
-    double seconds = 0;
+    uint64_t counted = 0;
+    // The point at `fraction` of the run.
+    uint64_t at(double fraction) const { return static_cast<uint64_t>(fraction * counted) + 1; }
   };
   Baseline baseline(const Workload& w, const std::string& name) {
     static std::map<std::string, Baseline> done;  // one uninterrupted run per workload and suite
     if (auto it = done.find(name); it != done.end()) return it->second;
     const std::string trace = temp(name + ".trace");
-    std::vector<std::string> args = {"run", "--lwp-report", "-", "--lwp-trace", trace};
+    std::vector<std::string> args = {"run", "--stats", "--lwp-report", "-", "--lwp-trace", trace};
     args.insert(args.end(), w.args.begin(), w.args.end());
-    const auto start = Clock::now();
     Baseline b;
     b.result = run(args, 300);
-    b.seconds = seconds_since(start);
     b.trace = slurp(trace);
+    b.counted = counted_instructions(b.result.err);
+    // --stats goes to stderr, which no case compares: the other runs go without it.
     done[name] = b;
     return b;
   }
@@ -111,12 +124,15 @@ class MigrationTest : public GuestTest {
     return h;
   }
   // `paused`: the source starts paused (run --paused), so what follows does not race the guest.
-  Hop start_source(const Workload& w, const std::string& name, bool paused = false) {
+  // `extra`: more options (a pause point).
+  Hop start_source(const Workload& w, const std::string& name, bool paused = false,
+                   const std::vector<std::string>& extra = {}) {
     Hop h{"", socket_path(name + ".api"), temp(name + ".trace"), nullptr};
     std::filesystem::remove(h.trace);
     std::vector<std::string> args = {"run", "--api-socket", h.api, "--lwp-report", "-",
                                      "--lwp-trace", h.trace};
     if (paused) args.push_back("--paused");
+    args.insert(args.end(), extra.begin(), extra.end());
     args.insert(args.end(), w.args.begin(), w.args.end());
     h.process = std::make_unique<Child>(args, 300);
     EXPECT_TRUE(wait_for_socket(h.api, *h.process)) << h.process->err();
@@ -127,20 +143,22 @@ class MigrationTest : public GuestTest {
                R"({"destination_url":"unix:)" + to.incoming + R"("})");
   }
 
-  // One run migrated five times, from process to process, at five points spread over it (each
-  // migration at a later point than the one before): the pieces add up to the baseline.
+  // One run migrated five times, from process to process, at five points spread over it (10,
+  // 25, 40, 55 and 70 % of the instructions it counts): the pieces add up to the baseline. Each
+  // hop pauses itself at its point; the next destination carries the next point.
   void check_migrations(const Workload& w, const std::string& name) {
     const Baseline b = baseline(w, name);
     ASSERT_EQ(b.result.status, 0) << b.result.out << b.result.err;
-    // Every destination waits before the source starts: a pmuvm start takes seconds in the nested
-    // host, which would otherwise come out of the guest's run between the migration points.
+    ASSERT_GT(b.counted, 1000u) << b.result.err;
+    std::vector<uint64_t> points;
+    for (int i = 1; i <= 5; ++i) points.push_back(b.at(0.1 + 0.15 * (i - 1)));
     std::vector<Hop> hops(1);
-    for (int i = 1; i <= 5; ++i) hops.push_back(start_destination(name + "." + std::to_string(i)));
-    hops[0] = start_source(w, name + ".0");
-    const auto start = Clock::now();
+    for (int i = 1; i <= 5; ++i)
+      hops.push_back(start_destination(name + "." + std::to_string(i),
+                                       i < 5 ? pause_at(points[i]) : std::vector<std::string>{}));
+    hops[0] = start_source(w, name + ".0", /*paused=*/false, pause_at(points[0]));
     for (int i = 1; i <= 5; ++i) {
-      const double at = b.seconds * (0.1 + 0.15 * (i - 1));  // 10%, 25%, 40%, 55%, 70%
-      std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, at - seconds_since(start))));
+      ASSERT_TRUE(paused_at_its_point(*hops[i - 1].process)) << "migration " << i;
       const Result c = migrate(hops[i - 1], hops[i]);
       ASSERT_EQ(c.status, 0) << "migration " << i << ": " << c.out << c.err
                              << hops[i - 1].process->err();
@@ -164,8 +182,9 @@ class MigrationTest : public GuestTest {
     EXPECT_EQ(trace, b.trace);
   }
 
-  // Paused at `fraction` of the run, snapshotted, resumed; the source finishes as if nothing
-  // happened, and the snapshot restored finishes the run again from the pause point.
+  // Paused at `fraction` of the run (of its counted instructions), snapshotted, resumed; the
+  // source finishes as if nothing happened, and the snapshot restored finishes the run again
+  // from the pause point.
   void check_snapshot(const Workload& w, const std::string& name, double fraction) {
     const Baseline b = baseline(w, name);
     ASSERT_EQ(b.result.status, 0) << b.result.err;
@@ -174,14 +193,14 @@ class MigrationTest : public GuestTest {
     std::filesystem::remove_all(dir);
     std::vector<std::string> sargs = {"run", "--api-socket", api, "--lwp-report", "-",
                                       "--lwp-trace", trace1};
+    for (const std::string& a : pause_at(b.at(fraction))) sargs.push_back(a);
     sargs.insert(sargs.end(), w.args.begin(), w.args.end());
     Child source(sargs, 300);
-    ASSERT_TRUE(wait_for_socket(api, source)) << source.err();
-    std::this_thread::sleep_for(std::chrono::duration<double>(fraction * b.seconds));
-    ASSERT_EQ(ctl(api, "vm.pause").status, 0);
-    const std::string printed = source.out(), traced = slurp(trace1);
+    ASSERT_TRUE(paused_at_its_point(source));
     const Result snap = ctl(api, "vm.snapshot", R"({"destination_url":"file://)" + dir + R"("})");
     ASSERT_EQ(snap.status, 0) << snap.out << snap.err;
+    // The snapshot's pause flushed the console and the trace: everything up to the pause point.
+    const std::string printed = source.out(), traced = slurp(trace1);
     ASSERT_EQ(ctl(api, "vm.resume").status, 0);
     const Result original = source.wait();
     EXPECT_EQ(original.status, b.result.status);
@@ -200,11 +219,10 @@ class MigrationTest : public GuestTest {
 // lwp_demo: instructions, branches (predictor) and DCache misses (cache model), with 4 random
 // bits per reload (the PRNG): everything the snapshot must carry shows in the records.
 const Workload kLwp{{"--cpu", "amd-lwp", "--seed", "7", "--", guest_program("lwp_demo"), "1", "4"}};
-// NetBurst sampling: a PMI every 997 user instructions for the whole run; 320 rounds, long enough
-// that every hop between five migrations has a 16-round report to print, and that a snapshot at
-// half the run finds it still running, in the nested host with one TCG thread.
+// NetBurst sampling: a PMI every 997 user instructions for the whole run, counts printed every 16
+// rounds (160 rounds: each hop between the five migrations prints).
 const Workload kNetburst{{"--cpu", "intel-netburst", "--", guest_program("netburst_sampler"),
-                          "320", "997"}};
+                          "160", "997"}};
 
 TEST_F(MigrationTest, LwpProgramMigratedFiveTimesIsByteIdentical) { check_migrations(kLwp, "lwp"); }
 
@@ -301,9 +319,10 @@ TEST_F(MigrationTest, TwoVcpuGuestMigrates) {
                     "3000000"}};
   const Baseline b = baseline(w, "two-vcpus");
   ASSERT_EQ(b.result.status, 0) << b.result.err;
-  Hop source = start_source(w, "two.src");
+  ASSERT_GT(b.counted, 1000u) << b.result.err;
   Hop destination = start_destination("two.dst");
-  std::this_thread::sleep_for(std::chrono::duration<double>(b.seconds * 0.4));
+  Hop source = start_source(w, "two.src", /*paused=*/false, pause_at(b.at(0.4)));
+  ASSERT_TRUE(paused_at_its_point(*source.process));
   const Result c = migrate(source, destination);
   ASSERT_EQ(c.status, 0) << c.out << c.err;
   const Result left = source.process->wait();

@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -96,6 +98,38 @@ class Child {
   int status_ = -1;
   std::string out_path_, err_path_;
 };
+
+// Waits until what the child printed on stderr contains `text` (pmuvm's own lines, such as
+// "pmuvm: paused: "): true when it does; false when the child ended first or `timeout_seconds`
+// passed, with `why` saying what was awaited and what was seen. Polls the output file: the
+// wait is for something the guest or the VMM did, never for a stretch of time.
+inline bool wait_for_stderr(Child& child, const std::string& text, int timeout_seconds,
+                            std::string* why) {
+  for (int polls = 0; polls < timeout_seconds * 50; ++polls) {
+    if (child.err().find(text) != std::string::npos) return true;
+    if (child.ended()) {
+      const Result r = child.wait();
+      *why = "awaited \"" + text + "\" on stderr, but pmuvm ended with status " +
+             std::to_string(r.status) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
+      return false;
+    }
+    usleep(20'000);
+  }
+  *why = "awaited \"" + text + "\" on stderr for " + std::to_string(timeout_seconds) +
+         " s; seen so far:\n--- stdout\n" + child.out() + "--- stderr\n" + child.err();
+  return false;
+}
+
+// The precise backend's counted instructions of a run with --stats, all vCPUs together
+// ("pmuvm: vcpuN: ..., counted instructions I" lines on stderr); 0 when there are none.
+inline uint64_t counted_instructions(const std::string& stderr_text) {
+  uint64_t total = 0;
+  const std::string key = ", counted instructions ";
+  for (size_t at = stderr_text.find(key); at != std::string::npos;
+       at = stderr_text.find(key, at + 1))
+    total += std::stoull(stderr_text.substr(at + key.size()));
+  return total;
+}
 
 inline Result run(const std::vector<std::string>& args, int timeout_seconds = 120) {
   return Child(args, timeout_seconds).wait();
