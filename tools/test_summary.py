@@ -4,8 +4,10 @@
 Bazel's own summary counts test *targets*; CI wants test *cases*. The test.xml files of exactly
 this invocation are taken from its build-event stream (`--build_event_json_file`), so stale logs
 of earlier runs (e.g. run_1_of_3 directories) never count, and cached results do. Prints each
-failed case, then `N passed, N failed` (plus `, N skipped` when any), and exits 1 if anything
-failed or no test ran. Extra results (e.g. the fuzzer) are added with --extra NAME=pass|fail.
+failed case, each test target's wall time (slowest first; a result Bazel took from its cache
+says so), then `N passed, N failed` (plus `, N skipped` when any), and exits 1 if anything failed
+or no test ran. Extra results (e.g. the fuzzer) are added with --extra NAME=pass|fail. With
+`bazel test --runs_per_test=N` every run counts, and each target's runs are listed.
 """
 import argparse
 import json
@@ -16,7 +18,8 @@ import xml.etree.ElementTree as ET
 
 
 def test_results(bep_path):
-    """Yields (label, status, test.xml path or None) for every test run of the invocation."""
+    """Yields (label, status, test.xml path or None, seconds, cached) for every test run of the
+    invocation."""
     with open(bep_path, encoding="utf-8") as bep:
         for line in bep:
             event = json.loads(line)
@@ -28,7 +31,26 @@ def test_results(bep_path):
             for output in result.get("testActionOutput", []):
                 if output.get("name") == "test.xml":
                     xml = pathlib.Path(urllib.parse.urlparse(output["uri"]).path)
-            yield label, result.get("status", "NO_STATUS"), xml
+            seconds = int(result.get("testAttemptDurationMillis", 0)) / 1000
+            cached = bool(result.get("cachedLocally") or
+                          result.get("executionInfo", {}).get("cachedRemotely"))
+            yield label, result.get("status", "NO_STATUS"), xml, seconds, cached
+
+
+def print_times(times):
+    """Each target's wall time, slowest first: seconds per run, and the runs' total."""
+    print("== wall time per test target (slowest first)")
+    rows = sorted(times.items(), key=lambda kv: -sum(s for s, _, _ in kv[1]))
+    for label, runs in rows:
+        total = sum(s for s, _, _ in runs)
+        cached = all(c for _, c, _ in runs)
+        detail = ""
+        if len(runs) > 1:
+            detail = "  runs: " + " ".join(
+                f"{s:.0f}{'' if ok else '(FAILED)'}" for s, _, ok in runs)
+        print(f"{total:8.1f} s  {label}{' (cached result)' if cached else ''}{detail}")
+    fresh = sum(s for runs in times.values() for s, c, _ in runs if not c)
+    print(f"{fresh:8.1f} s  in all, tests run now (targets run in parallel unless exclusive)")
 
 
 def main() -> int:
@@ -39,7 +61,9 @@ def main() -> int:
     args = parser.parse_args()
 
     passed = failed = skipped = 0
-    for label, status, xml in test_results(args.bep):
+    times = {}
+    for label, status, xml, seconds, cached in test_results(args.bep):
+        times.setdefault(label, []).append((seconds, cached, status == "PASSED"))
         cases = []
         if xml is not None and xml.exists():
             try:
@@ -63,6 +87,7 @@ def main() -> int:
                 skipped += 1
             else:
                 passed += 1
+    print_times(times)
     for extra in args.extra:
         name, _, result = extra.partition("=")
         if result == "pass":
