@@ -316,7 +316,7 @@ TEST_F(LinuxGuest, MigratesTwiceWhileBootingAndProfiling) {
   const Result& reference = boot("lwp");
   ASSERT_EQ(reference.status, 0) << dump(reference);
   const uint64_t counted = pmuvm_e2e::counted_instructions(reference.err);
-  ASSERT_GT(counted, 1000u) << dump(reference);
+  ASSERT_GT(counted, 100u) << dump(reference);
   const Result all = migrate_linux_twice(boot_args("lwp"), counted);
   EXPECT_EQ(all.status, 0) << dump(all);
   EXPECT_TRUE(has_line(all, "init: exit status 0")) << dump(all);
