@@ -238,9 +238,14 @@ void ApiServer::stop() {
   impl_->started = false;
   impl_->http.stop();
   if (impl_->thread.joinable()) impl_->thread.join();
+  // Removes the socket file this server made, not one a newer VMM made at the same path since.
+  // Some file systems (virtio-9p, where the nested KVM host's /tmp lives) report no stable inode
+  // for a socket file: there, a socket file nobody listens on any more is ours to remove.
   struct stat st;
-  if (lstat(impl_->path.c_str(), &st) == 0 && st.st_dev == impl_->socket_dev &&
-      st.st_ino == impl_->socket_ino)
+  if (lstat(impl_->path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+  const bool same_file = st.st_dev == impl_->socket_dev && st.st_ino == impl_->socket_ino &&
+                         st.st_ino != 0;
+  if (same_file || probe_unix_socket(impl_->path).state == SocketProbe::State::kStale)
     unlink(impl_->path.c_str());
 }
 
