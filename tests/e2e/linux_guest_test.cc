@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <iostream>
 #include <memory>
@@ -271,6 +272,7 @@ Result migrate_linux_twice(const std::vector<std::string>& boot, uint64_t refere
     incomings.push_back(base + ".mig");
   }
   for (int i = 1; i <= 2; ++i) {
+    std::filesystem::remove(incomings[i]);  // left by an earlier run: wait for this one's
     std::vector<std::string> argv = {"run", "--incoming", "unix:" + incomings[i], "--api-socket",
                                      apis[i], "--lwp-report", "-"};
     if (i == 1) {
@@ -288,6 +290,11 @@ Result migrate_linux_twice(const std::vector<std::string>& boot, uint64_t refere
     std::string why;
     if (!pmuvm_e2e::wait_for_stderr(*hops[i - 1], "pmuvm: paused: ", 600, &why)) {
       ADD_FAILURE() << "migration " << i << ": " << why;
+      return Result{};
+    }
+    // It may have paused itself before its API server started.
+    if (!pmuvm_e2e::wait_until_listening(apis[i - 1], *hops[i - 1])) {
+      ADD_FAILURE() << "migration " << i << ": the API socket never listened\n" << hops[i - 1]->err();
       return Result{};
     }
     const Result c = run({"ctl", "--api-socket", apis[i - 1], "vm.send-migration",

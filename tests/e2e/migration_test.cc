@@ -30,7 +30,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Waits (up to 60 s) until `owner` has created its Unix socket at `path`.
+// Waits (up to 60 s) until `owner` has created its Unix socket at `path` (a migration
+// destination's: the caller removed any stale one first; API sockets: wait_until_listening).
 bool wait_for_socket(const std::string& path, Child& owner) {
   struct stat st{};
   for (int polls = 0; polls < 3000; ++polls) {
@@ -115,6 +116,7 @@ class MigrationTest : public GuestTest {
   Hop start_destination(const std::string& name, const std::vector<std::string>& extra = {}) {
     Hop h{socket_path(name + ".mig"), socket_path(name + ".api"), temp(name + ".trace"), nullptr};
     std::filesystem::remove(h.trace);
+    std::filesystem::remove(h.incoming);  // an earlier destination's: not this one's yet
     std::vector<std::string> args = {"run",          "--incoming", "unix:" + h.incoming,
                                      "--api-socket", h.api,        "--lwp-report",
                                      "-",            "--lwp-trace", h.trace};
@@ -135,10 +137,21 @@ class MigrationTest : public GuestTest {
     args.insert(args.end(), extra.begin(), extra.end());
     args.insert(args.end(), w.args.begin(), w.args.end());
     h.process = std::make_unique<Child>(args, 300);
-    EXPECT_TRUE(wait_for_socket(h.api, *h.process)) << h.process->err();
+    EXPECT_TRUE(wait_until_listening(h.api, *h.process)) << h.process->err();
     return h;
   }
+  // What the two processes of a failed step said, and what is in the socket directory.
+  static std::string diagnose(const Hop& from, const Hop& to) {
+    std::string out = "\n--- source stderr\n" + from.process->err() + "--- destination stderr\n" +
+                      to.process->err() + "--- sockets\n";
+    for (const auto& e : std::filesystem::directory_iterator(
+             std::filesystem::path(from.api).parent_path()))
+      out += e.path().filename().string() + "\n";
+    return out;
+  }
+  // (The source's API listens: it may have paused itself before its API server started.)
   static Result migrate(const Hop& from, const Hop& to) {
+    EXPECT_TRUE(wait_until_listening(from.api, *from.process)) << from.process->err();
     return ctl(from.api, "vm.send-migration",
                R"({"destination_url":"unix:)" + to.incoming + R"("})");
   }
@@ -197,6 +210,7 @@ class MigrationTest : public GuestTest {
     sargs.insert(sargs.end(), w.args.begin(), w.args.end());
     Child source(sargs, 300);
     ASSERT_TRUE(paused_at_its_point(source));
+    ASSERT_TRUE(wait_until_listening(api, source)) << source.err();
     const Result snap = ctl(api, "vm.snapshot", R"({"destination_url":"file://)" + dir + R"("})");
     ASSERT_EQ(snap.status, 0) << snap.out << snap.err;
     // The snapshot's pause flushed the console and the trace: everything up to the pause point.
@@ -277,7 +291,7 @@ TEST_F(MigrationTest, EveryProfilePairGetsThePredictedVerdict) {
         Hop source = start_source(w, "pair.src", /*paused=*/true);
         Hop destination = start_destination("pair.dst", {"--cpu", to});
         const Result c = migrate(source, destination);
-        EXPECT_EQ(c.status, 0) << c.out << c.err;
+        EXPECT_EQ(c.status, 0) << c.out << c.err << diagnose(source, destination);
         const Result left = source.process->wait();
         const Result arrived = destination.process->wait();
         EXPECT_EQ(left.status, 0);
@@ -288,8 +302,9 @@ TEST_F(MigrationTest, EveryProfilePairGetsThePredictedVerdict) {
       ++refused;
       Hop destination = start_destination("pair.dst", {"--cpu", to});
       const Result c = migrate(refused_source, destination);
+      const std::string state = diagnose(refused_source, destination);
       const Result arrived = destination.process->wait();
-      EXPECT_EQ(c.status, 1) << c.out;
+      EXPECT_EQ(c.status, 1) << c.out << c.err << state;
       EXPECT_NE(c.out.find("the destination refused the VM"), std::string::npos) << c.out;
       EXPECT_EQ(arrived.status, 2);
       EXPECT_EQ(arrived.out, "") << "a refused VM never runs";
@@ -353,7 +368,7 @@ std::string snapshot_of_spin(const std::string& name) {
   Child source({"run", "--paused", "--mem", "64", "--api-socket", api, "--", guest_program("spin"),
                 "s", "4", "3000000"},
                120);
-  EXPECT_TRUE(wait_for_socket(api, source));
+  EXPECT_TRUE(wait_until_listening(api, source));
   EXPECT_EQ(ctl(api, "vm.snapshot", R"({"destination_url":"file://)" + dir + R"("})").status, 0);
   EXPECT_EQ(ctl(api, "vm.shutdown").status, 0);
   EXPECT_EQ(source.wait().status, 0);

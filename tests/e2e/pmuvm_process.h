@@ -3,6 +3,8 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -117,6 +119,26 @@ inline bool wait_for_stderr(Child& child, const std::string& text, int timeout_s
   }
   *why = "awaited \"" + text + "\" on stderr for " + std::to_string(timeout_seconds) +
          " s; seen so far:\n--- stdout\n" + child.out() + "--- stderr\n" + child.err();
+  return false;
+}
+
+// Waits until a process listens on the Unix socket at `path` (a connect succeeds): the socket
+// file alone may be a stale one left by a process that ended. True when it does; false when
+// `owner` ended first or `timeout_seconds` passed. Only for API sockets: a migration destination
+// would take the probe's connection as its migration.
+inline bool wait_until_listening(const std::string& path, Child& owner, int timeout_seconds = 60) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return false;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  for (int polls = 0; polls < timeout_seconds * 50; ++polls) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool listening = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(fd);
+    if (listening) return true;
+    if (owner.ended()) return false;
+    usleep(20'000);
+  }
   return false;
 }
 
