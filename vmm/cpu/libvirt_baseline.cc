@@ -1,5 +1,6 @@
 #include "vmm/cpu/libvirt_baseline.h"
 
+#include <dlfcn.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
@@ -9,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <type_traits>
 
 #include "vmm/cpu/libvirt_cpu_xml.h"
 
@@ -16,13 +18,51 @@ namespace vmm {
 namespace {
 
 constexpr const char* kTestDriver = "test:///default";
+constexpr const char* kLibrary = "libvirt.so.0";
+
+// libvirt, loaded when a baseline is asked for and not before: it pulls in ~57 shared libraries
+// (ICU, krb5, gnutls, curl, glib, ...) that no VM start needs (issue 21: pmuvm starts without it).
+struct Libvirt {
+  decltype(&virConnectOpen) open = nullptr;
+  decltype(&virConnectClose) close = nullptr;
+  decltype(&virConnectBaselineCPU) baseline_cpu = nullptr;
+  decltype(&virGetLastErrorMessage) last_error = nullptr;
+  decltype(&virSetErrorFunc) set_error_func = nullptr;
+};
+
+// The loaded library, or why it cannot be had.
+const Libvirt* load_libvirt(std::string& error) {
+  static Libvirt lib;
+  static std::string why;
+  static const bool loaded = [] {
+    void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* e = dlerror();
+      why = std::string("libvirt cannot be loaded (") + (e ? e : kLibrary) +
+            "): install Debian's libvirt0 package for --baseline's cross-check";
+      return false;
+    }
+    auto symbol = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
+      if (fn == nullptr && why.empty()) why = std::string(kLibrary) + " has no " + name;
+    };
+    symbol(lib.open, "virConnectOpen");
+    symbol(lib.close, "virConnectClose");
+    symbol(lib.baseline_cpu, "virConnectBaselineCPU");
+    symbol(lib.last_error, "virGetLastErrorMessage");
+    symbol(lib.set_error_func, "virSetErrorFunc");
+    return why.empty();
+  }();
+  if (!loaded) error = why;
+  return loaded ? &lib : nullptr;
+}
 
 // libvirt prints every error to stderr unless a handler is installed; we report its message
 // ourselves, once, in our error line.
 void quiet(void*, virErrorPtr) {}
 
-std::string libvirt_message(const char* what) {
-  const char* m = virGetLastErrorMessage();
+std::string libvirt_message(const Libvirt& lib, const char* what) {
+  const char* m = lib.last_error();
   return std::string("libvirt ") + what + ": " + (m != nullptr ? m : "unknown error");
 }
 
@@ -32,24 +72,23 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-struct ConnectionCloser {
-  void operator()(virConnectPtr c) const { virConnectClose(c); }
-};
-
 // libvirt's baseline XML for the members' host-CPU descriptions, or the reason there is none.
 std::optional<std::string> ask_libvirt(const std::vector<std::string>& xmls, std::string& error) {
-  virSetErrorFunc(nullptr, quiet);
-  std::unique_ptr<virConnect, ConnectionCloser> conn(virConnectOpen(kTestDriver));
+  const Libvirt* lib = load_libvirt(error);
+  if (lib == nullptr) return std::nullopt;
+  lib->set_error_func(nullptr, quiet);
+  auto close = [lib](virConnectPtr c) { lib->close(c); };
+  std::unique_ptr<virConnect, decltype(close)> conn(lib->open(kTestDriver), close);
   if (!conn) {
-    error = libvirt_message((std::string("cannot open ") + kTestDriver).c_str());
+    error = libvirt_message(*lib, (std::string("cannot open ") + kTestDriver).c_str());
     return std::nullopt;
   }
   std::vector<const char*> args;
   for (const std::string& x : xmls) args.push_back(x.c_str());
-  char* answer = virConnectBaselineCPU(conn.get(), args.data(), static_cast<unsigned>(args.size()),
-                                       VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES);
+  char* answer = lib->baseline_cpu(conn.get(), args.data(), static_cast<unsigned>(args.size()),
+                                   VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES);
   if (answer == nullptr) {
-    error = libvirt_message("virConnectBaselineCPU");
+    error = libvirt_message(*lib, "virConnectBaselineCPU");
     return std::nullopt;
   }
   std::string xml(answer);
