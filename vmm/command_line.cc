@@ -173,6 +173,13 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
                       "goes on from the source's); vm.resume continues. Needs --api-socket")
       ->type_name("N")
       ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
+  run_cmd->add_option("--debug-pause-every", run.debug_pause_every,
+                      "Debugging pmuvm: every N KVM exits of vCPU 0, pause the whole VM (every "
+                      "vCPU parked between instructions, as vm.pause does) and resume it at once. "
+                      "Counts, LWP records, PMIs and output must come out the same as without it "
+                      "(DESIGN §4.7); tests run both")
+      ->type_name("N")
+      ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
   run_cmd->add_flag("--stats", run.stats,
                     "At exit, one line per vCPU on stderr: `pmuvm: vcpuN: exits E, single steps "
                     "S, blocks B, counted instructions I`");

@@ -51,6 +51,7 @@ struct RunCommand {
   std::vector<std::string> pause_on_output;
   std::optional<uint64_t> pause_at_instructions;
   bool stats = false;  // at exit, one line of counting statistics per vCPU on stderr
+  uint64_t debug_pause_every = 0;  // debug: pause and resume the VM every N exits of vCPU 0
 };
 
 // `pmuvm restore`: resume a snapshot (DESIGN §4.10).

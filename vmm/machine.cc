@@ -44,7 +44,8 @@ std::atomic<int> g_stop_signal{0};
 uint32_t pv_features_for(MachineOptions::Stepper stepper) {
   switch (stepper) {
     case MachineOptions::Stepper::kGuest: return PMUVM_PV_USER_ENTRY | PMUVM_PV_GUEST_STEPPER;
-    case MachineOptions::Stepper::kKvm: return PMUVM_PV_USER_ENTRY | PMUVM_PV_PROFILED_ENTRY;
+    // The KVM stepper finds the kernel's returns to user mode itself (DESIGN §4.7).
+    case MachineOptions::Stepper::kKvm: return 0;
     case MachineOptions::Stepper::kNone: break;
   }
   return PMUVM_PV_USER_ENTRY;
@@ -171,6 +172,19 @@ void Machine::Impl::interrupted_by(int sig) {
   finish(128 + sig);
 }
 
+void Machine::Impl::debug_pauser() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(debug_pause_lock);
+      debug_pause_due.wait(lock, [&] { return debug_pauses_owed > 0 || stop; });
+      if (stop) return;
+      --debug_pauses_owed;
+    }
+    if (pause()) ++debug_pauses;
+    resume();
+  }
+}
+
 void Machine::Impl::release_ticker() {
   std::unique_lock<std::mutex> lock(stop_lock);
   while (!stop) {
@@ -183,6 +197,13 @@ void Machine::Impl::release_ticker() {
     const uint64_t now = clock.now_ns();
     uint64_t next = now + 50'000'000;  // look again at least every 50 ms
     for (auto& v : vcpus) {
+      // A vCPU that holds the guest's interrupts (the KVM stepper between two user
+      // instructions) is kicked when it has held them too long: it opens a window then.
+      if (const uint64_t since = v->holding_since_ns.load(); since != 0) {
+        const bool due = now - since >= kInterruptWindowNs;
+        if (due) kick(*v);
+        next = std::min(next, (due ? now : since) + kInterruptWindowNs);
+      }
       const uint64_t at = v->release_at_ns.load();
       if (at == 0) continue;
       if (at <= now) {
@@ -216,17 +237,26 @@ void Machine::Impl::vcpu_loop(Vcpu& v) {
       v.needs_completion = r >= 0 && (reason == KVM_EXIT_IO || reason == KVM_EXIT_MMIO ||
                                       reason == KVM_EXIT_X86_RDMSR ||
                                       reason == KVM_EXIT_X86_WRMSR);
-      v.tf_kept = false;  // until on_step says otherwise
       if (r >= 0) {
         v.exits.record(*v.kvm->run_state());
         ++v.exit_count;
+        if (options.debug_pause_every && v.kvm->index() == 0 &&
+            ++debug_exits % options.debug_pause_every == 0) {
+          std::lock_guard<std::mutex> g(debug_pause_lock);
+          ++debug_pauses_owed;
+          debug_pause_due.notify_all();
+        }
       }
-      // A kick (r < 0) stops the vCPU between instructions: nothing retired, nothing changes.
-      if (r >= 0 && v.kvm_stepper && v.kvm->run_state()->exit_reason != KVM_EXIT_DEBUG)
-        v.kvm_stepper->on_other_exit(v.kvm->exit_sregs().ss.dpl);
+      // A kick (r < 0) stops the vCPU between instructions: nothing retired.
+      if (v.kvm_stepper) {
+        if (r < 0) kicked(v);
+        else if (v.kvm->run_state()->exit_reason != KVM_EXIT_DEBUG) other_exit(v);
+      }
+      const uint64_t sent = v.interrupts.sent;
       v.limited->poll();  // storm protection: release held interrupts when allowed
       v.interrupts.deliver_pending_pmi();  // a PMI waiting for the guest to unmask LVTPC
       if (r >= 0 && !dispatch(v)) return;  // r < 0: EINTR/EAGAIN, a kick; re-check stop
+      if (v.kvm_stepper) interrupt_window(v, v.interrupts.sent != sent);
       v.release_at_ns = v.limited->next_release_ns().value_or(0);
     }
   } catch (const std::exception& e) {
@@ -287,11 +317,9 @@ void Machine::Impl::create_vcpus(const LoadedGuest& guest) {
     v->control = std::make_unique<VcpuControlBlock>(i, i, options.profile.lwp, options.seed, ram,
                                                     v->tap, netburst, &v->page_faults);
     if (options.stepper == MachineOptions::Stepper::kGuest)
-      v->stepper = std::make_unique<GuestAssistedStepper>(ram, to_cache_geometry(options.profile.cache));
+      v->guest_stepper = std::make_unique<GuestAssistedStepper>(ram, to_cache_geometry(options.profile.cache));
     if (options.stepper == MachineOptions::Stepper::kKvm)
-      // Linux's SYSCALL entry point is read from IA32_LSTAR once it has set it (update_stepping).
-      v->kvm_stepper = std::make_unique<KvmStepper>(ram, to_cache_geometry(options.profile.cache),
-                                                    is_linux() ? 0 : PMUVM_TRAMPOLINE_VA);
+      v->kvm_stepper = std::make_unique<StepController>(ram, to_cache_geometry(options.profile.cache));
     Vcpu* raw = v.get();
     // Only LWP raises fixed vectors (NetBurst goes through LVTPC): each is a threshold
     // interrupt of the task running on this vCPU.
@@ -359,6 +387,8 @@ int Machine::Impl::run() {
   }
   std::vector<std::thread> threads;
   for (auto& v : vcpus) threads.emplace_back([this, &v] { vcpu_loop(*v); });
+  std::thread pauser;
+  if (options.debug_pause_every) pauser = std::thread([this] { debug_pauser(); });
   // The API socket serves while the vCPUs run; stopped (and its socket removed) before the
   // machine goes away, so no call reaches a machine that is gone.
   MachineApi api(*this, options.start_paused);
@@ -373,7 +403,16 @@ int Machine::Impl::run() {
   // The ticker returns once finish() stopped the run; only then are the vCPU threads joined, so
   // it never signals a thread that is gone (a vCPU thread ends only after finish()).
   release_ticker();
+  {
+    std::lock_guard<std::mutex> g(debug_pause_lock);
+    debug_pause_due.notify_all();
+  }
+  if (pauser.joinable()) pauser.join();
   for (std::thread& t : threads) t.join();
+  if (options.debug_pause_every)  // said whatever the log level: the answer to an option given
+    std::fprintf(stderr, "pmuvm: --debug-pause-every %llu: the VM was paused and resumed %llu times\n",
+                 static_cast<unsigned long long>(options.debug_pause_every),
+                 static_cast<unsigned long long>(debug_pauses));
   if (server) server->stop();
   if (interrupted_signal) {
     spdlog::warn("stopped by signal {} ({}); exit status {}", interrupted_signal,
@@ -399,15 +438,21 @@ int Machine::Impl::run() {
       spdlog::info("vCPU {}: LWP #PF traps: {} delivered, {} dropped (raised by SYSCALL)",
                    v->kvm->index(), v->page_faults.delivered, v->page_faults.dropped);
   for (auto& v : vcpus)  // what stepping cost: steps per counted instruction (bench/, README)
-    if (v->kvm_stepper)
-      spdlog::info("vCPU {}: KVM stepper: {} CPL-3 and {} CPL-0 steps, {} returns to user mode "
-                   "run to by breakpoint, {} CPL-3 instructions counted ({} unannounced "
-                   "returns)", v->kvm->index(), v->kvm_stepper->user_steps(),
-                   v->kvm_stepper->kernel_steps(), v->kvm_stepper->user_entries(), v->counted,
-                   v->kvm_stepper->unannounced_returns());
-    else if (v->stepper)
+    if (v->kvm_stepper) {
+      const StepController::Stats& st = v->kvm_stepper->stats();
+      spdlog::info("vCPU {}: KVM stepper: {} user instructions at their successor breakpoint, {} "
+                   "single-stepped, {} kernel instructions stepped, {} stops at kernel return "
+                   "sites ({} into counted user mode), {} #DBs handed back to the guest, {} CPL-3 "
+                   "instructions counted",
+                   v->kvm->index(), st.user_steps, st.single_steps, st.kernel_steps,
+                   st.return_stops, st.user_returns, st.guest_debug_exceptions, v->counted);
+      if (st.missed_returns)
+        spdlog::warn("vCPU {}: {} time(s) user mode was found running past every watched kernel "
+                     "return site: instructions in between were not counted",
+                     v->kvm->index(), st.missed_returns);
+    } else if (v->guest_stepper)
       spdlog::info("vCPU {}: guest-assisted stepper: {} CPL-3 and 0 CPL-0 steps, {} CPL-3 "
-                   "instructions counted", v->kvm->index(), v->stepper->steps(), v->counted);
+                   "instructions counted", v->kvm->index(), v->guest_stepper->steps(), v->counted);
   if (options.stats) print_stats();
   if (!failure.empty()) throw VmmError(failure);
   return exit_status;
@@ -415,9 +460,14 @@ int Machine::Impl::run() {
 
 void Machine::Impl::print_stats() {
   for (auto& v : vcpus) {
-    const uint64_t steps = v->kvm_stepper ? v->kvm_stepper->user_steps() + v->kvm_stepper->kernel_steps()
-                           : v->stepper   ? v->stepper->steps()
-                                          : 0;
+    // Stops that each counted one instruction (a successor breakpoint or a single-step trap).
+    uint64_t steps = 0;
+    if (v->kvm_stepper) {
+      const StepController::Stats& st = v->kvm_stepper->stats();
+      steps = st.user_steps + st.single_steps + st.kernel_steps;
+    } else if (v->guest_stepper) {
+      steps = v->guest_stepper->steps();
+    }
     std::fprintf(stderr,
                  "pmuvm: vcpu%u: exits %llu, single steps %llu, blocks 0, counted instructions "
                  "%llu\n",

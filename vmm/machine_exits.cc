@@ -81,32 +81,25 @@ void Machine::Impl::handle_msr(Vcpu& v, bool write) {
     const StepContext ctx{s.cr3, s.fs.base, s.gs.base};
     switch (msr) {
       case PMUVM_MSR_USER_ENTRY:
+        // Offered to the bundled kernel without the KVM stepper, which needs no announcement.
         v.control->enter_user(s.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
-        if (v.kvm_stepper) {
-          const StepScope scope = step_scope(v);
-          if (scope == StepScope::kUserCode)  // run free into the task, then step
-            // A SYSCALL this return settles: its boundary, in the kernel (CPL 0), is past.
-            retire_all(v, v.kvm_stepper->on_user_entry(run->msr.data, ctx), cpl, s.cr3);
-          else if (scope == StepScope::kNothing)
-            v.kvm_stepper->stop();  // nothing counts in this task: no stale breakpoint
-        }
-        if (v.stepper)
-          if (auto retired = v.stepper->on_user_entry(run->msr.data, ctx)) {
+        if (v.guest_stepper)
+          if (auto retired = v.guest_stepper->on_user_entry(run->msr.data, ctx)) {
             v.control->retire(*retired, s.cr3);
             // A SYSCALL counted late: its next boundary was in the kernel (pmuvm_abi.h).
             deliver_page_fault(v, [](const VcpuPageFaults::Fault&) { return false; });
           }
         return;
       case PMUVM_MSR_STEP:
-        if (!v.stepper) break;  // not offered: #GP, the kernel stops stepping
-        if (auto retired = v.stepper->on_step(run->msr.data, ctx)) {
+        if (!v.guest_stepper) break;  // not offered: #GP, the kernel stops stepping
+        if (auto retired = v.guest_stepper->on_step(run->msr.data, ctx)) {
           v.control->retire(*retired, s.cr3);
           count_instruction(v);
           // The #DB handler's frame is the boundary after the instruction: the kernel handles
           // it as a user #PF when the VMM marks it (PMUVM_VECTOR_LWP_PAGE_FAULT).
           const uint64_t frame = run->msr.data;
           deliver_page_fault(v, [&](const VcpuPageFaults::Fault& f) {
-            if (!v.stepper->mark_page_fault(frame, f.error_code)) return false;
+            if (!v.guest_stepper->mark_page_fault(frame, f.error_code)) return false;
             v.kvm->set_cr2(f.linear);
             return true;
           });
@@ -121,16 +114,6 @@ void Machine::Impl::handle_msr(Vcpu& v, bool write) {
     if (is_linux() && msr == kMsrLwpcbAddress && run->msr.data != 0) v.task = linux_task(s.cr3);
     const MsrOutcome o = v.control->write_msr(msr, run->msr.data, cpl, s.cr3);
     run->msr.error = (!o.handled || o.general_protection) ? 1 : 0;
-    // A Linux kernel loaded an LWPCB or enabled a counter: the way back to user mode has no
-    // frame with TF, so it is stepped (update_stepping). Any announced return is moot.
-    if (is_linux() && v.kvm_stepper && cpl == 0 && !run->msr.error &&
-        step_scope(v) == StepScope::kUserCode) {
-      if (trace_steps)
-        spdlog::trace("vCPU {}: WRMSR {:#x} at CPL 0: stepping to user mode", v.kvm->index(), msr);
-      v.seeking = true;
-      v.seek_steps = 0;
-      v.kvm_stepper->stop();
-    }
   } else {
     if (msr == kMsrMiscEnable && options.profile.misc_enable) {
       run->msr.data = *options.profile.misc_enable;

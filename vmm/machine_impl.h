@@ -36,7 +36,7 @@
 #include "vmm/machine.h"
 #include "vmm/machine_control.h"
 #include "vmm/precise/guest_assisted_stepper.h"
-#include "vmm/precise/kvm_stepper.h"
+#include "vmm/precise/step_controller.h"
 #include "vmm/progress_pauses.h"
 #include "vmm/report/lwp_report.h"
 #include "vmm/vcpu_control_block.h"
@@ -47,6 +47,11 @@ namespace vmm {
 // IA32_MISC_ENABLE: a profile's value is written at boot (create_vcpus) and answers RDMSR
 // (handle_msr).
 constexpr uint32_t kMsrMiscEnable = 0x1A0;
+// The longest the KVM stepper holds a vCPU's interrupts between user instructions before it lets
+// them in (vmm/precise/step_controller.h): the guest's added interrupt latency.
+constexpr uint64_t kInterruptWindowNs = 1'000'000;
+// The longest it holds them without a window when no interrupt seems to wait.
+constexpr uint64_t kForcedWindowNs = 10'000'000;
 
 struct SteadyClock : pmu::Clock {
   uint64_t now_ns() override {
@@ -75,9 +80,16 @@ struct VcpuInterrupts : pmu::InterruptSink {
   KvmVcpu* vcpu = nullptr;
   uint32_t apic_id = 0;
   bool pmi_pending = false;
+  uint64_t sent = 0;  // interrupts and NMIs handed to KVM (the stepper opens a window for them)
 
-  void deliver_vector(uint8_t vector) override { vm->signal_msi(apic_id, vector); }
-  void deliver_nmi() override { vcpu->nmi(); }
+  void deliver_vector(uint8_t vector) override {
+    vm->signal_msi(apic_id, vector);
+    ++sent;
+  }
+  void deliver_nmi() override {
+    vcpu->nmi();
+    ++sent;
+  }
   void raise_performance_interrupt() override {
     pmi_pending = true;
     deliver_pending_pmi();
@@ -88,8 +100,8 @@ struct VcpuInterrupts : pmu::InterruptSink {
     const PmiDelivery d = route_pmi(vcpu->lapic_register(kLvtpcOffset));
     switch (d.route) {
       case PmiDelivery::Route::kHeld: return;  // retried at the next exit
-      case PmiDelivery::Route::kNmi: vcpu->nmi(); break;
-      case PmiDelivery::Route::kFixed: vm->signal_msi(apic_id, d.vector); break;
+      case PmiDelivery::Route::kNmi: vcpu->nmi(), ++sent; break;
+      case PmiDelivery::Route::kFixed: vm->signal_msi(apic_id, d.vector), ++sent; break;
       case PmiDelivery::Route::kUnsupported:
         spdlog::warn("vCPU {}: LVTPC delivery mode {} is not supported; PMI dropped",
                      vcpu->index(), d.delivery_mode);
@@ -174,28 +186,10 @@ struct Machine::Impl : MachineControl {
     std::unique_ptr<pmu::RateLimitedInterruptSink> limited;
     RequestTap tap;  // the PMU models' sink: reports, then hands over to `limited`
     std::unique_ptr<VcpuControlBlock> control;
-    std::unique_ptr<GuestAssistedStepper> stepper;  // precise backend, guest-assisted (or none)
-    std::unique_ptr<KvmStepper> kvm_stepper;        // precise backend, KVM single-step (or none)
-    bool stepping = false;  // KVM single-step is on for the next KVM_RUN
-    std::optional<uint64_t> run_to;  // no single-step; the breakpoint where user mode resumes
-    // The last exit was a CPL-3 single step after an instruction that leaves RFLAGS.TF alone, so
-    // the guest-debug state of the last KVM_SET_GUEST_DEBUG (`step_breakpoint`) still holds.
-    bool tf_kept = false;
-    std::optional<uint64_t> step_breakpoint;
-    // In the kernel with nothing announced while a task is profiled: #DB intercepted only, so
-    // the TF a kernel path restores into user mode unannounced traps here, not in the guest.
-    bool intercepting = false;
-    // A Linux guest started something that counts while in its kernel (it loaded an LWPCB or
-    // enabled a counter): no frame on its way out carries TF, so the kernel is stepped, with
-    // interrupts held (BLOCKIRQ), until user mode is reached (KvmStepper's header).
-    bool seeking = false;
-    uint64_t seek_steps = 0;
-    bool syscall_entry_known = false;  // Linux: KvmStepper's LSTAR read from the vCPU
-    // Linux: an unstepped SYSCALL hit the entry-point breakpoint while #DB was only intercepted
-    // (a signal handler's): no breakpoint there until user mode traps again.
-    bool skip_syscall_bp = false;
-    // Linux: R11 as the kernel's SYSRET left it, before pmuvm set TF in it (restored at the trap).
-    std::optional<uint64_t> sysret_r11;
+    std::unique_ptr<GuestAssistedStepper> guest_stepper;  // precise backend, guest-assisted
+    std::unique_ptr<StepController> kvm_stepper;          // precise backend, KVM stepper
+    DebugConfig applied_debug;            // what KVM_SET_GUEST_DEBUG last got
+    GuestDebugRegisters guest_debug;      // the guest's own DR0-3/DR7, as last read
     uint64_t counted = 0;   // CPL-3 instructions a stepper handed to the PMU models
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
     std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
@@ -203,12 +197,18 @@ struct Machine::Impl : MachineControl {
     // Published by the vCPU thread after every exit; the release ticker kicks the vCPU then, since
     // a guest halted inside KVM (in-kernel LAPIC) makes no exit that would poll the limiter.
     std::atomic<uint64_t> release_at_ns{0};
+    // Since when the KVM stepper holds this vCPU's interrupts without a window or a look for
+    // pending ones (0: it does not; published by the vCPU thread, read by the release ticker,
+    // which kicks a vCPU that has made no exit for that long).
+    std::atomic<uint64_t> holding_since_ns{0};
+    uint64_t last_window_ns = 0;  // when the KVM stepper last opened an interrupt window
+    bool window_owed = false;  // an interrupt was raised while held: a window at the first chance
     // The last exit was an I/O port or MSR access: KVM finishes it (the IN's data, RDMSR's
     // result, RIP past it) only in the next KVM_RUN, so the vCPU cannot be parked for a snapshot
     // before one more KVM_RUN (with immediate_exit: nothing else runs).
     bool needs_completion = false;
-    // Restored from a snapshot: KVM holds none of the guest-debug state the shadow fields above
-    // describe, so update_stepping issues it once whatever they say.
+    // Restored from a snapshot: KVM holds none of the guest-debug state `applied_debug`
+    // describes, so update_stepping issues it once whatever it says.
     bool debug_unknown = false;
     ExitHistory exits;  // the last exits, told when the guest dies (registers lost on AMD)
     uint64_t exit_count = 0;  // KVM exits in this process (--stats)
@@ -217,9 +217,7 @@ struct Machine::Impl : MachineControl {
     template <class Archive>
     void archive(Archive& a) {
       uint32_t t = task;
-      a(stepping, run_to, tf_kept, step_breakpoint, intercepting, seeking, seek_steps,
-        syscall_entry_known, skip_syscall_bp, sysret_r11, counted, t, interrupts.pmi_pending,
-        page_faults.delivered, page_faults.dropped);
+      a(counted, t, interrupts.pmi_pending, page_faults.delivered, page_faults.dropped);
       task = t;
     }
   };
@@ -283,6 +281,15 @@ struct Machine::Impl : MachineControl {
   // delay interrupts, never lose or strand them).
   void release_ticker();
 
+  // --debug-pause-every: vCPU 0 counts its exits and wakes `debug_pauser`, which pauses and
+  // resumes the whole VM from outside, as the API does.
+  std::mutex debug_pause_lock;
+  std::condition_variable debug_pause_due;
+  uint64_t debug_pauses_owed = 0;
+  uint64_t debug_exits = 0;  // vCPU 0's thread only
+  uint64_t debug_pauses = 0;
+  void debug_pauser();
+
   void vcpu_loop(Vcpu& v);
   void create_vcpus(const LoadedGuest& guest);
 
@@ -305,31 +312,26 @@ struct Machine::Impl : MachineControl {
 
   // ---- The KVM stepper (machine_stepping.cc) --------------------------------------------------
 
-  // KVM stepper (DESIGN §4.7): step only while something counts on this vCPU. LWP counts CPL-3
-  // execution only, and so do NetBurst counters without T0_OS: then only user code is stepped.
-  // The kernel announces each return into a profiled task (PMUVM_PV_PROFILED_ENTRY) with its trap
-  // frame; the kernel then runs free to the frame's RIP (an instruction breakpoint), and stepping
-  // resumes there. While a NetBurst counter counts at CPL 0, every CPL is stepped.
-  // KVM_SET_GUEST_DEBUG is re-issued before a KVM_RUN unless the last exit was a user-mode step
-  // after an instruction that leaves TF alone: KVM sets TF when it is issued, and POPF, IRET,
-  // interrupt delivery and KVM's own instruction emulation can drop it.
-  enum class StepScope { kNothing, kUserCode, kEveryCpl };
+  // What counts on this vCPU now (DESIGN §4.7): nothing, user code only (LWP; NetBurst without
+  // T0_OS), or every CPL (a NetBurst counter with T0_OS).
   static StepScope step_scope(const Vcpu& v);
-
+  // Before each KVM_RUN: the step controller's scope and the KVM debug configuration it wants.
   void update_stepping(Vcpu& v);
-
-  // The vCPU's registers at this exit, as the steppers see them.
-  static GuestRegisters user_state(Vcpu& v);
-
-  // One KVM single-step exit: the state after an instruction.
+  // One KVM_EXIT_DEBUG.
   void on_step(Vcpu& v);
+  // Any other exit (nothing retired; where the vCPU is may still tell the stepper something).
+  void other_exit(Vcpu& v);
+  // KVM_RUN returned without an exit (EINTR: a kick).
+  void kicked(Vcpu& v);
+  // After an exit: opens an interrupt window when the PMU models just raised an interrupt
+  // (`raised`) or interrupts have been held for kInterruptWindowNs (StepController's header).
+  void interrupt_window(Vcpu& v, bool raised);
 
-  // Hands a report's retirements to the PMU models. The exit is the boundary after the last one.
-  // At CPL 0 that instruction was a SYSCALL reported at LSTAR: its user #PF cannot be delivered
-  // in the kernel; nor can one of an earlier instruction of the same report, whose boundary is
-  // past. (A SYSCALL counted by the re-entry fallback, KvmStepper's header, reaches here at CPL 3
-  // and its trap is delivered at the re-entry boundary; the guest-assisted stepper drops it.)
-  void retire_all(Vcpu& v, const Retirements& retired, uint8_t cpl, uint64_t cr3);
+  // Hands retirements to the PMU models. The exit is the boundary after the last one: at CPL 0
+  // that instruction was a SYSCALL or INT n reported at its kernel entry, whose user #PF cannot
+  // be delivered in the kernel; nor can one of an earlier instruction of the same report.
+  void retire_all(Vcpu& v, const std::vector<pmu::RetiredInstruction>& retired, uint8_t cpl,
+                  uint64_t cr3);
 
   // Delivers the #PF trap the LWP unit raised while retiring the instruction just handed to it, if
   // any, with `deliver` (false: it cannot be delivered at this boundary). An undelivered trap is

@@ -116,7 +116,7 @@ StateSections Machine::Impl::capture_state() {
     pmu::StateWriter w;
     w(v, *v.limited);
     if (v.kvm_stepper) w(*v.kvm_stepper);
-    if (v.stepper) w(*v.stepper);
+    if (v.guest_stepper) w(*v.guest_stepper);
     s.add(p + "vmm", w.take());
   }
   {
@@ -164,9 +164,9 @@ void Machine::Impl::apply_state(const StateSections& s) {
       throw UsageError("the snapshot's " + p + "lwp state: " + *error);
     if (auto error = v.control->restore_netburst_state(s.find(p + "netburst")))
       throw UsageError("the snapshot's " + p + "netburst state: " + *error);
-    if (v.kvm_stepper && v.stepper) throw std::logic_error("two steppers");
+    if (v.kvm_stepper && v.guest_stepper) throw std::logic_error("two steppers");
     if (v.kvm_stepper) read(p + "vmm", v, *v.limited, *v.kvm_stepper);
-    else if (v.stepper) read(p + "vmm", v, *v.limited, *v.stepper);
+    else if (v.guest_stepper) read(p + "vmm", v, *v.limited, *v.guest_stepper);
     else read(p + "vmm", v, *v.limited);
     v.debug_unknown = true;
   }

@@ -1,6 +1,7 @@
-// The KVM stepper's side of the run loop (DESIGN §4.7): before each KVM_RUN, whether the vCPU
-// single-steps, runs free to a breakpoint or only intercepts #DB (update_stepping); at each debug
-// exit, what retired (on_step); and the handing of retirements to the PMU models (retire_all).
+// The KVM stepper's side of the run loop (DESIGN §4.7): the step controller
+// (vmm/precise/step_controller.h) decides; this file reads the vCPU for it, tells it about each
+// exit, hands what retired to the PMU models, gives the guest the #DBs that are its own, and
+// applies the KVM debug configuration the controller wants, only when it changes.
 #include <spdlog/spdlog.h>
 
 #include <optional>
@@ -12,13 +13,56 @@ namespace vmm {
 namespace {
 
 constexpr uint32_t kMsrLstar = 0xC0000082;
-// Steps a Linux kernel path may take on its way to user mode after it started something that
-// counts (KvmStepper, seeking) before the VMM gives up on it and lets it run free.
-constexpr uint64_t kSeekStepLimit = 2'000'000;
+
+// The vCPU at its current exit, as the step controller reads it.
+class VcpuStepTarget : public StepTarget {
+ public:
+  explicit VcpuStepTarget(KvmVcpu& vcpu) : vcpu_(vcpu) {}
+  GuestRegisters registers() override {
+    const kvm_sregs& s = sregs();
+    GuestRegisters g = general_registers(vcpu_.exit_regs());
+    g.fs_base = s.fs.base, g.gs_base = s.gs.base;
+    g.cr3 = s.cr3;
+    return g;
+  }
+  uint8_t cpl() override { return sregs().ss.dpl; }
+  uint64_t lstar() override { return vcpu_.msr(kMsrLstar); }
+  uint64_t idt_base() override { return sregs().idt.base; }
+  uint16_t idt_limit() override { return sregs().idt.limit; }
+  GuestDebugRegisters guest_debug() override { return guest_debug_registers(vcpu_); }
+  bool interrupt_pending() override { return vcpu_.interrupt_pending(); }
+
+  static GuestDebugRegisters guest_debug_registers(KvmVcpu& vcpu) {
+    const kvm_debugregs d = vcpu.debug_registers();
+    GuestDebugRegisters g;
+    for (int i = 0; i < 4; ++i) g.db[i] = d.db[i];
+    g.dr6 = d.dr6;
+    g.dr7 = d.dr7;
+    return g;
+  }
+
+ private:
+  const kvm_sregs& sregs() {
+    if (!sregs_) sregs_ = vcpu_.exit_sregs();
+    return *sregs_;
+  }
+  KvmVcpu& vcpu_;
+  std::optional<kvm_sregs> sregs_;
+};
+
+kvm_guest_debug to_kvm(const DebugConfig& c) {
+  kvm_guest_debug d{};
+  if (c.intercept) d.control |= KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_USE_HW_BP;
+  if (c.single_step) d.control |= KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_SINGLESTEP;
+  if (c.block_irq) d.control |= KVM_GUESTDBG_BLOCKIRQ;
+  for (int i = 0; i < 4; ++i) d.arch.debugreg[i] = c.address[i];
+  d.arch.debugreg[7] = c.intercept ? c.dr7 : 0;
+  return d;
+}
 
 }  // namespace
 
-Machine::Impl::StepScope Machine::Impl::step_scope(const Vcpu& v) {
+StepScope Machine::Impl::step_scope(const Vcpu& v) {
   const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
   if (netburst && netburst->wants_kernel_events()) return StepScope::kEveryCpl;
   if (v.control->lwp().wants_events() || (netburst && netburst->wants_events()))
@@ -27,183 +71,86 @@ Machine::Impl::StepScope Machine::Impl::step_scope(const Vcpu& v) {
 }
 
 void Machine::Impl::update_stepping(Vcpu& v) {
-  const bool reissue = std::exchange(v.debug_unknown, false);
-  const uint8_t cpl = v.kvm->exit_sregs().ss.dpl;
+  VcpuStepTarget target(*v.kvm);
   const StepScope scope = step_scope(v);
-  const bool every_cpl = scope == StepScope::kEveryCpl;
-  const bool user_only = scope == StepScope::kUserCode;
-  if (is_linux() && scope != StepScope::kNothing && !v.syscall_entry_known) {
-    v.kvm_stepper->set_unannounced_kernel(v.kvm->msr(kMsrLstar));  // Linux set it at boot
-    v.syscall_entry_known = true;
+  if (scope != v.kvm_stepper->scope() || v.debug_unknown) {
+    v.kvm_stepper->set_scope(scope, target);
+    v.guest_debug = VcpuStepTarget::guest_debug_registers(*v.kvm);
   }
-  if (v.seeking && (!user_only || cpl == 3)) v.seeking = false;  // user mode reached, or moot
-  if (cpl == 3) v.skip_syscall_bp = false;
-  if (v.seeking && ++v.seek_steps > kSeekStepLimit) {
-    spdlog::warn("vCPU {}: the guest kernel did not return to user mode within {} steps after "
-                 "it started counting; it runs free (instructions until the next interrupt "
-                 "are not counted)", v.kvm->index(), kSeekStepLimit);
-    v.seeking = false;
-  }
-  if (v.seeking) {
-    v.kvm->set_single_step(true, std::nullopt, /*block_irq=*/true);  // TF may be lost (IRET)
-    v.stepping = true;
-    v.step_breakpoint.reset();
-    v.run_to.reset();
-    v.intercepting = false;
-    return;
-  }
-  const std::optional<uint64_t>& resume = v.kvm_stepper->resume_rip();
-  if (user_only && cpl == 3 && resume) {
-    // User mode was reached without passing the breakpoint (the kernel resumed elsewhere than
-    // its frame said): stepping resumes here; what ran since was not counted.
-    spdlog::warn("vCPU {}: user mode resumed at {:#x}, not at the announced {:#x}; instructions "
-                 "in between were not counted", v.kvm->index(), v.kvm->exit_regs().rip, *resume);
-    v.kvm_stepper->on_user_arrival(user_state(v));
-  }
-  if (every_cpl || (user_only && cpl == 3)) {
-    // In user mode, a breakpoint on the SYSCALL entry point reports SYSCALL as it retires
-    // (its single-step trap is not delivered: FMASK clears TF), so it counts with the PMU
-    // state of that moment (a pmc_config that enables a counter must not count itself).
-    const std::optional<uint64_t> bp =
-        cpl == 3 ? std::optional<uint64_t>(v.kvm_stepper->syscall_entry()) : std::nullopt;
-    if (reissue || !(v.stepping && v.tf_kept && v.step_breakpoint == bp))
-      v.kvm->set_single_step(true, bp);
-    v.step_breakpoint = bp;
-    v.stepping = true;
-    v.run_to.reset();
-    v.intercepting = false;
-    return;
-  }
-  // User mode left: nothing steps in the kernel (unless a return into the task was already
-  // announced: an NMI handler's return reaches USER_ENTRY with no exit before it).
-  if (v.stepping && !v.kvm_stepper->resume_rip()) v.kvm_stepper->stop();
-  if (user_only && resume) {
-    // Re-programmed when the announced RIP changes: a return can be announced, then another
-    // task chosen (a tick on the way out) and announced in its turn.
-    if (reissue || v.run_to != resume) v.kvm->set_single_step(false, resume);
-    v.run_to = resume;
-    v.intercepting = false;
-  } else if (user_only) {
-    // A profiled task is in the kernel and no return is announced yet (an NMI handler returns
-    // without one): the frame it returns through carries the TF of its stepping. Linux: its
-    // first instruction there may be a SYSCALL (an interrupt came just before one), which
-    // raises no trap (FMASK clears TF): the breakpoint on the SYSCALL entry point stays.
-    const std::optional<uint64_t> bp =
-        is_linux() && !v.skip_syscall_bp ? std::optional<uint64_t>(v.kvm_stepper->syscall_entry())
-                                         : std::nullopt;
-    if (reissue || !v.intercepting || v.stepping || v.run_to || v.step_breakpoint != bp) {
-      if (bp) v.kvm->set_single_step(false, bp);
-      else v.kvm->intercept_debug_traps();
-    }
-    v.step_breakpoint = bp;
-    v.intercepting = true;
-    v.run_to.reset();
-  } else if (is_linux() && (v.stepping || v.run_to || v.intercepting)) {
-    // Nothing counts, but frames pushed while the task was stepped still carry TF: #DB stays
-    // intercepted for good, and a stray trap clears TF (on_step).
-    if (reissue || v.stepping || v.run_to || !v.intercepting || v.step_breakpoint)
-      v.kvm->intercept_debug_traps();
-    v.step_breakpoint.reset();
-    v.run_to.reset();
-    v.intercepting = true;
-  } else if (v.stepping || v.run_to || v.intercepting) {
-    v.kvm->set_single_step(false);
-    v.run_to.reset();
-    v.intercepting = false;
-  }
-  v.stepping = false;
-}
-
-GuestRegisters Machine::Impl::user_state(Vcpu& v) {
-  const kvm_sregs s = v.kvm->exit_sregs();
-  GuestRegisters g = general_registers(v.kvm->exit_regs());
-  g.fs_base = s.fs.base, g.gs_base = s.gs.base;
-  g.cr3 = s.cr3;
-  return g;
+  const DebugConfig desired = v.kvm_stepper->desired(v.guest_debug);
+  if (desired == v.applied_debug && !std::exchange(v.debug_unknown, false)) return;
+  const bool was_stepping = v.applied_debug.single_step;
+  v.kvm->set_guest_debug(to_kvm(desired));
+  v.applied_debug = desired;
+  // Ending KVM's single-step clears TF, also the guest's own (StepController::guest_trap_flag).
+  if (was_stepping && !desired.single_step && v.kvm_stepper->guest_trap_flag())
+    v.kvm->set_trap_flag();
 }
 
 void Machine::Impl::on_step(Vcpu& v) {
   const kvm_run* run = v.kvm->run_state();
-  constexpr uint64_t kDr6Step = 1u << 14, kDr6Breakpoint0 = 1u << 0;
-  if (v.kvm_stepper && v.run_to && (run->debug.arch.dr6 & kDr6Breakpoint0) &&
-      v.kvm->exit_sregs().ss.dpl == 3) {
-    v.kvm_stepper->on_user_arrival(user_state(v));  // user mode resumes: step from here
-    if (trace_steps)
-      spdlog::trace("vCPU {}: user mode resumes at the breakpoint", v.kvm->index());
-    return;
-  }
-  if (v.kvm_stepper && (v.intercepting || (is_linux() && v.run_to)) &&
-      (run->debug.arch.dr6 & kDr6Step) && v.kvm->exit_sregs().ss.dpl == 3) {
-    // The unannounced return's TF trap: one user instruction ran since the kernel's IRETQ (with
-    // Linux also where a SYSCALL's return was expected: a signal handler's sigreturn).
-    const GuestRegisters g = user_state(v);
-    if (trace_steps)
-      spdlog::trace("vCPU {}: unannounced return, trap at rip {:#x}", v.kvm->index(), g.rip);
-    if (const std::optional<uint64_t> r11 = std::exchange(v.sysret_r11, std::nullopt)) {
-      kvm_regs r = v.kvm->regs();
-      if (r.r11 == (*r11 | KvmVcpu::kTrapFlag)) {  // unless the instruction wrote R11 itself
-        r.r11 = *r11;
-        v.kvm->set_regs(r);
-      }
-    }
-    retire_all(v, v.kvm_stepper->on_unannounced_return(g), 3, g.cr3);
-    // Nothing counts any more: the TF the frame restored must not reach the guest's #DB.
-    if (is_linux() && step_scope(v) == StepScope::kNothing) v.kvm->clear_trap_flag();
-    return;
-  }
-  if (v.kvm_stepper && is_linux() && v.intercepting && (run->debug.arch.dr6 & kDr6Breakpoint0) &&
-      v.kvm->exit_sregs().ss.dpl == 0) {
-    // The SYSCALL entry point, reached by the first instruction after an unannounced return.
-    const GuestRegisters g = user_state(v);
-    if (trace_steps) spdlog::trace("vCPU {}: unannounced return, then SYSCALL", v.kvm->index());
-    const Retirements retired = v.kvm_stepper->on_unannounced_syscall(g, g.cr3);
-    v.skip_syscall_bp = retired.empty();
-    retire_all(v, retired, 0, g.cr3);
-    return;
-  }
-  if (is_linux() && !v.stepping && (run->debug.arch.dr6 & kDr6Step)) {
-    // A TF restored from a frame of a stepped task, caught after nothing counts: pmuvm's, not
-    // the guest's (which cannot single-step under pmuvm's #DB interception, README).
-    v.kvm->clear_trap_flag();
-    return;
-  }
-  if (!v.kvm_stepper || !v.stepping || !(run->debug.arch.dr6 & (kDr6Step | kDr6Breakpoint0))) {
-    spdlog::warn("vCPU {}: debug exit that is not a pmuvm single step (exception {}, dr6 {:#x}, "
-                 "rip {:#x}); ignored", v.kvm->index(), run->debug.arch.exception,
-                 run->debug.arch.dr6, run->debug.arch.pc);
-    return;
-  }
-  const kvm_sregs s = v.kvm->exit_sregs();
-  const uint8_t cpl = s.ss.dpl;
-  const GuestRegisters g = user_state(v);
-  const Retirements retired = v.kvm_stepper->on_step(g, cpl, s.cr3);
+  VcpuStepTarget target(*v.kvm);
+  const uint8_t cpl = target.cpl();
+  const GuestRegisters at = target.registers();
+  const StepOutcome out = v.kvm_stepper->on_debug_exit(target, run->debug.arch.dr6, v.applied_debug);
   if (trace_steps)
-    spdlog::trace("vCPU {}: step to rip {:#x} at CPL {} (dr6 {:#x}{}), {} retired{}",
-                  v.kvm->index(), g.rip, cpl, run->debug.arch.dr6, v.seeking ? ", seeking" : "",
-                  retired.size(),
-                  retired.empty() ? ""
-                                  : fmt::format(", last at {:#x}", retired[retired.size() - 1].rip));
-  // The last retirement a user-mode one: the user accountant's last instruction is that one.
-  v.tf_kept = cpl == 3 && (run->debug.arch.dr6 & kDr6Step) && !retired.empty() &&
-              retired[retired.size() - 1].cpl == 3 && !v.kvm_stepper->user_tf_may_be_clear();
-  retire_all(v, retired, cpl, s.cr3);
-  if (v.seeking && cpl == 0 && v.kvm_stepper->at_sysret(g, s.cr3)) {
-    // SYSRET's own step trap is not delivered (nested AMD host, like SYSCALL's). User mode
-    // resumes in a state known now: RIP = RCX, RFLAGS = R11. TF goes into R11, so the first
-    // user instruction traps as after an unannounced return and counts; R11 is restored there.
-    GuestRegisters user = g;
-    user.rip = g.rcx;
-    user.rflags = g.r11;
-    retire_all(v, v.kvm_stepper->expect_user_entry(user), 0, s.cr3);
-    kvm_regs r = v.kvm->regs();
-    v.sysret_r11 = r.r11;
-    r.r11 |= KvmVcpu::kTrapFlag;
-    v.kvm->set_regs(r);
-    v.seeking = false;
+    spdlog::trace("vCPU {}: debug exit at rip {:#x} CPL {} dr6 {:#x}: {} retired, mode {}{}",
+                  v.kvm->index(), at.rip, cpl, run->debug.arch.dr6, out.retired.size(),
+                  static_cast<int>(v.kvm_stepper->mode()),
+                  out.deliver_debug ? fmt::format(", #DB for the guest ({:#x})", *out.deliver_debug) : "");
+  if (out.deliver_debug) {
+    const GuestDebugRegisters g = VcpuStepTarget::guest_debug_registers(*v.kvm);
+    if (!v.kvm->inject_debug_exception(delivered_dr6(g.dr6, *out.deliver_debug)))
+      spdlog::warn("vCPU {}: the guest's #DB (DR6 bits {:#x}) met a pending exception and was "
+                   "dropped", v.kvm->index(), *out.deliver_debug);
   }
+  if (out.entered_user) {
+    v.control->enter_user(at.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
+    // The kernel may have changed the guest's own breakpoints on its way (ptrace, perf).
+    v.guest_debug = VcpuStepTarget::guest_debug_registers(*v.kvm);
+  }
+  retire_all(v, out.retired, cpl, at.cr3);
+  if (out.resume_flag) v.kvm->set_resume_flag();
 }
 
-void Machine::Impl::retire_all(Vcpu& v, const Retirements& retired, uint8_t cpl, uint64_t cr3) {
+void Machine::Impl::other_exit(Vcpu& v) {
+  VcpuStepTarget target(*v.kvm);
+  v.kvm_stepper->on_other_exit(target);
+}
+
+void Machine::Impl::kicked(Vcpu& v) {
+  VcpuStepTarget target(*v.kvm);
+  v.kvm_stepper->on_kick(target);
+}
+
+void Machine::Impl::interrupt_window(Vcpu& v, bool raised) {
+  if (!v.kvm_stepper->holds_interrupts()) {
+    v.holding_since_ns = 0;
+    v.window_owed = false;
+    return;
+  }
+  const uint64_t now = clock.now_ns();
+  if (v.holding_since_ns == 0) v.holding_since_ns = now;
+  v.window_owed |= raised;
+  if (!v.window_owed) {
+    if (now - v.holding_since_ns < kInterruptWindowNs) return;
+    // Held a while: a window only where something waits (each window costs an exit), and every
+    // kForcedWindowNs regardless (an interrupt the LAPIC check does not see: the PIC's ExtINT).
+    v.holding_since_ns = now;
+    if (!v.kvm->interrupt_pending() && now - v.last_window_ns < kForcedWindowNs) return;
+  }
+  VcpuStepTarget target(*v.kvm);
+  if (!v.kvm_stepper->open_interrupt_window(target)) return;  // at the next chance
+  if (trace_steps)
+    spdlog::trace("vCPU {}: interrupt window ({})", v.kvm->index(),
+                  v.window_owed ? "an interrupt was raised" : "interrupts held too long");
+  v.window_owed = false;
+  v.holding_since_ns = 0;
+  v.last_window_ns = now;
+}
+
+void Machine::Impl::retire_all(Vcpu& v, const std::vector<pmu::RetiredInstruction>& retired,
+                               uint8_t cpl, uint64_t cr3) {
   for (size_t i = 0; i < retired.size(); ++i) {
     v.control->retire(retired[i], cr3);
     if (retired[i].cpl == 3) count_instruction(v);

@@ -195,6 +195,7 @@ int run(const vmm::RunCommand& cmd) {
   options.pause_on_output = cmd.pause_on_output;
   options.pause_at_instructions = cmd.pause_at_instructions;
   options.stats = cmd.stats;
+  options.debug_pause_every = cmd.debug_pause_every;
   if (cmd.kernel.empty()) {
     auto r = vmm::parse_elf(vmm::bundled_kernel(), "bundled kernel");
     if (auto* error = std::get_if<std::string>(&r)) throw vmm::VmmError(*error);

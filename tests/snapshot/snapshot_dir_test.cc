@@ -127,8 +127,8 @@ TEST(SnapshotDir, EveryDamageIsRefusedWithItsReason) {
       std::ofstream(d + "/manifest.json") << m;
     });
   };
-  EXPECT_NE(edit_manifest("version", "\"version\": 1", "\"version\": 2")
-                .find("snapshot format version 2 (this pmuvm reads version 1)"),
+  EXPECT_NE(edit_manifest("version", "\"version\": 2", "\"version\": 1")
+                .find("snapshot format version 1 (this pmuvm reads version 2)"),
             std::string::npos);
   EXPECT_NE(edit_manifest("format", "pmuvm-snapshot", "qemu-savevm").find("not a pmuvm snapshot"),
             std::string::npos);

@@ -119,35 +119,47 @@ uint64_t KvmVcpu::msr(uint32_t index) {
   return msrs.entry.data;
 }
 
-void KvmVcpu::clear_trap_flag() {
+void KvmVcpu::set_guest_debug(const kvm_guest_debug& debug) {
+  if (ioctl(fd_, KVM_SET_GUEST_DEBUG, &debug) < 0) throw_errno("KVM_SET_GUEST_DEBUG");
+}
+
+kvm_debugregs KvmVcpu::debug_registers() const {
+  kvm_debugregs d{};
+  if (ioctl(fd_, KVM_GET_DEBUGREGS, &d) < 0) throw_errno("KVM_GET_DEBUGREGS");
+  return d;
+}
+
+bool KvmVcpu::inject_debug_exception(uint64_t dr6) {
+  kvm_vcpu_events events{};
+  if (ioctl(fd_, KVM_GET_VCPU_EVENTS, &events) < 0) throw_errno("KVM_GET_VCPU_EVENTS");
+  if (events.exception.injected || events.exception.pending) return false;
+  // Without KVM_CAP_EXCEPTION_PAYLOAD an injected #DB leaves DR6 as it is: set it first.
+  kvm_debugregs d = debug_registers();
+  d.dr6 = dr6;
+  d.flags = 0;
+  if (ioctl(fd_, KVM_SET_DEBUGREGS, &d) < 0) throw_errno("KVM_SET_DEBUGREGS (DR6)");
+  events.exception.injected = 1;
+  events.exception.pending = 0;
+  events.exception.nr = 1;
+  events.exception.has_error_code = 0;
+  events.exception.error_code = 0;
+  if (ioctl(fd_, KVM_SET_VCPU_EVENTS, &events) < 0) throw_errno("KVM_SET_VCPU_EVENTS (#DB)");
+  return true;
+}
+
+void KvmVcpu::set_resume_flag() {
   kvm_regs r = regs();
-  if (!(r.rflags & kTrapFlag)) return;
-  r.rflags &= ~kTrapFlag;
+  if (r.rflags & kResumeFlag) return;
+  r.rflags |= kResumeFlag;
   set_regs(r);
 }
 
-void KvmVcpu::set_single_step(bool enabled, std::optional<uint64_t> breakpoint, bool block_irq) {
-  kvm_guest_debug debug{};
-  if (breakpoint) {
-    debug.control |= KVM_GUESTDBG_USE_HW_BP;
-    debug.arch.debugreg[0] = *breakpoint;
-    debug.arch.debugreg[7] = 0x1;  // L0; R/W0 = 00 (execute), LEN0 = 00
-  }
-  // Normally no KVM_GUESTDBG_BLOCKIRQ: interrupts must reach the guest while it is stepped (the
-  // LAPIC timer, LWP threshold interrupts). Delivery clears TF, so handlers run unstepped, and the
-  // interrupted instruction is reported once, when it retires after the IRET. `block_irq` is for
-  // short kernel paths stepped on their way to user mode (a Linux guest's return after it
-  // loaded an LWPCB), which a timer interrupt handled meanwhile would make unbounded.
-  if (enabled) debug.control |= KVM_GUESTDBG_SINGLESTEP;
-  if (enabled && block_irq) debug.control |= KVM_GUESTDBG_BLOCKIRQ;
-  if (enabled || breakpoint) debug.control |= KVM_GUESTDBG_ENABLE;
-  if (ioctl(fd_, KVM_SET_GUEST_DEBUG, &debug) < 0) throw_errno("KVM_SET_GUEST_DEBUG");
-}
-
-void KvmVcpu::intercept_debug_traps() {
-  kvm_guest_debug debug{};
-  debug.control = KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_USE_HW_BP;  // DR7 = 0: no breakpoint armed
-  if (ioctl(fd_, KVM_SET_GUEST_DEBUG, &debug) < 0) throw_errno("KVM_SET_GUEST_DEBUG");
+void KvmVcpu::set_trap_flag() {
+  constexpr uint64_t kTrapFlag = 1u << 8;
+  kvm_regs r = regs();
+  if (r.rflags & kTrapFlag) return;
+  r.rflags |= kTrapFlag;
+  set_regs(r);
 }
 
 int KvmVcpu::run() {
@@ -178,6 +190,20 @@ uint32_t KvmVcpu::lapic_register(uint32_t offset) const {
   uint32_t value = 0;
   std::memcpy(&value, state.regs + offset, 4);
   return value;
+}
+
+bool KvmVcpu::interrupt_pending() const {
+  kvm_lapic_state state{};
+  if (ioctl(fd_, KVM_GET_LAPIC, &state) < 0) throw_errno("KVM_GET_LAPIC");
+  constexpr uint32_t kIrr = 0x200;  // 8 registers of 32 vectors, 16 bytes apart
+  for (uint32_t i = 0; i < 8; ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, state.regs + kIrr + 16 * i, 4);
+    if (bits != 0) return true;
+  }
+  kvm_vcpu_events events{};
+  if (ioctl(fd_, KVM_GET_VCPU_EVENTS, &events) < 0) throw_errno("KVM_GET_VCPU_EVENTS");
+  return events.nmi.pending != 0;
 }
 
 void KvmVcpu::set_cr2(uint64_t value) {

@@ -30,18 +30,19 @@ class KvmVcpu {
   void make_runnable();  // secondary vCPUs start UNINITIALIZED (DESIGN §3)
   void set_msr(uint32_t index, uint64_t value);
   uint64_t msr(uint32_t index);  // KVM_GET_MSRS of one MSR (e.g. IA32_LSTAR)
-  // Clears RFLAGS.TF (KVM_GET/SET_REGS) if the guest has it set: a TF a guest frame restored
-  // while nothing is stepped would otherwise trap into the guest's own #DB handler.
-  void clear_trap_flag();
   static constexpr uint64_t kTrapFlag = 1u << 8;
-  // KVM single-step (KVM_GUESTDBG_SINGLESTEP) on or off; with `breakpoint`, also (or only) an
-  // instruction breakpoint there (DR0, execute), which exits with DR6.B0 when the guest reaches it.
-  // `block_irq`: KVM_GUESTDBG_BLOCKIRQ too (no interrupt is injected while stepping).
-  void set_single_step(bool enabled, std::optional<uint64_t> breakpoint = std::nullopt,
-                       bool block_irq = false);
-  // No single-step, no breakpoint, but #DB still intercepted (KVM_EXIT_DEBUG): a TF the guest
-  // restores from a frame pushed while it was stepped then traps to the VMM, not into the guest.
-  void intercept_debug_traps();
+  static constexpr uint64_t kResumeFlag = 1u << 16;
+  // KVM_SET_GUEST_DEBUG as given (the step controller computes it: vmm/precise/debug_slots.h).
+  void set_guest_debug(const kvm_guest_debug& debug);
+  // The guest's own DR0-3, DR6, DR7 (KVM keeps them apart from the ones a VMM debugs with).
+  kvm_debugregs debug_registers() const;
+  // Delivers #DB to the guest at the next entry, its DR6 set to `dr6` first (what the hardware
+  // would have left there). False (nothing done) when an exception is already pending.
+  bool inject_debug_exception(uint64_t dr6);
+  // Sets RFLAGS.RF: the instruction at RIP runs without its execution breakpoint firing.
+  void set_resume_flag();
+  // Sets RFLAGS.TF (the guest's own, after KVM's single-step cleared it).
+  void set_trap_flag();
 
   // KVM_RUN. Returns 0, or -errno for EINTR/EAGAIN (the caller loops); throws on other errors.
   int run();
@@ -66,6 +67,10 @@ class KvmVcpu {
   // LVT performance counter), read with KVM_GET_LAPIC. There is deliberately no single-register
   // write: KVM_SET_LAPIC rewrites the whole state (timer re-armed, IRR overwritten).
   uint32_t lapic_register(uint32_t offset) const;
+  // Whether an interrupt waits for the guest: a vector requested in the in-kernel local APIC
+  // (IRR) or an NMI pending (KVM_GET_LAPIC, KVM_GET_VCPU_EVENTS). An expired LAPIC timer shows
+  // after the KVM_RUN following its expiry (KVM moves it to the IRR on entry).
+  bool interrupt_pending() const;
 
   // Snapshot / migration (kvm_state.h, kvm_vcpu_state.cc). Only while the vCPU is parked: after
   // its last exit it went through one more KVM_RUN with immediate_exit set, so an I/O or MSR

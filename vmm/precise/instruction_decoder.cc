@@ -45,6 +45,78 @@ pmu::BranchKind classify(const ZydisDecodedInstruction& insn) {
   }
 }
 
+constexpr uint64_t kCF = 1u << 0, kPF = 1u << 2, kZF = 1u << 6, kSF = 1u << 7, kOF = 1u << 11;
+
+// Whether a conditional branch is taken, from RFLAGS and RCX before it.
+bool taken(const ZydisDecodedInstruction& insn, const GuestRegisters& r) {
+  const uint64_t f = r.rflags;
+  const bool cf = f & kCF, pf = f & kPF, zf = f & kZF, sf = f & kSF, of = f & kOF;
+  // JrCXZ and LOOP use RCX, or ECX/CX with an address-size prefix.
+  const uint64_t count_mask = insn.address_width == 64 ? ~0ull
+                              : insn.address_width == 32 ? 0xFFFFFFFFull
+                                                         : 0xFFFFull;
+  const uint64_t count = r.rcx & count_mask;
+  const bool count_left = ((count - 1) & count_mask) != 0;  // LOOP decrements first
+  switch (insn.mnemonic) {
+    case ZYDIS_MNEMONIC_JO: return of;
+    case ZYDIS_MNEMONIC_JNO: return !of;
+    case ZYDIS_MNEMONIC_JB: return cf;
+    case ZYDIS_MNEMONIC_JNB: return !cf;
+    case ZYDIS_MNEMONIC_JZ: return zf;
+    case ZYDIS_MNEMONIC_JNZ: return !zf;
+    case ZYDIS_MNEMONIC_JBE: return cf || zf;
+    case ZYDIS_MNEMONIC_JNBE: return !cf && !zf;
+    case ZYDIS_MNEMONIC_JS: return sf;
+    case ZYDIS_MNEMONIC_JNS: return !sf;
+    case ZYDIS_MNEMONIC_JP: return pf;
+    case ZYDIS_MNEMONIC_JNP: return !pf;
+    case ZYDIS_MNEMONIC_JL: return sf != of;
+    case ZYDIS_MNEMONIC_JNL: return sf == of;
+    case ZYDIS_MNEMONIC_JLE: return zf || sf != of;
+    case ZYDIS_MNEMONIC_JNLE: return !zf && sf == of;
+    case ZYDIS_MNEMONIC_JCXZ:
+    case ZYDIS_MNEMONIC_JECXZ:
+    case ZYDIS_MNEMONIC_JRCXZ: return count == 0;
+    case ZYDIS_MNEMONIC_LOOP: return count_left;
+    case ZYDIS_MNEMONIC_LOOPE: return count_left && zf;
+    case ZYDIS_MNEMONIC_LOOPNE: return count_left && !zf;
+    default: return false;
+  }
+}
+
+uint64_t register_value(ZydisRegister reg, const GuestRegisters& r) {
+  const uint64_t values[16] = {r.rax, r.rcx, r.rdx, r.rbx, r.rsp, r.rbp, r.rsi, r.rdi,
+                               r.r8,  r.r9,  r.r10, r.r11, r.r12, r.r13, r.r14, r.r15};
+  const ZyanI8 id = ZydisRegisterGetId(reg);
+  if (id < 0 || id >= 16) return 0;
+  const uint64_t v = values[id];
+  switch (ZydisRegisterGetWidth(ZYDIS_MACHINE_MODE_LONG_64, reg)) {
+    case 16: return v & 0xFFFF;
+    case 32: return v & 0xFFFFFFFF;
+    default: return v;
+  }
+}
+
+bool completed_by_kvm(ZydisMnemonic m) {
+  switch (m) {
+    case ZYDIS_MNEMONIC_CPUID:
+    case ZYDIS_MNEMONIC_IN:
+    case ZYDIS_MNEMONIC_OUT:
+    case ZYDIS_MNEMONIC_INSB:
+    case ZYDIS_MNEMONIC_INSW:
+    case ZYDIS_MNEMONIC_INSD:
+    case ZYDIS_MNEMONIC_OUTSB:
+    case ZYDIS_MNEMONIC_OUTSW:
+    case ZYDIS_MNEMONIC_OUTSD:
+    case ZYDIS_MNEMONIC_RDPMC:
+    case ZYDIS_MNEMONIC_VMMCALL:
+    case ZYDIS_MNEMONIC_VMCALL:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 InstructionDecoder::InstructionDecoder() : cache_(kCacheSlots) {
@@ -54,6 +126,72 @@ InstructionDecoder::InstructionDecoder() : cache_(kCacheSlots) {
 std::string InstructionDecoder::mnemonic_name(ZydisMnemonic mnemonic) {
   const char* s = ZydisMnemonicGetString(mnemonic);
   return s ? s : "?";
+}
+
+ControlFlow InstructionDecoder::control_flow(const ZydisDecodedInstruction& insn,
+                                             const ZydisDecodedOperand* ops,
+                                             const GuestRegisters& regs) const {
+  ControlFlow flow;
+  auto jump = [&](uint64_t target) {
+    flow.kind = ControlFlow::Kind::kJump;
+    flow.target = target;
+    return flow;
+  };
+  switch (insn.mnemonic) {
+    case ZYDIS_MNEMONIC_SYSCALL: flow.kind = ControlFlow::Kind::kSyscall; return flow;
+    case ZYDIS_MNEMONIC_INT3: flow.kind = ControlFlow::Kind::kInterrupt, flow.vector = 3; return flow;
+    case ZYDIS_MNEMONIC_INT1: flow.kind = ControlFlow::Kind::kInterrupt, flow.vector = 1; return flow;
+    case ZYDIS_MNEMONIC_INT:
+      flow.kind = ControlFlow::Kind::kInterrupt;
+      flow.vector = static_cast<uint8_t>(ops[0].imm.value.u);
+      return flow;
+    case ZYDIS_MNEMONIC_IRET:
+    case ZYDIS_MNEMONIC_IRETD:
+    case ZYDIS_MNEMONIC_IRETQ:
+    case ZYDIS_MNEMONIC_SYSENTER:
+    case ZYDIS_MNEMONIC_SYSEXIT:
+    case ZYDIS_MNEMONIC_SYSRET:
+      flow.kind = ControlFlow::Kind::kUnknown;
+      return flow;
+    default: break;
+  }
+  const bool far = insn.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
+  switch (insn.meta.category) {
+    case ZYDIS_CATEGORY_COND_BR:
+    case ZYDIS_CATEGORY_UNCOND_BR:
+    case ZYDIS_CATEGORY_CALL: {
+      if (far) break;
+      const ZydisDecodedOperand& op = ops[0];
+      if (insn.meta.category == ZYDIS_CATEGORY_COND_BR && !taken(insn, regs)) return flow;
+      if (op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE && op.imm.is_relative) {
+        uint64_t target = 0;
+        if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&insn, &op, regs.rip, &target))) return jump(target);
+        break;
+      }
+      if (op.type == ZYDIS_OPERAND_TYPE_REGISTER) return jump(register_value(op.reg.value, regs));
+      if (op.type == ZYDIS_OPERAND_TYPE_MEMORY && op.size == 64) {
+        fill_context(regs, context_);
+        uint64_t address = 0;
+        if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddressEx(&insn, &op, regs.rip, &context_, &address)))
+          break;
+        if (op.mem.segment == ZYDIS_REGISTER_FS) address += regs.fs_base;
+        if (op.mem.segment == ZYDIS_REGISTER_GS) address += regs.gs_base;
+        flow.kind = ControlFlow::Kind::kIndirect;
+        flow.pointer = address;
+        return flow;
+      }
+      break;
+    }
+    case ZYDIS_CATEGORY_RET:
+      if (far || insn.operand_width != 64) break;
+      flow.kind = ControlFlow::Kind::kIndirect;
+      flow.pointer = regs.rsp;
+      return flow;
+    default:
+      return flow;  // falls through (faulting instructions too: they never get there)
+  }
+  flow.kind = ControlFlow::Kind::kUnknown;
+  return flow;
 }
 
 std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uint8_t> bytes,
@@ -79,6 +217,12 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
   out.branch = classify(insn);
   out.lwp_instruction = insn.mnemonic == ZYDIS_MNEMONIC_LLWPCB || insn.mnemonic == ZYDIS_MNEMONIC_SLWPCB;
   out.syscall = insn.mnemonic == ZYDIS_MNEMONIC_SYSCALL;
+  out.completed_by_kvm = completed_by_kvm(insn.mnemonic);
+  out.rep = insn.attributes & (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE);
+  out.iret = insn.mnemonic == ZYDIS_MNEMONIC_IRET || insn.mnemonic == ZYDIS_MNEMONIC_IRETD ||
+             insn.mnemonic == ZYDIS_MNEMONIC_IRETQ;
+  out.sysret = insn.mnemonic == ZYDIS_MNEMONIC_SYSRET || insn.mnemonic == ZYDIS_MNEMONIC_SYSEXIT;
+  out.flow = control_flow(insn, ops, regs);
 
   bool context_filled = false;
   for (uint8_t i = 0; i < insn.operand_count; ++i) {

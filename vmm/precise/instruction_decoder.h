@@ -49,6 +49,25 @@ struct MemoryAccess {
   uint32_t size = 0;     // bytes
 };
 
+// Where control goes after an instruction, resolved from the registers before it runs: the KVM
+// stepper puts its breakpoint there (DESIGN §4.7). An instruction that faults instead of retiring
+// never gets there; the stepper catches the kernel's return instead.
+struct ControlFlow {
+  enum class Kind : uint8_t {
+    kNext,       // falls through to rip + length (a REP string instruction too: it retires once)
+    kJump,       // to `target` (direct jumps and calls; conditional branches and register-
+                 // indirect ones resolved here)
+    kIndirect,   // to the 8-byte address stored at `pointer` (RET, JMP/CALL through memory)
+    kSyscall,    // SYSCALL: into the kernel at IA32_LSTAR
+    kInterrupt,  // INT n, INT3, INT1: into the kernel through IDT gate `vector`
+    kUnknown,    // far transfers, IRET, SYSENTER: not followed (the stepper single-steps it)
+  };
+  Kind kind = Kind::kNext;
+  uint64_t target = 0;
+  uint64_t pointer = 0;
+  uint8_t vector = 0;
+};
+
 struct DecodedInstruction {
   static constexpr int kMaxAccesses = 2;
 
@@ -62,6 +81,13 @@ struct DecodedInstruction {
   uint8_t load_count = 0;
   std::array<MemoryAccess, kMaxAccesses> stores{};
   uint8_t store_count = 0;
+  ControlFlow flow;
+  // KVM intercepts it and completes it itself (CPUID, port I/O, RDPMC, VMMCALL/VMCALL): when the
+  // guest's own TF is set, KVM queues the single-step #DB into the guest without a debug exit.
+  bool completed_by_kvm = false;
+  bool rep = false;     // a REP/REPE/REPNE prefix
+  bool iret = false;    // IRET/IRETD/IRETQ
+  bool sysret = false;  // SYSRET (64-bit when REX.W) / SYSEXIT: only ever returns to user mode
 
   uint64_t fall_through(uint64_t rip) const { return rip + length; }
 };
@@ -81,6 +107,9 @@ class InstructionDecoder {
   uint64_t cache_hits() const { return cache_hits_; }
 
  private:
+  ControlFlow control_flow(const ZydisDecodedInstruction& insn, const ZydisDecodedOperand* ops,
+                           const GuestRegisters& regs) const;
+
   // Zydis's full decode is the largest part of a step's VMM-side cost (perf, nested host), and a
   // stepped program runs the same few instructions over and over. So the last decode at each of
   // 256 RIP slots is kept with its bytes. Decoding depends only on the bytes (64-bit mode), and x86

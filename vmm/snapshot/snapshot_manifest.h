@@ -2,7 +2,7 @@
 // this is, which CPU it presents, and which files hold the rest. JSON, so a person (or another
 // tool) can read what a snapshot is without pmuvm. manifest.json in a snapshot directory.
 //
-//   {"format": "pmuvm-snapshot", "version": 1,
+//   {"format": "pmuvm-snapshot", "version": 2,
 //    "machine": {"vcpus", "mem_mib", "seed", "timer_hz", "stepper": "kvm"|"guest"|"none",
 //                "guest": "bundled"|"linux", "kernel", "max_interrupt_rate"},
 //    "cpu": {"profile": <the profile's JSON, vmm/profiles/README.md>,

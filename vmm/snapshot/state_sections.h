@@ -18,7 +18,9 @@
 
 namespace vmm {
 
-inline constexpr uint32_t kSnapshotFormatVersion = 1;
+// 2: the KVM stepper's state is the step controller's (vmm/precise/step_controller.h), not the
+// single-step stepper's flags: a version-1 snapshot is refused with a clear reason.
+inline constexpr uint32_t kSnapshotFormatVersion = 2;
 
 // zlib's CRC-32 of `bytes`, continuing from `crc` (0 to start).
 uint32_t crc32_of(std::span<const std::byte> bytes, uint32_t crc = 0);

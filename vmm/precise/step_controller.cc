@@ -1,0 +1,482 @@
+#include "vmm/precise/step_controller.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+namespace vmm {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+// SYSRET loads RFLAGS from R11 with RF and VM cleared and bit 1 set (AMD APM 24594, SYSRET).
+constexpr uint64_t kSysretFlagsMask = 0x3C7FD7;
+constexpr uint64_t kResumeFlag = 1u << 16;  // RFLAGS.RF
+
+// Up to 15 instruction bytes at `rip`; fewer when the next page is not readable, none when the
+// first byte is not.
+struct CodeBytes {
+  std::array<uint8_t, 15> data{};
+  size_t size = 0;
+  std::span<const uint8_t> span() const { return {data.data(), size}; }
+};
+
+CodeBytes fetch(pmu::GuestMemory& memory, uint64_t rip) {
+  const uint64_t in_page = std::min<uint64_t>(15, kPage - (rip & (kPage - 1)));
+  CodeBytes bytes;
+  auto as_bytes = [&](size_t from, size_t n) {
+    return std::span<std::byte>(reinterpret_cast<std::byte*>(bytes.data.data()) + from, n);
+  };
+  if (!memory.read(rip, as_bytes(0, in_page))) return {};
+  bytes.size = 15;
+  if (in_page < 15 && !memory.read(rip + in_page, as_bytes(in_page, 15 - in_page)))
+    bytes.size = in_page;
+  return bytes;
+}
+
+std::optional<uint64_t> read_u64(pmu::GuestMemory& memory, uint64_t linear) {
+  uint64_t value = 0;
+  if (!memory.read(linear, std::as_writable_bytes(std::span(&value, 1)))) return std::nullopt;
+  return value;
+}
+
+bool is_rep_string(const DecodedInstruction& d) {
+  switch (d.mnemonic) {
+    case ZYDIS_MNEMONIC_MOVSB: case ZYDIS_MNEMONIC_MOVSW: case ZYDIS_MNEMONIC_MOVSD:
+    case ZYDIS_MNEMONIC_MOVSQ: case ZYDIS_MNEMONIC_STOSB: case ZYDIS_MNEMONIC_STOSW:
+    case ZYDIS_MNEMONIC_STOSD: case ZYDIS_MNEMONIC_STOSQ: case ZYDIS_MNEMONIC_LODSB:
+    case ZYDIS_MNEMONIC_LODSW: case ZYDIS_MNEMONIC_LODSD: case ZYDIS_MNEMONIC_LODSQ:
+    case ZYDIS_MNEMONIC_SCASB: case ZYDIS_MNEMONIC_SCASW: case ZYDIS_MNEMONIC_SCASD:
+    case ZYDIS_MNEMONIC_SCASQ: case ZYDIS_MNEMONIC_CMPSB: case ZYDIS_MNEMONIC_CMPSW:
+    case ZYDIS_MNEMONIC_CMPSD: case ZYDIS_MNEMONIC_CMPSQ: case ZYDIS_MNEMONIC_INSB:
+    case ZYDIS_MNEMONIC_INSW: case ZYDIS_MNEMONIC_INSD: case ZYDIS_MNEMONIC_OUTSB:
+    case ZYDIS_MNEMONIC_OUTSW: case ZYDIS_MNEMONIC_OUTSD:
+      return d.rep;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+StepController::StepController(GuestRam& ram, const pmu::cache::Geometry& cache)
+    : ram_(ram),
+      user_memory_(ram, PagedGuestMemory::ReadAccess::kUser),
+      kernel_memory_(ram, PagedGuestMemory::ReadAccess::kSupervisor),
+      user_accountant_(cache),
+      kernel_accountant_(cache) {}
+
+void StepController::set_scope(StepScope scope, StepTarget& at) {
+  if (scope == scope_) return;
+  const StepScope before = scope_;
+  scope_ = scope;
+  if (scope == StepScope::kNothing) {
+    mode_ = Mode::kOff;
+    have_pre_ = false;
+    plan_ = Plan{};
+    return;
+  }
+  refresh_entry_points(at);
+  if (at.cpl() == 3) {
+    if (mode_ != Mode::kUser || before == StepScope::kNothing) {
+      StepOutcome ignored;
+      enter_user(at.registers(), ignored);
+    } else {
+      plan_user_step();  // kernel successors depend on the scope no more than user ones
+    }
+    return;
+  }
+  if (scope == StepScope::kEveryCpl) {
+    // Counting at CPL 0 starts here: the instruction the vCPU exited on (the WRMSR that enabled
+    // the counter) is not counted; the first step report gives the first pre-state.
+    mode_ = Mode::kKernelStep;
+    have_pre_ = false;
+    plan_ = Plan{};
+  } else {
+    enter_kernel(at);
+  }
+}
+
+void StepController::refresh_entry_points(StepTarget& at) {
+  kernel_memory_.set_cr3(at.registers().cr3);
+  entries_.refresh(kernel_memory_, at.lstar(), at.idt_base(), at.idt_limit());
+}
+
+void StepController::enter_user(const GuestRegisters& at, StepOutcome& out) {
+  mode_ = Mode::kUser;
+  pre_ = at;
+  have_pre_ = true;
+  out.entered_user = true;
+  plan_user_step();
+}
+
+void StepController::enter_kernel(StepTarget&) {
+  mode_ = scope_ == StepScope::kNothing ? Mode::kOff : Mode::kKernel;
+  have_pre_ = false;
+  plan_ = Plan{};
+}
+
+std::optional<DecodedInstruction> StepController::decode(const GuestRegisters& at, uint8_t cpl) {
+  PagedGuestMemory& memory = cpl == 3 ? user_memory_ : kernel_memory_;
+  memory.set_cr3(at.cr3);
+  const CodeBytes bytes = fetch(memory, at.rip);
+  if (bytes.size == 0) return std::nullopt;
+  return decoder_.decode(bytes.span(), at);
+}
+
+void StepController::plan_user_step() {
+  plan_ = Plan{};
+  const std::optional<DecodedInstruction> d = decode(pre_, 3);
+  // Unreadable or undecodable code faults (#PF on the fetch, #UD): no successor; the kernel's
+  // return is caught at the return sites.
+  if (!d) return;
+  plan_.rep_string = is_rep_string(*d);
+  switch (d->flow.kind) {
+    case ControlFlow::Kind::kNext:
+      plan_.successors.push_back({pre_.rip + d->length, false});
+      break;
+    case ControlFlow::Kind::kJump:
+      plan_.successors.push_back({d->flow.target, false});
+      break;
+    case ControlFlow::Kind::kIndirect: {
+      user_memory_.set_cr3(pre_.cr3);
+      // Unreadable: the instruction faults on it, and the kernel's return is caught.
+      if (const std::optional<uint64_t> target = read_u64(user_memory_, d->flow.pointer))
+        plan_.successors.push_back({*target, false});
+      break;
+    }
+    case ControlFlow::Kind::kSyscall:
+      if (entries_.syscall_entry() != 0)
+        plan_.successors.push_back({entries_.syscall_entry(), true});
+      else
+        plan_.single_step = true;
+      break;
+    case ControlFlow::Kind::kInterrupt:
+      // A gate user mode may not use: the INT raises #GP instead, caught at the return sites.
+      if (const std::optional<uint64_t> entry = entries_.user_interrupt_entry(d->flow.vector))
+        plan_.successors.push_back({*entry, true});
+      break;
+    case ControlFlow::Kind::kUnknown:
+      plan_.single_step = true;
+      break;
+  }
+  // KVM completes these itself and, with the guest's TF set, queues the guest's #DB without an
+  // exit: the #DB handler's entry then comes right after the instruction.
+  if (d->completed_by_kvm && (pre_.rflags & kTrapFlag))
+    if (const std::optional<uint64_t> handler = entries_.debug_handler())
+      plan_.successors.push_back({*handler, true});
+}
+
+std::vector<uint64_t> StepController::return_sites() const {
+  std::vector<uint64_t> out;
+  for (const ReturnSite& s : entries_.by_priority()) out.push_back(s.rip);
+  return out;
+}
+
+DebugConfig StepController::desired(const GuestDebugRegisters& guest) const {
+  DebugConfig config;
+  if (mode_ == Mode::kOff) return config;  // the guest's own DR0-3/DR7 run natively
+  config.intercept = true;
+  const std::vector<uint64_t> sites = return_sites();
+  std::vector<uint64_t> ours;
+  if (mode_ == Mode::kUser && plan_.step_return) {
+    // Only the guest's own breakpoints; the return single-stepped, interrupts held.
+    place_breakpoints(guest, {}, config);
+    config.single_step = true;
+    config.block_irq = true;
+    return config;
+  }
+  if (mode_ == Mode::kUser && plan_.window) {
+    // Interrupts allowed, the pending instruction itself under a breakpoint.
+    ours.push_back(pre_.rip);
+    ours.insert(ours.end(), sites.begin(), sites.end());
+    place_breakpoints(guest, ours, config);
+    return config;
+  }
+  if (mode_ == Mode::kUser && !plan_.single_step)
+    for (const Plan::Successor& s : plan_.successors) ours.push_back(s.rip);
+  ours.insert(ours.end(), sites.begin(), sites.end());
+  const size_t placed = place_breakpoints(guest, ours, config);
+  const size_t successors = mode_ == Mode::kUser && !plan_.single_step ? plan_.successors.size() : 0;
+  if (mode_ == Mode::kUser) config.block_irq = true;  // interrupts only through windows
+  if (mode_ == Mode::kUser && (plan_.single_step || placed < successors)) {
+    // No breakpoint for the successor: this one instruction is single-stepped, interrupts held
+    // so that no handler's frame carries the TF; the slots go to the return sites.
+    place_breakpoints(guest, sites, config);
+    config.single_step = true;
+    config.block_irq = true;
+  }
+  if (mode_ == Mode::kKernelStep) config.single_step = true;
+  return config;
+}
+
+void StepController::retire(const GuestRegisters& before, uint64_t next_rip, uint8_t cpl,
+                            StepOutcome& out) {
+  PagedGuestMemory& memory = cpl == 3 ? user_memory_ : kernel_memory_;
+  memory.set_cr3(before.cr3);
+  const CodeBytes bytes = fetch(memory, before.rip);
+  if (bytes.size == 0) return;
+  StepAccountant& accountant = cpl == 3 ? user_accountant_ : kernel_accountant_;
+  if (std::optional<pmu::RetiredInstruction> r = accountant.account(before, bytes.span(), cpl, next_rip))
+    out.retired.push_back(*r);
+}
+
+void StepController::at_return_site(StepTarget& at, const ReturnSite& site, StepOutcome& out) {
+  ++stats_.return_stops;
+  const GuestRegisters now = at.registers();
+  std::optional<GuestRegisters> user;
+  switch (site.kind) {
+    case ReturnSite::Kind::kIret: {
+      // The frame IRETQ pops: RIP, CS, RFLAGS, RSP, SS.
+      kernel_memory_.set_cr3(now.cr3);
+      std::array<uint64_t, 5> frame{};
+      if (!kernel_memory_.read(now.rsp, std::as_writable_bytes(std::span(frame)))) break;
+      if ((frame[1] & 3) != 3) break;  // back into the kernel
+      user = now;
+      user->rip = frame[0];
+      user->rflags = frame[2];
+      user->rsp = frame[3];
+      break;
+    }
+    case ReturnSite::Kind::kSysret64:
+      user = now;
+      user->rip = now.rcx;
+      user->rflags = (now.r11 & kSysretFlagsMask) | 2;
+      break;
+    case ReturnSite::Kind::kReturn32:
+      break;  // compatibility-mode user code is not counted: wait for the next return
+  }
+  out.resume_flag = true;  // the site's breakpoint stays armed: let the instruction run
+  if (!user) {
+    if (mode_ == Mode::kUser) enter_kernel(at);
+    return;
+  }
+  entries_.saw_user_return(site.rip);
+  ++stats_.user_returns;
+  // Stepping the kernel (kEveryCpl): the return instruction is the last kernel one.
+  if (mode_ == Mode::kKernelStep && have_pre_ && pre_.rip == now.rip) retire(now, user->rip, 0, out);
+  enter_user(*user, out);
+  if (user->rflags & kResumeFlag) {
+    plan_.step_return = true;  // see Plan::step_return
+    out.resume_flag = false;
+    return;
+  }
+  // The return sets IF: an interrupt pending since the kernel (one raised by counting its
+  // SYSCALL, say) is taken before the first user instruction, as on hardware, not whenever a
+  // later window lets it in.
+  if (!plan_.single_step && at.interrupt_pending()) {
+    plan_.window = true;
+    ++stats_.interrupt_windows;
+  }
+}
+
+bool StepController::open_interrupt_window(StepTarget& at) {
+  if (mode_ != Mode::kUser || plan_.single_step || plan_.window) return false;
+  // Only where the vCPU really is at the pending instruction: a kick can stop it between the
+  // pending instruction and its successor, whose breakpoint then fires on the next KVM_RUN.
+  if (at.cpl() != 3 || at.registers().rip != pre_.rip) return false;
+  // RF set (resuming a successor breakpoint at pre_ itself, a one-instruction loop) would pass
+  // the window's breakpoint: the instruction would run with no successor armed.
+  if (at.registers().rflags & kResumeFlag) return false;
+  for (const Plan::Successor& s : plan_.successors)
+    if (s.rip == pre_.rip) return false;
+  plan_.window = true;
+  ++stats_.interrupt_windows;
+  return true;
+}
+
+void StepController::on_kick(StepTarget& at) {
+  // In the kernel with interrupts held (a fault took it there): a kernel that waits for an
+  // interrupt (HLT) must get it. Nothing retired: the pending instruction faulted.
+  if (mode_ == Mode::kUser && left_user_mode(at)) enter_kernel(at);
+}
+
+bool StepController::left_user_mode(StepTarget& at) {
+  if (at.cpl() != 0) return false;
+  // At a return site: still at the return instruction whose stop made pre_ pending
+  // (at_return_site; it runs next, with RF), nothing ran since. (Reaching a site anew stops at
+  // its breakpoint first, and that stop goes through at_return_site.) Anywhere else at CPL 0,
+  // the pending instruction faulted or was interrupted.
+  return entries_.site_at(at.registers().rip) == nullptr;
+}
+
+void StepController::mark_resume_flag(const GuestRegisters& at, StepOutcome& out) const {
+  if (mode_ == Mode::kOff) return;
+  if (mode_ == Mode::kUser && plan_.step_return) return;  // no breakpoint to pass: stepped
+  if (mode_ == Mode::kUser && !plan_.single_step && !plan_.window)
+    for (const Plan::Successor& s : plan_.successors)
+      if (s.rip == at.rip) out.resume_flag = true;
+  if (entries_.site_at(at.rip)) out.resume_flag = true;
+}
+
+StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const DebugConfig& applied) {
+  StepOutcome out;
+  const uint8_t cpl = at.cpl();
+  const GuestRegisters now = at.registers();
+  // Our breakpoints that fired: an execution breakpoint stops the vCPU at its address.
+  bool ours_here = false;
+  for (int i = 0; i < 4; ++i)
+    if ((dr6 & (1u << i)) && (applied.ours & (1u << i)) && applied.address[i] == now.rip)
+      ours_here = true;
+  const bool step_trap = dr6 & kDr6SingleStep;
+  // Whose single-step trap: ours (KVM's single-step), the guest's own TF (TF before the
+  // instruction decides), or KVM's (SVM's NMI window: one instruction, nobody's to deliver).
+  // In user mode the guest's TF is pre_'s (KVM hides TF while it single-steps: carried over
+  // from the instruction before, see below); the trap after a stepped return is never the
+  // guest's (the kernel's TF was clear; the frame's TF applies from the next instruction on).
+  const bool guest_tf = mode_ == Mode::kUser ? (pre_.rflags & kTrapFlag) != 0 && !plan_.step_return
+                                              : (now.rflags & kTrapFlag) != 0 && !applied.single_step;
+  const bool guest_step = step_trap && guest_tf && (mode_ == Mode::kUser || !applied.single_step);
+  const uint64_t guest_bits = guest_dr6_bits(dr6, applied, guest_step);
+  const ReturnSite* site = ours_here && cpl == 0 ? entries_.site_at(now.rip) : nullptr;
+
+  switch (mode_) {
+    case Mode::kOff:
+      break;
+    case Mode::kUser: {
+      if (plan_.step_return) {
+        if (cpl == 3 && step_trap && now.rip == pre_.rip) {
+          // Landed before pre_: counting goes on from there. Nothing for the guest: its TF
+          // applies from pre_ on, and a breakpoint of its at pre_ has not fired (RF passes it;
+          // QEMU still names it in DR6 at a single-step trap).
+          plan_user_step();
+        } else {
+          enter_kernel(at);  // the return faulted (or the guest's #DB came first)
+          if (guest_bits) {
+            out.deliver_debug = guest_bits;
+            ++stats_.guest_debug_exceptions;
+          }
+        }
+        break;
+      }
+      if (cpl == 3 && plan_.window && ours_here && now.rip == pre_.rip) {
+        // The window closed with nothing pending: the instruction has not run yet.
+        plan_.window = false;
+        if (guest_bits) {
+          out.deliver_debug = guest_bits;
+          ++stats_.guest_debug_exceptions;
+          enter_kernel(at);
+        }
+        break;
+      }
+      if (cpl == 3) {
+        const Plan::Successor* succ = nullptr;
+        for (const Plan::Successor& s : plan_.successors)
+          if (!s.kernel && s.rip == now.rip) succ = &s;
+        // pre_ retired: its successor breakpoint fired, or a trap came after it (an iteration
+        // of a REP string instruction traps with RIP unchanged: not yet retired).
+        const bool trapped_after = (step_trap || (guest_bits & kDr6SlotBits)) &&
+                                   !(now.rip == pre_.rip && plan_.rep_string);
+        const bool faulted_at_it = (guest_bits & kDr6SlotBits) && !step_trap && now.rip == pre_.rip &&
+                                   !(ours_here && succ);
+        if ((ours_here && succ) || (trapped_after && !faulted_at_it)) {
+          retire(pre_, now.rip, 3, out);
+          if (applied.single_step) ++stats_.single_steps;
+          else ++stats_.user_steps;
+        }
+        if (guest_bits) {
+          out.deliver_debug = guest_bits;
+          ++stats_.guest_debug_exceptions;
+          enter_kernel(at);  // the guest's #DB handler runs next
+        } else {
+          const uint64_t guest_tf_before = pre_.rflags & kTrapFlag;
+          mode_ = Mode::kUser;
+          pre_ = now;
+          // Single-stepped by KVM: the TF KVM reports is not the guest's; the guest's stays
+          // what it was (a POPF that changes it under a single step is not followed: known gap).
+          if (applied.single_step) pre_.rflags = (pre_.rflags & ~kTrapFlag) | guest_tf_before;
+          have_pre_ = true;
+          plan_user_step();
+        }
+        break;
+      }
+      // In the kernel: SYSCALL/INT n reached their entry (retired), or user mode was left by an
+      // exception, interrupt or NMI (pre_ did not retire) and the kernel is about to return.
+      bool retired_into_kernel = false;
+      for (const Plan::Successor& s : plan_.successors)
+        if (s.kernel && s.rip == now.rip && ours_here) retired_into_kernel = true;
+      if (retired_into_kernel) {
+        const std::optional<DecodedInstruction> d = decode(pre_, 3);
+        retire(pre_, d ? pre_.rip + d->length : now.rip, 3, out);
+        ++stats_.user_steps;
+        enter_kernel(at);
+      } else if (site) {
+        at_return_site(at, *site, out);
+      } else {
+        enter_kernel(at);
+      }
+      if (guest_bits) {
+        out.deliver_debug = guest_bits;
+        ++stats_.guest_debug_exceptions;
+      }
+      break;
+    }
+    case Mode::kKernel:
+      if (cpl == 3) {  // user mode was reached past every armed return site
+        ++stats_.missed_returns;
+        if (guest_bits) {
+          out.deliver_debug = guest_bits;
+          ++stats_.guest_debug_exceptions;
+        } else {
+          enter_user(now, out);
+        }
+        break;
+      }
+      if (site) at_return_site(at, *site, out);
+      if (guest_bits) {
+        out.deliver_debug = guest_bits;
+        ++stats_.guest_debug_exceptions;
+      }
+      break;
+    case Mode::kKernelStep:
+      if (cpl == 3) {
+        ++stats_.missed_returns;
+        enter_user(now, out);
+        break;
+      }
+      if (step_trap && applied.single_step) {
+        if (have_pre_ && now.rip != pre_.rip) {
+          retire(pre_, now.rip, 0, out);
+          ++stats_.kernel_steps;
+        }
+        pre_ = now;
+        have_pre_ = true;
+        // About to run a return instruction: where it goes is read now, not stepped through.
+        if (const ReturnSite* next_site = entries_.site_at(now.rip)) {
+          at_return_site(at, *next_site, out);
+          break;
+        }
+      } else if (site) {
+        at_return_site(at, *site, out);
+        if (mode_ == Mode::kKernelStep) pre_ = now, have_pre_ = true;
+      }
+      if (guest_bits) {
+        out.deliver_debug = guest_bits;
+        ++stats_.guest_debug_exceptions;
+      }
+      break;
+  }
+  if (!out.deliver_debug) mark_resume_flag(now, out);
+  return out;
+}
+
+void StepController::on_other_exit(StepTarget& at) {
+  switch (mode_) {
+    case Mode::kOff:
+      return;
+    case Mode::kUser:
+      // In the kernel now (an MSR access, port I/O, HLT): the pending user instruction was
+      // interrupted or faulted.
+      if (left_user_mode(at)) enter_kernel(at);
+      return;
+    case Mode::kKernel:
+    case Mode::kKernelStep:
+      if (at.cpl() == 3) {  // user mode was reached past every armed return site
+        ++stats_.missed_returns;
+        StepOutcome ignored;
+        enter_user(at.registers(), ignored);
+      }
+      return;
+  }
+}
+
+}  // namespace vmm

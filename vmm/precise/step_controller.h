@@ -1,0 +1,222 @@
+// The KVM stepper of the precise backend (DESIGN §4.7): exact counting that the guest cannot
+// see. One per vCPU; the run loop tells it about every exit and asks it, before every KVM_RUN,
+// what KVM must do (desired()), which it applies only when that changes.
+//
+// How it counts without TF. User code is not single-stepped: before each counted user
+// instruction runs, its successor is computed from the decoded instruction and the registers
+// (the fall-through, the taken or not-taken branch, the value a RET or an indirect jump will
+// load, LSTAR for SYSCALL, the IDT gate for INT n) and an execution breakpoint goes there. The
+// instruction runs and the breakpoint stops the vCPU before the next one: one instruction
+// retired, with its pre-state and next RIP for the PMU models. A REP string instruction runs all
+// its iterations in between and retires once. Nothing of this is architecturally visible to the
+// guest: RFLAGS.TF is never set, exception and interrupt frames, SIGTRAP frames, R11 after
+// SYSCALL and ptrace's registers are the guest's own, and every #DB pmuvm causes is intercepted.
+//
+// Interrupts. While user code runs to a successor breakpoint, KVM holds interrupts and NMIs
+// (KVM_GUESTDBG_BLOCKIRQ): one delivered at the boundary right after the instruction would take
+// the vCPU into the kernel before the breakpoint fired, and the return would not tell whether the
+// instruction had run. They go in through windows instead (open_interrupt_window): the vCPU is
+// resumed at the boundary before the next instruction with interrupts allowed and a breakpoint
+// on that very instruction, so a pending interrupt is taken there (and comes back through a
+// return site), or the breakpoint stops the vCPU at once. The run loop opens one right after the
+// PMU models raised an interrupt (so a PMI or threshold interrupt arrives after exactly the
+// instruction that caused it, as before), at every return from the kernel to counted user code
+// (an interrupt that became pending in the kernel is taken before the first user instruction,
+// as on hardware), and at least every kInterruptWindowNs otherwise.
+//
+// Leaving user mode. An instruction that faults (#PF, #UD: LLWPCB's emulation, ...), an interrupt
+// or an NMI at a boundary takes the vCPU into the kernel before the successor breakpoint is
+// reached: the pending instruction did not retire. Breakpoints on the kernel's return
+// instructions (KernelEntryPoints: IRETQ, SYSRETQ, found by decoding from LSTAR and the IDT)
+// are armed at the same time, so the kernel runs free and the vCPU stops when it is about to
+// return; the stepper reads where it returns to (the IRETQ frame, SYSRET's RCX/R11) and, if that
+// is user mode of a counted context, counting resumes there: signal handlers, the signal
+// restorer, a faulting instruction's restart, code after a context switch or a move between
+// vCPUs. SYSCALL retires at the LSTAR breakpoint, INT3/INT n at their gate's handler.
+//
+// The guest's own debugging (it must keep working: ptrace single-step and breakpoints, int3,
+// `popf` with TF): its enabled DR0-3 breakpoints keep their slots (DebugSlots); pmuvm uses the
+// free ones. A #DB whose DR6 names a guest slot, or the BS of the guest's own TF, is delivered
+// back to the guest with exactly that DR6 (the instruction it trapped after counted first). A
+// single-step trap the guest did not ask for is KVM's own (SVM opens an NMI window by setting TF
+// for one instruction): it is an instruction that retired, never delivered. KVM completes some
+// instructions itself (CPUID, port I/O) and then queues the guest's single-step #DB without an
+// exit: with the guest's TF set, the #DB handler's entry is their successor.
+//
+// Not enough slots (the guest holds them, or the successor cannot be computed: far transfers,
+// IRET in user mode, unreadable code): that instruction is stepped with KVM's single-step and
+// interrupts held (KVM_GUESTDBG_BLOCKIRQ); only a fault of that very instruction shows TF then.
+// NetBurst T0_OS (kEveryCpl): kernel code entered by SYSCALL or running when counting starts is
+// single-stepped (TF in kernel frames only); interrupt and exception handlers entered from user
+// mode run unstepped, as before.
+//
+// No KVM dependency: it reads the vCPU through StepTarget and is unit-tested against a fake.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "pmu/cache/cache_model.h"
+#include "pmu/retired_instruction.h"
+#include "vmm/memory/guest_ram.h"
+#include "vmm/memory/page_walker.h"
+#include "vmm/precise/debug_slots.h"
+#include "vmm/precise/instruction_decoder.h"
+#include "vmm/precise/kernel_entry_points.h"
+#include "vmm/precise/step_accountant.h"
+
+namespace vmm {
+
+// The vCPU at an exit, as the step controller reads it.
+class StepTarget {
+ public:
+  virtual ~StepTarget() = default;
+  // RIP, GPRs, RFLAGS, FS/GS bases and CR3 now.
+  virtual GuestRegisters registers() = 0;
+  virtual uint8_t cpl() = 0;
+  virtual uint64_t lstar() = 0;                   // IA32_LSTAR
+  virtual uint64_t idt_base() = 0;
+  virtual uint16_t idt_limit() = 0;
+  virtual GuestDebugRegisters guest_debug() = 0;  // the guest's own DR0-3, DR6, DR7
+  // An interrupt or NMI waits for the guest (held while user code is counted).
+  virtual bool interrupt_pending() = 0;
+};
+
+// What counts on the vCPU now (from the PMU models).
+enum class StepScope : uint8_t { kNothing, kUserCode, kEveryCpl };
+
+// What the run loop does after an exit.
+struct StepOutcome {
+  std::vector<pmu::RetiredInstruction> retired;  // in retirement order, to the PMU models
+  std::optional<uint64_t> deliver_debug;  // a #DB for the guest, with these DR6 bits
+  bool resume_flag = false;               // set RFLAGS.RF: a breakpoint of ours is at RIP
+  bool entered_user = false;              // about to return to user mode (LWP's deferred load)
+};
+
+class StepController {
+ public:
+  enum class Mode : uint8_t {
+    kOff,         // nothing counts: KVM leaves the guest alone
+    kUser,        // at a user-mode boundary, `pre_` about to run
+    kKernel,      // in the kernel (or on its way there): waiting at the return sites
+    kKernelStep,  // kEveryCpl in the kernel: single-stepped
+  };
+
+  StepController(GuestRam& ram, const pmu::cache::Geometry& cache);
+
+  // What counts changed (or not): called before every KVM_RUN with the vCPU at an exit.
+  void set_scope(StepScope scope, StepTarget& at);
+  // A KVM_EXIT_DEBUG with `dr6`; `applied` is the configuration the vCPU ran with.
+  StepOutcome on_debug_exit(StepTarget& at, uint64_t dr6, const DebugConfig& applied);
+  // Any other exit (I/O, MSR, HLT, MMIO, an interrupt): nothing retired; where the vCPU is may
+  // say that user mode was left or entered unseen.
+  void on_other_exit(StepTarget& at);
+
+  // What KVM must do for the next KVM_RUN (the guest's own debug registers merged in).
+  DebugConfig desired(const GuestDebugRegisters& guest) const;
+
+  // Lets held interrupts in at the boundary the vCPU stopped at, if it is the one before the
+  // pending user instruction (true), for the next KVM_RUN only.
+  bool open_interrupt_window(StepTarget& at);
+  // KVM_RUN returned without an exit (a kick): the vCPU stopped between two instructions.
+  void on_kick(StepTarget& at);
+  bool holds_interrupts() const { return mode_ == Mode::kUser && !plan_.window && !plan_.single_step; }
+  // The guest's own TF at the pending user instruction. KVM drops a guest TF when its single-step
+  // ends (KVM_SET_GUEST_DEBUG reads RFLAGS without TF while stepping): the run loop sets it
+  // again then.
+  bool guest_trap_flag() const {
+    return mode_ == Mode::kUser && have_pre_ && (pre_.rflags & kTrapFlag) != 0;
+  }
+
+  Mode mode() const { return mode_; }
+  StepScope scope() const { return scope_; }
+  const KernelEntryPoints& entry_points() const { return entries_; }
+
+  struct Stats {
+    uint64_t user_steps = 0;        // user instructions counted at their successor breakpoint
+    uint64_t single_steps = 0;      // instructions counted through a single-step trap
+    uint64_t kernel_steps = 0;      // kernel instructions counted (kEveryCpl)
+    uint64_t return_stops = 0;      // stops at a kernel return site
+    uint64_t user_returns = 0;      // ... of them into counted user mode
+    uint64_t guest_debug_exceptions = 0;  // #DBs handed back to the guest
+    uint64_t missed_returns = 0;    // user mode found running without a stop at a return site
+    uint64_t interrupt_windows = 0;  // windows opened for held interrupts
+    template <class Archive>
+    void archive(Archive& a) {
+      a(user_steps, single_steps, kernel_steps, return_stops, user_returns,
+        guest_debug_exceptions, missed_returns, interrupt_windows);
+    }
+  };
+  const Stats& stats() const { return stats_; }
+
+  // Snapshot / migration: everything but the guest-memory views (rebuilt over the new RAM).
+  template <class Archive>
+  void archive(Archive& a) {
+    a(user_accountant_, kernel_accountant_, entries_, mode_, scope_, pre_, have_pre_, plan_,
+      stats_);
+  }
+
+ private:
+  // Where the next instruction goes, and how the vCPU gets stopped there.
+  struct Plan {
+    struct Successor {
+      uint64_t rip = 0;
+      bool kernel = false;  // a kernel entry (SYSCALL's LSTAR, INT n's gate, the #DB handler)
+      template <class Archive>
+      void archive(Archive& a) {
+        a(rip, kernel);
+      }
+    };
+    std::vector<Successor> successors;  // execution breakpoints that mean "pre_ retired"
+    bool single_step = false;  // no breakpoint possible: KVM single-step, interrupts held
+    bool rep_string = false;   // a REP string instruction: a trap with RIP unchanged is an
+                               // iteration, not its retirement
+    bool window = false;       // an interrupt window before pre_ (open_interrupt_window)
+    // Still at a return site whose frame sets RF (a fault's, a breakpoint handler's): the return
+    // instruction is single-stepped with no breakpoint of ours, so that it lands before pre_
+    // with the frame's RF intact. (Passing the site with RF instead does not work on QEMU's TCG,
+    // the nested KVM host: a block that begins with RF set clears RF at its end, also the RF the
+    // IRETQ just loaded; the guest's breakpoint at pre_ then fired again and again.)
+    bool step_return = false;
+    template <class Archive>
+    void archive(Archive& a) {
+      a(successors, single_step, rep_string, window, step_return);
+    }
+  };
+
+  void enter_user(const GuestRegisters& at, StepOutcome& out);
+  void enter_kernel(StepTarget& at);
+  void plan_user_step();
+  // Stopped at return site `site`: where does it go?
+  void at_return_site(StepTarget& at, const ReturnSite& site, StepOutcome& out);
+  void retire(const GuestRegisters& before, uint64_t next_rip, uint8_t cpl, StepOutcome& out);
+  std::optional<DecodedInstruction> decode(const GuestRegisters& at, uint8_t cpl);
+  void refresh_entry_points(StepTarget& at);
+  // In kUser, at an exit that is no step report: has the vCPU left user mode (at CPL 0, not
+  // merely still at the return site that made pre_ pending)?
+  bool left_user_mode(StepTarget& at);
+  // The return sites to arm now, most important first.
+  std::vector<uint64_t> return_sites() const;
+  void mark_resume_flag(const GuestRegisters& at, StepOutcome& out) const;
+
+  static constexpr uint64_t kTrapFlag = 1u << 8;
+
+  GuestRam& ram_;
+  PagedGuestMemory user_memory_;
+  PagedGuestMemory kernel_memory_;
+  InstructionDecoder decoder_;
+  // Separate models per CPL: which kernel instructions get stepped can depend on wall time, and
+  // user records (DCache misses, prediction bits) must not (the same --seed, the same records).
+  StepAccountant user_accountant_;
+  StepAccountant kernel_accountant_;
+  KernelEntryPoints entries_;
+  Mode mode_ = Mode::kOff;
+  StepScope scope_ = StepScope::kNothing;
+  GuestRegisters pre_;  // kUser / kKernelStep: the state before the next instruction
+  bool have_pre_ = false;
+  Plan plan_;
+  Stats stats_;
+};
+
+}  // namespace vmm
