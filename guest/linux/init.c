@@ -3,6 +3,8 @@
  * by its arguments one after the other: the words after " -- " on the kernel command line, one
  * program per group, groups separated by a "," word:
  *     console=ttyS0 -- lwp_selfcheck , lwp_pair 3      runs /bin/lwp_selfcheck, /bin/lwp_pair 3
+ * A group "@NAME" runs the groups listed in /etc/NAME instead, one per line, words separated by
+ * spaces (Linux passes at most 32 arguments to init: longer command lists live in a file).
  * After each: "init: NAME exited S" or "init: NAME killed by signal N". Then it ends the VM with
  * outl(worst, 0x510) (pmuvm's exit status = worst: the largest of the statuses, 128 + N for a
  * signal, 0 when all exited 0); if ioperm() fails it says why and reboots (exit status 0).
@@ -79,6 +81,30 @@ static int run(char **argv) {
   return WEXITSTATUS(wstatus);
 }
 
+/* Runs the groups of /etc/NAME (see the header); returns the worst status. */
+static int run_file(const char *name) {
+  char path[256];
+  snprintf(path, sizeof path, "/etc/%s", name);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    say("init: %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  int worst = 0;
+  char line[1024];
+  while (fgets(line, sizeof line, f)) {
+    char *words[64];
+    int n = 0;
+    for (char *w = strtok(line, " \t\n"); w && n < 63; w = strtok(NULL, " \t\n")) words[n++] = w;
+    if (n == 0) continue;
+    words[n] = NULL;
+    const int status = run(words);
+    if (status > worst) worst = status;
+  }
+  fclose(f);
+  return worst;
+}
+
 int main(int argc, char **argv) {
   mount_fs("devtmpfs", "/dev", "devtmpfs");
   if (fcntl(1, F_GETFD) < 0) { /* no /dev/console in the initramfs: open it now */
@@ -98,7 +124,8 @@ int main(int argc, char **argv) {
     while (end < argc && strcmp(argv[end], ",") != 0) ++end;
     if (end > i) {
       argv[end < argc ? end : argc] = NULL; /* the "," (or argv's own NULL) ends this group */
-      const int status = run(&argv[i]);
+      const int status =
+          argv[i][0] == '@' && end == i + 1 ? run_file(argv[i] + 1) : run(&argv[i]);
       if (status > worst) worst = status;
     }
     i = end + 1;
