@@ -155,8 +155,15 @@ TEST_F(ApiServerTest, MissingOrWrongDestinationUrlIs400) {
   EXPECT_TRUE(vm_.calls().empty());
 }
 
+// The request in one write: the server answers a GET's body without reading it and closes, and
+// a Unix socket closed with unread data resets its peer (ECONNRESET), so a client whose body
+// arrived in a second write after the headers could lose the answer (httplib's client writes
+// them apart: this case failed that way once in CI). The server does no lingering close yet.
 TEST_F(ApiServerTest, BodyOnGetIs400) {
-  expect_error(http_request(socket_, "GET", "/api/v1/vm.info", "{}"), 400, "vm.info takes no body");
+  const std::string reply = raw_exchange(
+      socket_, "GET /api/v1/vm.info HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 400 "));
+  EXPECT_THAT(reply, HasSubstr(R"({"error":"vm.info takes no body"})"));
   EXPECT_TRUE(vm_.calls().empty());
 }
 
