@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "tests/e2e/pmuvm_process.h"
@@ -22,6 +23,21 @@ class GuestTest : public ::testing::Test {
   static std::string temp(const std::string& name) {
     const char* dir = std::getenv("TEST_TMPDIR");
     return std::string(dir ? dir : "/tmp") + "/" + name;
+  }
+  // The console lines of `r` that start with `prefix` ("lwp_pair:"), one per line, without the
+  // carriage returns of a Linux serial console.
+  static std::string lines(const Result& r, const std::string& prefix) {
+    std::istringstream in(r.out);
+    std::string line, kept;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.rfind(prefix, 0) == 0) kept += line + "\n";
+    }
+    return kept;
+  }
+  // Everything a run said, for a failure message.
+  static std::string dump(const Result& r) {
+    return "exit status " + std::to_string(r.status) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
   }
 };
 

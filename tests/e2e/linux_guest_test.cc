@@ -71,16 +71,6 @@ class LinuxGuest : public pmuvm_e2e::GuestTest {
     return done.emplace(name, run(argv, 600)).first->second;
   }
 
-  // The console lines that start with `prefix` ("lwp_pair:"), one per line.
-  static std::string lines(const Result& r, const std::string& prefix) {
-    std::istringstream in(r.out);
-    std::string line, kept;
-    while (std::getline(in, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.rfind(prefix, 0) == 0) kept += line + "\n";
-    }
-    return kept;
-  }
   static bool has_line(const Result& r, const std::string& line) {
     return lines(r, line).find(line + "\n") != std::string::npos;
   }
@@ -94,9 +84,6 @@ class LinuxGuest : public pmuvm_e2e::GuestTest {
           runfile("guest/linux/initramfs.cpio"), std::string("--cmdline"), b.cmdline})
       argv.push_back(a);
     return argv;
-  }
-  static std::string dump(const Result& r) {
-    return "exit status " + std::to_string(r.status) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
   }
 };
 

@@ -66,18 +66,6 @@ class LinuxStepper : public pmuvm_e2e::GuestTest {
     return done.emplace(name, run(argv, 900)).first->second;
   }
   static std::string trace_of(const std::string& name) { return temp(name + ".trace"); }
-  static std::string lines(const Result& r, const std::string& prefix) {
-    std::istringstream in(r.out);
-    std::string line, kept;
-    while (std::getline(in, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.rfind(prefix, 0) == 0) kept += line + "\n";
-    }
-    return kept;
-  }
-  static std::string dump(const Result& r) {
-    return "exit status " + std::to_string(r.status) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
-  }
   // The window programs' lines of a boot in `mode`: each must say its value was exact.
   static void expect_window_programs(const Result& r, const std::string& mode) {
     EXPECT_EQ(lines(r, "signal_count:"),

@@ -147,18 +147,10 @@ bool KvmVcpu::inject_debug_exception(uint64_t dr6) {
   return true;
 }
 
-void KvmVcpu::set_resume_flag() {
+void KvmVcpu::set_rflags_bits(uint64_t bits) {
   kvm_regs r = regs();
-  if (r.rflags & kResumeFlag) return;
-  r.rflags |= kResumeFlag;
-  set_regs(r);
-}
-
-void KvmVcpu::set_trap_flag() {
-  constexpr uint64_t kTrapFlag = 1u << 8;
-  kvm_regs r = regs();
-  if (r.rflags & kTrapFlag) return;
-  r.rflags |= kTrapFlag;
+  if ((r.rflags & bits) == bits) return;
+  r.rflags |= bits;
   set_regs(r);
 }
 

@@ -40,9 +40,11 @@ class KvmVcpu {
   // would have left there). False (nothing done) when an exception is already pending.
   bool inject_debug_exception(uint64_t dr6);
   // Sets RFLAGS.RF: the instruction at RIP runs without its execution breakpoint firing.
-  void set_resume_flag();
+  void set_resume_flag() { set_rflags_bits(kResumeFlag); }
   // Sets RFLAGS.TF (the guest's own, after KVM's single-step cleared it).
-  void set_trap_flag();
+  void set_trap_flag() { set_rflags_bits(kTrapFlag); }
+  // Sets `bits` in RFLAGS (KVM_GET_REGS / KVM_SET_REGS; nothing when they are set already).
+  void set_rflags_bits(uint64_t bits);
 
   // KVM_RUN. Returns 0, or -errno for EINTR/EAGAIN (the caller loops); throws on other errors.
   int run();
