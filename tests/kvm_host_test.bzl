@@ -7,7 +7,7 @@ Bazel's XML_OUTPUT_FILE and every case counts in the closing line. When no KVM h
 test fails with the reason (exit 125 from the runner), it never skips.
 """
 
-def kvm_host_test(name, srcs, deps = [], data = [], timeout = "long", vcpus = 2, mem_mib = 4096, **kwargs):
+def kvm_host_test(name, srcs, deps = [], data = [], timeout = "long", vcpus = 1, mem_mib = 4096, **kwargs):
     binary = name + "_suite"
     native.cc_binary(
         name = binary,
