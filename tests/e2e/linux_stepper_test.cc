@@ -8,6 +8,7 @@
 // them; runs on a KVM host (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -45,7 +46,8 @@ const std::map<std::string, Boot>& boots() {
         "guest/linux/initramfs.cpio", "console=ttyS0 norandmaps -- " + window_programs("lwp")}},
       {"netburst",
        {{"--cpu", "intel-netburst"}, "guest/linux/initramfs_perf.cpio",
-        // @perf_checks: Debian's perf stat on loop_known (guest/linux/perf_checks).
+        // @perf_checks: Debian's perf stat on loop_known, perf record (-c and -F), report and
+        // script on loop_small (guest/linux/perf_checks).
         "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks"}},
   };
   return all;
@@ -137,6 +139,47 @@ TEST_F(LinuxStepper, DebiansPerfStatCountsTwoEventsExactly) {
   EXPECT_NE(r.out.find("200004;;instructions:u;"), std::string::npos) << dump(r);
   EXPECT_NE(r.out.find("100000;;r52001e0000000000:u;"), std::string::npos) << dump(r);
   EXPECT_EQ(r.status, 0) << dump(r);
+}
+
+// perf record -c 1009 over loop_small (20004 instructions, loop_known.S): the counter overflows
+// at every 1009th instruction, so 19 samples (19 * 1009 = 19171 <= 20004 < 20 * 1009) whose
+// event count is 19171, each interrupting after instruction k * 1009: the sampled IP is the next
+// instruction, loop_dec for odd k and loop_jnz for even k. perf report groups them by symbol, perf
+// script lists them in order. -F 1000 (a frequency: perf adapts the period) gives no fixed count,
+// but every sample is loop_small's and none is lost.
+TEST_F(LinuxStepper, DebiansPerfRecordSamplesEveryPthInstructionExactly) {
+  const Result& r = boot("netburst");
+  std::string out = r.out;  // without the serial console's carriage returns
+  out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+  const size_t freq = out.find("# Samples:", out.find("# Samples:") + 1);
+  ASSERT_NE(freq, std::string::npos) << dump(r);
+  const std::string counted = out.substr(0, freq), frequency = out.substr(freq);
+  EXPECT_NE(counted.find("# Samples: 19  of event 'instructions:u'"), std::string::npos) << dump(r);
+  EXPECT_NE(counted.find("# Event count (approx.): 19171\n"), std::string::npos) << dump(r);
+  static const std::regex symbol_line(R"(\n +([0-9]+)  \[\.\] (\S+) *(?=\n))");
+  std::map<std::string, int> by_symbol;
+  for (std::sregex_iterator m(counted.begin(), counted.end(), symbol_line), end; m != end; ++m)
+    by_symbol[(*m)[2]] += std::stoi((*m)[1]);
+  EXPECT_EQ(by_symbol, (std::map<std::string, int>{{"loop_dec", 10}, {"loop_jnz", 9}})) << dump(r);
+  static const std::regex script_line(R"(\n +[0-9a-f]+ (loop_dec|loop_jnz|_start)(?=\n))");
+  std::string sampled, expected;
+  for (std::sregex_iterator m(counted.begin(), counted.end(), script_line), end; m != end; ++m)
+    sampled += (*m)[1].str() + " ";
+  for (int k = 1; k <= 19; ++k) expected += k % 2 ? "loop_dec " : "loop_jnz ";
+  EXPECT_EQ(sampled, expected) << dump(r);
+
+  std::map<std::string, int> frequency_symbols;
+  for (std::sregex_iterator m(frequency.begin(), frequency.end(), symbol_line), end; m != end; ++m)
+    frequency_symbols[(*m)[2]] += std::stoi((*m)[1]);
+  EXPECT_FALSE(frequency_symbols.empty()) << dump(r);
+  for (const auto& [symbol, samples] : frequency_symbols)
+    EXPECT_TRUE(symbol == "_start" || symbol == "loop_dec" || symbol == "loop_jnz")
+        << symbol << " " << samples << "\n" << dump(r);
+  size_t reports_without_losses = 0;
+  for (size_t p = out.find("# Total Lost Samples: 0\n"); p != std::string::npos;
+       p = out.find("# Total Lost Samples: 0\n", p + 1))
+    ++reports_without_losses;
+  EXPECT_EQ(reports_without_losses, 2u) << dump(r);
 }
 
 }  // namespace
