@@ -33,7 +33,8 @@ if [[ ${1:-} == --boots ]]; then  # inside the nested host: N boots of one mode
     status=0
     "$dir/pmuvm" run --stats --cpu "$cpu" --mem 512 --kernel "$dir/bzImage" --initrd "$initrd" \
       --cmdline "$cmdline" >"$dir/$mode.$i.out" 2>&1 || status=$?
-    if ((status == 0)) && [[ $(grep -c '^init: .* exited 0$' "$dir/$mode.$i.out") == 6 ]]; then
+    # (the serial console ends its lines with CR LF)
+    if ((status == 0)) && [[ $(tr -d '\r' <"$dir/$mode.$i.out" | grep -c '^init: .* exited 0$') == 6 ]]; then
       exact=$((exact + 1))
       echo "soak: $mode boot $i/$n exact ($((SECONDS - start)) s)"
       rm -f "$dir/$mode.$i.out"
