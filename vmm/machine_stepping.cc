@@ -125,6 +125,9 @@ void Machine::Impl::kicked(Vcpu& v) {
 
 void Machine::Impl::interrupt_window(Vcpu& v, bool raised) {
   if (!v.kvm_stepper->holds_interrupts()) {
+    if (raised)
+      spdlog::debug("vCPU {}: an interrupt was raised while interrupts are not held (mode {})",
+                    v.kvm->index(), static_cast<int>(v.kvm_stepper->mode()));
     v.holding_since_ns = 0;
     v.window_owed = false;
     return;
@@ -140,7 +143,12 @@ void Machine::Impl::interrupt_window(Vcpu& v, bool raised) {
     if (!v.kvm->interrupt_pending() && now - v.last_window_ns < kForcedWindowNs) return;
   }
   VcpuStepTarget target(*v.kvm);
-  if (!v.kvm_stepper->open_interrupt_window(target)) return;  // at the next chance
+  if (!v.kvm_stepper->open_interrupt_window(target)) {  // at the next chance
+    if (raised)
+      spdlog::debug("vCPU {}: an interrupt was raised at rip {:#x} CPL {}; its window waits",
+                    v.kvm->index(), target.registers().rip, target.cpl());
+    return;
+  }
   if (trace_steps)
     spdlog::trace("vCPU {}: interrupt window ({})", v.kvm->index(),
                   v.window_owed ? "an interrupt was raised" : "interrupts held too long");
