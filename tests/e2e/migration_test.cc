@@ -174,7 +174,7 @@ class MigrationTest : public GuestTest {
       ASSERT_TRUE(paused_at_its_point(*hops[i - 1].process)) << "migration " << i;
       const Result c = migrate(hops[i - 1], hops[i]);
       ASSERT_EQ(c.status, 0) << "migration " << i << ": " << c.out << c.err
-                             << hops[i - 1].process->err();
+                             << diagnose(hops[i - 1], hops[i]);
       const Result left = hops[i - 1].process->wait();
       EXPECT_EQ(left.status, 0) << "a source ends with 0 after the hand-over: " << left.err;
       // lwp_demo prints only at the end of each phase: a hop may print nothing, but each one
@@ -339,9 +339,10 @@ TEST_F(MigrationTest, TwoVcpuGuestMigrates) {
   Hop source = start_source(w, "two.src", /*paused=*/false, pause_at(b.at(0.4)));
   ASSERT_TRUE(paused_at_its_point(*source.process));
   const Result c = migrate(source, destination);
-  ASSERT_EQ(c.status, 0) << c.out << c.err;
+  ASSERT_EQ(c.status, 0) << c.out << c.err << diagnose(source, destination);
   const Result left = source.process->wait();
   const Result arrived = destination.process->wait();
+  EXPECT_EQ(left.status, 0) << left.err;
   EXPECT_EQ(arrived.status, b.result.status) << arrived.err;
   auto lines = [](const std::string& text) {
     std::multiset<std::string> out;
