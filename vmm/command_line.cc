@@ -182,7 +182,8 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
       ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
   run_cmd->add_flag("--stats", run.stats,
                     "At exit, one line per vCPU on stderr: `pmuvm: vcpuN: exits E, single steps "
-                    "S, blocks B, counted instructions I`");
+                    "S, blocks B, counted instructions I`; with the KVM stepper a second line "
+                    "per vCPU breaks the exits down by kind and by stepper stop");
   run_cmd->add_option("--incoming", run.incoming,
                       "Wait at unix:PATH for a live migration (`vm.send-migration` of another "
                       "pmuvm) and run the VM that arrives; the machine, kernel and programs come "

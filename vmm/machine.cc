@@ -240,6 +240,7 @@ void Machine::Impl::vcpu_loop(Vcpu& v) {
       if (r >= 0) {
         v.exits.record(*v.kvm->run_state());
         ++v.exit_count;
+        count_exit(v, reason);
         if (options.debug_pause_every && v.kvm->index() == 0 &&
             ++debug_exits % options.debug_pause_every == 0) {
           std::lock_guard<std::mutex> g(debug_pause_lock);
@@ -458,6 +459,15 @@ int Machine::Impl::run() {
   return exit_status;
 }
 
+void Machine::Impl::count_exit(Vcpu& v, uint32_t reason) {
+  switch (reason) {
+    case KVM_EXIT_DEBUG: ++v.debug_exits; break;
+    case KVM_EXIT_IO: case KVM_EXIT_MMIO: ++v.io_exits; break;
+    case KVM_EXIT_X86_RDMSR: case KVM_EXIT_X86_WRMSR: ++v.msr_exits; break;
+    default: break;
+  }
+}
+
 void Machine::Impl::print_stats() {
   for (auto& v : vcpus) {
     // Stops that each counted one instruction (a successor breakpoint or a single-step trap).
@@ -473,6 +483,28 @@ void Machine::Impl::print_stats() {
                  "%llu\n",
                  v->kvm->index(), static_cast<unsigned long long>(v->exit_count),
                  static_cast<unsigned long long>(steps), static_cast<unsigned long long>(v->counted));
+    // Where the exits went (bench/stepper_bench, and why a run costs what it costs).
+    if (v->kvm_stepper) {
+      const StepController::Stats& st = v->kvm_stepper->stats();
+      std::fprintf(stderr,
+                   "pmuvm: vcpu%u: exits by kind: debug %llu, I/O %llu, MSR %llu, other %llu; "
+                   "stepper: user steps %llu, single steps %llu, kernel steps %llu, return stops "
+                   "%llu (%llu into counted user mode), interrupt windows %llu, guest #DBs %llu, "
+                   "missed returns %llu\n",
+                   v->kvm->index(), static_cast<unsigned long long>(v->debug_exits),
+                   static_cast<unsigned long long>(v->io_exits),
+                   static_cast<unsigned long long>(v->msr_exits),
+                   static_cast<unsigned long long>(v->exit_count - v->debug_exits - v->io_exits -
+                                                   v->msr_exits),
+                   static_cast<unsigned long long>(st.user_steps),
+                   static_cast<unsigned long long>(st.single_steps),
+                   static_cast<unsigned long long>(st.kernel_steps),
+                   static_cast<unsigned long long>(st.return_stops),
+                   static_cast<unsigned long long>(st.user_returns),
+                   static_cast<unsigned long long>(st.interrupt_windows),
+                   static_cast<unsigned long long>(st.guest_debug_exceptions),
+                   static_cast<unsigned long long>(st.missed_returns));
+    }
   }
 }
 

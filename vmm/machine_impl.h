@@ -212,6 +212,9 @@ struct Machine::Impl : MachineControl {
     bool debug_unknown = false;
     ExitHistory exits;  // the last exits, told when the guest dies (registers lost on AMD)
     uint64_t exit_count = 0;  // KVM exits in this process (--stats)
+    uint64_t debug_exits = 0;  // ... of them KVM_EXIT_DEBUG (the KVM stepper's stops)
+    uint64_t io_exits = 0;     // ... port I/O and MMIO
+    uint64_t msr_exits = 0;    // ... RDMSR/WRMSR
 
     // Snapshot / migration of the bookkeeping above (the models have their own archives).
     template <class Archive>
@@ -296,6 +299,7 @@ struct Machine::Impl : MachineControl {
   int run();
   void write_report();
   // --stats: exits and single steps of this process, instructions counted since the boot.
+  void count_exit(Vcpu& v, uint32_t reason);  // --stats: exits by kind
   void print_stats();
 
   // ---- KVM exits (machine_exits.cc) -----------------------------------------------------------
