@@ -1,8 +1,11 @@
-/* lwp_pair [ROUNDS]: two processes profile themselves at the same time, each with its own LWPCB,
- * on one CPU, yielding to each other inside the profiled loop, so the kernel switches the LWPCB
- * (LWPMSR1) at every switch. Each child checks that its ring holds exactly its own records (the
- * trace of its own code only: the other child's instructions, the kernel's and the parent's never
- * count) and none whose RIP lies in the other child's code. ROUNDS (default 1) repeats the pair.
+/* lwp_pair [ROUNDS [threads]]: two processes profile themselves at the same time, each with its
+ * own LWPCB, on one CPU, yielding to each other inside the profiled loop, so the kernel switches
+ * the LWPCB (LWPMSR1) at every switch. With `threads`, the two are threads of one process
+ * instead (one address space, so the switch between them changes no CR3: only the per-task LWPCB
+ * pointer tells them apart); everything else is the same. Each child checks that its ring
+ * holds exactly its own records (the trace of its own code only: the other child's instructions,
+ * the kernel's and the parent's never count) and none whose RIP lies in the other child's code.
+ * ROUNDS (default 1) repeats the pair.
  *
  * Child A: slots {instructions 7, branches 2}, 12 iterations of
  *    nop x3; mov $24,%eax; syscall (sched_yield); INTERLEAVE (6); dec %rbx; jnz   = 13 per pass
@@ -18,9 +21,11 @@
  * to r9 when the word held the other child's id (the other ran since my last pass): r9 is
  * printed as "switches", the evidence that the two really alternated. The children are pinned
  * to CPU 0 and start together (both wait on a shared flag before LLWPCB).
- * Prints "lwp_pair: child A|B: exact (N records, S switches)" per child and
- * "lwp_pair: PASS (ROUNDS rounds)"; exit 0 only when both children passed every round. */
+ * Prints "lwp_pair: child A|B: exact (N records, S switches)" per child ("thread A|B" with
+ * `threads`) and "lwp_pair: PASS (ROUNDS rounds)" ("PASS (ROUNDS rounds of threads)"); exit 0 only
+ * when both passed every round. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +36,11 @@
 
 #include "guest/linux/lwp_linux.h"
 
-static struct lwpcb cb __attribute__((aligned(4096)));
-static struct lwp_record ring[64] __attribute__((aligned(4096)));
+/* One LWPCB and ring per child: forked children each use their own copy of theirs, threads
+ * share the address space and must not share them. */
+static struct lwpcb cbs[2] __attribute__((aligned(4096)));
+static struct lwp_record rings[2][64] __attribute__((aligned(4096)));
+static const char *kind = "child"; /* or "thread" */
 
 extern const struct insn_entry pair_a_pre[], pair_a_loop[], pair_a_post[], pair_a_end[];
 extern const struct insn_entry pair_b_pre[], pair_b_loop[], pair_b_post[], pair_b_end[];
@@ -76,6 +84,7 @@ __asm__(".text\n" PAIR_FUNCTION(pair_a, 1, 3) PAIR_FUNCTION(pair_b, 2, 6));
 
 struct child {
   char name;
+  int index; /* its LWPCB and ring */
   unsigned slots[2][2];
   unsigned iterations;
   void *(*run)(struct lwpcb *, volatile uint32_t *, void *, uint64_t, uint64_t *);
@@ -85,7 +94,9 @@ struct child {
 
 static int child_main(const struct child *c, volatile uint32_t *shared) {
   char who[32];
-  snprintf(who, sizeof who, "lwp_pair: child %c", c->name);
+  snprintf(who, sizeof who, "lwp_pair: %s %c", kind, c->name);
+  struct lwpcb *const cb = &cbs[c->index];
+  struct lwp_record *const ring = rings[c->index];
   if (pin_to_cpu(0) != 0) {
     say("%s: FAIL: cannot pin to CPU 0\n", who);
     return 1;
@@ -101,21 +112,21 @@ static int child_main(const struct child *c, volatile uint32_t *shared) {
     say("%s: FAIL: bad set-up (%zu insns, %zu records, core %d)\n", who, n, n_want, core);
     return 1;
   }
-  memset(&cb, 0, sizeof cb);
-  memset(ring, 0, sizeof ring);
-  cb.buffer_size = sizeof ring;
-  cb.buffer_base = (uint64_t)(uintptr_t)ring;
-  cb.events[0].interval_id = lwp_event(c->slots[0][0], c->slots[0][1]);
-  cb.events[1].interval_id = lwp_event(c->slots[1][0], c->slots[1][1]);
+  memset(cb, 0, sizeof *cb);
+  memset(ring, 0, sizeof rings[0]);
+  cb->buffer_size = sizeof rings[0];
+  cb->buffer_base = (uint64_t)(uintptr_t)ring;
+  cb->events[0].interval_id = lwp_event(c->slots[0][0], c->slots[0][1]);
+  cb->events[1].interval_id = lwp_event(c->slots[1][0], c->slots[1][1]);
   /* Start together: count in, then wait for the other child. */
   __atomic_add_fetch(&shared[1], 1, __ATOMIC_SEQ_CST);
   while (__atomic_load_n(&shared[1], __ATOMIC_SEQ_CST) < 2) sched_yield();
   uint64_t switches = 0;
-  void *active = c->run(&cb, shared, NULL, c->iterations, &switches);
-  const volatile struct lwpcb *v = &cb;
+  void *active = c->run(cb, shared, NULL, c->iterations, &switches);
+  const volatile struct lwpcb *v = cb;
   int bad = 0;
-  if (active != &cb) {
-    say("%s: FAIL: SLWPCB returned %p, not its LWPCB %p\n", who, active, (void *)&cb);
+  if (active != cb) {
+    say("%s: FAIL: SLWPCB returned %p, not its LWPCB %p\n", who, active, (void *)cb);
     ++bad;
   }
   if (v->missed != 0) {
@@ -144,17 +155,53 @@ static int child_main(const struct child *c, volatile uint32_t *shared) {
   return 0;
 }
 
+struct thread_arg {
+  const struct child *child;
+  volatile uint32_t *shared;
+  int status;
+};
+
+static void *thread_main(void *p) {
+  struct thread_arg *a = p;
+  a->status = child_main(a->child, a->shared);
+  return NULL;
+}
+
+/* One round as two threads of this process; 0 when both passed. */
+static int thread_round(const struct child children[2], volatile uint32_t *shared) {
+  struct thread_arg args[2];
+  pthread_t threads[2];
+  int failed = 0;
+  for (int i = 0; i < 2; ++i) {
+    args[i] = (struct thread_arg){&children[i], shared, 1};
+    if (pthread_create(&threads[i], NULL, thread_main, &args[i]) != 0) {
+      say("lwp_pair: FAIL: pthread_create\n");
+      return 1;
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    pthread_join(threads[i], NULL);
+    if (args[i].status != 0) {
+      say("lwp_pair: thread %c: failed\n", children[i].name);
+      failed = 1;
+    }
+  }
+  return failed;
+}
+
 int main(int argc, char **argv) {
   const int rounds = argc > 1 ? atoi(argv[1]) : 1;
-  if (rounds < 1 || rounds > 100) {
-    say("usage: lwp_pair [ROUNDS 1-100]\n");
+  const int threads = argc > 2 && strcmp(argv[2], "threads") == 0;
+  if (rounds < 1 || rounds > 100 || argc > 3 || (argc > 2 && !threads)) {
+    say("usage: lwp_pair [ROUNDS 1-100 [threads]]\n");
     return 2;
   }
+  if (threads) kind = "thread";
   const struct child children[2] = {
-      {'A', {{LWP_EVENT_INSTRUCTIONS, 7}, {LWP_EVENT_BRANCHES, 2}}, 12, pair_a, pair_a_pre,
+      {'A', 0, {{LWP_EVENT_INSTRUCTIONS, 7}, {LWP_EVENT_BRANCHES, 2}}, 12, pair_a, pair_a_pre,
        pair_a_loop, pair_a_post, pair_a_end, pair_a_code, pair_a_code_end, pair_b_code,
        pair_b_code_end},
-      {'B', {{LWP_EVENT_INSTRUCTIONS, 11}, {LWP_EVENT_BRANCHES, 3}}, 10, pair_b, pair_b_pre,
+      {'B', 1, {{LWP_EVENT_INSTRUCTIONS, 11}, {LWP_EVENT_BRANCHES, 3}}, 10, pair_b, pair_b_pre,
        pair_b_loop, pair_b_post, pair_b_end, pair_b_code, pair_b_code_end, pair_a_code,
        pair_a_code_end},
   };
@@ -168,6 +215,10 @@ int main(int argc, char **argv) {
   for (int round = 0; round < rounds; ++round) {
     shared[0] = 0;
     shared[1] = 0;
+    if (threads) {
+      failed |= thread_round(children, shared);
+      continue;
+    }
     pid_t pids[2];
     for (int i = 0; i < 2; ++i) {
       pids[i] = fork();
@@ -188,6 +239,7 @@ int main(int argc, char **argv) {
       }
     }
   }
-  say("lwp_pair: %s (%d rounds)\n", failed ? "FAILED" : "PASS", rounds);
+  say("lwp_pair: %s (%d rounds%s)\n", failed ? "FAILED" : "PASS", rounds,
+      threads ? " of threads" : "");
   return failed;
 }

@@ -3,7 +3,8 @@
 // (DESIGN.md §4.9), the initramfs of //guest/linux (its /init runs the programs named after
 // " -- " and ends the VM through port 0x510 with the worst exit status). Three boots, each shared
 // by the cases that read it (a boot is ~20-40 s in the nested KVM host):
-//   lwp      --cpu amd-lwp: cpuinfo_flags lwp, lwp_selfcheck, lwp_pair 2, lwp_sigio
+//   lwp      --cpu amd-lwp: cpuinfo_flags lwp, lwp_selfcheck, lwp_pair 2 (processes),
+//            lwp_pair 2 threads, lwp_sigio
 //   netburst --cpu intel-netburst (no LWP): lwp_sigill, perf_count 1000, perf_count 1,
 //            perf_sample 1000 997; nmi_watchdog=0 so no counter runs outside the checked windows
 //            (the hard-lockup detector would keep a cycles counter on, and the precise backend
@@ -47,7 +48,8 @@ const std::map<std::string, Boot>& boots() {
   static const std::map<std::string, Boot> all = {
       {"lwp",
        {{"--cpu", "amd-lwp", "--lwp-report", "-"},
-        "console=ttyS0 -- cpuinfo_flags lwp , lwp_selfcheck , lwp_pair 2 , lwp_sigio"}},
+        "console=ttyS0 -- cpuinfo_flags lwp , lwp_selfcheck , lwp_pair 2 , lwp_pair 2 threads , "
+        "lwp_sigio"}},
       {"netburst",
        {{"--cpu", "intel-netburst"},
         "console=ttyS0 nmi_watchdog=0 -- lwp_sigill , perf_count 1000 , perf_count 1 , "
@@ -73,6 +75,26 @@ class LinuxGuest : public pmuvm_e2e::GuestTest {
 
   static bool has_line(const Result& r, const std::string& line) {
     return lines(r, line).find(line + "\n") != std::string::npos;
+  }
+  // lwp_pair's lines for `kind` ("child": processes, "thread": threads of one process).
+  static void expect_exact_pair(const Result& r, const std::string& kind) {
+    const std::string got = lines(r, "lwp_pair: " + kind);
+    const std::string pass = kind == "thread" ? "PASS (2 rounds of threads)" : "PASS (2 rounds)";
+    EXPECT_TRUE(has_line(r, "lwp_pair: " + pass)) << dump(r);
+    size_t a = 0, b = 0, alternated = 0;
+    std::istringstream in(got);
+    std::string line;
+    std::smatch m;
+    const std::regex child("lwp_pair: " + kind + " ([AB]): exact \\((\\d+) records, (\\d+) switches\\)");
+    while (std::getline(in, line))
+      if (std::regex_match(line, m, child)) {
+        (m[1] == "A" ? a : b) += 1;
+        EXPECT_EQ(m[2], m[1] == "A" ? "28" : "17") << line;
+        alternated += std::stoul(m[3]) > 0;
+      }
+    EXPECT_EQ(a, 2u) << got;
+    EXPECT_EQ(b, 2u) << got;
+    EXPECT_GE(alternated, 2u) << "the two did not interleave\n" << got;
   }
   // The arguments of boot `name` after "run".
   static std::vector<std::string> boot_args(const std::string& name) {
@@ -113,7 +135,8 @@ TEST_F(LinuxGuest, KernelReportsLwpAndCpuinfoHasTheFlag) {
 }
 
 // --lwp-report names Linux processes by address space and accounts for every stored record:
-// lwp_selfcheck 2 x 5, lwp_pair 2 rounds x (28 + 17), lwp_sigio 4 sessions x (8 + 4): its 40
+// lwp_selfcheck 2 x 5, lwp_pair 2 rounds x (28 + 17) as processes and as many as threads,
+// lwp_sigio 4 sessions x (8 + 4): its 40
 // nops at interval 5, then its SIGIO handler and the signal restorer, which count like all the
 // task's user code (DESIGN §4.7; the single-step stepper before issue 19 missed them): 20 to 24
 // instructions, 4 records, the same in every session.
@@ -131,7 +154,7 @@ TEST_F(LinuxGuest, LwpReportCountsEveryRecord) {
     if (std::regex_match(line, m, records)) total += std::stol(m[1]);
   }
   EXPECT_GE(tasks, 1) << dump(r);
-  EXPECT_EQ(total, 2 * 5 + 2 * (28 + 17) + 4 * (8 + 4)) << dump(r);
+  EXPECT_EQ(total, 2 * 5 + 2 * 2 * (28 + 17) + 4 * (8 + 4)) << dump(r);
 }
 
 TEST_F(LinuxGuest, LwpSelfcheckExact) {
@@ -143,25 +166,13 @@ TEST_F(LinuxGuest, LwpSelfcheckExact) {
 
 // Two processes profiling at once on one CPU, switching at every sched_yield: each sees exactly
 // its own records (A 22 + 6, B 14 + 3), and they did alternate (switches > 0 for at least one).
+// The same with two threads of one process: one address space, the LWPCB is per thread.
 TEST_F(LinuxGuest, LwpPairPerTaskContexts) {
   const Result& r = boot("lwp");
-  const std::string got = lines(r, "lwp_pair:");
-  EXPECT_NE(got.find("lwp_pair: PASS (2 rounds)\n"), std::string::npos) << dump(r);
-  size_t a = 0, b = 0, alternated = 0;
-  std::istringstream in(got);
-  std::string line;
-  std::smatch m;
-  static const std::regex child("lwp_pair: child ([AB]): exact \\((\\d+) records, (\\d+) switches\\)");
-  while (std::getline(in, line))
-    if (std::regex_match(line, m, child)) {
-      (m[1] == "A" ? a : b) += 1;
-      EXPECT_EQ(m[2], m[1] == "A" ? "28" : "17") << line;
-      alternated += std::stoul(m[3]) > 0;
-    }
-  EXPECT_EQ(a, 2u) << got;
-  EXPECT_EQ(b, 2u) << got;
-  EXPECT_GE(alternated, 2u) << "the children did not interleave\n" << got;
-  EXPECT_TRUE(has_line(r, "init: lwp_pair exited 0")) << dump(r);
+  expect_exact_pair(r, "child");
+  expect_exact_pair(r, "thread");
+  EXPECT_EQ(lines(r, "init: lwp_pair exited 0"),
+            "init: lwp_pair exited 0\ninit: lwp_pair exited 0\n") << dump(r);
 }
 
 TEST_F(LinuxGuest, LwpThresholdInterruptIsSigio) {
