@@ -543,6 +543,30 @@ TEST_F(StepControllerTest, WithEverySlotHeldByTheGuestOneInstructionIsSingleStep
   EXPECT_FALSE(out.deliver_debug);
 }
 
+// A POPF that sets the guest's TF while pmuvm single-steps it (every slot is the guest's): KVM
+// hides TF while it steps, so the popped value says what the guest's TF now is. (One that clears
+// it had TF set before it: the guest's own trap after it hands the vCPU to the guest's handler,
+// whose return says what TF is.)
+TEST_F(StepControllerTest, APopfUnderASingleStepOfOursChangesTheGuestsTf) {
+  user_code({0x9d, 0x90, 0x90});  // popfq; nop; nop
+  for (int i = 0; i < 4; ++i) vcpu_.guest.db[i] = kUserData + 8 * i;
+  vcpu_.guest.dr7 = 0x400 | 0x55 | 0x33330000;  // four write watchpoints: no slot for pmuvm
+  vcpu_.regs.rsp = kUserData + 0x100;
+  user_u64(kUserData + 0x100, 0x302);  // the flags popfq loads: TF | IF
+  start_in_user(kUser);
+  ASSERT_TRUE(applied_.single_step);
+  at_user(kUser + 1, 0x202);  // KVM shows no TF while it steps
+  vcpu_.regs.rsp += 8;
+  EXPECT_FALSE(debug_exit(kDr6SingleStep).deliver_debug);
+  EXPECT_TRUE(ctl_->guest_trap_flag()) << "the guest's TF, set by its popfq";
+  // The nop after it traps for the guest (single-stepped by pmuvm too: KVM still hides TF).
+  at_user(kUser + 2, 0x202);
+  const StepOutcome trap = debug_exit(kDr6SingleStep);
+  ASSERT_TRUE(trap.deliver_debug);
+  EXPECT_EQ(*trap.deliver_debug & kDr6SingleStep, kDr6SingleStep);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 1}));
+}
+
 TEST_F(StepControllerTest, AnExitInTheKernelMeansThePendingInstructionFaulted) {
   user_code({0x8f, 0xe9, 0xf8, 0x12, 0xc0, 0x90});  // llwpcb rax (#UD); nop
   start_in_user(kUser);

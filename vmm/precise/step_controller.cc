@@ -209,6 +209,19 @@ DebugConfig StepController::desired(const GuestDebugRegisters& guest) const {
   return config;
 }
 
+uint64_t StepController::guest_trap_flag_after(const GuestRegisters& before) {
+  const std::optional<DecodedInstruction> d = decode(before, 3);
+  if (d && (d->mnemonic == ZYDIS_MNEMONIC_POPF || d->mnemonic == ZYDIS_MNEMONIC_POPFQ)) {
+    // TF is bit 8: in the low word, whatever POPF's operand size. The stack is as POPF found it
+    // (interrupts held while KVM steps: nothing ran since).
+    user_memory_.set_cr3(before.cr3);
+    uint16_t popped = 0;
+    if (user_memory_.read(before.rsp, std::as_writable_bytes(std::span(&popped, 1))))
+      return popped & kTrapFlag;
+  }
+  return before.rflags & kTrapFlag;
+}
+
 void StepController::retire(const GuestRegisters& before, uint64_t next_rip, uint8_t cpl,
                             StepOutcome& out) {
   PagedGuestMemory& memory = cpl == 3 ? user_memory_ : kernel_memory_;
@@ -378,12 +391,12 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const De
           ++stats_.guest_debug_exceptions;
           enter_kernel(at);  // the guest's #DB handler runs next
         } else {
-          const uint64_t guest_tf_before = pre_.rflags & kTrapFlag;
+          // Single-stepped by KVM: the TF KVM reports is not the guest's; the guest's stays
+          // what it was, unless the instruction was a POPF that loaded another one.
+          const uint64_t guest_tf = applied.single_step ? guest_trap_flag_after(pre_) : 0;
           mode_ = Mode::kUser;
           pre_ = now;
-          // Single-stepped by KVM: the TF KVM reports is not the guest's; the guest's stays
-          // what it was (a POPF that changes it under a single step is not followed: known gap).
-          if (applied.single_step) pre_.rflags = (pre_.rflags & ~kTrapFlag) | guest_tf_before;
+          if (applied.single_step) pre_.rflags = (pre_.rflags & ~kTrapFlag) | guest_tf;
           have_pre_ = true;
           plan_user_step();
         }

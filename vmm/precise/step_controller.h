@@ -46,6 +46,7 @@
 // Not enough slots (the guest holds them, or the successor cannot be computed: far transfers,
 // IRET in user mode, unreadable code): that instruction is stepped with KVM's single-step and
 // interrupts held (KVM_GUESTDBG_BLOCKIRQ); only a fault of that very instruction shows TF then.
+// KVM hides TF while it steps: a POPF's new TF is read from what it popped.
 // NetBurst T0_OS (kEveryCpl): kernel code entered by SYSCALL or running when counting starts is
 // single-stepped (TF in kernel frames only); interrupt and exception handlers entered from user
 // mode run unstepped, as before.
@@ -191,6 +192,9 @@ class StepController {
   // Stopped at return site `site`: where does it go?
   void at_return_site(StepTarget& at, const ReturnSite& site, StepOutcome& out);
   void retire(const GuestRegisters& before, uint64_t next_rip, uint8_t cpl, StepOutcome& out);
+  // The guest's own TF after the user instruction at `before` ran under a single step of pmuvm's
+  // (KVM hides TF then): the TF a POPF loaded, else the TF it had before.
+  uint64_t guest_trap_flag_after(const GuestRegisters& before);
   std::optional<DecodedInstruction> decode(const GuestRegisters& at, uint8_t cpl);
   void refresh_entry_points(StepTarget& at);
   // In kUser, at an exit that is no step report: has the vCPU left user mode (at CPL 0, not
