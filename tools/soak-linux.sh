@@ -4,7 +4,9 @@
 # Every boot runs the stepper's window programs (guest/linux: signal_count, rep_count, self_tf,
 # int3_count, ptrace_check step and bp), each of which checks its own exact value and exits
 # non-zero otherwise; a boot is exact when pmuvm exits 0 (init's worst status) after all six
-# said "exited 0". LWP boots use --cpu amd-lwp, perf boots --cpu intel-netburst (Linux's P4
+# said "exited 0". Perf boots also run Debian's perf (guest/linux/perf_checks: perf stat over
+# loop_known, the load that double-faulted under one TCG thread before the nested host had one
+# vCPU) and must print its exact counts, 200004 instructions and 100000 branches. LWP boots use --cpu amd-lwp, perf boots --cpu intel-netburst (Linux's P4
 # driver). Each mode runs its N boots one after the other in one nested KVM host (one TCG
 # thread, one vCPU: tools/kvm-host/README.md), the two modes side by side. Prints one line per
 # boot and "soak: lwp X/N exact, perf Y/N exact"; exit status 0 only when all 2N were exact.
@@ -25,7 +27,7 @@ if [[ ${1:-} == --boots ]]; then  # inside the nested host: N boots of one mode
   case $mode in
     lwp) cpu=amd-lwp initrd=$dir/initramfs.cpio cmdline="console=ttyS0 -- $(window_programs lwp)" ;;
     perf) cpu=intel-netburst initrd=$dir/initramfs_perf.cpio
-          cmdline="console=ttyS0 nmi_watchdog=0 -- $(window_programs perf)" ;;
+          cmdline="console=ttyS0 nmi_watchdog=0 -- $(window_programs perf) , @perf_checks" ;;
   esac
   exact=0
   for ((i = 1; i <= n; i++)); do
@@ -34,14 +36,19 @@ if [[ ${1:-} == --boots ]]; then  # inside the nested host: N boots of one mode
     "$dir/pmuvm" run --stats --cpu "$cpu" --mem 512 --kernel "$dir/bzImage" --initrd "$initrd" \
       --cmdline "$cmdline" >"$dir/$mode.$i.out" 2>&1 || status=$?
     # (the serial console ends its lines with CR LF)
-    if ((status == 0)) && [[ $(tr -d '\r' <"$dir/$mode.$i.out" | grep -c '^init: .* exited 0$') == 6 ]]; then
+    text=$(tr -d '\r' <"$dir/$mode.$i.out")
+    exact_counts=1
+    [[ $mode == perf ]] && { grep -q '^200004;;instructions:u;' <<<"$text" &&
+                             grep -q '^100000;;r52001e0000000000:u;' <<<"$text" || exact_counts=0; }
+    windows=$(grep -cE '^init: (signal_count|rep_count|self_tf|int3_count|ptrace_check) exited 0$' <<<"$text")
+    if ((status == 0 && exact_counts == 1 && windows == 6)); then
       exact=$((exact + 1))
       echo "soak: $mode boot $i/$n exact ($((SECONDS - start)) s)"
       rm -f "$dir/$mode.$i.out"
     else
       echo "soak: $mode boot $i/$n NOT exact (pmuvm status $status, $((SECONDS - start)) s):" \
            "$dir/$mode.$i.out"
-      grep -E '^(init|signal_count|rep_count|self_tf|int3_count|ptrace_check):|panic|fault' \
+      grep -E '^(init|signal_count|rep_count|self_tf|int3_count|ptrace_check):|panic|fault|instructions:u' \
         "$dir/$mode.$i.out" | head -20 | sed 's/^/    /'
     fi
   done
