@@ -5,7 +5,7 @@
  *   RING   usr (T0_USR), os (T0_OS) or both
  *   PERIOD with it, the counter starts at -PERIOD with OVF_PMI_T0: the kernel's PMI handler
  *          reloads -PERIOD after each overflow PMI (one PMI per PERIOD events)
- * or: netburst_exact cascade [PERIOD] (see cascade() below).
+ * or: netburst_exact cascade [PERIOD] (see cascade() below), netburst_exact rep (see rep()).
  * One asm block: the pmc_config syscall (enables the counter), 5 x (xor eax,eax; jnz: not taken),
  * 10 x (jmp to the next instruction: taken), 985 nops, then the pmc_read syscall. At CPL 3 that
  * is 1008 instructions after the enabling SYSCALL retired (the reading SYSCALL included: it
@@ -71,12 +71,58 @@ static int cascade(int argc, char **argv) {
   return 0;
 }
 
+/* rep: instr_retired at T0_USR over three REP string instructions of 4096 iterations each (rep
+ * stosb, rep movsb, repe cmpsb over equal buffers): each retires once however many iterations it
+ * runs and however often an interrupt or a TF trap stops it (DESIGN.md §4.7), so the count from
+ * the enabling SYSCALL to the reading one is 16: the result's test and jnz, 3 x (three set-up
+ * instructions and the REP), the two moves before the reading SYSCALL and that SYSCALL. Prints
+ * "netburst_exact: rep count N". */
+static uint8_t rep_a[4096], rep_b[4096];
+
+static int rep(void) {
+  const uint64_t escr = (0x02ull << 25) | (1ull << 9) | 4u; /* instr_retired NBOGUSNTAG, T0_USR */
+  register uint64_t r10 __asm__("r10") = CCCR_ENABLE | (4ull << 13) | CCCR_THREAD_ANY;
+  register uint64_t r8 __asm__("r8") = 0;
+  register uint64_t r9 __asm__("r9") = COUNTER;
+  uint64_t rax = PMUVM_SYS_PMC_CONFIG, rdi = COUNTER, rsi = 0x3B8, rdx = escr, rcx = 0;
+  __asm__ volatile(
+      "syscall\n\t"                    /* pmc_config: the counter starts */
+      "test %%rax, %%rax\n\t"          /* 1 */
+      "jnz 9f\n\t"                     /* 2 */
+      "lea %[a], %%rdi\n\t"            /* 3 */
+      "mov $4096, %%ecx\n\t"           /* 4 */
+      "rep stosb\n\t"                  /* 5 */
+      "lea %[a], %%rsi\n\t"            /* 6 */
+      "lea %[b], %%rdi\n\t"            /* 7 */
+      "mov $4096, %%ecx\n\t"           /* 8 */
+      "rep movsb\n\t"                  /* 9 */
+      "lea %[a], %%rsi\n\t"            /* 10 */
+      "lea %[b], %%rdi\n\t"            /* 11 */
+      "mov $4096, %%ecx\n\t"           /* 12 */
+      "repe cmpsb\n\t"                 /* 13 */
+      "mov $6, %%eax\n\t"              /* 14: PMUVM_SYS_PMC_READ */
+      "mov %%r9d, %%edi\n\t"           /* 15 */
+      "syscall\n"                       /* 16 */
+      "9:\n\t"
+      : "+a"(rax), "+D"(rdi), "+S"(rsi), "+d"(rdx), "+c"(rcx), "+r"(r10), "+r"(r8),
+        [a] "+m"(rep_a), [b] "+m"(rep_b)
+      : "r"(r9)
+      : "r11", "memory");
+  if ((int64_t)rax < 0) {
+    printf_("netburst_exact: pmc_config or pmc_read failed (%lld)\n", (long long)rax);
+    return 1;
+  }
+  printf_("netburst_exact: rep count %llu\n", (unsigned long long)rax);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "cascade")) return cascade(argc, argv);
+  if (argc == 2 && !strcmp(argv[1], "rep")) return rep();
   long mask = 0, period = 0;
   if (argc < 4 || parse_long(argv[2], &mask) != 0 || mask < 0 || mask > 0xFFFF ||
       (argc > 4 && (parse_long(argv[4], &period) != 0 || period <= 0))) {
-    print("usage: netburst_exact instr|branch MASK usr|os|both [PERIOD] | cascade [PERIOD]\n");
+    print("usage: netburst_exact instr|branch MASK usr|os|both [PERIOD] | cascade [PERIOD] | rep\n");
     return 2;
   }
   uint64_t escr_msr, select, event;

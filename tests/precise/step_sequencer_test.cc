@@ -58,6 +58,30 @@ TEST_F(StepSequencerTest, EachStepAccountsThePreviousInstructionWithItsPreState)
   EXPECT_EQ(branch->branch.next_rip, 0x400000u);
 }
 
+// A REP string instruction under TF traps after every iteration with RIP unchanged: those traps
+// are not retirements (DESIGN §4.7). It retires once, with the registers it started with, when
+// RIP moves on.
+TEST_F(StepSequencerTest, RepStringRetiresOnceAcrossItsIterationTraps) {
+  code(0x400000, {0xf3, 0xaa,  // rep stosb
+                  0x90});      // nop
+  GuestRegisters start = at(0x400000);
+  start.rcx = 3, start.rdi = 0x600000;
+  seq_.enter_user(start);
+  for (uint64_t left = 2; left >= 1; --left) {
+    GuestRegisters iteration = at(0x400000);
+    iteration.rcx = left, iteration.rdi = 0x600000 + 3 - left;
+    EXPECT_FALSE(seq_.step(iteration).has_value()) << left << " iterations left";
+  }
+  GuestRegisters done = at(0x400002);
+  done.rdi = 0x600003;
+  const auto rep = seq_.step(done);
+  ASSERT_TRUE(rep.has_value());
+  EXPECT_EQ(rep->rip, 0x400000u);
+  const auto nop = seq_.step(at(0x400003));
+  ASSERT_TRUE(nop.has_value());
+  EXPECT_EQ(nop->rip, 0x400002u);
+}
+
 TEST_F(StepSequencerTest, SyscallCountsWhenUserModeIsReentered) {
   code(0x400000, {0x0f, 0x05, 0x90});  // syscall; nop
   seq_.enter_user(at(0x400000));

@@ -117,6 +117,24 @@ bool completed_by_kvm(ZydisMnemonic m) {
   }
 }
 
+// The string instructions (MOVS, STOS, LODS, SCAS, CMPS, INS, OUTS), which a REP prefix repeats.
+bool is_string_instruction(ZydisMnemonic mnemonic) {
+  switch (mnemonic) {
+    case ZYDIS_MNEMONIC_MOVSB: case ZYDIS_MNEMONIC_MOVSW: case ZYDIS_MNEMONIC_MOVSD:
+    case ZYDIS_MNEMONIC_MOVSQ: case ZYDIS_MNEMONIC_STOSB: case ZYDIS_MNEMONIC_STOSW:
+    case ZYDIS_MNEMONIC_STOSD: case ZYDIS_MNEMONIC_STOSQ: case ZYDIS_MNEMONIC_LODSB:
+    case ZYDIS_MNEMONIC_LODSW: case ZYDIS_MNEMONIC_LODSD: case ZYDIS_MNEMONIC_LODSQ:
+    case ZYDIS_MNEMONIC_SCASB: case ZYDIS_MNEMONIC_SCASW: case ZYDIS_MNEMONIC_SCASD:
+    case ZYDIS_MNEMONIC_SCASQ: case ZYDIS_MNEMONIC_CMPSB: case ZYDIS_MNEMONIC_CMPSW:
+    case ZYDIS_MNEMONIC_CMPSD: case ZYDIS_MNEMONIC_CMPSQ: case ZYDIS_MNEMONIC_INSB:
+    case ZYDIS_MNEMONIC_INSW: case ZYDIS_MNEMONIC_INSD: case ZYDIS_MNEMONIC_OUTSB:
+    case ZYDIS_MNEMONIC_OUTSW: case ZYDIS_MNEMONIC_OUTSD:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 InstructionDecoder::InstructionDecoder() : cache_(kCacheSlots) {
@@ -219,6 +237,7 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
   out.syscall = insn.mnemonic == ZYDIS_MNEMONIC_SYSCALL;
   out.completed_by_kvm = completed_by_kvm(insn.mnemonic);
   out.rep = insn.attributes & (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE);
+  out.rep_string = out.rep && is_string_instruction(insn.mnemonic);
   out.iret = insn.mnemonic == ZYDIS_MNEMONIC_IRET || insn.mnemonic == ZYDIS_MNEMONIC_IRETD ||
              insn.mnemonic == ZYDIS_MNEMONIC_IRETQ;
   out.sysret = insn.mnemonic == ZYDIS_MNEMONIC_SYSRET || insn.mnemonic == ZYDIS_MNEMONIC_SYSEXIT;

@@ -86,6 +86,10 @@ struct DecodedInstruction {
   // guest's own TF is set, KVM queues the single-step #DB into the guest without a debug exit.
   bool completed_by_kvm = false;
   bool rep = false;     // a REP/REPE/REPNE prefix
+  // A string instruction with one: it runs all its iterations and retires once (DESIGN §4.7);
+  // under TF it traps after each iteration with RIP unchanged, and those traps are not
+  // retirements.
+  bool rep_string = false;
   bool iret = false;    // IRET/IRETD/IRETQ
   bool sysret = false;  // SYSRET (64-bit when REX.W) / SYSEXIT: only ever returns to user mode
 

@@ -39,23 +39,6 @@ std::optional<uint64_t> read_u64(pmu::GuestMemory& memory, uint64_t linear) {
   return value;
 }
 
-bool is_rep_string(const DecodedInstruction& d) {
-  switch (d.mnemonic) {
-    case ZYDIS_MNEMONIC_MOVSB: case ZYDIS_MNEMONIC_MOVSW: case ZYDIS_MNEMONIC_MOVSD:
-    case ZYDIS_MNEMONIC_MOVSQ: case ZYDIS_MNEMONIC_STOSB: case ZYDIS_MNEMONIC_STOSW:
-    case ZYDIS_MNEMONIC_STOSD: case ZYDIS_MNEMONIC_STOSQ: case ZYDIS_MNEMONIC_LODSB:
-    case ZYDIS_MNEMONIC_LODSW: case ZYDIS_MNEMONIC_LODSD: case ZYDIS_MNEMONIC_LODSQ:
-    case ZYDIS_MNEMONIC_SCASB: case ZYDIS_MNEMONIC_SCASW: case ZYDIS_MNEMONIC_SCASD:
-    case ZYDIS_MNEMONIC_SCASQ: case ZYDIS_MNEMONIC_CMPSB: case ZYDIS_MNEMONIC_CMPSW:
-    case ZYDIS_MNEMONIC_CMPSD: case ZYDIS_MNEMONIC_CMPSQ: case ZYDIS_MNEMONIC_INSB:
-    case ZYDIS_MNEMONIC_INSW: case ZYDIS_MNEMONIC_INSD: case ZYDIS_MNEMONIC_OUTSB:
-    case ZYDIS_MNEMONIC_OUTSW: case ZYDIS_MNEMONIC_OUTSD:
-      return d.rep;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 StepController::StepController(GuestRam& ram, const pmu::cache::Geometry& cache)
@@ -129,7 +112,7 @@ void StepController::plan_user_step() {
   // Unreadable or undecodable code faults (#PF on the fetch, #UD): no successor; the kernel's
   // return is caught at the return sites.
   if (!d) return;
-  plan_.rep_string = is_rep_string(*d);
+  plan_.rep_string = d->rep_string;
   switch (d->flow.kind) {
     case ControlFlow::Kind::kNext:
       plan_.successors.push_back({pre_.rip + d->length, false});

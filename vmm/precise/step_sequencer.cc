@@ -110,6 +110,13 @@ std::optional<pmu::RetiredInstruction> StepSequencer::retired_unreported(
 }
 
 std::optional<pmu::RetiredInstruction> StepSequencer::step(const GuestRegisters& after) {
+  if (pending_ && pending_->rip == after.rip && pending_->cr3 == after.cr3) {
+    // A REP string instruction's iteration trapped (RIP unchanged): it has not retired; it keeps
+    // the registers it started with, as it would with no trap in between.
+    const CodeBytes bytes = fetch(pending_->rip);
+    const std::optional<DecodedInstruction> d = accountant_.decoder().decode(bytes.span(), *pending_);
+    if (d && d->rep_string) return std::nullopt;
+  }
   std::optional<pmu::RetiredInstruction> retired;
   if (pending_) retired = account(*pending_, after.rip, /*syscall_only=*/false);
   pending_ = after;

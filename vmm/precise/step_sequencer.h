@@ -53,7 +53,8 @@ class StepSequencer {
   // left alone.
   std::optional<pmu::RetiredInstruction> retired_unreported(const GuestRegisters& after);
 
-  // One user-mode instruction retired; `after` is the state after it.
+  // One user-mode instruction retired; `after` is the state after it. (A REP string instruction
+  // traps after each iteration with RIP unchanged: that is no retirement; it retires once.)
   std::optional<pmu::RetiredInstruction> step(const GuestRegisters& after);
 
   // User mode was left without a step report and will be re-entered through enter_user().
