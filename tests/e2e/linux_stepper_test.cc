@@ -3,9 +3,10 @@
 // own debugging works as on bare metal (its TF single-step, int3, ptrace single-steps and DR0
 // breakpoints, with exact step and hit counts), under LWP and under NetBurst (Linux's P4 perf
 // driver); Debian's own perf stat counts a program of known instructions exactly; and
-// pausing the VM every few hundred exits changes nothing. Each program's expected value is
-// derived in its header comment (guest/linux/*.c). Three boots, shared by the cases that read
-// them; runs on a KVM host (tests/kvm_host_test.bzl).
+// pausing the VM every few hundred exits changes nothing; a task moving between two vCPUs while
+// it is counted keeps an exact count. Each program's expected value is derived in its header
+// comment (guest/linux/*.c). Five boots, shared by the cases that read them; runs on a KVM host
+// (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,6 +50,13 @@ const std::map<std::string, Boot>& boots() {
         // @perf_checks: Debian's perf stat on loop_known, perf record (-c and -F), report and
         // script on loop_small (guest/linux/perf_checks).
         "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks"}},
+      // Two vCPUs: a counted task moved between them 10 times by its own sched_setaffinity.
+      {"smp-lwp",
+       {{"--cpu", "amd-lwp", "--vcpus", "2"}, "guest/linux/initramfs.cpio",
+        "console=ttyS0 -- migrate_count lwp 10"}},
+      {"smp-perf",
+       {{"--cpu", "intel-netburst", "--vcpus", "2"}, "guest/linux/initramfs.cpio",
+        "console=ttyS0 nmi_watchdog=0 -- migrate_count perf 10"}},
   };
   return all;
 }
@@ -126,6 +134,20 @@ TEST_F(LinuxStepper, PausingEveryFewHundredExitsChangesNothing) {
 TEST_F(LinuxStepper, PerfCountsSignalHandlersRepOnceAndTheGuestsOwnDebugging) {
   const Result& r = boot("netburst");
   expect_window_programs(r, "perf");
+}
+
+// B = 5 + 13 * 10 = 135 instructions in the window (guest/linux/migrate_count.c), moving from
+// vCPU to vCPU after each of its 10 sched_setaffinity calls: LWP stores 136 records (with both
+// vCPUs' CoreIds), perf counts 140.
+TEST_F(LinuxStepper, ATaskMovingBetweenVcpusIsCountedExactly) {
+  const Result& lwp = boot("smp-lwp");
+  EXPECT_EQ(lines(lwp, "migrate_count:"),
+            "migrate_count: lwp counted 136 expected 136, moved 10 times\n") << dump(lwp);
+  EXPECT_EQ(lwp.status, 0) << dump(lwp);
+  const Result& perf = boot("smp-perf");
+  EXPECT_EQ(lines(perf, "migrate_count:"),
+            "migrate_count: perf counted 140 expected 140, moved 10 times\n") << dump(perf);
+  EXPECT_EQ(perf.status, 0) << dump(perf);
 }
 
 // perf stat over a whole process of known instructions: 200004 instructions, 100000 branches
