@@ -78,3 +78,11 @@ int64_t counter_read(struct counter *c) {
 }
 
 uint64_t counter_record_rip(const struct counter *c, uint32_t i) { return c->ring[i].rip; }
+
+long window_count_arg(int argc, char **argv, int index, long fallback, long lo, long hi,
+                      const char *what) {
+  const long value = argc > index ? strtol(argv[index], NULL, 0) : fallback;
+  if (value >= lo && value <= hi) return value;
+  say("%s must be %ld..%ld\n", what, lo, hi);
+  return -1;
+}

@@ -73,4 +73,9 @@ static inline int counter_exact(const struct counter *c, int64_t counted, int64_
 /* The i-th LWP record's RIP (lwp mode). */
 uint64_t counter_record_rip(const struct counter *c, uint32_t i);
 
+/* A window program's optional count argument argv[index]: `fallback` when it is absent, its
+ * value when it lies in [lo, hi] (lo >= 1), else -1 after a line "WHAT must be LO..HI". */
+long window_count_arg(int argc, char **argv, int index, long fallback, long lo, long hi,
+                      const char *what);
+
 #endif /* PMUVM_GUEST_LINUX_COUNTED_WINDOW_H_ */

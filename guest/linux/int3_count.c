@@ -28,11 +28,8 @@ int main(int argc, char **argv) {
     say("usage: int3_count perf|lwp|none [K]\n");
     return 2;
   }
-  const uint64_t k = argc > 2 ? strtoull(argv[2], NULL, 0) : 10;
-  if (k < 1 || k > 500) {
-    say("int3_count: K must be 1..500\n");
-    return 2;
-  }
+  const long k = window_count_arg(argc, argv, 2, 10, 1, 500, "int3_count: K");
+  if (k < 0) return 2;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_trap;
@@ -54,5 +51,5 @@ int main(int argc, char **argv) {
   const int64_t counted = counter_read(&c);
   say("int3_count: %s traps %llu expected %llu, counted %lld expected %lld\n", argv[1],
       (unsigned long long)traps, (unsigned long long)k, (long long)counted, (long long)expected);
-  return traps == k && counter_exact(&c, counted, expected) ? 0 : 1;
+  return traps == (uint64_t)k && counter_exact(&c, counted, expected) ? 0 : 1;
 }

@@ -34,11 +34,8 @@ int main(int argc, char **argv) {
     say("usage: migrate_count perf|lwp|none [M]\n");
     return 2;
   }
-  const long moves = argc > 2 ? strtol(argv[2], NULL, 0) : 10;
-  if (moves < 1 || moves > 60) {
-    say("migrate_count: M must be 1..60\n");
-    return 2;
-  }
+  const long moves = window_count_arg(argc, argv, 2, 10, 1, 60, "migrate_count: M");
+  if (moves < 0) return 2;
   struct counter c;
   if (counter_open(&c, argv[1]) != 0) return 1;
   const int core0 = apic_id_of(0), core1 = apic_id_of(1);

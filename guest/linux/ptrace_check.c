@@ -67,11 +67,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   const int lwp = strcmp(argv[1], "lwp") == 0, stepping = strcmp(argv[2], "step") == 0;
-  const uint64_t k = argc > 3 ? strtoull(argv[3], NULL, 0) : 50;
-  if (k < 1 || k > 1000) {
-    say("ptrace_check: K must be 1..1000\n");
-    return 2;
-  }
+  const long k = window_count_arg(argc, argv, 3, 50, 1, 1000, "ptrace_check: K");
+  if (k < 0) return 2;
   const pid_t pid = fork();
   if (pid == 0) _exit(child(argv[1], k));
   int exit_status = -1;

@@ -38,11 +38,9 @@ int main(int argc, char **argv) {
     say("usage: self_tf perf|lwp|none [K]\n");
     return 2;
   }
-  limit = argc > 2 ? strtoull(argv[2], NULL, 0) : 10;
-  if (limit < 1 || limit > 20) {
-    say("self_tf: K must be 1..20\n");
-    return 2;
-  }
+  const long k = window_count_arg(argc, argv, 2, 10, 1, 20, "self_tf: K");
+  if (k < 0) return 2;
+  limit = (uint64_t)k;
   efl_offset = offsetof(ucontext_t, uc_mcontext.gregs[REG_EFL]);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

@@ -43,11 +43,9 @@ int main(int argc, char **argv) {
     say("usage: signal_count perf|lwp|none [M]\n");
     return 2;
   }
-  loops = argc > 2 ? strtoull(argv[2], NULL, 0) : 100;
-  if (loops < 1 || loops > 1000) {
-    say("signal_count: M must be 1..1000\n");
-    return 2;
-  }
+  const long m = window_count_arg(argc, argv, 2, 100, 1, 1000, "signal_count: M");
+  if (m < 0) return 2;
+  loops = (uint64_t)m;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_usr1;
