@@ -13,15 +13,13 @@
  * exits 0 only when both are right. */
 #define _GNU_SOURCE
 #include <signal.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
-#include <sys/user.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "guest/linux/counted_window.h"
+#include "guest/linux/tracer.h"
 
 COUNTED_WINDOW(traced_window, "  mov %r14, %rcx\n1: nop\n  dec %rcx\n  jnz 1b\n")
 
@@ -44,23 +42,6 @@ static int child(const char *mode, uint64_t k) {
   return counter_exact(&c, counted, expected) ? 0 : 1;
 }
 
-static long debugreg_offset(int i) { return (long)offsetof(struct user, u_debugreg[i]); }
-
-/* Waits for the next stop; returns the signal, or -1 when the child exited (status in *exit). */
-static int next_stop(pid_t pid, int *exit_status) {
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -2;
-  if (WIFEXITED(status)) {
-    *exit_status = WEXITSTATUS(status);
-    return -1;
-  }
-  if (WIFSIGNALED(status)) {
-    *exit_status = 128 + WTERMSIG(status);
-    return -1;
-  }
-  return WSTOPSIG(status);
-}
-
 int main(int argc, char **argv) {
   if (argc < 3 || (strcmp(argv[2], "step") != 0 && strcmp(argv[2], "bp") != 0)) {
     say("usage: ptrace_check perf|lwp|none step|bp [K]\n");
@@ -72,56 +53,34 @@ int main(int argc, char **argv) {
   const pid_t pid = fork();
   if (pid == 0) _exit(child(argv[1], k));
   int exit_status = -1;
-  if (next_stop(pid, &exit_status) != SIGSTOP) {
+  if (tracer_next_stop(pid, &exit_status) != SIGSTOP) {
     say("ptrace_check: FAIL: the child did not stop\n");
     return 1;
   }
   const uint64_t body = (uint64_t)(uintptr_t)(lwp ? traced_window_lwp_body : traced_window_perf_body);
   const uint64_t end = (uint64_t)(uintptr_t)(lwp ? traced_window_lwp_end : traced_window_perf_end);
   const uint64_t dec = body + 3 + 1;  /* mov %r14,%rcx (3 bytes), nop */
-  if (ptrace(PTRACE_POKEUSER, pid, (void *)debugreg_offset(0), (void *)(stepping ? body : dec)) != 0 ||
-      ptrace(PTRACE_POKEUSER, pid, (void *)debugreg_offset(7), (void *)1L) != 0) {
-    say("ptrace_check: FAIL: PTRACE_POKEUSER of DR0/DR7: %m\n");
+  if (tracer_break_at(pid, stepping ? body : dec) != 0) {
     kill(pid, SIGKILL);
     return 1;
   }
   uint64_t n = 0, expected = 0;
-  int sig = 0;
   if (stepping) {
     expected = 1 + 3 * k;
-    ptrace(PTRACE_CONT, pid, NULL, NULL);
-    sig = next_stop(pid, &exit_status);
-    struct user_regs_struct regs;
-    ptrace(PTRACE_GETREGS, pid, NULL, &regs);
-    if (sig != SIGTRAP || regs.rip != body) {
-      say("ptrace_check: FAIL: no stop at the breakpoint (signal %d, rip %#llx, want %#llx)\n", sig,
-          (unsigned long long)regs.rip, (unsigned long long)body);
-      kill(pid, SIGKILL);
-      return 1;
-    }
-    ptrace(PTRACE_POKEUSER, pid, (void *)debugreg_offset(7), (void *)0L);
-    while (regs.rip != end && n <= expected + 10) {
-      ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL);
-      sig = next_stop(pid, &exit_status);
-      if (sig != SIGTRAP) break;
-      ++n;
-      ptrace(PTRACE_GETREGS, pid, NULL, &regs);
-    }
-    ptrace(PTRACE_CONT, pid, NULL, NULL);
+    const long steps = tracer_step_through(pid, body, end, expected + 10, &exit_status);
+    if (steps < 0) return 1;
+    n = (uint64_t)steps;
+    exit_status = tracer_finish(pid, exit_status);
   } else {
     expected = k;
     for (;;) {
       ptrace(PTRACE_CONT, pid, NULL, NULL);
-      sig = next_stop(pid, &exit_status);
+      const int sig = tracer_next_stop(pid, &exit_status);
       if (sig < 0) break;
       if (sig != SIGTRAP) continue;
-      const long dr6 = ptrace(PTRACE_PEEKUSER, pid, (void *)debugreg_offset(6), NULL);
+      const long dr6 = ptrace(PTRACE_PEEKUSER, pid, (void *)tracer_debugreg_offset(6), NULL);
       if (dr6 & 1) ++n;
     }
-  }
-  while (sig >= 0) {  /* let the child run to its end */
-    sig = next_stop(pid, &exit_status);
-    if (sig >= 0) ptrace(PTRACE_CONT, pid, NULL, NULL);
   }
   say("ptrace_check: %s %s %s %llu expected %llu, child's count %s\n", argv[1], argv[2],
       stepping ? "steps" : "hits", (unsigned long long)n, (unsigned long long)expected,

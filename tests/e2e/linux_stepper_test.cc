@@ -1,5 +1,5 @@
 // The KVM stepper under a real OS (DESIGN §4.7, issue 19): a Linux guest counts exactly what a
-// task retires — its signal handlers and their restorer, a REP string once — while the guest's
+// task retires — its signal handlers and their restorer, the vDSO, a REP string once — while the guest's
 // own debugging works as on bare metal (its TF single-step, int3, ptrace single-steps and DR0
 // breakpoints, with exact step and hit counts), under LWP and under NetBurst (Linux's P4 perf
 // driver); Debian's own perf stat counts a program of known instructions exactly; and
@@ -28,7 +28,7 @@ using pmuvm_e2e::runfile;
 std::string window_programs(const std::string& mode) {
   return "signal_count " + mode + " 100 , rep_count " + mode + " , self_tf " + mode +
          " 10 , int3_count " + mode + " 10 , ptrace_check " + mode + " step 50 , ptrace_check " +
-         mode + " bp 50";
+         mode + " bp 50 , vdso_count " + mode;
 }
 
 struct Boot {
@@ -97,7 +97,16 @@ class LinuxStepper : public pmuvm_e2e::GuestTest {
               "ptrace_check: " + mode + " step steps 151 expected 151, child's count exact\n"
               "ptrace_check: " + mode + " bp hits 50 expected 50, child's count exact\n")
         << dump(r);
-    for (const char* program : {"signal_count", "rep_count", "self_tf", "int3_count"})
+    // The vDSO's instructions: their number is what a ptrace tracer single-stepped (the guest's
+    // own TF), plus the window's stop.
+    std::smatch m;
+    const std::string vdso = lines(r, "vdso_count:");
+    static const std::regex counted("vdso_count: (\\w+) counted (\\d+) expected (\\d+)\n");
+    ASSERT_TRUE(std::regex_match(vdso, m, counted)) << dump(r);
+    EXPECT_EQ(m[1], mode);
+    EXPECT_EQ(m[2], m[3]) << vdso;
+    EXPECT_GT(std::stol(m[2]), 2 + (mode == "perf" ? 5 : 1)) << "no instruction of time() counted";
+    for (const char* program : {"signal_count", "rep_count", "self_tf", "int3_count", "vdso_count"})
       EXPECT_NE(r.out.find(std::string("init: ") + program + " exited 0"), std::string::npos)
           << program << "\n" << dump(r);
   }
