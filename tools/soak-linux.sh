@@ -2,9 +2,9 @@
 # Soak of the KVM stepper under Linux (issue 19; kept in the tree, not run by CI):
 #   tools/soak-linux.sh [N]      N Linux boots counting with LWP and N counting with perf
 # Every boot runs the stepper's window programs (guest/linux: signal_count, rep_count, self_tf,
-# int3_count, ptrace_check step and bp), each of which checks its own exact value and exits
-# non-zero otherwise; a boot is exact when pmuvm exits 0 (init's worst status) after all six
-# said "exited 0". Perf boots also run Debian's perf (guest/linux/perf_checks: perf stat over
+# int3_count, ptrace_check step and bp, vdso_count), each of which checks its own exact value
+# and exits non-zero otherwise; a boot is exact when pmuvm exits 0 (init's worst status) after
+# all seven said "exited 0". Perf boots also run Debian's perf (guest/linux/perf_checks: perf stat over
 # loop_known, the load that double-faulted under one TCG thread before the nested host had one
 # vCPU) and must print its exact counts, 200004 instructions and 100000 branches. LWP boots use --cpu amd-lwp, perf boots --cpu intel-netburst (Linux's P4
 # driver). Each mode runs its N boots one after the other in one nested KVM host (one TCG
@@ -19,7 +19,7 @@ here=$(cd "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 window_programs() {
   local m=$1
   echo "signal_count $m 100 , rep_count $m , self_tf $m 10 , int3_count $m 10 ," \
-       "ptrace_check $m step 50 , ptrace_check $m bp 50"
+       "ptrace_check $m step 50 , ptrace_check $m bp 50 , vdso_count $m"
 }
 
 if [[ ${1:-} == --boots ]]; then  # inside the nested host: N boots of one mode
@@ -40,15 +40,15 @@ if [[ ${1:-} == --boots ]]; then  # inside the nested host: N boots of one mode
     exact_counts=1
     [[ $mode == perf ]] && { grep -q '^200004;;instructions:u;' <<<"$text" &&
                              grep -q '^100000;;r52001e0000000000:u;' <<<"$text" || exact_counts=0; }
-    windows=$(grep -cE '^init: (signal_count|rep_count|self_tf|int3_count|ptrace_check) exited 0$' <<<"$text")
-    if ((status == 0 && exact_counts == 1 && windows == 6)); then
+    windows=$(grep -cE '^init: (signal_count|rep_count|self_tf|int3_count|ptrace_check|vdso_count) exited 0$' <<<"$text")
+    if ((status == 0 && exact_counts == 1 && windows == 7)); then
       exact=$((exact + 1))
       echo "soak: $mode boot $i/$n exact ($((SECONDS - start)) s)"
       rm -f "$dir/$mode.$i.out"
     else
       echo "soak: $mode boot $i/$n NOT exact (pmuvm status $status, $((SECONDS - start)) s):" \
            "$dir/$mode.$i.out"
-      grep -E '^(init|signal_count|rep_count|self_tf|int3_count|ptrace_check):|panic|fault|instructions:u' \
+      grep -E '^(init|signal_count|rep_count|self_tf|int3_count|ptrace_check|vdso_count):|panic|fault|instructions:u' \
         "$dir/$mode.$i.out" | head -20 | sed 's/^/    /'
     fi
   done
