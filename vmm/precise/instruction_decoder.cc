@@ -1,5 +1,7 @@
 #include "vmm/precise/instruction_decoder.h"
 
+#include <array>
+
 #include <cstring>
 
 namespace vmm {
@@ -13,12 +15,18 @@ void fill_context(const GuestRegisters& r, ZydisRegisterContext& ctx) {
       {ZYDIS_REGISTER_R9, r.r9},   {ZYDIS_REGISTER_R10, r.r10}, {ZYDIS_REGISTER_R11, r.r11},
       {ZYDIS_REGISTER_R12, r.r12}, {ZYDIS_REGISTER_R13, r.r13}, {ZYDIS_REGISTER_R14, r.r14},
       {ZYDIS_REGISTER_R15, r.r15}, {ZYDIS_REGISTER_RIP, r.rip}};
-  for (const auto& [reg, value] : regs) {
-    // Zydis resolves sub-registers (eax, r8d, ...) through their 64-bit enclosing register only
-    // when asked for that exact enum, so fill the narrower views too.
-    ctx.values[reg] = value;
-    const ZydisRegister r32 = ZydisRegisterEncode(ZYDIS_REGCLASS_GPR32, ZydisRegisterGetId(reg));
-    if (r32 != ZYDIS_REGISTER_NONE) ctx.values[r32] = value & 0xFFFFFFFFu;
+  // Zydis resolves sub-registers (eax, r8d, ...) through their 64-bit enclosing register only
+  // when asked for that exact enum, so the narrower views are filled too; which enum each one is
+  // is looked up once (this runs for every memory operand of every stepped instruction).
+  static const auto narrow = [&regs] {
+    std::array<ZydisRegister, std::size(regs)> out{};
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = ZydisRegisterEncode(ZYDIS_REGCLASS_GPR32, ZydisRegisterGetId(regs[i].first));
+    return out;
+  }();
+  for (size_t i = 0; i < std::size(regs); ++i) {
+    ctx.values[regs[i].first] = regs[i].second;
+    if (narrow[i] != ZYDIS_REGISTER_NONE) ctx.values[narrow[i]] = regs[i].second & 0xFFFFFFFFu;
   }
   ctx.values[ZYDIS_REGISTER_EIP] = r.rip & 0xFFFFFFFFu;
 }

@@ -12,14 +12,6 @@ constexpr uint64_t kPage = 4096;
 constexpr uint64_t kSysretFlagsMask = 0x3C7FD7;
 constexpr uint64_t kResumeFlag = 1u << 16;  // RFLAGS.RF
 
-// Up to 15 instruction bytes at `rip`; fewer when the next page is not readable, none when the
-// first byte is not.
-struct CodeBytes {
-  std::array<uint8_t, 15> data{};
-  size_t size = 0;
-  std::span<const uint8_t> span() const { return {data.data(), size}; }
-};
-
 CodeBytes fetch(pmu::GuestMemory& memory, uint64_t rip) {
   const uint64_t in_page = std::min<uint64_t>(15, kPage - (rip & (kPage - 1)));
   CodeBytes bytes;
@@ -82,6 +74,7 @@ void StepController::set_scope(StepScope scope, StepTarget& at) {
 void StepController::refresh_entry_points(StepTarget& at) {
   kernel_memory_.set_cr3(at.registers().cr3);
   entries_.refresh(kernel_memory_, at.lstar(), at.idt_base(), at.idt_limit());
+  sites_stale_ = true;
 }
 
 void StepController::enter_user(const GuestRegisters& at, StepOutcome& out) {
@@ -108,7 +101,10 @@ std::optional<DecodedInstruction> StepController::decode(const GuestRegisters& a
 
 void StepController::plan_user_step() {
   plan_ = Plan{};
-  const std::optional<DecodedInstruction> d = decode(pre_, 3);
+  user_memory_.set_cr3(pre_.cr3);
+  pre_bytes_ = fetch(user_memory_, pre_.rip);
+  const std::optional<DecodedInstruction> d =
+      pre_bytes_.size ? decoder_.decode(pre_bytes_.span(), pre_) : std::nullopt;
   // Unreadable or undecodable code faults (#PF on the fetch, #UD): no successor; the kernel's
   // return is caught at the return sites.
   if (!d) return;
@@ -149,18 +145,27 @@ void StepController::plan_user_step() {
       plan_.successors.push_back({*handler, true});
 }
 
-std::vector<uint64_t> StepController::return_sites() const {
-  std::vector<uint64_t> out;
-  for (const ReturnSite& s : entries_.by_priority()) out.push_back(s.rip);
-  return out;
+const std::vector<uint64_t>& StepController::return_sites() const {
+  if (sites_stale_) {
+    sites_.clear();
+    for (const ReturnSite& s : entries_.by_priority()) sites_.push_back(s.rip);
+    sites_stale_ = false;
+  }
+  return sites_;
 }
 
 DebugConfig StepController::desired(const GuestDebugRegisters& guest) const {
   DebugConfig config;
   if (mode_ == Mode::kOff) return config;  // the guest's own DR0-3/DR7 run natively
   config.intercept = true;
-  const std::vector<uint64_t> sites = return_sites();
-  std::vector<uint64_t> ours;
+  const std::vector<uint64_t>& sites = return_sites();
+  // pmuvm's breakpoints, most important first: no more than the four slots can take (this runs
+  // at every step: no allocation).
+  std::array<uint64_t, 4> ours{};
+  size_t n = 0;
+  auto add = [&](uint64_t rip) {
+    if (n < ours.size()) ours[n++] = rip;
+  };
   if (mode_ == Mode::kUser && plan_.step_return) {
     // Only the guest's own breakpoints; the return single-stepped, interrupts held.
     place_breakpoints(guest, {}, config);
@@ -170,15 +175,15 @@ DebugConfig StepController::desired(const GuestDebugRegisters& guest) const {
   }
   if (mode_ == Mode::kUser && plan_.window) {
     // Interrupts allowed, the pending instruction itself under a breakpoint.
-    ours.push_back(pre_.rip);
-    ours.insert(ours.end(), sites.begin(), sites.end());
-    place_breakpoints(guest, ours, config);
+    add(pre_.rip);
+    for (uint64_t site : sites) add(site);
+    place_breakpoints(guest, std::span(ours.data(), n), config);
     return config;
   }
   if (mode_ == Mode::kUser && !plan_.single_step)
-    for (const Plan::Successor& s : plan_.successors) ours.push_back(s.rip);
-  ours.insert(ours.end(), sites.begin(), sites.end());
-  const size_t placed = place_breakpoints(guest, ours, config);
+    for (const Plan::Successor& s : plan_.successors) add(s.rip);
+  for (uint64_t site : sites) add(site);
+  const size_t placed = place_breakpoints(guest, std::span(ours.data(), n), config);
   const size_t successors = mode_ == Mode::kUser && !plan_.single_step ? plan_.successors.size() : 0;
   if (mode_ == Mode::kUser) config.block_irq = true;  // interrupts only through windows
   if (mode_ == Mode::kUser && (plan_.single_step || placed < successors)) {
@@ -209,7 +214,10 @@ void StepController::retire(const GuestRegisters& before, uint64_t next_rip, uin
                             StepOutcome& out) {
   PagedGuestMemory& memory = cpl == 3 ? user_memory_ : kernel_memory_;
   memory.set_cr3(before.cr3);
-  const CodeBytes bytes = fetch(memory, before.rip);
+  // The pending user instruction's bytes were read when it was planned (what ran is what was
+  // there then); anything else is read now.
+  const bool planned = cpl == 3 && &before == &pre_ && pre_bytes_.size != 0;
+  const CodeBytes bytes = planned ? pre_bytes_ : fetch(memory, before.rip);
   if (bytes.size == 0) return;
   StepAccountant& accountant = cpl == 3 ? user_accountant_ : kernel_accountant_;
   if (std::optional<pmu::RetiredInstruction> r = accountant.account(before, bytes.span(), cpl, next_rip))
@@ -246,7 +254,10 @@ void StepController::at_return_site(StepTarget& at, const ReturnSite& site, Step
     if (mode_ == Mode::kUser) enter_kernel(at);
     return;
   }
-  entries_.saw_user_return(site.rip);
+  if (!site.seen_returning_to_user) {
+    entries_.saw_user_return(site.rip);
+    sites_stale_ = true;  // it moves to the front
+  }
   ++stats_.user_returns;
   // Stepping the kernel (kEveryCpl): the return instruction is the last kernel one.
   if (mode_ == Mode::kKernelStep && have_pre_ && pre_.rip == now.rip) retire(now, user->rip, 0, out);

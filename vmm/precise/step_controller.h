@@ -54,8 +54,10 @@
 // No KVM dependency: it reads the vCPU through StepTarget and is unit-tested against a fake.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "pmu/cache/cache_model.h"
@@ -82,6 +84,14 @@ class StepTarget {
   virtual GuestDebugRegisters guest_debug() = 0;  // the guest's own DR0-3, DR6, DR7
   // An interrupt or NMI waits for the guest (held while user code is counted).
   virtual bool interrupt_pending() = 0;
+};
+
+// Up to 15 instruction bytes read at an instruction's RIP; fewer when the next page is not
+// readable, none when the first byte is not.
+struct CodeBytes {
+  std::array<uint8_t, 15> data{};
+  size_t size = 0;
+  std::span<const uint8_t> span() const { return {data.data(), size}; }
 };
 
 // What counts on the vCPU now (from the PMU models).
@@ -156,6 +166,8 @@ class StepController {
   void archive(Archive& a) {
     a(user_accountant_, kernel_accountant_, entries_, mode_, scope_, pre_, have_pre_, plan_,
       stats_);
+    sites_stale_ = true;  // entries_ may be new
+    pre_bytes_.size = 0;
   }
 
  private:
@@ -200,8 +212,8 @@ class StepController {
   // In kUser, at an exit that is no step report: has the vCPU left user mode (at CPL 0, not
   // merely still at the return site that made pre_ pending)?
   bool left_user_mode(StepTarget& at);
-  // The return sites to arm now, most important first.
-  std::vector<uint64_t> return_sites() const;
+  // The return sites to arm now, most important first (cached: desired() runs at every step).
+  const std::vector<uint64_t>& return_sites() const;
   void mark_resume_flag(const GuestRegisters& at, StepOutcome& out) const;
 
   static constexpr uint64_t kTrapFlag = 1u << 8;
@@ -215,10 +227,15 @@ class StepController {
   StepAccountant user_accountant_;
   StepAccountant kernel_accountant_;
   KernelEntryPoints entries_;
+  mutable std::vector<uint64_t> sites_;  // entries_.by_priority()'s addresses, unless stale
+  mutable bool sites_stale_ = true;      // set wherever entries_ changes
   Mode mode_ = Mode::kOff;
   StepScope scope_ = StepScope::kNothing;
   GuestRegisters pre_;  // kUser / kKernelStep: the state before the next instruction
   bool have_pre_ = false;
+  // kUser: pre_'s bytes as plan_user_step fetched them, for its retirement (size 0: fetch again).
+  // What ran is what was there before it ran, so the second page walk is saved.
+  CodeBytes pre_bytes_;
   Plan plan_;
   Stats stats_;
 };
