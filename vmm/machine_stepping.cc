@@ -164,7 +164,9 @@ void Machine::Impl::retire_all(Vcpu& v, const std::vector<pmu::RetiredInstructio
     if (retired[i].cpl == 3) count_instruction(v);
     const bool last = i + 1 == retired.size();
     deliver_page_fault(v, [&](const VcpuPageFaults::Fault& f) {
-      return last && cpl == 3 && v.kvm->inject_page_fault(f.linear, f.error_code);
+      if (!last || cpl != 3 || !v.kvm->inject_page_fault(f.linear, f.error_code)) return false;
+      v.kvm_stepper->on_exception_injected();  // into the kernel: no TF in its frame
+      return true;
     });
   }
 }

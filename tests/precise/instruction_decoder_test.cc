@@ -178,4 +178,54 @@ TEST(DecoderCache, SameBytesHitWithFreshAddressesOtherBytesDecodeAnew) {
 }
 
 }  // namespace
+// Instructions the KVM stepper may single-step with TF (DESIGN §4.7): they compute in general
+// registers only, so they cannot fault, touch memory or read RFLAGS.TF, and nothing of the guest
+// can see the TF. Everything else keeps its successor breakpoint.
+TEST_F(DecoderTest, OnlyRegisterComputationsAreTrapFlagSafe) {
+  const std::vector<std::pair<std::vector<uint8_t>, const char*>> safe = {
+      {{0x48, 0x01, 0xd8}, "add rax, rbx"},
+      {{0x31, 0xc9}, "xor ecx, ecx"},
+      {{0x48, 0x69, 0xc0, 0x2d, 0x7f, 0x95, 0x4c}, "imul rax, rax, imm32"},
+      {{0x48, 0xc1, 0xe0, 0x0d}, "shl rax, 13"},
+      {{0x48, 0xff, 0xc9}, "dec rcx"},
+      {{0x48, 0x8d, 0x04, 0x18}, "lea rax, [rax+rbx]"},
+      {{0x48, 0x89, 0xc3}, "mov rbx, rax"},
+      {{0xb8, 0x01, 0x00, 0x00, 0x00}, "mov eax, 1"},
+      {{0x48, 0x0f, 0x44, 0xc3}, "cmove rax, rbx"},
+      {{0x0f, 0x94, 0xc0}, "sete al"},
+      {{0x48, 0x85, 0xc0}, "test rax, rax"},
+      {{0x90}, "nop"},
+      {{0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00}, "nopw [rax+rax]: a hint, no access"},
+      {{0x75, 0xfe}, "jnz rel8"},
+      {{0xeb, 0x00}, "jmp rel8"},
+      {{0x48, 0x99}, "cqo"},
+  };
+  for (const auto& [bytes, what] : safe) EXPECT_TRUE(decode(bytes).trap_flag_safe) << what;
+  const std::vector<std::pair<std::vector<uint8_t>, const char*>> unsafe = {
+      {{0x48, 0x8b, 0x03}, "mov rax, [rbx]: may fault"},
+      {{0x50}, "push rax: the stack"},
+      {{0xc3}, "ret: the stack"},
+      {{0xe8, 0x00, 0x00, 0x00, 0x00}, "call: the stack"},
+      {{0x9c}, "pushfq: reads TF"},
+      {{0x9d}, "popfq: writes TF"},
+      {{0x0f, 0x05}, "syscall: R11 = RFLAGS"},
+      {{0xcc}, "int3"},
+      {{0xcd, 0x80}, "int 0x80"},
+      {{0x48, 0xf7, 0xf3}, "div rbx: #DE"},
+      {{0x48, 0xf7, 0xfb}, "idiv rbx: #DE"},
+      {{0x8e, 0xd0}, "mov ss, eax: #GP, and it holds the trap back"},
+      {{0x8c, 0xd8}, "mov eax, ds: a segment register"},
+      {{0xff, 0xe0}, "jmp rax: #GP on a non-canonical target"},
+      {{0x0f, 0xa2}, "cpuid: KVM completes it"},
+      {{0x0f, 0x31}, "rdtsc: #GP with CR4.TSD"},
+      {{0xf3, 0x90}, "pause: KVM may exit on it"},
+      {{0xf3, 0xaa}, "rep stosb"},
+      {{0xf3, 0x48, 0x0f, 0xb8, 0xc3}, "popcnt: #UD where the CPU lacks it"},
+      {{0x0f, 0x28, 0xc1}, "movaps xmm0, xmm1: SSE state"},
+      {{0xfa}, "cli: #GP at CPL 3"},
+      {{0x0f, 0x0b}, "ud2"},
+  };
+  for (const auto& [bytes, what] : unsafe) EXPECT_FALSE(decode(bytes).trap_flag_safe) << what;
+}
+
 }  // namespace vmm

@@ -75,11 +75,13 @@ class StepControllerTest : public ::testing::Test {
     kernel_code(kHandler, {0x90});
     kernel_code(kDebugHandler, {0x90});
     kernel_code(kInt3Handler, {0x90});
-    pmu::cache::Geometry g;
+    pmu::cache::Geometry& g = geometry_;
     g.l1d = {1024, 2, 4};
     g.l2 = {4096, 4, 12};
     g.dram_latency_cycles = 100;
-    ctl_ = std::make_unique<StepController>(ram_, g);
+    // Most cases show the breakpoint mechanism on register instructions (nops), which the
+    // controller would rather single-step: that choice is off here and on in TrapFlagStepTest.
+    ctl_ = std::make_unique<StepController>(ram_, g, StepController::Options{.trap_flag_steps = false});
     vcpu_.regs.cr3 = kCr3;
   }
   void kernel_code(uint64_t at, std::vector<uint8_t> bytes) {
@@ -146,6 +148,7 @@ class StepControllerTest : public ::testing::Test {
   }
 
   GuestRam ram_;
+  pmu::cache::Geometry geometry_;
   FakeVcpu vcpu_;
   std::unique_ptr<StepController> ctl_;
   DebugConfig applied_;
@@ -616,6 +619,117 @@ TEST_F(StepControllerTest, EveryCplStepsTheKernelAndCountsItsReturn) {
   EXPECT_TRUE(out.entered_user);
   EXPECT_EQ(ctl_->mode(), StepController::Mode::kUser);
   EXPECT_FALSE(applied_.single_step) << "user code is counted by breakpoints";
+}
+
+// The controller's own choice (the default): an instruction that only computes in general
+// registers is single-stepped with TF, which nothing of the guest can see while it runs, and a
+// run of them keeps one KVM configuration (no KVM_SET_GUEST_DEBUG per instruction).
+class TrapFlagStepTest : public StepControllerTest {
+ protected:
+  TrapFlagStepTest() { ctl_ = std::make_unique<StepController>(ram_, geometry_); }
+};
+
+TEST_F(TrapFlagStepTest, RegisterInstructionsAreSingleSteppedWithOneConfiguration) {
+  // add rax,rbx; xor ecx,ecx; nop; mov rax,[rbx]; nop
+  user_code({0x48, 0x01, 0xd8, 0x31, 0xc9, 0x90, 0x48, 0x8b, 0x03, 0x90});
+  vcpu_.regs.rbx = kUserData;
+  start_in_user(kUser);
+  EXPECT_TRUE(applied_.single_step);
+  EXPECT_TRUE(applied_.block_irq) << "no interrupt frame may see the TF";
+  EXPECT_TRUE(armed(kSysret) && armed(kIretSite)) << "the slots watch the kernel's returns";
+  const DebugConfig first = applied_;
+  for (uint64_t next : {kUser + 3, kUser + 5, kUser + 6}) {
+    at_user(next);
+    const StepOutcome out = debug_exit(kDr6SingleStep);
+    EXPECT_FALSE(out.deliver_debug);
+    if (next != kUser + 6) {
+      EXPECT_EQ(applied_, first) << "the same configuration: no ioctl";
+    }
+  }
+  // The load may fault (a #PF frame would carry the TF): a breakpoint on its successor.
+  EXPECT_FALSE(applied_.single_step);
+  EXPECT_TRUE(armed(kUser + 9));
+  hit(kUser + 9);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 3, kUser + 5, kUser + 6}));
+  EXPECT_EQ(ctl_->stats().single_steps, 3u);
+  EXPECT_EQ(ctl_->stats().user_steps, 1u);
+}
+
+TEST_F(TrapFlagStepTest, TheGuestsOwnTrapFlagKeepsTheBreakpoints) {
+  user_code({0x48, 0x01, 0xd8, 0x90});  // add rax,rbx; nop
+  start_in_user(kUser, 0x302);         // the guest single-steps itself
+  EXPECT_FALSE(applied_.single_step);
+  EXPECT_TRUE(armed(kUser + 3));
+}
+
+TEST_F(TrapFlagStepTest, InterruptsGetWindowsBetweenSingleSteppedInstructions) {
+  user_code({0x48, 0x01, 0xd8, 0x48, 0x01, 0xd8, 0x90});  // add; add; nop
+  start_in_user(kUser);
+  EXPECT_TRUE(ctl_->holds_interrupts());
+  at_user(kUser + 3);
+  debug_exit(kDr6SingleStep);
+  ASSERT_TRUE(ctl_->open_interrupt_window(vcpu_));
+  applied_ = ctl_->desired(vcpu_.guest);
+  EXPECT_FALSE(applied_.single_step);
+  EXPECT_FALSE(applied_.block_irq);
+  EXPECT_TRUE(armed(kUser + 3)) << "the pending instruction itself";
+  // Nothing was pending: stopped before it; it is single-stepped again.
+  const StepOutcome out = hit(kUser + 3);
+  EXPECT_TRUE(out.retired.empty());
+  EXPECT_FALSE(out.resume_flag) << "no breakpoint of ours at the instruction any more";
+  EXPECT_TRUE(applied_.single_step);
+  at_user(kUser + 6);
+  debug_exit(kDr6SingleStep);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 3}));
+}
+
+TEST_F(TrapFlagStepTest, NoWindowWhereTheGuestHoldsEverySlot) {
+  user_code({0x48, 0x01, 0xd8, 0x90});
+  for (int i = 0; i < 4; ++i) vcpu_.guest.db[i] = kUserData + 8 * i;
+  vcpu_.guest.dr7 = 0x400 | 0x55 | 0x33330000;  // four write watchpoints
+  start_in_user(kUser);
+  EXPECT_TRUE(applied_.single_step);
+  EXPECT_FALSE(ctl_->open_interrupt_window(vcpu_)) << "no slot for the window's breakpoint";
+}
+
+// A return to user mode loads RFLAGS from its frame or R11: a TF set for it would trap before
+// the first user instruction and then be gone. So the first instruction after a return stops at
+// a breakpoint, and TF is set (KVM_SET_GUEST_DEBUG) at a user boundary.
+TEST_F(TrapFlagStepTest, TheFirstInstructionAfterAReturnStopsAtABreakpoint) {
+  user_code({0x0f, 0x05, 0x48, 0x01, 0xd8, 0x48, 0x01, 0xd8, 0x90});  // syscall; add; add; nop
+  start_in_user(kUser);
+  hit(kLstar, 0);  // the SYSCALL retired at the entry point
+  at_kernel(kSysret);
+  vcpu_.regs.rcx = kUser + 2;
+  vcpu_.regs.r11 = 0x202;
+  debug_exit(our_bit(kSysret));
+  EXPECT_FALSE(applied_.single_step) << "the SYSRET would take the TF away";
+  EXPECT_TRUE(armed(kUser + 5));
+  hit(kUser + 5);
+  EXPECT_TRUE(applied_.single_step) << "at a user boundary: the TF lasts";
+  at_user(kUser + 8);
+  debug_exit(kDr6SingleStep);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 2, kUser + 5}));
+}
+
+// LWP's #PF trap (a record store found its buffer page missing) is injected at the boundary the
+// vCPU stopped at: the vCPU goes into the kernel's #PF handler, so no TF may ride along into the
+// frame, and the instruction planned there has not run.
+TEST_F(TrapFlagStepTest, AnExceptionInjectedByThePmuTakesTheVcpuIntoTheKernelWithoutTf) {
+  user_code({0x48, 0x01, 0xd8, 0x48, 0x01, 0xd8, 0x90});  // add; add; nop
+  start_in_user(kUser);
+  at_user(kUser + 3);
+  debug_exit(kDr6SingleStep);
+  ASSERT_TRUE(applied_.single_step);
+  ctl_->on_exception_injected();
+  applied_ = ctl_->desired(vcpu_.guest);
+  EXPECT_FALSE(applied_.single_step) << "the #PF frame must not carry a TF";
+  EXPECT_EQ(ctl_->mode(), StepController::Mode::kKernel);
+  at_kernel(kIretSite);
+  iret_frame(kUser + 3);
+  debug_exit(our_bit(kIretSite));
+  hit(kUser + 6);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 3}));
 }
 
 }  // namespace

@@ -143,6 +143,96 @@ bool is_string_instruction(ZydisMnemonic mnemonic) {
   }
 }
 
+// Instructions that only compute in general registers and the arithmetic flags: none of them
+// can fault on its own (no division, nothing privileged, nothing a CPU may lack beyond x86-64's
+// baseline), reads RFLAGS.TF, or holds the single-step trap back.
+bool register_computation(ZydisMnemonic m) {
+  switch (m) {
+    case ZYDIS_MNEMONIC_MOV: case ZYDIS_MNEMONIC_MOVZX: case ZYDIS_MNEMONIC_MOVSX:
+    case ZYDIS_MNEMONIC_MOVSXD: case ZYDIS_MNEMONIC_LEA: case ZYDIS_MNEMONIC_XCHG:
+    case ZYDIS_MNEMONIC_ADD: case ZYDIS_MNEMONIC_ADC: case ZYDIS_MNEMONIC_SUB:
+    case ZYDIS_MNEMONIC_SBB: case ZYDIS_MNEMONIC_AND: case ZYDIS_MNEMONIC_OR:
+    case ZYDIS_MNEMONIC_XOR: case ZYDIS_MNEMONIC_NOT: case ZYDIS_MNEMONIC_NEG:
+    case ZYDIS_MNEMONIC_INC: case ZYDIS_MNEMONIC_DEC: case ZYDIS_MNEMONIC_CMP:
+    case ZYDIS_MNEMONIC_TEST: case ZYDIS_MNEMONIC_IMUL: case ZYDIS_MNEMONIC_MUL:
+    case ZYDIS_MNEMONIC_SHL: case ZYDIS_MNEMONIC_SHR: case ZYDIS_MNEMONIC_SAR:
+    case ZYDIS_MNEMONIC_ROL: case ZYDIS_MNEMONIC_ROR: case ZYDIS_MNEMONIC_RCL:
+    case ZYDIS_MNEMONIC_RCR: case ZYDIS_MNEMONIC_SHLD: case ZYDIS_MNEMONIC_SHRD:
+    case ZYDIS_MNEMONIC_BT: case ZYDIS_MNEMONIC_BTS: case ZYDIS_MNEMONIC_BTR:
+    case ZYDIS_MNEMONIC_BTC: case ZYDIS_MNEMONIC_BSF: case ZYDIS_MNEMONIC_BSR:
+    case ZYDIS_MNEMONIC_BSWAP: case ZYDIS_MNEMONIC_CBW: case ZYDIS_MNEMONIC_CWDE:
+    case ZYDIS_MNEMONIC_CDQE: case ZYDIS_MNEMONIC_CWD: case ZYDIS_MNEMONIC_CDQ:
+    case ZYDIS_MNEMONIC_CQO: case ZYDIS_MNEMONIC_CLC: case ZYDIS_MNEMONIC_STC:
+    case ZYDIS_MNEMONIC_CMC: case ZYDIS_MNEMONIC_CLD: case ZYDIS_MNEMONIC_STD:
+    case ZYDIS_MNEMONIC_JMP: case ZYDIS_MNEMONIC_JB: case ZYDIS_MNEMONIC_JBE:
+    case ZYDIS_MNEMONIC_JCXZ: case ZYDIS_MNEMONIC_JECXZ:
+    case ZYDIS_MNEMONIC_JL: case ZYDIS_MNEMONIC_JLE: case ZYDIS_MNEMONIC_JNB:
+    case ZYDIS_MNEMONIC_JNBE: case ZYDIS_MNEMONIC_JNL: case ZYDIS_MNEMONIC_JNLE:
+    case ZYDIS_MNEMONIC_JNO: case ZYDIS_MNEMONIC_JNP: case ZYDIS_MNEMONIC_JNS:
+    case ZYDIS_MNEMONIC_JNZ: case ZYDIS_MNEMONIC_JO: case ZYDIS_MNEMONIC_JP:
+    case ZYDIS_MNEMONIC_JRCXZ: case ZYDIS_MNEMONIC_JS: case ZYDIS_MNEMONIC_JZ:
+    case ZYDIS_MNEMONIC_LOOP: case ZYDIS_MNEMONIC_LOOPE: case ZYDIS_MNEMONIC_LOOPNE:
+    case ZYDIS_MNEMONIC_CMOVB: case ZYDIS_MNEMONIC_CMOVBE: case ZYDIS_MNEMONIC_CMOVL:
+    case ZYDIS_MNEMONIC_CMOVLE: case ZYDIS_MNEMONIC_CMOVNB: case ZYDIS_MNEMONIC_CMOVNBE:
+    case ZYDIS_MNEMONIC_CMOVNL: case ZYDIS_MNEMONIC_CMOVNLE: case ZYDIS_MNEMONIC_CMOVNO:
+    case ZYDIS_MNEMONIC_CMOVNP: case ZYDIS_MNEMONIC_CMOVNS: case ZYDIS_MNEMONIC_CMOVNZ:
+    case ZYDIS_MNEMONIC_CMOVO: case ZYDIS_MNEMONIC_CMOVP: case ZYDIS_MNEMONIC_CMOVS:
+    case ZYDIS_MNEMONIC_CMOVZ: case ZYDIS_MNEMONIC_SETB: case ZYDIS_MNEMONIC_SETBE:
+    case ZYDIS_MNEMONIC_SETL: case ZYDIS_MNEMONIC_SETLE: case ZYDIS_MNEMONIC_SETNB:
+    case ZYDIS_MNEMONIC_SETNBE: case ZYDIS_MNEMONIC_SETNL: case ZYDIS_MNEMONIC_SETNLE:
+    case ZYDIS_MNEMONIC_SETNO: case ZYDIS_MNEMONIC_SETNP: case ZYDIS_MNEMONIC_SETNS:
+    case ZYDIS_MNEMONIC_SETNZ: case ZYDIS_MNEMONIC_SETO: case ZYDIS_MNEMONIC_SETP:
+    case ZYDIS_MNEMONIC_SETS: case ZYDIS_MNEMONIC_SETZ:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool canonical(uint64_t address) {
+  const int64_t high = static_cast<int64_t>(address) >> 47;
+  return high == 0 || high == -1;
+}
+
+// May the KVM stepper single-step it with TF (DESIGN §4.7: the guest never sees a TF it did not
+// set)? Only where nothing can show the TF while it runs: it computes in general registers only,
+// so no exception frame (#PF, #AC, #GP, #DE, #UD) and no interrupt (they are held) can carry the
+// TF, nothing reads it (PUSHF, SYSCALL's R11, INT n), and no MOV SS holds the trap back.
+bool trap_flag_safe(const ZydisDecodedInstruction& insn, const ZydisDecodedOperand* ops,
+                    const ControlFlow& flow) {
+  if (insn.attributes & ZYDIS_ATTRIB_HAS_LOCK) return false;
+  // Hints: the forms with a memory operand (0F 1F /0) do not access it.
+  if (insn.mnemonic == ZYDIS_MNEMONIC_NOP || insn.mnemonic == ZYDIS_MNEMONIC_ENDBR64) return true;
+  if (!register_computation(insn.mnemonic)) return false;
+  // Jumps: relative ones only (a register target may be non-canonical: #GP), and not to a
+  // non-canonical address.
+  if (insn.meta.category == ZYDIS_CATEGORY_UNCOND_BR && !(insn.attributes & ZYDIS_ATTRIB_IS_RELATIVE))
+    return false;
+  if (flow.kind == ControlFlow::Kind::kJump && !canonical(flow.target)) return false;
+  for (uint8_t i = 0; i < insn.operand_count; ++i) {  // hidden operands too
+    const ZydisDecodedOperand& op = ops[i];
+    switch (op.type) {
+      case ZYDIS_OPERAND_TYPE_IMMEDIATE:
+        break;
+      case ZYDIS_OPERAND_TYPE_REGISTER:
+        switch (ZydisRegisterGetClass(op.reg.value)) {
+          case ZYDIS_REGCLASS_GPR8: case ZYDIS_REGCLASS_GPR16: case ZYDIS_REGCLASS_GPR32:
+          case ZYDIS_REGCLASS_GPR64: case ZYDIS_REGCLASS_FLAGS: case ZYDIS_REGCLASS_IP:
+            break;
+          default:
+            return false;  // segment, control, debug, x87/SIMD registers
+        }
+        break;
+      case ZYDIS_OPERAND_TYPE_MEMORY:
+        if (insn.mnemonic == ZYDIS_MNEMONIC_LEA && op.mem.type == ZYDIS_MEMOP_TYPE_AGEN) break;
+        return false;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 InstructionDecoder::InstructionDecoder() : cache_(kCacheSlots) {
@@ -250,6 +340,7 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
              insn.mnemonic == ZYDIS_MNEMONIC_IRETQ;
   out.sysret = insn.mnemonic == ZYDIS_MNEMONIC_SYSRET || insn.mnemonic == ZYDIS_MNEMONIC_SYSEXIT;
   out.flow = control_flow(insn, ops, regs);
+  out.trap_flag_safe = trap_flag_safe(insn, ops, out.flow);
 
   bool context_filled = false;
   for (uint8_t i = 0; i < insn.operand_count; ++i) {

@@ -90,6 +90,9 @@ struct DecodedInstruction {
   // under TF it traps after each iteration with RIP unchanged, and those traps are not
   // retirements.
   bool rep_string = false;
+  // It only computes in general registers: nothing of the guest can see a TF while it runs (no
+  // exception frame, no memory, no read of RFLAGS.TF), so the KVM stepper may single-step it.
+  bool trap_flag_safe = false;
   bool iret = false;    // IRET/IRETD/IRETQ
   bool sysret = false;  // SYSRET (64-bit when REX.W) / SYSEXIT: only ever returns to user mode
 

@@ -34,7 +34,11 @@ std::optional<uint64_t> read_u64(pmu::GuestMemory& memory, uint64_t linear) {
 }  // namespace
 
 StepController::StepController(GuestRam& ram, const pmu::cache::Geometry& cache)
+    : StepController(ram, cache, Options{}) {}
+
+StepController::StepController(GuestRam& ram, const pmu::cache::Geometry& cache, Options options)
     : ram_(ram),
+      options_(options),
       user_memory_(ram, PagedGuestMemory::ReadAccess::kUser),
       kernel_memory_(ram, PagedGuestMemory::ReadAccess::kSupervisor),
       user_accountant_(cache),
@@ -127,7 +131,7 @@ void StepController::plan_user_step() {
       if (entries_.syscall_entry() != 0)
         plan_.successors.push_back({entries_.syscall_entry(), true});
       else
-        plan_.single_step = true;
+        plan_.stop = Plan::Stop::kSingleStep;
       break;
     case ControlFlow::Kind::kInterrupt:
       // A gate user mode may not use: the INT raises #GP instead, caught at the return sites.
@@ -135,9 +139,14 @@ void StepController::plan_user_step() {
         plan_.successors.push_back({*entry, true});
       break;
     case ControlFlow::Kind::kUnknown:
-      plan_.single_step = true;
+      plan_.stop = Plan::Stop::kSingleStep;
       break;
   }
+  // Only computing in registers, and the guest's own TF clear (its trap after the instruction
+  // would be delivered through a frame): single-stepped, one configuration for the whole run.
+  if (options_.trap_flag_steps && plan_.stop == Plan::Stop::kBreakpoints && d->trap_flag_safe &&
+      !(pre_.rflags & kTrapFlag) && !plan_.successors.empty())
+    plan_.stop = Plan::Stop::kTrapFlagStep;
   // KVM completes these itself and, with the guest's TF set, queues the guest's #DB without an
   // exit: the #DB handler's entry then comes right after the instruction.
   if (d->completed_by_kvm && (pre_.rflags & kTrapFlag))
@@ -180,15 +189,16 @@ DebugConfig StepController::desired(const GuestDebugRegisters& guest) const {
     place_breakpoints(guest, std::span(ours.data(), n), config);
     return config;
   }
-  if (mode_ == Mode::kUser && !plan_.single_step)
+  const bool by_breakpoint = mode_ == Mode::kUser && plan_.stop == Plan::Stop::kBreakpoints;
+  if (by_breakpoint)
     for (const Plan::Successor& s : plan_.successors) add(s.rip);
   for (uint64_t site : sites) add(site);
   const size_t placed = place_breakpoints(guest, std::span(ours.data(), n), config);
-  const size_t successors = mode_ == Mode::kUser && !plan_.single_step ? plan_.successors.size() : 0;
+  const size_t successors = by_breakpoint ? plan_.successors.size() : 0;
   if (mode_ == Mode::kUser) config.block_irq = true;  // interrupts only through windows
-  if (mode_ == Mode::kUser && (plan_.single_step || placed < successors)) {
-    // No breakpoint for the successor: this one instruction is single-stepped, interrupts held
-    // so that no handler's frame carries the TF; the slots go to the return sites.
+  if (mode_ == Mode::kUser && (!by_breakpoint || placed < successors)) {
+    // Single-stepped (by choice, or no breakpoint for the successor), interrupts held so that no
+    // handler's frame carries the TF; the slots go to the return sites.
     place_breakpoints(guest, sites, config);
     config.single_step = true;
     config.block_irq = true;
@@ -262,6 +272,9 @@ void StepController::at_return_site(StepTarget& at, const ReturnSite& site, Step
   // Stepping the kernel (kEveryCpl): the return instruction is the last kernel one.
   if (mode_ == Mode::kKernelStep && have_pre_ && pre_.rip == now.rip) retire(now, user->rip, 0, out);
   enter_user(*user, out);
+  // The return loads RFLAGS (frame, R11): a TF set now would trap before pre_ and be gone
+  // after it. The first user instruction stops at a breakpoint; TF is set at a user boundary.
+  if (plan_.stop == Plan::Stop::kTrapFlagStep) plan_.stop = Plan::Stop::kBreakpoints;
   if (user->rflags & kResumeFlag) {
     plan_.step_return = true;  // see Plan::step_return
     out.resume_flag = false;
@@ -270,14 +283,17 @@ void StepController::at_return_site(StepTarget& at, const ReturnSite& site, Step
   // The return sets IF: an interrupt pending since the kernel (one raised by counting its
   // SYSCALL, say) is taken before the first user instruction, as on hardware, not whenever a
   // later window lets it in.
-  if (!plan_.single_step && at.interrupt_pending()) {
+  if (plan_.stop != Plan::Stop::kSingleStep && at.interrupt_pending()) {
     plan_.window = true;
     ++stats_.interrupt_windows;
   }
 }
 
 bool StepController::open_interrupt_window(StepTarget& at) {
-  if (mode_ != Mode::kUser || plan_.single_step || plan_.window) return false;
+  if (mode_ != Mode::kUser || plan_.stop == Plan::Stop::kSingleStep || plan_.window) return false;
+  // The window's breakpoint needs a slot: the guest may hold all four (then a single-stepped
+  // instruction has no window; its successor's plan may).
+  if (plan_.stop == Plan::Stop::kTrapFlagStep && at.guest_debug().held_slots() == 0xF) return false;
   // Only where the vCPU really is at the pending instruction: a kick can stop it between the
   // pending instruction and its successor, whose breakpoint then fires on the next KVM_RUN.
   if (at.cpl() != 3 || at.registers().rip != pre_.rip) return false;
@@ -297,6 +313,14 @@ void StepController::on_kick(StepTarget& at) {
   if (mode_ == Mode::kUser && left_user_mode(at)) enter_kernel(at);
 }
 
+void StepController::on_exception_injected() {
+  if (mode_ == Mode::kUser) {
+    mode_ = Mode::kKernel;  // the return sites catch its return; nothing retired
+    have_pre_ = false;
+    plan_ = Plan{};
+  }
+}
+
 bool StepController::left_user_mode(StepTarget& at) {
   if (at.cpl() != 0) return false;
   // At a return site: still at the return instruction whose stop made pre_ pending
@@ -309,7 +333,7 @@ bool StepController::left_user_mode(StepTarget& at) {
 void StepController::mark_resume_flag(const GuestRegisters& at, StepOutcome& out) const {
   if (mode_ == Mode::kOff) return;
   if (mode_ == Mode::kUser && plan_.step_return) return;  // no breakpoint to pass: stepped
-  if (mode_ == Mode::kUser && !plan_.single_step && !plan_.window)
+  if (mode_ == Mode::kUser && plan_.stop == Plan::Stop::kBreakpoints && !plan_.window)
     for (const Plan::Successor& s : plan_.successors)
       if (s.rip == at.rip) out.resume_flag = true;
   if (entries_.site_at(at.rip)) out.resume_flag = true;
@@ -387,7 +411,10 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const De
         } else {
           // Single-stepped by KVM: the TF KVM reports is not the guest's; the guest's stays
           // what it was, unless the instruction was a POPF that loaded another one.
-          const uint64_t guest_tf = applied.single_step ? guest_trap_flag_after(pre_) : 0;
+          // (Stepped by choice: the guest's TF was clear and the instruction cannot set it.)
+          const uint64_t guest_tf = applied.single_step && plan_.stop != Plan::Stop::kTrapFlagStep
+                                        ? guest_trap_flag_after(pre_)
+                                        : 0;
           mode_ = Mode::kUser;
           pre_ = now;
           if (applied.single_step) pre_.rflags = (pre_.rflags & ~kTrapFlag) | guest_tf;

@@ -2,15 +2,24 @@
 // see. One per vCPU; the run loop tells it about every exit and asks it, before every KVM_RUN,
 // what KVM must do (desired()), which it applies only when that changes.
 //
-// How it counts without TF. User code is not single-stepped: before each counted user
-// instruction runs, its successor is computed from the decoded instruction and the registers
-// (the fall-through, the taken or not-taken branch, the value a RET or an indirect jump will
-// load, LSTAR for SYSCALL, the IDT gate for INT n) and an execution breakpoint goes there. The
-// instruction runs and the breakpoint stops the vCPU before the next one: one instruction
-// retired, with its pre-state and next RIP for the PMU models. A REP string instruction runs all
-// its iterations in between and retires once. Nothing of this is architecturally visible to the
-// guest: RFLAGS.TF is never set, exception and interrupt frames, SIGTRAP frames, R11 after
-// SYSCALL and ptrace's registers are the guest's own, and every #DB pmuvm causes is intercepted.
+// How it counts without a visible TF. Before each counted user instruction runs, its successor
+// is computed from the decoded instruction and the registers (the fall-through, the taken or
+// not-taken branch, the value a RET or an indirect jump will load, LSTAR for SYSCALL, the IDT
+// gate for INT n) and an execution breakpoint goes there. The instruction runs and the
+// breakpoint stops the vCPU before the next one: one instruction retired, with its pre-state and
+// next RIP for the PMU models. A REP string instruction runs all its iterations in between and
+// retires once. Nothing of this is architecturally visible to the guest: exception and interrupt
+// frames, SIGTRAP frames, R11 after SYSCALL and ptrace's registers are the guest's own, and every
+// #DB pmuvm causes is intercepted.
+//
+// Register instructions by TF (Options::trap_flag_steps). Moving the breakpoint costs a
+// KVM_SET_GUEST_DEBUG per instruction. An instruction that only computes in general registers
+// (DecodedInstruction::trap_flag_safe: no memory, no stack, nothing that can fault, read TF or
+// hold the trap back) is single-stepped instead, with interrupts held: nothing can show the TF
+// while it runs, and a run of them keeps one configuration. TF is only set at a user boundary
+// (a return loads RFLAGS: the first instruction after one stops at a breakpoint), never while
+// the guest's own TF is set, and it is cleared before anything enters the kernel (a window, the
+// guest's #DB, LWP's #PF trap: on_exception_injected).
 //
 // Interrupts. While user code runs to a successor breakpoint, KVM holds interrupts and NMIs
 // (KVM_GUESTDBG_BLOCKIRQ): one delivered at the boundary right after the instruction would take
@@ -114,7 +123,16 @@ class StepController {
     kKernelStep,  // kEveryCpl in the kernel: single-stepped
   };
 
+  struct Options {
+    // Single-steps an instruction that only computes in general registers
+    // (DecodedInstruction::trap_flag_safe) instead of putting a breakpoint on its successor:
+    // nothing of the guest can see the TF while it runs, and a run of them keeps one KVM
+    // configuration (a breakpoint that moves costs a KVM_SET_GUEST_DEBUG per instruction).
+    bool trap_flag_steps = true;
+  };
+
   StepController(GuestRam& ram, const pmu::cache::Geometry& cache);
+  StepController(GuestRam& ram, const pmu::cache::Geometry& cache, Options options);
 
   // What counts changed (or not): called before every KVM_RUN with the vCPU at an exit.
   void set_scope(StepScope scope, StepTarget& at);
@@ -132,7 +150,12 @@ class StepController {
   bool open_interrupt_window(StepTarget& at);
   // KVM_RUN returned without an exit (a kick): the vCPU stopped between two instructions.
   void on_kick(StepTarget& at);
-  bool holds_interrupts() const { return mode_ == Mode::kUser && !plan_.window && !plan_.single_step; }
+  // The VMM injected an exception at the boundary the vCPU stopped at (LWP's #PF trap): the vCPU
+  // enters the kernel's handler before the pending user instruction runs.
+  void on_exception_injected();
+  bool holds_interrupts() const {
+    return mode_ == Mode::kUser && !plan_.window && plan_.stop != Plan::Stop::kSingleStep;
+  }
   // The guest's own TF at the pending user instruction. KVM drops a guest TF when its single-step
   // ends (KVM_SET_GUEST_DEBUG reads RFLAGS without TF while stepping): the run loop sets it
   // again then.
@@ -182,7 +205,15 @@ class StepController {
       }
     };
     std::vector<Successor> successors;  // execution breakpoints that mean "pre_ retired"
-    bool single_step = false;  // no breakpoint possible: KVM single-step, interrupts held
+    // How the vCPU stops after pre_. (The values 0 and 1 are those of the bool this replaced:
+    // snapshots keep their meaning.)
+    enum class Stop : uint8_t {
+      kBreakpoints,   // at a breakpoint on a successor
+      kSingleStep,    // KVM's single-step, interrupts held: no successor can be computed
+      kTrapFlagStep,  // KVM's single-step by choice (Options::trap_flag_steps): pre_ only
+                      // computes in registers; interrupts held, windows open as before it
+    };
+    Stop stop = Stop::kBreakpoints;
     bool rep_string = false;   // a REP string instruction: a trap with RIP unchanged is an
                                // iteration, not its retirement
     bool window = false;       // an interrupt window before pre_ (open_interrupt_window)
@@ -194,7 +225,7 @@ class StepController {
     bool step_return = false;
     template <class Archive>
     void archive(Archive& a) {
-      a(successors, single_step, rep_string, window, step_return);
+      a(successors, stop, rep_string, window, step_return);
     }
   };
 
@@ -219,6 +250,7 @@ class StepController {
   static constexpr uint64_t kTrapFlag = 1u << 8;
 
   GuestRam& ram_;
+  Options options_;
   PagedGuestMemory user_memory_;
   PagedGuestMemory kernel_memory_;
   InstructionDecoder decoder_;
