@@ -17,7 +17,10 @@ constexpr uint32_t kMsrLstar = 0xC0000082;
 // The vCPU at its current exit, as the step controller reads it.
 class VcpuStepTarget : public StepTarget {
  public:
-  explicit VcpuStepTarget(KvmVcpu& vcpu) : vcpu_(vcpu) {}
+  // `guest`: the guest's debug registers as last read, where they are current (in user mode
+  // they change only through the kernel, and they are read again at every return to user mode).
+  explicit VcpuStepTarget(KvmVcpu& vcpu, const GuestDebugRegisters* guest = nullptr)
+      : vcpu_(vcpu), guest_(guest) {}
   GuestRegisters registers() override {
     const kvm_sregs& s = sregs();
     GuestRegisters g = general_registers(vcpu_.exit_regs());
@@ -29,7 +32,9 @@ class VcpuStepTarget : public StepTarget {
   uint64_t lstar() override { return vcpu_.msr(kMsrLstar); }
   uint64_t idt_base() override { return sregs().idt.base; }
   uint16_t idt_limit() override { return sregs().idt.limit; }
-  GuestDebugRegisters guest_debug() override { return guest_debug_registers(vcpu_); }
+  GuestDebugRegisters guest_debug() override {
+    return guest_ ? *guest_ : guest_debug_registers(vcpu_);
+  }
   bool interrupt_pending() override { return vcpu_.interrupt_pending(); }
 
   static GuestDebugRegisters guest_debug_registers(KvmVcpu& vcpu) {
@@ -47,6 +52,7 @@ class VcpuStepTarget : public StepTarget {
     return *sregs_;
   }
   KvmVcpu& vcpu_;
+  const GuestDebugRegisters* guest_;
   std::optional<kvm_sregs> sregs_;
 };
 
@@ -78,7 +84,8 @@ void Machine::Impl::update_stepping(Vcpu& v) {
     v.guest_debug = VcpuStepTarget::guest_debug_registers(*v.kvm);
   }
   const DebugConfig desired = v.kvm_stepper->desired(v.guest_debug);
-  if (desired == v.applied_debug && !std::exchange(v.debug_unknown, false)) return;
+  const bool unknown = std::exchange(v.debug_unknown, false);
+  if (desired == v.applied_debug && !unknown && !v.kvm_stepper->must_rearm()) return;
   const bool was_stepping = v.applied_debug.single_step;
   v.kvm->set_guest_debug(to_kvm(desired));
   v.applied_debug = desired;
@@ -142,7 +149,7 @@ void Machine::Impl::interrupt_window(Vcpu& v, bool raised) {
     v.holding_since_ns = now;
     if (!v.kvm->interrupt_pending() && now - v.last_window_ns < kForcedWindowNs) return;
   }
-  VcpuStepTarget target(*v.kvm);
+  VcpuStepTarget target(*v.kvm, &v.guest_debug);
   if (!v.kvm_stepper->open_interrupt_window(target)) {  // at the next chance
     if (raised)
       spdlog::debug("vCPU {}: an interrupt was raised at rip {:#x} CPL {}; its window waits",

@@ -636,7 +636,7 @@ TEST_F(TrapFlagStepTest, RegisterInstructionsAreSingleSteppedWithOneConfiguratio
   start_in_user(kUser);
   EXPECT_TRUE(applied_.single_step);
   EXPECT_TRUE(applied_.block_irq) << "no interrupt frame may see the TF";
-  EXPECT_TRUE(armed(kSysret) && armed(kIretSite)) << "the slots watch the kernel's returns";
+  EXPECT_EQ(applied_.ours, 0) << "it cannot leave user mode: no return site needs watching";
   const DebugConfig first = applied_;
   for (uint64_t next : {kUser + 3, kUser + 5, kUser + 6}) {
     at_user(next);
@@ -730,6 +730,30 @@ TEST_F(TrapFlagStepTest, AnExceptionInjectedByThePmuTakesTheVcpuIntoTheKernelWit
   debug_exit(our_bit(kIretSite));
   hit(kUser + 6);
   EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 3}));
+}
+
+// KVM sets TF when KVM_SET_GUEST_DEBUG asks for single-steps, and only then; a return (IRETQ,
+// SYSRETQ) or an interrupt takes it away. A register instruction single-stepped after anything
+// but another such step needs the configuration applied again even when it is the same one.
+TEST_F(TrapFlagStepTest, TheTrapFlagIsArmedAgainWhereAReturnTookItAway) {
+  user_code({0x48, 0x01, 0xd8, 0x48, 0x01, 0xd8, 0x90});  // add; add; nop
+  start_in_user(kUser);
+  EXPECT_TRUE(ctl_->must_rearm()) << "nothing has set TF yet";
+  at_user(kUser + 3);
+  debug_exit(kDr6SingleStep);
+  EXPECT_FALSE(ctl_->must_rearm()) << "the add kept the TF";
+  // An interrupt in a window, its handler returning through a frame with RF: the IRETQ is
+  // single-stepped (step_return) and leaves TF clear.
+  ASSERT_TRUE(ctl_->open_interrupt_window(vcpu_));
+  applied_ = ctl_->desired(vcpu_.guest);
+  at_kernel(kIretSite);
+  iret_frame(kUser + 3, 0x33, 0x10202);
+  debug_exit(our_bit(kIretSite));
+  ASSERT_TRUE(applied_.single_step);
+  at_user(kUser + 3, 0x10202);
+  debug_exit(kDr6SingleStep);  // the landing, before the add
+  EXPECT_TRUE(applied_.single_step);
+  EXPECT_TRUE(ctl_->must_rearm()) << "the IRETQ took the TF away";
 }
 
 }  // namespace

@@ -189,6 +189,16 @@ DebugConfig StepController::desired(const GuestDebugRegisters& guest) const {
     place_breakpoints(guest, std::span(ours.data(), n), config);
     return config;
   }
+  if (mode_ == Mode::kUser && plan_.stop == Plan::Stop::kTrapFlagStep) {
+    // The instruction cannot leave user mode (nothing of it can fault; interrupts are held): no
+    // return site needs watching, and no breakpoint of pmuvm's is armed. (Under QEMU's TCG, the
+    // nested KVM host, every armed breakpoint costs at each VM entry and exit: its code pages
+    // are retranslated.) The guest's own breakpoints keep their slots.
+    place_breakpoints(guest, {}, config);
+    config.single_step = true;
+    config.block_irq = true;
+    return config;
+  }
   const bool by_breakpoint = mode_ == Mode::kUser && plan_.stop == Plan::Stop::kBreakpoints;
   if (by_breakpoint)
     for (const Plan::Successor& s : plan_.successors) add(s.rip);
@@ -308,12 +318,14 @@ bool StepController::open_interrupt_window(StepTarget& at) {
 }
 
 void StepController::on_kick(StepTarget& at) {
+  trap_flag_live_ = false;  // (a kick leaves it; re-arming costs one ioctl and is always right)
   // In the kernel with interrupts held (a fault took it there): a kernel that waits for an
   // interrupt (HLT) must get it. Nothing retired: the pending instruction faulted.
   if (mode_ == Mode::kUser && left_user_mode(at)) enter_kernel(at);
 }
 
 void StepController::on_exception_injected() {
+  trap_flag_live_ = false;
   if (mode_ == Mode::kUser) {
     mode_ = Mode::kKernel;  // the return sites catch its return; nothing retired
     have_pre_ = false;
@@ -341,6 +353,10 @@ void StepController::mark_resume_flag(const GuestRegisters& at, StepOutcome& out
 
 StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const DebugConfig& applied) {
   StepOutcome out;
+  // Single-stepping a register instruction by TF: TF is still set after its trap.
+  const bool trap_flag_step = mode_ == Mode::kUser && plan_.stop == Plan::Stop::kTrapFlagStep &&
+                              !plan_.window && !plan_.step_return && applied.single_step;
+  trap_flag_live_ = false;
   const uint8_t cpl = at.cpl();
   const GuestRegisters now = at.registers();
   // Our breakpoints that fired: an execution breakpoint stops the vCPU at its address.
@@ -419,6 +435,7 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const De
           pre_ = now;
           if (applied.single_step) pre_.rflags = (pre_.rflags & ~kTrapFlag) | guest_tf;
           have_pre_ = true;
+          trap_flag_live_ = trap_flag_step && step_trap;
           plan_user_step();
         }
         break;
@@ -494,6 +511,7 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const De
 }
 
 void StepController::on_other_exit(StepTarget& at) {
+  trap_flag_live_ = false;
   switch (mode_) {
     case Mode::kOff:
       return;

@@ -153,6 +153,14 @@ class StepController {
   // The VMM injected an exception at the boundary the vCPU stopped at (LWP's #PF trap): the vCPU
   // enters the kernel's handler before the pending user instruction runs.
   void on_exception_injected();
+  // The next KVM_RUN single-steps a register instruction by TF, and the TF is not known to be
+  // set: KVM sets it only when KVM_SET_GUEST_DEBUG asks for single-steps, and a return or an
+  // interrupt since then took it away. The run loop applies the configuration again then, even
+  // when it did not change.
+  bool must_rearm() const {
+    return mode_ == Mode::kUser && plan_.stop == Plan::Stop::kTrapFlagStep && !plan_.window &&
+           !plan_.step_return && !trap_flag_live_;
+  }
   bool holds_interrupts() const {
     return mode_ == Mode::kUser && !plan_.window && plan_.stop != Plan::Stop::kSingleStep;
   }
@@ -191,6 +199,7 @@ class StepController {
       stats_);
     sites_stale_ = true;  // entries_ may be new
     pre_bytes_.size = 0;
+    trap_flag_live_ = false;  // a restored vCPU's TF is whatever its KVM makes of it
   }
 
  private:
@@ -265,6 +274,9 @@ class StepController {
   StepScope scope_ = StepScope::kNothing;
   GuestRegisters pre_;  // kUser / kKernelStep: the state before the next instruction
   bool have_pre_ = false;
+  // The last exit was the single-step trap after a register instruction stepped by TF: the TF
+  // that KVM set is still in RFLAGS (nothing such an instruction does clears it).
+  bool trap_flag_live_ = false;
   // kUser: pre_'s bytes as plan_user_step fetched them, for its retirement (size 0: fetch again).
   // What ran is what was there before it ran, so the second page walk is saved.
   CodeBytes pre_bytes_;
