@@ -301,8 +301,8 @@ struct Machine::Impl : MachineControl {
 
   int run();
   void write_report();
-  // --stats: exits and single steps of this process, instructions counted since the boot.
   void count_exit(Vcpu& v, uint32_t reason);  // --stats: exits by kind
+  // --stats: exits and single steps of this process, instructions counted since the boot.
   void print_stats();
 
   // ---- KVM exits (machine_exits.cc) -----------------------------------------------------------
