@@ -53,6 +53,7 @@ RawBytes<T> raw_bytes(T& value) {
 
 class StateWriter {
  public:
+  static constexpr bool kLoading = false;
   template <typename... T>
   void operator()(const T&... fields) {
     (put(fields), ...);
@@ -117,6 +118,10 @@ class StateWriter {
 
 class StateReader {
  public:
+  // archive() members check what they loaded against what they may hold (indices within their
+  // arrays, sizes as the profile gives them) under `if constexpr (Archive::kLoading)`: a crafted
+  // blob with a recomputed checksum is refused there, before any field is used.
+  static constexpr bool kLoading = true;
   explicit StateReader(std::span<const std::byte> in) : in_(in) {}
 
   template <typename... T>

@@ -8,8 +8,10 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include "pmu/retired_instruction.h"
+#include "pmu/state_archive.h"
 
 namespace pmu::branch {
 
@@ -33,6 +35,17 @@ class BranchPredictor {
   template <class Archive>
   void archive(Archive& a) {
     a(counters_, targets_, return_stack_, return_depth_, return_top_);
+    if constexpr (Archive::kLoading) {
+      // return_top_ indexes the next push: outside the stack it would write anywhere.
+      if (return_depth_ < 0 || return_depth_ > kReturnStackDepth || return_top_ < 0 ||
+          return_top_ >= kReturnStackDepth)
+        throw StateFormatError("branch predictor state: return stack depth " +
+                               std::to_string(return_depth_) + ", top " +
+                               std::to_string(return_top_) + " (16 entries)");
+      for (uint8_t c : counters_)
+        if (c > 3) throw StateFormatError("branch predictor state: a 2-bit counter holds " +
+                                          std::to_string(c));
+    }
   }
 
  private:

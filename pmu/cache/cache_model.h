@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "pmu/retired_instruction.h"
+#include "pmu/state_archive.h"
 
 namespace pmu::cache {
 
@@ -68,7 +69,18 @@ class CacheModel {
    public:
     template <class Archive>
     void archive(Archive& a) {
+      const uint32_t sets = sets_, ways = ways_;  // as the profile's geometry made them
       a(sets_, ways_, tags_, stamps_, clock_);
+      if constexpr (Archive::kLoading) {
+        // Lookups index tags_/stamps_ by (line % sets_) * ways_: a crafted blob must not move
+        // that index past the arrays, nor make sets_ 0.
+        const size_t entries = size_t{sets} * ways;
+        if (sets_ != sets || ways_ != ways || tags_.size() != entries || stamps_.size() != entries)
+          throw StateFormatError("cache level state: " + std::to_string(sets_) + " sets x " +
+                                 std::to_string(ways_) + " ways with " +
+                                 std::to_string(tags_.size()) + " entries, the profile has " +
+                                 std::to_string(sets) + " x " + std::to_string(ways));
+      }
     }
     SetAssociative(const LevelGeometry& g, uint32_t line_size);
     bool present() const { return sets_ != 0; }

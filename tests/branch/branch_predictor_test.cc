@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "pmu/state_archive.h"
+
 namespace pmu::branch {
 namespace {
 
@@ -70,6 +74,38 @@ TEST(BranchPredictorTest, ResetForgetsHistory) {
   p.resolve(BranchKind::kIndirectJump, false, 0x5000, 0x5002, 0x6000);
   p.reset();
   EXPECT_FALSE(p.resolve(BranchKind::kIndirectJump, false, 0x5000, 0x5002, 0x6000).predicted_correctly);
+}
+
+// A crafted snapshot must not place the return stack's next push (8 bytes) outside the stack, nor
+// load a 2-bit counter that holds more than 2 bits.
+TEST(BranchPredictorTest, LoadedStateIsCheckedBeforeUse) {
+  BranchPredictor p;
+  p.resolve(BranchKind::kCall, true, 0x1000, 0x1005, 0x2000);
+  pmu::StateWriter w;
+  p.archive(w);
+  const std::vector<std::byte> good = w.bytes();
+  {
+    BranchPredictor copy;
+    pmu::StateReader r(good);
+    copy.archive(r);
+  }
+  auto patched = [&](size_t offset_from_end, uint32_t value) {
+    std::vector<std::byte> b = good;
+    for (int i = 0; i < 4; ++i) b[b.size() - offset_from_end + i] = std::byte(value >> (8 * i));
+    return b;
+  };
+  // The blob ends with return_depth_ (int32) and return_top_ (int32).
+  for (const std::vector<std::byte>& bad :
+       {patched(4, 100000), patched(4, uint32_t(-1)), patched(8, 17), patched(8, uint32_t(-5))}) {
+    BranchPredictor target;
+    pmu::StateReader r(bad);
+    EXPECT_THROW(target.archive(r), pmu::StateFormatError);
+  }
+  std::vector<std::byte> counter = good;
+  counter[0] = std::byte{4};  // the first saturating counter
+  BranchPredictor target;
+  pmu::StateReader r(counter);
+  EXPECT_THROW(target.archive(r), pmu::StateFormatError);
 }
 
 }  // namespace

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
+#include "pmu/state_archive.h"
+
 namespace pmu::cache {
 namespace {
 
@@ -117,6 +122,37 @@ TEST(CacheGeometryTest, ValidationNamesTheProblem) {
   g = tiny();
   g.dram_latency_cycles = 10;
   EXPECT_EQ(validate(g), "cache latencies must not decrease from L1D to DRAM");
+}
+
+// A snapshot's cache section with a recomputed checksum is no proof of anything: each level's
+// loaded geometry must be the profile's, and its arrays must have sets x ways entries (a larger
+// `sets` would index past the tags; 0 would divide by zero).
+std::vector<std::byte> crafted_levels(uint32_t sets, uint32_t ways, size_t entries) {
+  pmu::StateWriter w;
+  for (int level = 0; level < 3; ++level)
+    w(sets, ways, std::vector<uint64_t>(entries, ~0ull), std::vector<uint64_t>(entries, 0),
+      uint64_t{0});
+  return w.take();
+}
+
+TEST(CacheModelTest, LoadedStateMustHaveTheProfilesGeometry) {
+  CacheModel c(tiny());
+  pmu::StateWriter good;
+  c.archive(good);
+  CacheModel copy(tiny());
+  pmu::StateReader r(good.bytes());
+  copy.archive(r);  // the model's own state loads
+  for (const auto& [sets, ways, entries] :
+       {std::tuple<uint32_t, uint32_t, size_t>{1u << 20, 2, 4},  // more sets than tags
+        {0, 2, 0},                                               // no sets: index % 0
+        {2, 2, 3},                                               // 3 tags for 2 x 2
+        {2, 4, 8}}) {                                            // ways not the profile's
+    const std::vector<std::byte> bytes = crafted_levels(sets, ways, entries);
+    pmu::StateReader reader(bytes);
+    CacheModel target(tiny());
+    EXPECT_THROW(target.archive(reader), pmu::StateFormatError)
+        << "sets " << sets << " ways " << ways << " entries " << entries;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "pmu/state_archive.h"
+
 namespace vmm {
 namespace {
 
@@ -49,6 +53,24 @@ TEST(CmosRtcTest, RamKeepsWritesAndTheIndexIgnoresTheNmiBit) {
   EXPECT_TRUE(rtc.owns(0x70));
   EXPECT_TRUE(rtc.owns(0x71));
   EXPECT_FALSE(rtc.owns(0x72));
+}
+
+// The index register selects one of 128 bytes: a crafted snapshot's index would read and write
+// past them.
+TEST(CmosRtcTest, LoadedIndexIsChecked) {
+  CmosRtc rtc([] { return std::time_t{0}; });
+  pmu::StateWriter w;
+  rtc.archive(w);
+  std::vector<std::byte> bytes = w.take();
+  {
+    CmosRtc copy([] { return std::time_t{0}; });
+    pmu::StateReader r(bytes);
+    copy.archive(r);
+  }
+  bytes.back() = std::byte{0x80};  // index_ is the last byte
+  CmosRtc target([] { return std::time_t{0}; });
+  pmu::StateReader r(bytes);
+  EXPECT_THROW(target.archive(r), pmu::StateFormatError);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "pmu/state_archive.h"
+
 #include <string>
 #include <vector>
 
@@ -307,6 +309,30 @@ TEST_F(SerialTest, WorksAtAnotherBase) {
   EXPECT_EQ(com2.read(0x2FF), 0x42);
   com2.write(0x2F8, 'q');
   EXPECT_EQ(out, "q");
+}
+
+// The receive FIFO's head and count from a crafted snapshot would place the next received byte
+// anywhere in the host's memory: they are checked when loaded.
+TEST_F(SerialTest, LoadedFifoIndicesAreChecked) {
+  pmu::StateWriter w;
+  uart_.archive(w);
+  const std::vector<std::byte> good = w.bytes();
+  {
+    Serial16550 copy([](char) {});
+    pmu::StateReader r(good);
+    copy.archive(r);
+  }
+  // The blob ends with rx_head_ (u32), rx_count_ (u32), rbr_ (u8).
+  auto patched = [&](size_t offset_from_end, uint32_t value) {
+    std::vector<std::byte> b = good;
+    for (int i = 0; i < 4; ++i) b[b.size() - offset_from_end + i] = std::byte(value >> (8 * i));
+    return b;
+  };
+  for (const std::vector<std::byte>& bad : {patched(9, 16), patched(9, 0x40000000), patched(5, 17)}) {
+    Serial16550 target([](char) {});
+    pmu::StateReader r(bad);
+    EXPECT_THROW(target.archive(r), pmu::StateFormatError);
+  }
 }
 
 }  // namespace

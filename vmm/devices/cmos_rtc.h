@@ -16,6 +16,9 @@
 #include <cstdint>
 #include <ctime>
 #include <functional>
+#include <string>
+
+#include "pmu/state_archive.h"
 
 namespace vmm {
 
@@ -34,6 +37,10 @@ class CmosRtc {
   template <class Archive>
   void archive(Archive& a) {
     a(ram_, index_);
+    if constexpr (Archive::kLoading) {
+      if (index_ >= ram_.size())  // the index port keeps 7 bits: a larger one is crafted
+        throw pmu::StateFormatError("CMOS state: index " + std::to_string(index_) + " (128 bytes)");
+    }
   }
 
  private:

@@ -38,7 +38,10 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <utility>
+
+#include "pmu/state_archive.h"
 
 namespace vmm {
 
@@ -71,6 +74,12 @@ class Serial16550 {
   void archive(Archive& a) {
     a(ier_, lcr_, mcr_, scr_, fcr_, dll_, dlm_, lsr_errors_, msr_delta_, thr_ipending_, irq_level_,
       rx_, rx_head_, rx_count_, rbr_);
+    if constexpr (Archive::kLoading) {
+      // The next received byte goes to rx_[(rx_head_ + rx_count_) % kFifoSize]: both in range.
+      if (rx_head_ >= kFifoSize || rx_count_ > kFifoSize)
+        throw pmu::StateFormatError("16550 state: receive FIFO head " + std::to_string(rx_head_) +
+                                    ", count " + std::to_string(rx_count_) + " (16 bytes)");
+    }
   }
 
  private:
