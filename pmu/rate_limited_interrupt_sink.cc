@@ -1,6 +1,8 @@
 #include "pmu/rate_limited_interrupt_sink.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace pmu {
 namespace {
@@ -9,7 +11,12 @@ constexpr uint64_t kWindowNs = 1'000'000'000;
 
 RateLimitedInterruptSink::RateLimitedInterruptSink(InterruptSink& inner, Clock& clock,
                                                    uint32_t max_per_second)
-    : inner_(inner), clock_(clock), limit_(max_per_second), history_(max_per_second, 0) {}
+    : inner_(inner), clock_(clock), limit_(max_per_second) {
+  if (max_per_second > kMaxLimit)
+    throw std::invalid_argument("interrupt rate limit " + std::to_string(max_per_second) +
+                                " is over " + std::to_string(kMaxLimit));
+  history_.assign(max_per_second, 0);
+}
 
 bool RateLimitedInterruptSink::take_slot() {
   if (limit_ == 0) return true;

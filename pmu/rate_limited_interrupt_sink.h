@@ -18,6 +18,11 @@ namespace pmu {
 
 class RateLimitedInterruptSink : public InterruptSink {
  public:
+  // The window keeps one time per allowed interrupt (8 bytes each, per vCPU): the limit a
+  // command line or a snapshot may ask for. No guest needs a million interrupts per second.
+  static constexpr uint32_t kMaxLimit = 1'000'000;
+
+  // `max_per_second` above kMaxLimit is a programming error (callers check their input).
   RateLimitedInterruptSink(InterruptSink& inner, Clock& clock, uint32_t max_per_second);
 
   void deliver_vector(uint8_t vector) override;

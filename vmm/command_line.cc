@@ -4,6 +4,7 @@
 #include <optional>
 #include <sstream>
 
+#include "pmu/rate_limited_interrupt_sink.h"
 #include "vmm/api/api_routes.h"
 
 namespace vmm {
@@ -150,7 +151,9 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
                       "At exit, print the LWP profile per task and event to FILE (- = stdout)");
   run_cmd->add_option("--lwp-trace", run.lwp_trace, "Write every stored LWP record to FILE as JSON lines");
   run_cmd->add_option("--max-interrupt-rate", run.max_interrupt_rate,
-                      "Most PMU interrupts per second per vCPU; more are held back (0 = no limit)")
+                      "Most PMU interrupts per second per vCPU; more are held back (0 = no limit, "
+                      "at most 1000000)")
+      ->check(CLI::Range(uint32_t{0}, pmu::RateLimitedInterruptSink::kMaxLimit))
       ->capture_default_str();
   run_cmd->add_option("--kvm-device", run.kvm_device,
                       "The KVM device to open (a VMM in a container may see it elsewhere)")

@@ -72,6 +72,12 @@ TEST(RequestBodyTest, ParseJsonBody) {
   EXPECT_EQ(std::get<std::string>(parse_json_body("{"))
                 .rfind("body is not valid JSON: parse error at line 1, column 2", 0),
             0u);
+  // No request nests; a crafted deep body is refused while it is parsed (before anything
+  // recurses through it).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(std::get<std::string>(parse_json_body(deep)), "body nests deeper than 16 levels");
+  const std::string ok = std::string(16, '[') + std::string(16, ']');
+  EXPECT_TRUE(std::holds_alternative<nlohmann::json>(parse_json_body(ok)));
 }
 
 }  // namespace

@@ -54,6 +54,8 @@ TEST(CommandLineTest, BadOptionValuesAreUsageErrors) {
            {"run", "--mem", "1", "--", "a"},
            {"run", "--backend", "magic", "--", "a"},
            {"run", "--log-level", "loud", "--", "a"},
+           {"run", "--max-interrupt-rate", "4000000000", "--", "a"},  // was std::bad_alloc, exit 3
+           {"run", "--max-interrupt-rate", "1000001", "--", "a"},
            {"run", "--bogus", "--", "a"},
            {"frobnicate"},
            {}}) {

@@ -435,9 +435,13 @@ int connect_unix(const std::string& path) {
   return fd;
 }
 
-// Garbage on the migration socket: the destination refuses it and ends with status 2.
+// Garbage on the migration socket: the destination refuses it and ends with status 2. The socket
+// is its owner's only (0600: whoever connects first hands the VM its whole state; it was 0755).
 TEST_F(MigrationTest, GarbageOnTheMigrationSocketIsRefused) {
   Hop destination = start_destination("garbage.dst");
+  struct stat st{};
+  ASSERT_EQ(lstat(destination.incoming.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << std::oct << (st.st_mode & 07777);
   const int fd = connect_unix(destination.incoming);
   ASSERT_GE(fd, 0);
   const std::string garbage = "GET / HTTP/1.1\r\nHost: pmuvm\r\n\r\n" + std::string(4096, 'x');

@@ -136,6 +136,15 @@ TEST(SnapshotDir, EveryDamageIsRefusedWithItsReason) {
                 .find("unknown stepper \"magic\""),
             std::string::npos);
   EXPECT_NE(edit_manifest("json", "{", "[").find("not a JSON object"), std::string::npos);
+  // Crafted manifests (issue 20): a profile nested 400 000 deep crashed the reader (SIGSEGV); a
+  // rate the command line refuses made every vCPU allocate gigabytes.
+  const std::string deep = std::string(400000, '[') + std::string(400000, ']');
+  EXPECT_NE(edit_manifest("deep", "\"profile\": {", "\"profile\": {\"deep\": " + deep + ",")
+                .find("nests deeper than"),
+            std::string::npos);
+  EXPECT_NE(edit_manifest("rate", "\"max_interrupt_rate\": 10000", "\"max_interrupt_rate\": 4000000000")
+                .find("max_interrupt_rate 4000000000 is over the limit of 1000000"),
+            std::string::npos);
 }
 
 }  // namespace

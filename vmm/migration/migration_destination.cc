@@ -31,7 +31,11 @@ int listen_at(const std::string& path) {
   }
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw MigrationError(std::string("socket: ") + std::strerror(errno));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1) != 0) {
+  // Whoever connects first hands this VMM a whole VM: the socket is its owner's only. The file is
+  // born with the socket inode's mode less the umask (as the API socket's, api_server.cc), and
+  // the chmod before listen makes sure of 0600 whatever the umask was.
+  if (::fchmod(fd, 0600) != 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::chmod(path.c_str(), 0600) != 0 || ::listen(fd, 1) != 0) {
     const std::string why = std::strerror(errno);
     ::close(fd);
     throw MigrationError("cannot listen at " + path + ": " + why);

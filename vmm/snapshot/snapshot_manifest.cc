@@ -2,6 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
+
+#include "pmu/rate_limited_interrupt_sink.h"
+#include "vmm/cpu/json_document.h"
 #include "vmm/cpu/profile_writer.h"
 #include "vmm/snapshot/state_sections.h"
 
@@ -32,7 +36,21 @@ std::string to_json_text(const SnapshotManifest& m) {
 }
 
 std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // The manifest embeds the profile (at most kMaxJsonDepth deep, as a profile file may be) two
+  // levels down. Deeper is crafted: it is refused while parsing, before anything recurses
+  // through it (a 400 000-deep array crashed the reader).
+  constexpr int kMaxDepth = static_cast<int>(kMaxJsonDepth) + 2;
+  struct TooDeep {};
+  const auto limit_depth = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxDepth) throw TooDeep{};
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text, limit_depth, /*allow_exceptions=*/false);
+  } catch (const TooDeep&) {
+    return "the manifest nests deeper than " + std::to_string(kMaxDepth) + " levels";
+  }
   if (j.is_discarded() || !j.is_object()) return std::string("the manifest is not a JSON object");
   if (j.value("format", std::string()) != kFormat)
     return std::string("not a pmuvm snapshot (format is not \"") + kFormat + "\")";
@@ -58,6 +76,9 @@ std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& te
       return "unknown stepper \"" + m.stepper + "\"";
     if (m.vcpus == 0 || m.vcpus > 64 || m.mem_mib == 0 || m.mem_mib > (1u << 20))
       return std::string("the machine's vCPU count or memory size is out of range");
+    if (m.max_interrupt_rate > pmu::RateLimitedInterruptSink::kMaxLimit)
+      return "the machine's max_interrupt_rate " + std::to_string(m.max_interrupt_rate) +
+             " is over the limit of " + std::to_string(pmu::RateLimitedInterruptSink::kMaxLimit);
     ProfileResult profile =
         parse_profile(j.at("cpu").at("profile").dump(), "the snapshot's CPU profile");
     if (!profile.ok()) return profile.error;
