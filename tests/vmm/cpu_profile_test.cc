@@ -537,5 +537,19 @@ TEST(Errors, UnreadableFileAndUnknownBuiltin) {
   EXPECT_THAT(builtin_profile("zen9").error, StartsWith("unknown CPU profile 'zen9' (shipped: "));
 }
 
+// A profile that came with a snapshot or a migration stream is data, not a pointer to the
+// destination's files: its baseline_of may name shipped profiles only. (A FIFO named there made
+// `restore` hang; /dev/zero would be read without end.)
+TEST(CpuProfile, EmbeddedProfilesNeverOpenFiles) {
+  const std::string crafted = R"({"name": "x", "description": "d", "baseline_of": ["amd-lwp", "/dev/zero"]})";
+  const ProfileResult r = parse_embedded_profile(crafted, "the snapshot's CPU profile");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error, HasSubstr("baseline_of[1]: a profile inside a snapshot or migration stream "
+                                 "names no files ('/dev/zero')"));
+  const ProfileResult named =
+      parse_embedded_profile(R"({"name": "x", "description": "d", "baseline_of": ["amd-lwp", "amd-lwp-lite"]})", "s");
+  EXPECT_TRUE(named.ok()) << named.error;
+}
+
 }  // namespace
 }  // namespace vmm

@@ -45,6 +45,12 @@ ProfileResult parse_profile(std::string_view text, std::string_view source_name,
   return detail::parse_in_context(text, source_name, {}, ctx);
 }
 
+ProfileResult parse_embedded_profile(std::string_view text, std::string_view source_name) {
+  const ProfileLookup lookup = builtin_lookup();
+  detail::ParseContext ctx{lookup, {}, /*files_allowed=*/false};
+  return detail::parse_in_context(text, source_name, {}, ctx);
+}
+
 ProfileResult load_profile_file(const std::string& path) {
   std::string why;
   const std::optional<std::string> text = detail::read_text_file(path, why);

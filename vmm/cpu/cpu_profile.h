@@ -128,6 +128,10 @@ ProfileLookup builtin_lookup();
 ProfileResult parse_profile(std::string_view text, std::string_view source_name,
                             const ProfileLookup& lookup = builtin_lookup());
 
+// Parses a profile that came with a snapshot or a migration stream: as parse_profile, but its
+// baseline_of may name shipped profiles only, never a file of this machine.
+ProfileResult parse_embedded_profile(std::string_view text, std::string_view source_name);
+
 // Reads and parses a profile file.
 ProfileResult load_profile_file(const std::string& path);
 

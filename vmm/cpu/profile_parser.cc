@@ -467,6 +467,9 @@ class ProfileParser {
     const bool is_path = ref.find('/') != std::string::npos ||
                          (ref.size() > 5 && ref.compare(ref.size() - 5, 5, ".json") == 0);
     ProfileResult result;
+    if (is_path && !ctx_.files_allowed)
+      r_.fail(path, path + ": a profile inside a snapshot or migration stream names no files ('" +
+                        ref + "')");
     if (is_path) {
       std::filesystem::path file(ref);
       if (file.is_relative()) file = std::filesystem::path(source_).parent_path() / file;

@@ -20,6 +20,7 @@ struct ParseFrame {
 struct ParseContext {
   const ProfileLookup& lookup;
   std::vector<ParseFrame> frames;
+  bool files_allowed = true;  // false: baseline_of may name shipped profiles only
 };
 
 // Parses `text`. `identity_keys` are the keys under which the caller found this text (its

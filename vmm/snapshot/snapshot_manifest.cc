@@ -80,7 +80,7 @@ std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& te
       return "the machine's max_interrupt_rate " + std::to_string(m.max_interrupt_rate) +
              " is over the limit of " + std::to_string(pmu::RateLimitedInterruptSink::kMaxLimit);
     ProfileResult profile =
-        parse_profile(j.at("cpu").at("profile").dump(), "the snapshot's CPU profile");
+        parse_embedded_profile(j.at("cpu").at("profile").dump(), "the snapshot's CPU profile");
     if (!profile.ok()) return profile.error;
     m.profile = std::move(*profile.profile);
     for (const nlohmann::json& e : j.at("cpu").at("cpuid")) {
