@@ -92,6 +92,37 @@ TEST(GuestLoaderTest, KernelBelowOneMegabyteIsRejected) {
   EXPECT_EQ(std::get<std::string>(r), "k.elf: segment at physical 0x8000 is below 1 MiB");
 }
 
+// A crafted kernel image (issue 20): a physical range that wraps, or ends past RAM although its
+// end rounded down fits, is refused before anything is allocated or written; so is a program
+// segment in the kernel's half of the address space (page rounding of its end would wrap).
+TEST(GuestLoaderTest, KernelSegmentsOutsideRamAreRejected) {
+  GuestRam ram(16 << 20);
+  // paddr + memsz wraps to 0x1000: the RAM check once passed and the BSS fill asked for 2^64 bytes.
+  auto wraps = load_guest(ram, elf({{0x100000, 0x1000, 0x10, PF_R | PF_X, 0xFFFFFFFFFFFFF000}}, 0x100000),
+                          "k.elf", {}, {});
+  ASSERT_TRUE(std::holds_alternative<std::string>(wraps));
+  EXPECT_EQ(std::get<std::string>(wraps),
+            "k.elf: segment at physical 0xfffffffffffff000 (0x1000 bytes) is not inside guest RAM "
+            "(0x100000-0x1000000)");
+  auto past = load_guest(ram, elf({{0x100000, 0x1000, 0x10, PF_R | PF_X, 0x1000000}}, 0x100000),
+                         "k.elf", {}, {});
+  ASSERT_TRUE(std::holds_alternative<std::string>(past));
+  EXPECT_EQ(std::get<std::string>(past),
+            "k.elf: segment at physical 0x1000000 (0x1000 bytes) is not inside guest RAM "
+            "(0x100000-0x1000000)");
+}
+
+TEST(GuestLoaderTest, ProgramSegmentsInTheKernelHalfAreRejected) {
+  GuestRam ram(16 << 20);
+  GuestProgram p{"/tmp/high.elf",
+                 elf({{0xFFFFFFFFFFFFF010, 0xFE0, 0x10, PF_R | PF_X}}, 0xFFFFFFFFFFFFF010), {}};
+  auto r = load_guest(ram, kernel(), "kernel", {p}, {});
+  ASSERT_TRUE(std::holds_alternative<std::string>(r));
+  EXPECT_EQ(std::get<std::string>(r),
+            "/tmp/high.elf: segment 0xfffffffffffff010-0xfffffffffffffff0 is not in user space "
+            "(below 0x800000000000)");
+}
+
 TEST(GuestLoaderTest, TooManyProgramsIsRejected) {
   GuestRam ram(64 << 20);
   std::vector<GuestProgram> many(PMUVM_MAX_PROGRAMS + 1, program());

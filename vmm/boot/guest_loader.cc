@@ -13,6 +13,8 @@ namespace {
 
 using namespace boot_math;
 
+constexpr uint64_t kUserSpaceEnd = 0x800000000000;  // 4-level paging's lower canonical half
+
 // Physical bytes a program needs: each segment's pages, plus its argument strings.
 uint64_t program_footprint(const GuestProgram& p) {
   uint64_t bytes = 0;
@@ -48,9 +50,15 @@ std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage&
                                                   const std::vector<GuestProgram>& programs,
                                                   const BootParameters& params) {
   // --- checks, before anything is written --------------------------------------------------
-  for (const ElfSegment& s : kernel.segments)
+  for (const ElfSegment& s : kernel.segments) {
     if (s.paddr < layout::kKernelMin)
       return kernel_name + ": segment at physical " + hex(s.paddr) + " is below 1 MiB";
+    // The kernel lies in RAM below the MMIO hole; checked as a range (paddr + memsz may wrap).
+    if (s.paddr > ram.low_size() || s.memsz > ram.low_size() - s.paddr)
+      return kernel_name + ": segment at physical " + hex(s.paddr) + " (" + hex(s.memsz) +
+             " bytes) is not inside guest RAM (" + hex(layout::kKernelMin) + "-" +
+             hex(ram.low_size()) + ")";
+  }
   if (programs.size() > PMUVM_MAX_PROGRAMS)
     return "too many programs: " + std::to_string(programs.size()) + " (at most " +
            std::to_string(PMUVM_MAX_PROGRAMS) + ")";
@@ -63,10 +71,15 @@ std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage&
     if (p.image.segments.size() > PMUVM_MAX_SEGMENTS)
       return p.path + ": " + std::to_string(p.image.segments.size()) +
              " loadable segments (at most " + std::to_string(PMUVM_MAX_SEGMENTS) + ")";
-    for (const ElfSegment& s : p.image.segments)
+    for (const ElfSegment& s : p.image.segments) {
+      // User space is the lower canonical half: page rounding of the end cannot wrap there.
+      if (s.vaddr + s.memsz > kUserSpaceEnd)
+        return p.path + ": segment " + hex(s.vaddr) + "-" + hex(s.vaddr + s.memsz) +
+               " is not in user space (below " + hex(kUserSpaceEnd) + ")";
       if (s.vaddr < kernel_high && kernel_low < s.vaddr + s.memsz)
         return p.path + ": segment " + hex(s.vaddr) + "-" + hex(s.vaddr + s.memsz) +
                " overlaps the kernel (" + hex(kernel_low) + "-" + hex(kernel_high) + ")";
+    }
   }
   const uint64_t needed_mib = minimum_ram_mib(kernel, programs);
   if (ram.size() < (needed_mib << 20))
@@ -74,11 +87,18 @@ std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage&
            " and " + std::to_string(programs.size()) + " program(s): need at least " +
            std::to_string(needed_mib) + " MiB";
 
+  // Every write is checked (the checks above should make them fit; a write that did not would
+  // otherwise leave the guest a silently incomplete image).
+  bool written = true;
+  auto put = [&](uint64_t gpa, std::span<const std::byte> bytes) {
+    written = ram.write(gpa, bytes) && written;
+  };
+
   // --- kernel ------------------------------------------------------------------------------
   for (const ElfSegment& s : kernel.segments) {
     std::vector<std::byte> zero(s.memsz - s.filesz);
-    ram.write(s.paddr, kernel.contents(s));
-    ram.write(s.paddr + s.filesz, zero);
+    put(s.paddr, kernel.contents(s));
+    put(s.paddr + s.filesz, zero);
   }
 
   // --- programs and boot information -------------------------------------------------------
@@ -102,8 +122,8 @@ std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage&
       const uint64_t first_page = page_down(s.vaddr);
       const uint64_t span = page_up(s.vaddr + s.memsz) - first_page;
       std::vector<std::byte> zero(span);
-      ram.write(next, zero);
-      ram.write(next + (s.vaddr - first_page), p.image.contents(s));
+      put(next, zero);
+      put(next + (s.vaddr - first_page), p.image.contents(s));
       out.segments[k] = pmuvm_segment{s.vaddr, next + (s.vaddr - first_page), s.memsz,
                                       (s.executable ? PMUVM_SEG_X : 0u) |
                                           (s.writable ? PMUVM_SEG_W : 0u) |
@@ -116,11 +136,14 @@ std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage&
     out.argc = static_cast<uint32_t>(1 + p.args.size());
     out.args_paddr = next;
     out.args_size = args.size();
-    ram.write(next, std::as_bytes(std::span(args.data(), args.size())));
+    put(next, std::as_bytes(std::span(args.data(), args.size())));
     next += page_up(args.size());
   }
   info.free_phys_start = next;
-  ram.write(PMUVM_BOOT_INFO_ADDR, std::as_bytes(std::span(&info, 1)));
+  put(PMUVM_BOOT_INFO_ADDR, std::as_bytes(std::span(&info, 1)));
+  if (!written)
+    return kernel_name + " and " + std::to_string(programs.size()) +
+           " program(s) do not fit in guest RAM below the MMIO hole";
   return LoadedGuest{kernel.entry, PMUVM_BOOT_INFO_ADDR, next};
 }
 
