@@ -27,6 +27,21 @@ ApiResponse MachineApi::info() {
   return ApiResponse{200, j};
 }
 
+std::optional<std::string> MachineApi::while_paused(
+    const std::function<std::optional<std::string>()>& work) {
+  // The pause pause_machine() took is given back however `work` ends: an exception (a snapshot
+  // whose manifest cannot be written, say) becomes the request's error, not a VM paused for good.
+  struct ResumeAtExit {
+    MachineControl& machine;
+    ~ResumeAtExit() { machine.resume(); }
+  } resume_at_exit{machine_};
+  try {
+    return work();
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+}
+
 bool MachineApi::pause_machine() {
   if (machine_.pause()) return true;
   machine_.resume();  // owed even when the run ended meanwhile (MigratableVm::pause)
@@ -59,10 +74,9 @@ ApiResponse MachineApi::snapshot(const std::string& destination_url) {
   // Nested inside a user's pause: the VM stays paused afterwards.
   if (!pause_machine()) return error_response(409, "the VM has ended");
   const auto start = std::chrono::steady_clock::now();
-  const std::optional<std::string> error = write_snapshot_dir(*dir, machine_);
+  const std::optional<std::string> error = while_paused([&] { return write_snapshot_dir(*dir, machine_); });
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  machine_.resume();
   if (error) return error_response(500, "snapshot failed: " + *error);
   spdlog::info("snapshot written to {} in {:.1f} ms", *dir, ms);
   return ApiResponse{200, {{"destination", *dir},
@@ -106,8 +120,12 @@ ApiResponse MachineApi::pmu() {
   adopt_progress_pause();
   if (gone_) return error_response(409, "the VM has ended");
   if (!pause_machine()) return error_response(409, "the VM has ended");
-  nlohmann::json j = machine_.pmu_state();
-  machine_.resume();
+  nlohmann::json j;
+  const std::optional<std::string> error = while_paused([&]() -> std::optional<std::string> {
+    j = machine_.pmu_state();
+    return std::nullopt;
+  });
+  if (error) return error_response(500, "vm.pmu failed: " + *error);
   return ApiResponse{200, j};
 }
 

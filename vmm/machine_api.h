@@ -4,7 +4,10 @@
 // vm.pmu, vm.shutdown. The HTTP side (vmm/api) has already checked every request.
 #pragma once
 
+#include <functional>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "vmm/api/vm_api.h"
 #include "vmm/machine_control.h"
@@ -30,6 +33,9 @@ class MachineApi : public api::VmApi {
   // Parks the machine's vCPUs (nested in a user's pause); false, with nothing left paused, when
   // the run ended meanwhile.
   bool pause_machine();
+  // Runs `work` (its error, or nullopt) inside a pause_machine() pause and resumes after it,
+  // whatever happens; an exception becomes the error.
+  std::optional<std::string> while_paused(const std::function<std::optional<std::string>()>& work);
   // A pause the machine took itself at a progress point (run --pause-on-output, ...) becomes
   // the user's: vm.info says paused, vm.resume ends it. Called first by every call.
   void adopt_progress_pause();
