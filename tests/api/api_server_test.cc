@@ -189,6 +189,24 @@ TEST_F(ApiServerTest, ChunkedBodyIs411) {
   EXPECT_TRUE(vm_.calls().empty());
 }
 
+// A PUT without Content-Length would be read until the client closes, without limit; a
+// compressed body would be inflated without limit (httplib decompresses gzip and brotli).
+TEST_F(ApiServerTest, PutWithoutContentLengthIs411) {
+  std::string reply = raw_exchange(socket_, "PUT /api/v1/vm.pause HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 411 "));
+  EXPECT_THAT(reply, HasSubstr("Content-Length: 0 for no body"));
+  EXPECT_TRUE(vm_.calls().empty());
+}
+
+TEST_F(ApiServerTest, CompressedBodyIs415) {
+  std::string reply = raw_exchange(socket_,
+                                   "PUT /api/v1/vm.pause HTTP/1.1\r\nHost: x\r\n"
+                                   "Content-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}");
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 415 "));
+  EXPECT_THAT(reply, HasSubstr("Content-Encoding is not accepted"));
+  EXPECT_TRUE(vm_.calls().empty());
+}
+
 TEST_F(ApiServerTest, VmExceptionIs500AndTheServerGoesOn) {
   vm_.respond = [](const std::string& name, const std::string&) -> ApiResponse {
     if (name == "vm.pause") throw std::runtime_error("vCPU 0 did not stop");

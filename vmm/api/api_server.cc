@@ -108,7 +108,8 @@ struct ApiServer::Impl {
 };
 
 // Runs before httplib reads a body: rejects what must not be read (unknown routes, wrong
-// methods, chunked bodies, which payload_max_length does not bound) without reading it.
+// methods, chunked, unsized or compressed bodies, which payload_max_length does not bound)
+// without reading it.
 HandlerResponse ApiServer::Impl::screen(const Request& req, Response& res) {
   const ApiRoute* route = find_route_by_path(req.path);
   if (!route) {
@@ -127,6 +128,17 @@ HandlerResponse ApiServer::Impl::screen(const Request& req, Response& res) {
     reply(res, error_response(411,
                               "send the body with a Content-Length (Transfer-Encoding is not "
                               "accepted)"));
+    return HandlerResponse::Handled;
+  }
+  // httplib reads a PUT without Content-Length until the client closes, without limit.
+  if (route->method == "PUT" && !req.has_header("Content-Length")) {
+    reply(res, error_response(411, "send a Content-Length (Content-Length: 0 for no body)"));
+    return HandlerResponse::Handled;
+  }
+  // httplib inflates gzip and brotli bodies after payload_max_length checked the compressed
+  // bytes: 64 KiB could become gigabytes. Requests are small JSON: no encoding is accepted.
+  if (req.has_header("Content-Encoding")) {
+    reply(res, error_response(415, "Content-Encoding is not accepted (send plain JSON)"));
     return HandlerResponse::Handled;
   }
   // httplib reads no body for a GET, so check_request_body never sees one: refuse it here.
