@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -145,6 +146,34 @@ TEST(SnapshotDir, EveryDamageIsRefusedWithItsReason) {
   EXPECT_NE(edit_manifest("rate", "\"max_interrupt_rate\": 10000", "\"max_interrupt_rate\": 4000000000")
                 .find("max_interrupt_rate 4000000000 is over the limit of 1000000"),
             std::string::npos);
+}
+
+// Files a snapshot directory holds are read only as regular files of the sizes the manifest
+// allows: a FIFO or a device in their place (a crafted directory) is refused, never read from.
+TEST(SnapshotDir, NonRegularFilesAreRefused) {
+  FakeVm vm;
+  const std::string good = temp_dir("snap-good-nonreg");
+  ASSERT_EQ(vmm::write_snapshot_dir(good, vm), std::nullopt);
+  for (const char* name : {"manifest.json", "state.bin", "memory.bin"}) {
+    const std::string dir = temp_dir(std::string("snap-dev-") + name);
+    fs::copy(good, dir);
+    fs::remove(dir + "/" + name);
+    fs::create_symlink("/dev/zero", dir + "/" + name);
+    EXPECT_NE(read_error(dir).find(std::string(name) + " is not a regular file"), std::string::npos)
+        << read_error(dir);
+  }
+}
+
+// The manifest, which makes the directory a snapshot, is the last file to appear, whole (written
+// beside it and renamed): a snapshot cut short leaves no manifest and reads as "not a snapshot".
+TEST(SnapshotDir, OnlyFinishedFilesAreLeft) {
+  FakeVm vm;
+  const std::string dir = temp_dir("snap-files");
+  ASSERT_EQ(vmm::write_snapshot_dir(dir, vm), std::nullopt);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"manifest.json", "memory.bin", "state.bin"}));
 }
 
 }  // namespace

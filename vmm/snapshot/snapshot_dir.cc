@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <utility>
+#include <variant>
+#include <vector>
 
 namespace vmm {
 namespace {
@@ -29,17 +32,75 @@ bool write_all(int fd, const std::byte* p, size_t n) {
   return true;
 }
 
-std::optional<std::string> write_file(const fs::path& path, const std::byte* p, size_t n,
-                                      bool sync) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+// A new file of the snapshot: never one that exists (O_EXCL), never through a symbolic link put
+// in its place after the directory was found empty (O_NOFOLLOW).
+int create_new(const fs::path& path) {
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+// Writes and fsyncs a new file.
+std::optional<std::string> write_file(const fs::path& path, const std::byte* p, size_t n) {
+  const int fd = create_new(path);
   if (fd < 0) return "cannot create " + path.string() + ": " + errno_text();
-  bool ok = write_all(fd, p, n);
+  bool ok = write_all(fd, p, n) && ::fsync(fd) == 0;
   const std::string why = ok ? "" : errno_text();
-  if (ok && sync) ok = ::fsync(fd) == 0;
   ::close(fd);
-  if (!ok) return "cannot write " + path.string() + ": " + (why.empty() ? errno_text() : why);
+  if (!ok) return "cannot write " + path.string() + ": " + why;
   return std::nullopt;
 }
+
+std::optional<std::string> sync_directory(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const bool ok = fd >= 0 && ::fsync(fd) == 0;
+  const std::string why = ok ? "" : errno_text();
+  if (fd >= 0) ::close(fd);
+  if (!ok) return "cannot sync " + dir.string() + ": " + why;
+  return std::nullopt;
+}
+
+// Opens a file of a snapshot for reading: it must be a regular file (a FIFO in its place is
+// opened without waiting for a writer, O_NONBLOCK, and refused; a device likewise), of at most
+// `limit` bytes. Returns the descriptor and its size, or the reason.
+std::variant<std::pair<int, uint64_t>, std::string> open_regular(const fs::path& path,
+                                                                 const std::string& name,
+                                                                 uint64_t limit) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return name + ": cannot read it (" + errno_text() + ")";
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return name + " is not a regular file";
+  }
+  if (static_cast<uint64_t>(st.st_size) > limit) {
+    ::close(fd);
+    return name + " is " + std::to_string(st.st_size) + " bytes (at most " +
+           std::to_string(limit) + ")";
+  }
+  return std::pair<int, uint64_t>(fd, static_cast<uint64_t>(st.st_size));
+}
+
+// Reads all of a regular file of at most `limit` bytes (open_regular).
+std::variant<std::vector<std::byte>, std::string> read_regular(const fs::path& path,
+                                                               const std::string& name,
+                                                               uint64_t limit) {
+  auto opened = open_regular(path, name, limit);
+  if (auto* error = std::get_if<std::string>(&opened)) return *error;
+  const auto [fd, size] = std::get<std::pair<int, uint64_t>>(opened);
+  std::vector<std::byte> bytes(size);
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, bytes.data() + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got != size) return name + ": cannot read it (it changed while read)";
+  return bytes;
+}
+
+constexpr uint64_t kMaxManifestBytes = 1 << 20;
+constexpr uint64_t kMaxStateBytes = 1ull << 30;
 
 }  // namespace
 
@@ -58,8 +119,7 @@ std::optional<std::string> write_snapshot_dir(const std::string& dir_name, Migra
   fs::create_directories(dir, ec);
   if (ec) return "cannot create snapshot directory " + dir_name + ": " + ec.message();
   auto fail = [&](std::string why) {
-    fs::remove(dir / "memory.bin", ec);
-    fs::remove(dir / "state.bin", ec);
+    for (const char* name : {"memory.bin", "state.bin", "manifest.json.new"}) fs::remove(dir / name, ec);
     return std::optional<std::string>(std::move(why));
   };
 
@@ -68,36 +128,42 @@ std::optional<std::string> write_snapshot_dir(const std::string& dir_name, Migra
   GuestRam& ram = vm.guest_ram();
   {
     const fs::path path = dir / "memory.bin";
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const int fd = create_new(path);
     if (fd < 0) return fail("cannot create " + path.string() + ": " + errno_text());
     bool ok = true;
     for (const GuestRam::Region& r : ram.regions()) {
       crc = crc32_of({r.host, r.size}, crc);
       ok = ok && write_all(fd, r.host, r.size);
     }
+    ok = ok && ::fsync(fd) == 0;
     const std::string why = ok ? "" : errno_text();
     ::close(fd);
     if (!ok) return fail("cannot write " + path.string() + ": " + why);
   }
   manifest.files["memory.bin"] = {ram.size(), crc};
   const std::vector<std::byte> state = vm.capture_state().serialize();
-  if (auto error = write_file(dir / "state.bin", state.data(), state.size(), false)) return fail(*error);
+  if (auto error = write_file(dir / "state.bin", state.data(), state.size())) return fail(*error);
   manifest.files["state.bin"] = {state.size(), crc32_of(state)};
+  // The manifest makes the directory a snapshot: it appears last and whole (written beside,
+  // synced, renamed, the directory synced), so a snapshot cut short is never read as one.
   const std::string text = to_json_text(manifest);
-  if (auto error = write_file(dir / "manifest.json", reinterpret_cast<const std::byte*>(text.data()),
-                              text.size(), false))
+  if (auto error = write_file(dir / "manifest.json.new",
+                              reinterpret_cast<const std::byte*>(text.data()), text.size()))
     return fail(*error);
+  if (::rename((dir / "manifest.json.new").c_str(), (dir / "manifest.json").c_str()) != 0)
+    return fail("cannot rename " + (dir / "manifest.json.new").string() + ": " + errno_text());
+  if (auto error = sync_directory(dir)) return error;
   return std::nullopt;
 }
 
 std::variant<SnapshotOnDisk, std::string> read_snapshot_dir(const std::string& dir_name) {
   const fs::path dir(dir_name);
-  std::ifstream manifest_file(dir / "manifest.json", std::ios::binary);
-  if (!manifest_file)
-    return dir_name + " is not a pmuvm snapshot: cannot read its manifest.json (" + errno_text() +
-           ")";
-  const std::string text((std::istreambuf_iterator<char>(manifest_file)),
-                         std::istreambuf_iterator<char>());
+  if (!fs::exists(fs::symlink_status(dir / "manifest.json")))
+    return dir_name + " is not a pmuvm snapshot: it has no manifest.json";
+  auto manifest_bytes = read_regular(dir / "manifest.json", dir_name + "/manifest.json", kMaxManifestBytes);
+  if (auto* error = std::get_if<std::string>(&manifest_bytes)) return *error;
+  const std::vector<std::byte>& raw = std::get<std::vector<std::byte>>(manifest_bytes);
+  const std::string text(reinterpret_cast<const char*>(raw.data()), raw.size());
   auto parsed = parse_manifest(text);
   if (auto* error = std::get_if<std::string>(&parsed)) return dir_name + "/manifest.json: " + *error;
   SnapshotOnDisk out;
@@ -109,11 +175,9 @@ std::variant<SnapshotOnDisk, std::string> read_snapshot_dir(const std::string& d
   if (memory.bytes != out.manifest.mem_mib << 20)
     return dir_name + "/manifest.json: memory.bin size does not match the machine's memory";
 
-  std::ifstream state_file(dir / "state.bin", std::ios::binary);
-  if (!state_file) return dir_name + "/state.bin: cannot read it (" + errno_text() + ")";
-  std::vector<char> chars((std::istreambuf_iterator<char>(state_file)),
-                          std::istreambuf_iterator<char>());
-  std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(chars.data()), chars.size());
+  auto state_bytes = read_regular(dir / "state.bin", dir_name + "/state.bin", kMaxStateBytes);
+  if (auto* error = std::get_if<std::string>(&state_bytes)) return *error;
+  std::span<const std::byte> bytes(std::get<std::vector<std::byte>>(state_bytes));
   const SnapshotManifest::File state = out.manifest.files.at("state.bin");
   if (bytes.size() != state.bytes)
     return dir_name + "/state.bin is " + std::to_string(bytes.size()) + " bytes, the manifest says " +
@@ -124,18 +188,20 @@ std::variant<SnapshotOnDisk, std::string> read_snapshot_dir(const std::string& d
   out.state = std::move(std::get<StateSections>(sections));
 
   out.memory_path = (dir / "memory.bin").string();
-  struct stat st{};
-  if (::stat(out.memory_path.c_str(), &st) != 0)
-    return dir_name + "/memory.bin: cannot read it (" + errno_text() + ")";
-  if (static_cast<uint64_t>(st.st_size) != memory.bytes)
-    return dir_name + "/memory.bin is " + std::to_string(st.st_size) + " bytes, the manifest says " +
+  auto opened = open_regular(out.memory_path, dir_name + "/memory.bin", UINT64_MAX);
+  if (auto* error = std::get_if<std::string>(&opened)) return *error;
+  const auto [memory_fd, memory_size] = std::get<std::pair<int, uint64_t>>(opened);
+  ::close(memory_fd);
+  if (memory_size != memory.bytes)
+    return dir_name + "/memory.bin is " + std::to_string(memory_size) + " bytes, the manifest says " +
            std::to_string(memory.bytes) + " (truncated or replaced)";
   return out;
 }
 
 std::optional<std::string> load_snapshot_memory(const SnapshotOnDisk& snapshot, GuestRam& ram) {
-  const int fd = ::open(snapshot.memory_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return snapshot.memory_path + ": " + errno_text();
+  auto opened = open_regular(snapshot.memory_path, snapshot.memory_path, UINT64_MAX);
+  if (auto* error = std::get_if<std::string>(&opened)) return *error;
+  const int fd = std::get<std::pair<int, uint64_t>>(opened).first;
   uint32_t crc = 0;
   for (const GuestRam::Region& r : ram.regions()) {
     std::byte* p = r.host;
