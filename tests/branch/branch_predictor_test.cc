@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pmu/state_archive.h"
+#include "tests/support/state_blob.h"
 
 namespace pmu::branch {
 namespace {
@@ -90,9 +91,7 @@ TEST(BranchPredictorTest, LoadedStateIsCheckedBeforeUse) {
     copy.archive(r);
   }
   auto patched = [&](size_t offset_from_end, uint32_t value) {
-    std::vector<std::byte> b = good;
-    for (int i = 0; i < 4; ++i) b[b.size() - offset_from_end + i] = std::byte(value >> (8 * i));
-    return b;
+    return pmu::testing::with_u32_from_end(good, offset_from_end, value);
   };
   // The blob ends with return_depth_ (int32) and return_top_ (int32).
   for (const std::vector<std::byte>& bad :

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "pmu/state_archive.h"
+#include "tests/support/state_blob.h"
 
 #include <string>
 #include <vector>
@@ -324,9 +325,7 @@ TEST_F(SerialTest, LoadedFifoIndicesAreChecked) {
   }
   // The blob ends with rx_head_ (u32), rx_count_ (u32), rbr_ (u8).
   auto patched = [&](size_t offset_from_end, uint32_t value) {
-    std::vector<std::byte> b = good;
-    for (int i = 0; i < 4; ++i) b[b.size() - offset_from_end + i] = std::byte(value >> (8 * i));
-    return b;
+    return pmu::testing::with_u32_from_end(good, offset_from_end, value);
   };
   for (const std::vector<std::byte>& bad : {patched(9, 16), patched(9, 0x40000000), patched(5, 17)}) {
     Serial16550 target([](char) {});

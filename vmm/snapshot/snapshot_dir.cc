@@ -158,8 +158,9 @@ std::optional<std::string> write_snapshot_dir(const std::string& dir_name, Migra
 
 std::variant<SnapshotOnDisk, std::string> read_snapshot_dir(const std::string& dir_name) {
   const fs::path dir(dir_name);
-  if (!fs::exists(fs::symlink_status(dir / "manifest.json")))
-    return dir_name + " is not a pmuvm snapshot: it has no manifest.json";
+  if (::access((dir / "manifest.json").c_str(), R_OK) != 0)
+    return dir_name + " is not a pmuvm snapshot: cannot read its manifest.json (" + errno_text() +
+           ")";
   auto manifest_bytes = read_regular(dir / "manifest.json", dir_name + "/manifest.json", kMaxManifestBytes);
   if (auto* error = std::get_if<std::string>(&manifest_bytes)) return *error;
   const std::vector<std::byte>& raw = std::get<std::vector<std::byte>>(manifest_bytes);
