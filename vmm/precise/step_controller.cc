@@ -175,8 +175,12 @@ DebugConfig StepController::desired(const GuestDebugRegisters& guest) const {
   auto add = [&](uint64_t rip) {
     if (n < ours.size()) ours[n++] = rip;
   };
-  if (mode_ == Mode::kUser && plan_.step_return) {
-    // Only the guest's own breakpoints; the return single-stepped, interrupts held.
+  if ((mode_ == Mode::kUser && plan_.step_return) || trap_flag_stepping()) {
+    // Single-stepped with interrupts held and only the guest's own breakpoints: a return being
+    // stepped (Plan::step_return), or a register instruction, which cannot leave user mode
+    // (nothing of it can fault), so no return site needs watching. (Under QEMU's TCG, the nested
+    // KVM host, every armed breakpoint costs at each VM entry and exit: its code pages are
+    // retranslated.)
     place_breakpoints(guest, {}, config);
     config.single_step = true;
     config.block_irq = true;
@@ -187,16 +191,6 @@ DebugConfig StepController::desired(const GuestDebugRegisters& guest) const {
     add(pre_.rip);
     for (uint64_t site : sites) add(site);
     place_breakpoints(guest, std::span(ours.data(), n), config);
-    return config;
-  }
-  if (mode_ == Mode::kUser && plan_.stop == Plan::Stop::kTrapFlagStep) {
-    // The instruction cannot leave user mode (nothing of it can fault; interrupts are held): no
-    // return site needs watching, and no breakpoint of pmuvm's is armed. (Under QEMU's TCG, the
-    // nested KVM host, every armed breakpoint costs at each VM entry and exit: its code pages
-    // are retranslated.) The guest's own breakpoints keep their slots.
-    place_breakpoints(guest, {}, config);
-    config.single_step = true;
-    config.block_irq = true;
     return config;
   }
   const bool by_breakpoint = mode_ == Mode::kUser && plan_.stop == Plan::Stop::kBreakpoints;
@@ -354,8 +348,7 @@ void StepController::mark_resume_flag(const GuestRegisters& at, StepOutcome& out
 StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const DebugConfig& applied) {
   StepOutcome out;
   // Single-stepping a register instruction by TF: TF is still set after its trap.
-  const bool trap_flag_step = mode_ == Mode::kUser && plan_.stop == Plan::Stop::kTrapFlagStep &&
-                              !plan_.window && !plan_.step_return && applied.single_step;
+  const bool trap_flag_step = trap_flag_stepping() && applied.single_step;
   trap_flag_live_ = false;
   const uint8_t cpl = at.cpl();
   const GuestRegisters now = at.registers();

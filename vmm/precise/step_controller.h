@@ -157,10 +157,7 @@ class StepController {
   // set: KVM sets it only when KVM_SET_GUEST_DEBUG asks for single-steps, and a return or an
   // interrupt since then took it away. The run loop applies the configuration again then, even
   // when it did not change.
-  bool must_rearm() const {
-    return mode_ == Mode::kUser && plan_.stop == Plan::Stop::kTrapFlagStep && !plan_.window &&
-           !plan_.step_return && !trap_flag_live_;
-  }
+  bool must_rearm() const { return trap_flag_stepping() && !trap_flag_live_; }
   bool holds_interrupts() const {
     return mode_ == Mode::kUser && !plan_.window && plan_.stop != Plan::Stop::kSingleStep;
   }
@@ -277,6 +274,12 @@ class StepController {
   // The last exit was the single-step trap after a register instruction stepped by TF: the TF
   // that KVM set is still in RFLAGS (nothing such an instruction does clears it).
   bool trap_flag_live_ = false;
+  // The next KVM_RUN single-steps pre_, a register instruction, by TF (no window before it, no
+  // return being stepped): the state desired(), must_rearm() and on_debug_exit() test.
+  bool trap_flag_stepping() const {
+    return mode_ == Mode::kUser && plan_.stop == Plan::Stop::kTrapFlagStep && !plan_.window &&
+           !plan_.step_return;
+  }
   // kUser: pre_'s bytes as plan_user_step fetched them, for its retirement (size 0: fetch again).
   // What ran is what was there before it ran, so the second page walk is saved.
   CodeBytes pre_bytes_;
