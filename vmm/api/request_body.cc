@@ -1,5 +1,7 @@
 #include "vmm/api/request_body.h"
 
+#include "vmm/json_nesting_limit.h"
+
 namespace vmm::api {
 namespace {
 
@@ -26,18 +28,12 @@ std::variant<RequestBody, std::string> check_destination_url(const ApiRoute& rou
 }  // namespace
 
 std::variant<nlohmann::json, std::string> parse_json_body(std::string_view text) {
-  // Bodies are flat objects; deeper nesting is refused as it is read (nothing recurses through a
-  // crafted 100 000-deep body afterwards).
-  constexpr int kMaxDepth = 16;
-  struct TooDeep {};
-  const auto limit_depth = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth >= kMaxDepth) throw TooDeep{};
-    return true;
-  };
+  // Bodies are flat objects; deeper nesting is refused as it is read.
+  constexpr size_t kMaxLevels = 16;
   try {
-    return nlohmann::json::parse(text, limit_depth);
-  } catch (const TooDeep&) {
-    return "body nests deeper than " + std::to_string(kMaxDepth) + " levels";
+    return nlohmann::json::parse(text, json_nesting_limit(kMaxLevels));
+  } catch (const JsonTooDeep&) {
+    return "body nests deeper than " + std::to_string(kMaxLevels) + " levels";
   } catch (const nlohmann::json::parse_error& e) {
     // nlohmann's what() starts with "[json.exception.parse_error.101] "; the rest is the reason.
     std::string_view what = e.what();

@@ -7,6 +7,7 @@
 #include "pmu/rate_limited_interrupt_sink.h"
 #include "vmm/cpu/json_document.h"
 #include "vmm/cpu/profile_writer.h"
+#include "vmm/json_nesting_limit.h"
 #include "vmm/snapshot/state_sections.h"
 
 namespace vmm {
@@ -36,20 +37,14 @@ std::string to_json_text(const SnapshotManifest& m) {
 }
 
 std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& text) {
-  // The manifest embeds the profile (at most kMaxJsonDepth deep, as a profile file may be) two
-  // levels down. Deeper is crafted: it is refused while parsing, before anything recurses
-  // through it (a 400 000-deep array crashed the reader).
-  constexpr int kMaxDepth = static_cast<int>(kMaxJsonDepth) + 2;
-  struct TooDeep {};
-  const auto limit_depth = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth > kMaxDepth) throw TooDeep{};
-    return true;
-  };
+  // The manifest embeds the profile (as deep as a profile file may be, kMaxJsonDepth) two
+  // levels down. Deeper is crafted: it is refused while parsing.
+  constexpr size_t kMaxLevels = kMaxJsonDepth + 3;
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text, limit_depth, /*allow_exceptions=*/false);
-  } catch (const TooDeep&) {
-    return "the manifest nests deeper than " + std::to_string(kMaxDepth) + " levels";
+    j = nlohmann::json::parse(text, json_nesting_limit(kMaxLevels), /*allow_exceptions=*/false);
+  } catch (const JsonTooDeep&) {
+    return "the manifest nests deeper than " + std::to_string(kMaxLevels) + " levels";
   }
   if (j.is_discarded() || !j.is_object()) return std::string("the manifest is not a JSON object");
   if (j.value("format", std::string()) != kFormat)
