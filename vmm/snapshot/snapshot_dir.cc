@@ -58,12 +58,14 @@ std::optional<std::string> sync_directory(const fs::path& dir) {
 
 // Opens a file of a snapshot for reading: it must be a regular file (a FIFO in its place is
 // opened without waiting for a writer, O_NONBLOCK, and refused; a device likewise), of at most
-// `limit` bytes. Returns the descriptor and its size, or the reason.
+// `limit` bytes. Returns the descriptor and its size, or the reason (`cannot_open` and errno
+// when there is no file to open).
 std::variant<std::pair<int, uint64_t>, std::string> open_regular(const fs::path& path,
                                                                  const std::string& name,
-                                                                 uint64_t limit) {
+                                                                 uint64_t limit,
+                                                                 const std::string& cannot_open) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return name + ": cannot read it (" + errno_text() + ")";
+  if (fd < 0) return cannot_open + " (" + errno_text() + ")";
   struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -80,8 +82,9 @@ std::variant<std::pair<int, uint64_t>, std::string> open_regular(const fs::path&
 // Reads all of a regular file of at most `limit` bytes (open_regular).
 std::variant<std::vector<std::byte>, std::string> read_regular(const fs::path& path,
                                                                const std::string& name,
-                                                               uint64_t limit) {
-  auto opened = open_regular(path, name, limit);
+                                                               uint64_t limit,
+                                                               const std::string& cannot_open) {
+  auto opened = open_regular(path, name, limit, cannot_open);
   if (auto* error = std::get_if<std::string>(&opened)) return *error;
   const auto [fd, size] = std::get<std::pair<int, uint64_t>>(opened);
   std::vector<std::byte> bytes(size);
@@ -156,10 +159,9 @@ std::optional<std::string> write_snapshot_dir(const std::string& dir_name, Migra
 
 std::variant<SnapshotOnDisk, std::string> read_snapshot_dir(const std::string& dir_name) {
   const fs::path dir(dir_name);
-  if (::access((dir / "manifest.json").c_str(), R_OK) != 0)
-    return dir_name + " is not a pmuvm snapshot: cannot read its manifest.json (" + errno_text() +
-           ")";
-  auto manifest_bytes = read_regular(dir / "manifest.json", dir_name + "/manifest.json", kMaxManifestBytes);
+  auto manifest_bytes =
+      read_regular(dir / "manifest.json", dir_name + "/manifest.json", kMaxManifestBytes,
+                   dir_name + " is not a pmuvm snapshot: cannot read its manifest.json");
   if (auto* error = std::get_if<std::string>(&manifest_bytes)) return *error;
   const std::vector<std::byte>& raw = std::get<std::vector<std::byte>>(manifest_bytes);
   const std::string text(reinterpret_cast<const char*>(raw.data()), raw.size());
@@ -174,7 +176,8 @@ std::variant<SnapshotOnDisk, std::string> read_snapshot_dir(const std::string& d
   if (memory.bytes != out.manifest.mem_mib << 20)
     return dir_name + "/manifest.json: memory.bin size does not match the machine's memory";
 
-  auto state_bytes = read_regular(dir / "state.bin", dir_name + "/state.bin", kMaxStateBytes);
+  auto state_bytes = read_regular(dir / "state.bin", dir_name + "/state.bin", kMaxStateBytes,
+                                  dir_name + "/state.bin: cannot read it");
   if (auto* error = std::get_if<std::string>(&state_bytes)) return *error;
   std::span<const std::byte> bytes(std::get<std::vector<std::byte>>(state_bytes));
   const SnapshotManifest::File state = out.manifest.files.at("state.bin");
@@ -187,7 +190,8 @@ std::variant<SnapshotOnDisk, std::string> read_snapshot_dir(const std::string& d
   out.state = std::move(std::get<StateSections>(sections));
 
   out.memory_path = (dir / "memory.bin").string();
-  auto opened = open_regular(out.memory_path, dir_name + "/memory.bin", UINT64_MAX);
+  auto opened = open_regular(out.memory_path, dir_name + "/memory.bin", UINT64_MAX,
+                             dir_name + "/memory.bin: cannot read it");
   if (auto* error = std::get_if<std::string>(&opened)) return *error;
   const auto [memory_fd, memory_size] = std::get<std::pair<int, uint64_t>>(opened);
   ::close(memory_fd);
@@ -198,7 +202,8 @@ std::variant<SnapshotOnDisk, std::string> read_snapshot_dir(const std::string& d
 }
 
 std::optional<std::string> load_snapshot_memory(const SnapshotOnDisk& snapshot, GuestRam& ram) {
-  auto opened = open_regular(snapshot.memory_path, snapshot.memory_path, UINT64_MAX);
+  auto opened = open_regular(snapshot.memory_path, snapshot.memory_path, UINT64_MAX,
+                             snapshot.memory_path + ": cannot read it");
   if (auto* error = std::get_if<std::string>(&opened)) return *error;
   const int fd = std::get<std::pair<int, uint64_t>>(opened).first;
   uint32_t crc = 0;
