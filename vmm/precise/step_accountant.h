@@ -29,6 +29,11 @@ class StepAccountant {
   std::optional<pmu::RetiredInstruction> account(const GuestRegisters& before,
                                                  std::span<const uint8_t> bytes, uint8_t cpl,
                                                  uint64_t next_rip);
+  // The same for an instruction already decoded from before's registers (the KVM stepper decodes
+  // the pending instruction once, to plan its successor; decoding is most of a step's VMM work).
+  std::optional<pmu::RetiredInstruction> account(const GuestRegisters& before,
+                                                 const DecodedInstruction& decoded, uint8_t cpl,
+                                                 uint64_t next_rip);
 
   uint64_t undecodable() const { return undecodable_; }
   const InstructionDecoder& decoder() const { return decoder_; }

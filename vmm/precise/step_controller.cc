@@ -51,7 +51,7 @@ void StepController::set_scope(StepScope scope, StepTarget& at) {
   if (scope == StepScope::kNothing) {
     mode_ = Mode::kOff;
     have_pre_ = false;
-    plan_ = Plan{};
+    reset_plan();
     return;
   }
   refresh_entry_points(at);
@@ -69,7 +69,7 @@ void StepController::set_scope(StepScope scope, StepTarget& at) {
     // the counter) is not counted; the first step report gives the first pre-state.
     mode_ = Mode::kKernelStep;
     have_pre_ = false;
-    plan_ = Plan{};
+    reset_plan();
   } else {
     enter_kernel(at);
   }
@@ -92,7 +92,7 @@ void StepController::enter_user(const GuestRegisters& at, StepOutcome& out) {
 void StepController::enter_kernel(StepTarget&) {
   mode_ = scope_ == StepScope::kNothing ? Mode::kOff : Mode::kKernel;
   have_pre_ = false;
-  plan_ = Plan{};
+  reset_plan();
 }
 
 std::optional<DecodedInstruction> StepController::decode(const GuestRegisters& at, uint8_t cpl) {
@@ -104,11 +104,11 @@ std::optional<DecodedInstruction> StepController::decode(const GuestRegisters& a
 }
 
 void StepController::plan_user_step() {
-  plan_ = Plan{};
+  reset_plan();
   user_memory_.set_cr3(pre_.cr3);
   pre_bytes_ = fetch(user_memory_, pre_.rip);
-  const std::optional<DecodedInstruction> d =
-      pre_bytes_.size ? decoder_.decode(pre_bytes_.span(), pre_) : std::nullopt;
+  pre_decoded_ = pre_bytes_.size ? decoder_.decode(pre_bytes_.span(), pre_) : std::nullopt;
+  const std::optional<DecodedInstruction>& d = pre_decoded_;
   // Unreadable or undecodable code faults (#PF on the fetch, #UD): no successor; the kernel's
   // return is caught at the return sites.
   if (!d) return;
@@ -152,6 +152,13 @@ void StepController::plan_user_step() {
   if (d->completed_by_kvm && (pre_.rflags & kTrapFlag))
     if (const std::optional<uint64_t> handler = entries_.debug_handler())
       plan_.successors.push_back({*handler, true});
+}
+
+void StepController::reset_plan() {
+  std::vector<Plan::Successor> successors = std::move(plan_.successors);
+  successors.clear();  // keeps its buffer: a plan is made at every step
+  plan_ = Plan{};
+  plan_.successors = std::move(successors);
 }
 
 const std::vector<uint64_t>& StepController::return_sites() const {
@@ -231,11 +238,16 @@ void StepController::retire(const GuestRegisters& before, uint64_t next_rip, uin
   // The pending user instruction's bytes were read when it was planned (what ran is what was
   // there then); anything else is read now.
   const bool planned = cpl == 3 && &before == &pre_ && pre_bytes_.size != 0;
-  const CodeBytes bytes = planned ? pre_bytes_ : fetch(memory, before.rip);
-  if (bytes.size == 0) return;
   StepAccountant& accountant = cpl == 3 ? user_accountant_ : kernel_accountant_;
-  if (std::optional<pmu::RetiredInstruction> r = accountant.account(before, bytes.span(), cpl, next_rip))
-    out.retired.push_back(*r);
+  std::optional<pmu::RetiredInstruction> r;
+  if (planned && pre_decoded_) {
+    r = accountant.account(before, *pre_decoded_, cpl, next_rip);
+  } else {
+    const CodeBytes bytes = planned ? pre_bytes_ : fetch(memory, before.rip);
+    if (bytes.size == 0) return;
+    r = accountant.account(before, bytes.span(), cpl, next_rip);
+  }
+  if (r) out.retired.push_back(*r);
 }
 
 void StepController::at_return_site(StepTarget& at, const ReturnSite& site, StepOutcome& out) {
@@ -323,7 +335,7 @@ void StepController::on_exception_injected() {
   if (mode_ == Mode::kUser) {
     mode_ = Mode::kKernel;  // the return sites catch its return; nothing retired
     have_pre_ = false;
-    plan_ = Plan{};
+    reset_plan();
   }
 }
 

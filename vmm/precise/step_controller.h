@@ -67,6 +67,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 #include "pmu/cache/cache_model.h"
@@ -106,9 +107,30 @@ struct CodeBytes {
 // What counts on the vCPU now (from the PMU models).
 enum class StepScope : uint8_t { kNothing, kUserCode, kEveryCpl };
 
+// The instructions one exit retired, in retirement order: at most two (a stepped kernel's
+// return instruction, then nothing else; or one user instruction). Held inline: an exit is a
+// step, and an allocation per step showed in the nested host's profile.
+class RetiredInstructions {
+ public:
+  static constexpr size_t kCapacity = 2;
+  void push_back(const pmu::RetiredInstruction& r) {
+    if (size_ == kCapacity) throw std::logic_error("more than two instructions retired at one exit");
+    items_[size_++] = r;
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const pmu::RetiredInstruction& operator[](size_t i) const { return items_[i]; }
+  const pmu::RetiredInstruction* begin() const { return items_.data(); }
+  const pmu::RetiredInstruction* end() const { return items_.data() + size_; }
+
+ private:
+  std::array<pmu::RetiredInstruction, kCapacity> items_{};
+  size_t size_ = 0;
+};
+
 // What the run loop does after an exit.
 struct StepOutcome {
-  std::vector<pmu::RetiredInstruction> retired;  // in retirement order, to the PMU models
+  RetiredInstructions retired;            // to the PMU models
   std::optional<uint64_t> deliver_debug;  // a #DB for the guest, with these DR6 bits
   bool resume_flag = false;               // set RFLAGS.RF: a breakpoint of ours is at RIP
   bool entered_user = false;              // about to return to user mode (LWP's deferred load)
@@ -196,6 +218,7 @@ class StepController {
       stats_);
     sites_stale_ = true;  // entries_ may be new
     pre_bytes_.size = 0;
+    pre_decoded_.reset();
     trap_flag_live_ = false;  // a restored vCPU's TF is whatever its KVM makes of it
   }
 
@@ -238,6 +261,7 @@ class StepController {
   void enter_user(const GuestRegisters& at, StepOutcome& out);
   void enter_kernel(StepTarget& at);
   void plan_user_step();
+  void reset_plan();  // Plan{}, keeping the successors' buffer
   // Stopped at return site `site`: where does it go?
   void at_return_site(StepTarget& at, const ReturnSite& site, StepOutcome& out);
   void retire(const GuestRegisters& before, uint64_t next_rip, uint8_t cpl, StepOutcome& out);
@@ -280,9 +304,11 @@ class StepController {
     return mode_ == Mode::kUser && plan_.stop == Plan::Stop::kTrapFlagStep && !plan_.window &&
            !plan_.step_return;
   }
-  // kUser: pre_'s bytes as plan_user_step fetched them, for its retirement (size 0: fetch again).
-  // What ran is what was there before it ran, so the second page walk is saved.
+  // kUser: pre_'s bytes as plan_user_step fetched them, and what they decoded to from pre_'s
+  // registers, for its retirement (size 0: fetch again). What ran is what was there before it
+  // ran, so the second page walk and the second decode are saved.
   CodeBytes pre_bytes_;
+  std::optional<DecodedInstruction> pre_decoded_;
   Plan plan_;
   Stats stats_;
 };
