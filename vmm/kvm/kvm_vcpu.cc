@@ -148,6 +148,13 @@ bool KvmVcpu::inject_debug_exception(uint64_t dr6) {
 }
 
 void KvmVcpu::set_rflags_bits(uint64_t bits) {
+  if (synced_ && exit_regs_current_) {
+    kvm_regs& copy = run_->s.regs.regs;
+    if ((copy.rflags & bits) == bits) return;
+    copy.rflags |= bits;
+    run_->kvm_dirty_regs |= KVM_SYNC_X86_REGS;
+    return;
+  }
   kvm_regs r = regs();
   if ((r.rflags & bits) == bits) return;
   r.rflags |= bits;
@@ -155,12 +162,15 @@ void KvmVcpu::set_rflags_bits(uint64_t bits) {
 }
 
 int KvmVcpu::run() {
-  if (ioctl(fd_, KVM_RUN, 0) == 0) return 0;
+  const int r = ioctl(fd_, KVM_RUN, 0);
+  exit_regs_current_ = true;  // KVM stores the registers into kvm_run on every return
+  if (r == 0) return 0;
   if (errno == EINTR || errno == EAGAIN) return -errno;
   throw_errno("KVM_RUN on vCPU " + std::to_string(index_));
 }
 
 kvm_regs KvmVcpu::regs() const {
+  if (regs_dirty()) return run_->s.regs.regs;  // not yet loaded by KVM
   kvm_regs r{};
   if (ioctl(fd_, KVM_GET_REGS, &r) < 0) throw_errno("KVM_GET_REGS");
   return r;
@@ -168,6 +178,10 @@ kvm_regs KvmVcpu::regs() const {
 
 void KvmVcpu::set_regs(const kvm_regs& r) {
   if (ioctl(fd_, KVM_SET_REGS, &r) < 0) throw_errno("KVM_SET_REGS");
+  if (synced_) {  // the copy stays current (and a dirty one must not overwrite `r`)
+    run_->s.regs.regs = r;
+    run_->kvm_dirty_regs &= ~static_cast<uint64_t>(KVM_SYNC_X86_REGS);
+  }
 }
 
 kvm_sregs KvmVcpu::sregs() const {

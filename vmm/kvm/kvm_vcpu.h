@@ -43,12 +43,15 @@ class KvmVcpu {
   void set_resume_flag() { set_rflags_bits(kResumeFlag); }
   // Sets RFLAGS.TF (the guest's own, after KVM's single-step cleared it).
   void set_trap_flag() { set_rflags_bits(kTrapFlag); }
-  // Sets `bits` in RFLAGS (KVM_GET_REGS / KVM_SET_REGS; nothing when they are set already).
+  // Sets `bits` in RFLAGS (nothing when they are set already). With KVM_CAP_SYNC_REGS in the
+  // kvm_run page's copy, marked dirty: KVM loads it at the next KVM_RUN, so the stepper's RF costs
+  // no KVM_GET_REGS / KVM_SET_REGS pair per step; otherwise through those ioctls.
   void set_rflags_bits(uint64_t bits);
 
   // KVM_RUN. Returns 0, or -errno for EINTR/EAGAIN (the caller loops); throws on other errors.
   int run();
 
+  // The registers now (the kvm_run page's copy when set_rflags_bits() changed it).
   kvm_regs regs() const;
   void set_regs(const kvm_regs& regs);
   kvm_sregs sregs() const;
@@ -91,6 +94,11 @@ class KvmVcpu {
   kvm_run* run_ = nullptr;
   size_t run_size_ = 0;
   bool synced_ = false;  // KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS are on
+  // The kvm_run page's register copy is the vCPU's current state (after a KVM_RUN, KVM stores it
+  // there whatever the return; set_regs() and load_exit_state() keep it so): set_rflags_bits()
+  // may change it and mark it dirty.
+  bool exit_regs_current_ = false;
+  bool regs_dirty() const { return synced_ && (run_->kvm_dirty_regs & KVM_SYNC_X86_REGS) != 0; }
 };
 
 }  // namespace vmm

@@ -33,7 +33,7 @@ bool kvm_or_hyperv_pv_msr(uint32_t msr) {
 
 VcpuArchState KvmVcpu::save_state(const std::vector<uint32_t>& msr_indices) const {
   VcpuArchState s;
-  if (ioctl(fd_, KVM_GET_REGS, &s.regs) < 0) throw_errno("KVM_GET_REGS");
+  s.regs = regs();  // set_rflags_bits() may have left them in kvm_run for the next KVM_RUN
   if (ioctl(fd_, KVM_GET_SREGS, &s.sregs) < 0) throw_errno("KVM_GET_SREGS");
   if (ioctl(fd_, KVM_GET_XSAVE, &s.xsave) < 0) throw_errno("KVM_GET_XSAVE");
   if (ioctl(fd_, KVM_GET_XCRS, &s.xcrs) < 0) throw_errno("KVM_GET_XCRS");
@@ -59,7 +59,7 @@ VcpuArchState KvmVcpu::save_state(const std::vector<uint32_t>& msr_indices) cons
 }
 
 void KvmVcpu::restore_state(const VcpuArchState& s) {
-  if (ioctl(fd_, KVM_SET_REGS, &s.regs) < 0) throw_errno("KVM_SET_REGS");
+  set_regs(s.regs);
   if (ioctl(fd_, KVM_SET_XSAVE, &s.xsave) < 0) throw_errno("KVM_SET_XSAVE");
   // A host without XSAVE reports no XCRs (nr_xcrs 0) and refuses to set any.
   if (s.xcrs.nr_xcrs > 0 && ioctl(fd_, KVM_SET_XCRS, &s.xcrs) < 0) throw_errno("KVM_SET_XCRS");
@@ -95,6 +95,7 @@ void KvmVcpu::load_exit_state() {
   if (!synced_) return;  // exit_regs() reads through the ioctls then
   run_->s.regs.regs = regs();
   run_->s.regs.sregs = sregs();
+  exit_regs_current_ = true;
 }
 
 }  // namespace vmm
