@@ -55,6 +55,12 @@ constexpr uint32_t kMsrMiscEnable = 0x1A0;
 constexpr uint64_t kInterruptWindowNs = 4'000'000;
 // The longest it holds them without a window when no interrupt seems to wait.
 constexpr uint64_t kForcedWindowNs = 10'000'000;
+// A vCPU holding interrupts is kicked when this long passed without a look at its window (see
+// release_ticker): at most ~3 kInterruptWindowNs of held interrupts when it stops exiting.
+constexpr uint64_t kHoldingWatchNs = 2 * kInterruptWindowNs;
+// How often (in exits) a vCPU whose interrupts are held looks at the clock for the limits above:
+// 16 exits are ~16 µs of stepping on bare metal, ~1 ms in the nested host.
+constexpr uint32_t kExitsPerClockRead = 16;
 
 struct SteadyClock : pmu::Clock {
   uint64_t now_ns() override {
@@ -205,6 +211,7 @@ struct Machine::Impl : MachineControl {
     // which kicks a vCPU that has made no exit for that long).
     std::atomic<uint64_t> holding_since_ns{0};
     uint64_t last_window_ns = 0;  // when the KVM stepper last opened an interrupt window
+    uint32_t exits_without_clock = 0;  // interrupt_window: exits since it last read the clock
     bool window_owed = false;  // an interrupt was raised while held: a window at the first chance
     // The last exit was an I/O port or MSR access: KVM finishes it (the IN's data, RDMSR's
     // result, RIP past it) only in the next KVM_RUN, so the vCPU cannot be parked for a snapshot
@@ -332,12 +339,12 @@ struct Machine::Impl : MachineControl {
   void kicked(Vcpu& v);
   // After an exit: opens an interrupt window when the PMU models just raised an interrupt
   // (`raised`) or interrupts have been held for kInterruptWindowNs (StepController's header).
-  void interrupt_window(Vcpu& v, bool raised);
+  void interrupt_window(Vcpu& v, bool raised, bool kicked);
 
   // Hands retirements to the PMU models. The exit is the boundary after the last one: at CPL 0
   // that instruction was a SYSCALL or INT n reported at its kernel entry, whose user #PF cannot
   // be delivered in the kernel; nor can one of an earlier instruction of the same report.
-  void retire_all(Vcpu& v, const std::vector<pmu::RetiredInstruction>& retired, uint8_t cpl,
+  void retire_all(Vcpu& v, const RetiredInstructions& retired, uint8_t cpl,
                   uint64_t cr3);
 
   // Delivers the #PF trap the LWP unit raised while retiring the instruction just handed to it, if
