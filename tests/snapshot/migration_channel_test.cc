@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -134,3 +136,48 @@ TEST(MigrationUrls, UnixAndFile) {
 }
 
 }  // namespace
+
+// A destination that stops reading must not hold the source (paused, its API busy) for ever:
+// the send fails once nothing could be written for the stall deadline.
+TEST(MigrationChannel, APeerThatStopsReadingFailsTheSendAtTheStallDeadline) {
+  Pair p;
+  MigrationChannel sender(p.a);
+  sender.set_send_stall_timeout(200);
+  const std::vector<std::byte> frame(16 << 20, std::byte{1});  // far more than a socket buffer
+  try {
+    sender.send(MigrationMessage::kPages, frame);
+    ADD_FAILURE() << "the send completed although nobody read";
+  } catch (const MigrationError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the migration peer stopped reading: nothing of pages could be sent for 0.2 s");
+  }
+  close(p.b);
+}
+
+// A destination that listens but never accepts (its backlog full) fails the connect at its
+// deadline instead of blocking it for ever.
+TEST(MigrationChannel, AListenerThatNeverAcceptsFailsTheConnectAtItsDeadline) {
+  char dir_template[] = "/tmp/migration_channel_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string path = std::string(dir_template) + "/sock";
+  const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strcpy(addr.sun_path, path.c_str());
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 0), 0);
+  // A backlog of 0 holds one connection: the next connect waits for an accept.
+  const int first = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(first, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  try {
+    MigrationChannel::connect_to(path, 200);
+    ADD_FAILURE() << "connected although the listener accepts nothing";
+  } catch (const MigrationError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot connect to the destination at " + path +
+                                         ": it accepted no connection within 0.2 s");
+  }
+  close(first);
+  close(listener);
+  unlink(path.c_str());
+  rmdir(dir_template);
+}

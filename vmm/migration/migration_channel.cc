@@ -2,10 +2,12 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <span>
 
@@ -16,6 +18,18 @@ namespace vmm {
 namespace {
 
 constexpr uint32_t kFrameMagic = 0x47494D50;  // "PMIG"
+
+// 10000 -> "10 s", 200 -> "0.2 s".
+std::string seconds_text(int ms) {
+  std::string text = std::to_string(ms / 1000);
+  if (ms % 1000) {
+    char fraction[8];
+    std::snprintf(fraction, sizeof fraction, ".%03d", ms % 1000);
+    text += fraction;
+    while (text.back() == '0') text.pop_back();
+  }
+  return text + " s";
+}
 
 const char* name_of(MigrationMessage m) {
   switch (m) {
@@ -36,15 +50,29 @@ MigrationChannel::~MigrationChannel() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-MigrationChannel MigrationChannel::connect_to(const std::string& path) {
+MigrationChannel MigrationChannel::connect_to(const std::string& path, int timeout_ms) {
   sockaddr_un addr{};
   if (path.size() >= sizeof addr.sun_path) throw MigrationError("socket path too long: " + path);
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw MigrationError(std::string("socket: ") + std::strerror(errno));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  // A Unix-socket connect waits for room in the listener's backlog for as long as the send
+  // timeout allows (sends themselves are bounded by poll, below).
+  const timeval limit{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit) != 0) {
     const std::string why = std::strerror(errno);
+    ::close(fd);
+    throw MigrationError("cannot bound the connect to " + path + ": " + why);
+  }
+  int result;
+  do {
+    result = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  } while (result != 0 && errno == EINTR);
+  if (result != 0) {
+    const std::string why = errno == EAGAIN
+                                ? "it accepted no connection within " + seconds_text(timeout_ms)
+                                : std::string(std::strerror(errno));
     ::close(fd);
     throw MigrationError("cannot connect to the destination at " + path + ": " + why);
   }
@@ -67,8 +95,21 @@ void MigrationChannel::send(MigrationMessage type, const void* data, size_t size
     size_t left = n;
     while (left > 0) {
       // MSG_NOSIGNAL: a destination that went away is an error here, not a SIGPIPE.
-      const ssize_t w = ::send(fd_, at, left, MSG_NOSIGNAL);
+      // MSG_DONTWAIT: a full socket buffer is waited for below, with a deadline.
+      const ssize_t w = ::send(fd_, at, left, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        pollfd pfd{fd_, POLLOUT, 0};
+        const int ready = ::poll(&pfd, 1, send_stall_timeout_ms_);
+        if (ready == 0)
+          throw MigrationError(std::string("the migration peer stopped reading: nothing of ") +
+                               name_of(type) + " could be sent for " +
+                               seconds_text(send_stall_timeout_ms_));
+        if (ready < 0 && errno != EINTR)
+          throw MigrationError(std::string("the migration connection broke while sending ") +
+                               name_of(type) + ": " + std::strerror(errno));
+        continue;  // writable, hung up (the next send says so) or interrupted
+      }
       if (w <= 0)
         throw MigrationError(std::string("the migration connection broke while sending ") +
                              name_of(type) + ": " + std::strerror(errno));

@@ -38,6 +38,10 @@ enum class MigrationMessage : uint32_t {
 
 inline constexpr size_t kMaxFrame = size_t{64} << 20;
 inline constexpr uint32_t kPagesPerMessage = 256;  // 1 MiB of RAM per kPages frame
+// How long a connect may wait for a destination that does not accept, and a send for a peer
+// that reads nothing: past them the source gives up and its VM goes on (DESIGN §4.12).
+inline constexpr int kConnectTimeoutMs = 10'000;
+inline constexpr int kSendStallTimeoutMs = 60'000;
 
 class MigrationChannel {
  public:
@@ -46,8 +50,12 @@ class MigrationChannel {
   MigrationChannel(const MigrationChannel&) = delete;
   MigrationChannel& operator=(const MigrationChannel&) = delete;
 
-  // Connects to the destination listening at `path`; throws MigrationError naming the reason.
-  static MigrationChannel connect_to(const std::string& path);
+  // Connects to the destination listening at `path`, waiting at most `timeout_ms` for it to
+  // take the connection; throws MigrationError naming the reason.
+  static MigrationChannel connect_to(const std::string& path, int timeout_ms = kConnectTimeoutMs);
+
+  // A send fails (MigrationError) when nothing of its message could be written for this long.
+  void set_send_stall_timeout(int ms) { send_stall_timeout_ms_ = ms; }
 
   void send(MigrationMessage type, const void* data, size_t size);
   void send(MigrationMessage type, const std::string& text) { send(type, text.data(), text.size()); }
@@ -62,6 +70,7 @@ class MigrationChannel {
  private:
   void read_exact(void* out, size_t size, int timeout_ms);
   int fd_;
+  int send_stall_timeout_ms_ = kSendStallTimeoutMs;
 };
 
 // "unix:/PATH" or "unix:PATH" -> PATH; empty for anything else.
