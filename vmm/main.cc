@@ -13,6 +13,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "vmm/api/api_server.h"
 #include "vmm/api/ctl.h"
 #include "vmm/bundled_kernel.h"
 #include "vmm/command_line.h"
@@ -149,8 +150,13 @@ int incoming(const vmm::RunCommand& cmd) {
   try {
     in.emplace(vmm::IncomingMigration::accept_at(vmm::unix_url_path(cmd.incoming)));
     const vmm::SnapshotManifest& m = in->manifest();
-    if (auto reasons = refusals_for(m, cmd.cpu_given ? cmd.cpu : "", cmd.kvm_device);
-        !reasons.empty()) {
+    std::vector<std::string> reasons = refusals_for(m, cmd.cpu_given ? cmd.cpu : "", cmd.kvm_device);
+    // An API socket that cannot be served would fail the VM after the commit, when the source
+    // has let it go: refuse it while the source still has it.
+    if (!cmd.api_socket.empty())
+      if (auto problem = vmm::api::ApiServer::unusable_path(cmd.api_socket))
+        reasons.push_back("--api-socket: " + *problem);
+    if (!reasons.empty()) {
       in->refuse(reasons);
       throw vmm::UsageError("refused the incoming VM" +
                             (cmd.cpu_given ? " (CPU profile " + cmd.cpu + ")" : std::string()) +

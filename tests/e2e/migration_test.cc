@@ -494,5 +494,37 @@ TEST_F(MigrationTest, DroppedConnectionLeavesTheSourceRunning) {
   EXPECT_EQ(left.out, b.result.out);
 }
 
+// A destination whose --api-socket another process holds would lose the VM after the commit,
+// when the source has let it go: it refuses the VM instead, naming why, and the source runs on.
+TEST_F(MigrationTest, DestinationThatCannotServeItsApiSocketRefusesTheVm) {
+  const Workload w{{"--cpu", "amd-lwp", "--", guest_program("spin"), "busy", "6", "3000000"}};
+  const Baseline b = baseline(w, "spin.busy");
+  ASSERT_EQ(b.result.status, 0) << b.result.err;
+  const std::string taken = socket_path("busy.dst.api");  // start_destination's --api-socket
+  std::filesystem::remove(taken);
+  const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", taken.c_str());
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  Hop destination = start_destination("busy.dst");
+  Hop source = start_source(w, "busy.src", /*paused=*/true);
+  const Result c = ctl(source.api, "vm.send-migration",
+                       R"({"destination_url":"unix:)" + destination.incoming + R"("})");
+  const Result d = destination.process->wait();
+  EXPECT_EQ(d.status, 2) << d.err;
+  EXPECT_NE(d.err.find("--api-socket: API socket " + taken + ": another process is listening on it"),
+            std::string::npos) << d.err;
+  EXPECT_EQ(c.status, 1) << c.out;
+  EXPECT_NE(c.out.find("another process is listening on it"), std::string::npos) << c.out;
+  EXPECT_EQ(ctl(source.api, "vm.resume").status, 0);
+  const Result left = source.process->wait();
+  close(listener);
+  std::filesystem::remove(taken);
+  EXPECT_EQ(left.status, 0) << left.err;
+  EXPECT_EQ(left.out, b.result.out);
+}
+
 }  // namespace
 }  // namespace pmuvm_e2e

@@ -64,27 +64,36 @@ std::string reason_for_status(int status) {
   }
 }
 
-// Makes `path` free for bind: nothing there, or a stale socket (its VMM died) that is removed.
-// A live socket or anything else is left alone.
-std::optional<std::string> claim_socket_path(const std::string& path) {
+}  // namespace
+
+std::optional<std::string> ApiServer::unusable_path(const std::string& path) {
   if (path.empty()) return "API socket path is empty";
   if (path.size() > kMaxUnixSocketPath)
     return "API socket path " + path + " is longer than " + std::to_string(kMaxUnixSocketPath) +
            " bytes (the limit of a Unix socket)";
   SocketProbe probe = probe_unix_socket(path);
   switch (probe.state) {
-    case SocketProbe::State::kAbsent: return std::nullopt;
+    case SocketProbe::State::kAbsent:
+    case SocketProbe::State::kStale: return std::nullopt;
     case SocketProbe::State::kListening:
       return "API socket " + path + ": another process is listening on it";
     case SocketProbe::State::kNotSocket:
       return "API socket " + path + " exists and is not a socket";
-    case SocketProbe::State::kStale:
-      if (unlink(path.c_str()) != 0 && errno != ENOENT)
-        return "API socket " + path + ": cannot remove the stale socket: " + std::strerror(errno);
-      return std::nullopt;
     case SocketProbe::State::kError: break;
   }
   return "API socket " + path + ": " + probe.error;
+}
+
+namespace {
+
+// Makes `path` free for bind: nothing there, or a stale socket (its VMM died) that is removed.
+// A live socket or anything else is left alone.
+std::optional<std::string> claim_socket_path(const std::string& path) {
+  if (auto problem = ApiServer::unusable_path(path)) return problem;
+  if (probe_unix_socket(path).state == SocketProbe::State::kStale && unlink(path.c_str()) != 0 &&
+      errno != ENOENT)
+    return "API socket " + path + ": cannot remove the stale socket: " + std::strerror(errno);
+  return std::nullopt;
 }
 
 }  // namespace

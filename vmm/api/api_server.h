@@ -53,6 +53,11 @@ class ApiServer {
 
   const std::string& socket_path() const;
 
+  // Why start() would refuse `path` (another process listens there, it is not a socket, it is
+  // too long), looked at without changing anything: a destination of a live migration asks
+  // before it accepts a VM it could not serve.
+  static std::optional<std::string> unusable_path(const std::string& path);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
