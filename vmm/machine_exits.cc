@@ -142,8 +142,13 @@ bool Machine::Impl::dispatch(Vcpu& v) {
     case KVM_EXIT_DEBUG: on_step(v); return true;
     case KVM_EXIT_HLT: return true;  // in-kernel LAPIC: not expected, harmless
     case KVM_EXIT_MMIO:
-      spdlog::warn("vCPU {}: MMIO {} at {:#x} with no device", v.kvm->index(),
-                   run->mmio.is_write ? "write" : "read", run->mmio.phys_addr);
+      // The guest decides how many there are: a few are logged, the rest counted (--stats: I/O).
+      if (const LogBudget::Verdict said = v.mmio_warnings.take(); said != LogBudget::Verdict::kQuiet)
+        spdlog::warn("vCPU {}: MMIO {} at {:#x} with no device{}", v.kvm->index(),
+                     run->mmio.is_write ? "write" : "read", run->mmio.phys_addr,
+                     said == LogBudget::Verdict::kLogLast
+                         ? " (further ones on this vCPU are not logged)"
+                         : "");
       if (!run->mmio.is_write) std::memset(run->mmio.data, 0xFF, sizeof run->mmio.data);
       return true;
     case KVM_EXIT_SHUTDOWN: {

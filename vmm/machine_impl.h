@@ -33,6 +33,7 @@
 #include "vmm/devices/serial_16550.h"
 #include "vmm/kvm/exit_history.h"
 #include "vmm/kvm/kvm_vcpu.h"
+#include "vmm/log_budget.h"
 #include "vmm/machine.h"
 #include "vmm/machine_control.h"
 #include "vmm/precise/guest_assisted_stepper.h"
@@ -221,6 +222,7 @@ struct Machine::Impl : MachineControl {
     // describes, so update_stepping issues it once whatever it says.
     bool debug_unknown = false;
     ExitHistory exits;  // the last exits, told when the guest dies (registers lost on AMD)
+    LogBudget mmio_warnings{8};  // MMIO accesses where no device is: logged 8 times, then counted
     uint64_t exit_count = 0;  // KVM exits in this process (--stats)
     uint64_t debug_exits = 0;  // ... of them KVM_EXIT_DEBUG (the KVM stepper's stops)
     uint64_t io_exits = 0;     // ... port I/O and MMIO
