@@ -5,13 +5,15 @@
  *   2  instruction fetch from the 32-bit MMIO hole (no device there): KVM cannot emulate it and
  *      stops with KVM_EXIT_INTERNAL_ERROR
  *   3  the bundled kernel's panic contract (guest/kernel/console.c): a "panic:" line on COM1, then
- *      PMUVM_EXIT_PANIC (3) to the exit port 0x510 */
+ *      PMUVM_EXIT_PANIC (3) to the exit port 0x510
+ *   4  no crash: 100 loads from the MMIO hole (each a KVM_EXIT_MMIO with no device: reads as
+ *      all-ones), then exit status 0 through port 0x510 -- the log must not grow with them */
     .text
     .globl _start
 _start:
 #if CRASH_MODE == 1
     ud2
-#elif CRASH_MODE == 2
+#elif CRASH_MODE == 2 || CRASH_MODE == 4
     /* Map guest-physical 0xC0000000 (the hole) at the same linear address with one 2 MiB page:
      * boot PDPT (0x9000) entry 3 -> pd_hole, pd_hole[0] -> 0xC0000000 | PS | W | P. */
     lea pd_hole(%rip), %rax
@@ -22,7 +24,19 @@ _start:
     mov %cr3, %rax
     mov %rax, %cr3
     mov $0xC0000000, %eax
+#if CRASH_MODE == 2
     jmp *%rax
+#else
+    mov $100, %ecx
+1:  mov (%rax), %ebx
+    dec %ecx
+    jnz 1b
+    mov $0x510, %dx
+    xor %eax, %eax
+    out %eax, %dx
+2:  hlt
+    jmp 2b
+#endif
 #else
     lea message(%rip), %rsi
     mov $0x3f8, %dx

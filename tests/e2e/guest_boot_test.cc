@@ -150,6 +150,22 @@ TEST_F(GuestBoot, KvmInternalErrorIsExitThreeWithTheRegisters) {
   EXPECT_NE(r.err.find("rip=0xc0000000"), std::string::npos) << r.err;
 }
 
+// A guest decides how many MMIO accesses hit no device: the host's log gets 8 lines, not 100.
+TEST_F(GuestBoot, MmioWithoutADeviceIsLoggedEightTimes) {
+  auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_mmio_reads"), "--",
+                program("hello")});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  size_t lines = 0;
+  for (size_t at = r.err.find("with no device"); at != std::string::npos;
+       at = r.err.find("with no device", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 8u) << r.err;
+  EXPECT_NE(r.err.find("MMIO read at 0xc0000000 with no device (further ones on this vCPU are not "
+                       "logged)"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(GuestBoot, KernelPanicIsExitThree) {
   auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_panic"), "--", program("hello")});
   EXPECT_EQ(r.status, 3) << r.out << r.err;
