@@ -7,8 +7,10 @@
 #
 # Environment:
 #   FUZZ_SECONDS    run time in seconds (default 60; -max_total_time)
-#   FUZZ_BUILD_DIR  binary, working corpus, log and crash artifacts (default /tmp/pmuvm-fuzz);
-#                   nothing is written into the source tree
+#   FUZZ_BUILD_DIR  binary, working corpus, log and crash artifacts (default: a new private
+#                   directory from mktemp -d, named in the summary line; not a fixed /tmp path
+#                   that another user could create first or another run share); nothing is
+#                   written into the source tree
 #   FUZZ_CXX        the compiler (default clang++-14, else clang++)
 #
 # Prints one summary line and exits non-zero when the fuzzer found a crash (or failed to build).
@@ -17,7 +19,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-build_dir="${FUZZ_BUILD_DIR:-/tmp/pmuvm-fuzz}"
+build_dir="${FUZZ_BUILD_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/pmuvm-fuzz.XXXXXX")}"
 seconds="${FUZZ_SECONDS:-60}"
 cxx="${FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)}"
 if [[ -z "${cxx}" ]]; then
