@@ -161,7 +161,8 @@ void Machine::Impl::finish(int status) {
 
 void Machine::Impl::kick(Vcpu& v) {
   v.kvm->run_state()->immediate_exit = 1;
-  if (const pthread_t t = v.thread.load()) pthread_kill(t, kKickSignal);
+  std::lock_guard<std::mutex> g(v.thread_lock);
+  if (v.thread) pthread_kill(v.thread, kKickSignal);
 }
 
 void Machine::Impl::interrupted_by(int sig) {
@@ -228,7 +229,17 @@ void Machine::Impl::release_ticker() {
 }
 
 void Machine::Impl::vcpu_loop(Vcpu& v) {
-  v.thread = pthread_self();
+  {
+    std::lock_guard<std::mutex> g(v.thread_lock);
+    v.thread = pthread_self();
+  }
+  struct Unregister {  // on every way out: kick() must not signal this thread once it is gone
+    Vcpu& v;
+    ~Unregister() {
+      std::lock_guard<std::mutex> g(v.thread_lock);
+      v.thread = 0;
+    }
+  } unregister{v};
   try {
     while (!stop) {
       const bool pausing = pause_requested.load();

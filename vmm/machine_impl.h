@@ -202,7 +202,11 @@ struct Machine::Impl : MachineControl {
     GuestDebugRegisters guest_debug;      // the guest's own DR0-3/DR7, as last read
     uint64_t counted = 0;   // CPL-3 instructions a stepper handed to the PMU models
     std::atomic<uint32_t> task{0};  // the guest task running here (PMUVM_MSR_TASK)
-    std::atomic<pthread_t> thread{0};  // set by the thread itself; read by finish()
+    // The vCPU's thread while it runs vcpu_loop (0 before and after), for kick(): set and
+    // cleared by the thread itself under thread_lock, which kick() holds while it signals, so a
+    // signal never goes to a thread that has ended (or been joined, or whose id was reused).
+    pthread_t thread = 0;
+    std::mutex thread_lock;
     // Steady-clock time at which interrupts held by the rate limiter can go out (0 = none held).
     // Published by the vCPU thread after every exit; the release ticker kicks the vCPU then, since
     // a guest halted inside KVM (in-kernel LAPIC) makes no exit that would poll the limiter.
