@@ -19,6 +19,10 @@ constexpr uint32_t kMsrLwpcbAddress = 0xC0000106;  // LWPMSR1
 
 uint32_t Machine::Impl::linux_task(uint64_t cr3) {
   std::lock_guard<std::mutex> g(report_lock);
+  // Every exec or fork makes an address space: past the report's limit they share one entry
+  // (the guest must not grow this map without bound).
+  if (linux_tasks.size() >= LwpReport::kMaxTasks && !linux_tasks.count(cr3))
+    return LwpReport::kOtherTasks;
   auto [it, added] = linux_tasks.emplace(cr3, static_cast<uint32_t>(linux_tasks.size() + 1));
   if (added) {
     char name[48];

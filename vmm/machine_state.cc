@@ -173,6 +173,10 @@ void Machine::Impl::apply_state(const StateSections& s) {
   vm->restore_state(vm_state);
   read("devices", serial, rtc, console_line);
   read("report", report, linux_tasks);
+  if (linux_tasks.size() > LwpReport::kMaxTasks)
+    throw UsageError("the snapshot's report state: " + std::to_string(linux_tasks.size()) +
+                     " Linux address spaces (at most " + std::to_string(LwpReport::kMaxTasks) +
+                     ")");
 }
 
 nlohmann::json Machine::Impl::describe() {

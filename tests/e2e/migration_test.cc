@@ -397,10 +397,10 @@ TEST_F(MigrationTest, DamagedSnapshotsAreRefusedWithTheirReason) {
        [](const std::string& d) { std::filesystem::resize_file(d + "/memory.bin", 1 << 20); }},
       {"truncated-state", "state.bin is 100 bytes, the manifest says",
        [](const std::string& d) { std::filesystem::resize_file(d + "/state.bin", 100); }},
-      {"version", "snapshot format version 99 (this pmuvm reads version 2)",
+      {"version", "snapshot format version 99 (this pmuvm reads version 3)",
        [](const std::string& d) {
          std::string m = slurp(d + "/manifest.json");
-         m.replace(m.find("\"version\": 2"), 12, "\"version\": 99");
+         m.replace(m.find("\"version\": 3"), 12, "\"version\": 99");
          std::ofstream(d + "/manifest.json") << m;
        }},
       {"foreign", "not a pmuvm snapshot",

@@ -47,6 +47,27 @@ TEST(LwpReportTest, TopLimitsAndTiesAreDeterministic) {
   EXPECT_EQ(text.find("0x0000000000000003"), std::string::npos);
 }
 
+// The guest picks task numbers and record addresses: the report's memory stays bounded, and what
+// it could not place is still counted and said.
+TEST(LwpReportTest, AGuestCannotGrowTheReportWithoutBound) {
+  LwpReport r;
+  for (uint64_t i = 0; i < LwpReport::kMaxAddresses + 10; ++i)
+    r.add_record(1, encode_instructions_retired(0, 0x400000 + i), false);
+  r.add_record(1, encode_instructions_retired(0, 0x400000), false);  // a kept address still counts
+  for (uint32_t task = 2; task < LwpReport::kMaxTasks + 100; ++task) r.add_interrupt(task);
+  const std::string text = r.render(1, 4);
+  EXPECT_NE(text.find("instructions retired: 65547 records\n"
+                      "     0x0000000000400000        2   0.00% ####\n"
+                      "     (10 records at addresses beyond the first 65536, not placed)\n"),
+            std::string::npos)
+      << text.substr(0, 400);
+  // Tasks 2..4096 fill the table (4096 with task 1); the 99 after them are counted together.
+  EXPECT_NE(text.find("== task 4294967295 (tasks beyond the first 4096, together): 0 missed events, "
+                      "99 threshold interrupts\n"),
+            std::string::npos);
+  EXPECT_EQ(text.find("== task 4097 "), std::string::npos);
+}
+
 TEST(LwpReportTest, EmptyReportSaysSo) {
   EXPECT_EQ(LwpReport{}.render(), "LWP report: no task stored any record\n");
 }

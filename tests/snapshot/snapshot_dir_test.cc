@@ -128,8 +128,8 @@ TEST(SnapshotDir, EveryDamageIsRefusedWithItsReason) {
       std::ofstream(d + "/manifest.json") << m;
     });
   };
-  EXPECT_NE(edit_manifest("version", "\"version\": 2", "\"version\": 1")
-                .find("snapshot format version 1 (this pmuvm reads version 2)"),
+  EXPECT_NE(edit_manifest("version", "\"version\": 3", "\"version\": 1")
+                .find("snapshot format version 1 (this pmuvm reads version 3)"),
             std::string::npos);
   EXPECT_NE(edit_manifest("format", "pmuvm-snapshot", "qemu-savevm").find("not a pmuvm snapshot"),
             std::string::npos);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 namespace vmm {
@@ -16,13 +17,27 @@ std::string event_name(uint8_t event_id) {
   }
 }
 
+LwpReport::TaskStats& LwpReport::stats_of(uint32_t task) {
+  if (auto it = tasks_.find(task); it != tasks_.end()) return it->second;
+  if (tasks_.size() < kMaxTasks && task != kOtherTasks) return tasks_[task];
+  TaskStats& other = tasks_[kOtherTasks];
+  if (other.name.empty())
+    other.name = "(tasks beyond the first " + std::to_string(kMaxTasks) + ", together)";
+  return other;
+}
+
 void LwpReport::add_record(uint32_t task, const pmu::lwp::EventRecordBytes& record, bool missed) {
-  TaskStats& t = tasks_[task];
+  TaskStats& t = stats_of(task);
   if (missed) ++t.missed;  // the record itself was stored (it overwrote the last one)
   const pmu::lwp::DecodedRecord d = pmu::lwp::decode_record(record);
   EventStats& e = t.events[d.event_id];
   ++e.records;
-  ++e.by_rip[d.rip];
+  if (auto it = e.by_rip.find(d.rip); it != e.by_rip.end())
+    ++it->second;
+  else if (e.by_rip.size() < kMaxAddresses)
+    e.by_rip.emplace(d.rip, 1);
+  else
+    ++e.untracked;
 }
 
 std::string LwpReport::render(int top, int bar_width) const {
@@ -56,6 +71,12 @@ std::string LwpReport::render(int top, int bar_width) const {
         const int bar = static_cast<int>((count * bar_width + hottest / 2) / hottest);
         std::snprintf(line, sizeof line, "     %#018" PRIx64 " %8" PRIu64 " %6.2f%% %s\n", rip,
                       count, 100.0 * count / e.records, std::string(std::max(bar, 1), '#').c_str());
+        out += line;
+      }
+      if (e.untracked != 0) {
+        std::snprintf(line, sizeof line,
+                      "     (%" PRIu64 " records at addresses beyond the first %zu, not placed)\n",
+                      e.untracked, kMaxAddresses);
         out += line;
       }
     }

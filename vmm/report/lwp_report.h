@@ -10,18 +10,28 @@
 #include <string>
 
 #include "pmu/lwp/event_record.h"
+#include "pmu/state_archive.h"
 
 namespace vmm {
 
 class LwpReport {
  public:
-  void set_task_name(uint32_t task, std::string name) { tasks_[task].name = std::move(name); }
+  // The guest chooses task numbers (PMUVM_MSR_TASK), address spaces and record addresses: the
+  // report keeps at most kMaxTasks tasks (later ones are counted together as kOtherTasks) and
+  // kMaxAddresses addresses per task and event (records at further ones are counted, not
+  // placed), so a guest cannot grow the VMM's memory without bound.
+  static constexpr size_t kMaxTasks = 4096;
+  static constexpr size_t kMaxAddresses = 65536;
+  static constexpr uint32_t kOtherTasks = 0xFFFFFFFF;
+
+  void set_task_name(uint32_t task, std::string name) { stats_of(task).name = std::move(name); }
   void add_record(uint32_t task, const pmu::lwp::EventRecordBytes& record, bool missed);
   // A threshold interrupt the task's LWP raised; `coalesced`: the rate limiter folded it into one
   // it already held (--max-interrupt-rate), so the guest never receives it on its own.
   void add_interrupt(uint32_t task, bool coalesced = false) {
-    ++tasks_[task].interrupts;
-    if (coalesced) ++tasks_[task].coalesced;
+    TaskStats& t = stats_of(task);
+    ++t.interrupts;
+    if (coalesced) ++t.coalesced;
   }
 
   // `top` addresses per event; bars are `bar_width` characters for the hottest address.
@@ -31,15 +41,25 @@ class LwpReport {
   template <class Archive>
   void archive(Archive& a) {
     a(tasks_);
+    if constexpr (Archive::kLoading) {
+      if (tasks_.size() > kMaxTasks + 1)
+        throw pmu::StateFormatError("LWP report: " + std::to_string(tasks_.size()) + " tasks");
+      for (const auto& [id, t] : tasks_)
+        for (const auto& [event, e] : t.events)
+          if (e.by_rip.size() > kMaxAddresses)
+            throw pmu::StateFormatError("LWP report: " + std::to_string(e.by_rip.size()) +
+                                        " addresses for one task and event");
+    }
   }
 
  private:
   struct EventStats {
     uint64_t records = 0;
     std::map<uint64_t, uint64_t> by_rip;
+    uint64_t untracked = 0;  // records at addresses beyond the first kMaxAddresses
     template <class Archive>
     void archive(Archive& a) {
-      a(records, by_rip);
+      a(records, by_rip, untracked);
     }
   };
   struct TaskStats {
@@ -53,6 +73,8 @@ class LwpReport {
       a(name, events, missed, interrupts, coalesced);
     }
   };
+  TaskStats& stats_of(uint32_t task);
+
   std::map<uint32_t, TaskStats> tasks_;
 };
 
