@@ -19,15 +19,24 @@ constexpr uint64_t kPage = 4096;
 constexpr int kHelloTimeoutMs = 60'000;
 constexpr int kStreamTimeoutMs = 60'000;
 
+// Listens at `path`, which appears only once it accepts connections: the socket is bound and
+// listening under a staging name first and then renamed into place, so a source (or a script)
+// that sees the file can connect at once (bind-then-listen left a window where the file existed
+// and connect was refused).
 int listen_at(const std::string& path) {
   sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path) throw MigrationError("socket path too long: " + path);
+  const std::string staging = path + ".new";
+  if (staging.size() >= sizeof addr.sun_path)
+    throw MigrationError("socket path too long: " + path + " (at most " +
+                         std::to_string(sizeof addr.sun_path - 1 - 4) + " bytes)");
   addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  std::memcpy(addr.sun_path, staging.c_str(), staging.size() + 1);
   struct stat st{};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) throw MigrationError(path + " exists and is not a socket");
-    ::unlink(path.c_str());  // a stale socket of an earlier run
+  for (const std::string& p : {path, staging}) {
+    if (::lstat(p.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode)) throw MigrationError(p + " exists and is not a socket");
+      ::unlink(p.c_str());  // a stale socket of an earlier run
+    }
   }
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw MigrationError(std::string("socket: ") + std::strerror(errno));
@@ -35,9 +44,11 @@ int listen_at(const std::string& path) {
   // born with the socket inode's mode less the umask (as the API socket's, api_server.cc), and
   // the chmod before listen makes sure of 0600 whatever the umask was.
   if (::fchmod(fd, 0600) != 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::chmod(path.c_str(), 0600) != 0 || ::listen(fd, 1) != 0) {
+      ::chmod(staging.c_str(), 0600) != 0 || ::listen(fd, 1) != 0 ||
+      ::rename(staging.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     ::close(fd);
+    ::unlink(staging.c_str());
     throw MigrationError("cannot listen at " + path + ": " + why);
   }
   return fd;
