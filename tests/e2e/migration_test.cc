@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -451,6 +453,43 @@ TEST_F(MigrationTest, GarbageOnTheMigrationSocketIsRefused) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("not a pmuvm migration stream (bad frame magic)"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
+}
+
+// A connection from another user (here one the test lets through by opening the socket's mode,
+// which the destination makes 0600) is closed unread, and the destination goes on waiting for
+// its own user's: the peer is checked (SO_PEERCRED), not only the file mode.
+TEST_F(MigrationTest, AnotherUsersConnectionIsClosedAndTheDestinationWaitsOn) {
+  Hop destination = start_destination("peer.dst");
+  ASSERT_EQ(chmod(destination.incoming.c_str(), 0666), 0);
+  const std::string dir = std::filesystem::path(destination.incoming).parent_path();
+  struct stat dir_st{};
+  ASSERT_EQ(stat(dir.c_str(), &dir_st), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0711), 0);  // the test's private socket directory, for nobody
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // as nobody: connect, send nothing, expect the destination's close
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
+    const int fd = connect_unix(destination.incoming);
+    if (fd < 0) _exit(11);
+    char buf[64];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    _exit(n == 0 ? 0 : 12);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  chmod(dir.c_str(), dir_st.st_mode & 07777);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: setuid, 11: connect, 12: not closed";
+  // Still waiting: its own user's connection is the one it takes (garbage here: refused, exit 2).
+  const int fd = connect_unix(destination.incoming);
+  ASSERT_GE(fd, 0);
+  const std::string garbage(64, 'x');  // more than a frame header
+  ASSERT_GT(write(fd, garbage.data(), garbage.size()), 0);
+  const Result r = destination.process->wait();
+  close(fd);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("refused a connection from uid 65534"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not a pmuvm migration stream (bad frame magic)"), std::string::npos) << r.err;
 }
 
 // A destination that accepts the VM and then drops the connection in the middle of the pages:

@@ -54,14 +54,35 @@ int listen_at(const std::string& path) {
   return fd;
 }
 
+// Whoever connects hands this VMM a whole VM (and learns whether it was taken): only this
+// process's user, or root, may. The socket file is 0600 already; the peer's credentials are
+// checked too, since a mode is easily loosened (a shared directory, a chmod, a copy).
+bool peer_may_migrate(int fd) {
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) {
+    spdlog::warn("migration: refused a connection whose credentials cannot be read: {}",
+                 std::strerror(errno));
+    return false;
+  }
+  if (peer.uid == ::geteuid() || peer.uid == 0) return true;
+  spdlog::warn("migration: refused a connection from uid {} (pid {}): this VMM runs as uid {}",
+               peer.uid, peer.pid, ::geteuid());
+  return false;
+}
+
 }  // namespace
 
 IncomingMigration IncomingMigration::accept_at(const std::string& path) {
   const int listener = listen_at(path);
   spdlog::info("waiting for a migration at unix:{}", path);
   int fd = -1;
-  do fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-  while (fd < 0 && errno == EINTR);
+  for (;;) {
+    fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0 && errno == EINTR) continue;
+    if (fd < 0 || peer_may_migrate(fd)) break;
+    ::close(fd);  // not this user's: closed unread, and the wait goes on
+  }
   const std::string why = fd < 0 ? std::strerror(errno) : "";
   ::close(listener);
   ::unlink(path.c_str());  // one migration per listener
