@@ -151,6 +151,7 @@ void Machine::Impl::apply_state(const StateSections& s) {
   };
   VmArchState vm_state;
   read("vm.kvm", vm_state);
+  const std::vector<uint32_t> msrs = kvm->msrs_to_save();  // what a restore may set
   if (is_linux() != vm_state.pit.has_value())
     throw UsageError("the snapshot's device state does not match its guest kind");
   for (auto& vp : vcpus) {
@@ -158,7 +159,7 @@ void Machine::Impl::apply_state(const StateSections& s) {
     const std::string p = "vcpu" + std::to_string(v.kvm->index()) + ".";
     VcpuArchState arch;
     read(p + "kvm", arch);
-    v.kvm->restore_state(arch);
+    v.kvm->restore_state(arch, msrs);
     v.kvm->load_exit_state();
     if (auto error = v.control->restore_state(section(p + "lwp")))
       throw UsageError("the snapshot's " + p + "lwp state: " + *error);

@@ -82,7 +82,9 @@ class KvmVcpu {
   // access it exited for is complete (KVM's API: the state is consistent only then).
   // `msr_indices`: KvmSystem::msrs_to_save().
   VcpuArchState save_state(const std::vector<uint32_t>& msr_indices) const;
-  void restore_state(const VcpuArchState& state);
+  // Sets only the saved MSRs that are in `msr_indices` (KvmSystem::msrs_to_save()) and not
+  // paravirtual (restorable_msrs.h); the others are named in a warning.
+  void restore_state(const VcpuArchState& state, const std::vector<uint32_t>& msr_indices);
   // Makes exit_regs()/exit_sregs() show the vCPU's current state before its first KVM_RUN (a
   // restored vCPU has had no exit yet that would have filled them).
   void load_exit_state();

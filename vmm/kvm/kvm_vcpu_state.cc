@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "vmm/kvm/kvm_vcpu.h"
+#include "vmm/kvm/restorable_msrs.h"
 #include "vmm/vmm_error.h"
 
 namespace vmm {
@@ -20,14 +21,6 @@ struct MsrBlock {
   size_t bytes;
   std::unique_ptr<std::byte[]> buf;
 };
-
-// KVM's own paravirtual MSRs (kvm-clock 0x11/0x12 and 0x4B564Dxx) and Hyper-V's
-// (0x40000000-0x400000FF): pmuvm guests are offered neither (no KVM or Hyper-V CPUID signature),
-// and writing them on restore has side effects: a kvm-clock wall-clock write of 0 makes KVM store
-// the wall clock at guest-physical 0. pmuvm's own PV MSRs (0x40000040-0x4000004F) are not KVM's.
-bool kvm_or_hyperv_pv_msr(uint32_t msr) {
-  return msr == 0x11 || msr == 0x12 || (msr >> 8) == 0x4B564D || (msr >> 8) == 0x400000;
-}
 
 }  // namespace
 
@@ -58,7 +51,7 @@ VcpuArchState KvmVcpu::save_state(const std::vector<uint32_t>& msr_indices) cons
   return s;
 }
 
-void KvmVcpu::restore_state(const VcpuArchState& s) {
+void KvmVcpu::restore_state(const VcpuArchState& s, const std::vector<uint32_t>& msr_indices) {
   set_regs(s.regs);
   if (ioctl(fd_, KVM_SET_XSAVE, &s.xsave) < 0) throw_errno("KVM_SET_XSAVE");
   // A host without XSAVE reports no XCRs (nr_xcrs 0) and refuses to set any.
@@ -72,9 +65,17 @@ void KvmVcpu::restore_state(const VcpuArchState& s) {
   // cached type 9 on that host, so 9 is what the guest had there.
   if (sregs.tr.type == 0xB) sregs.tr.type = 0x9;
   if (ioctl(fd_, KVM_SET_SREGS, &sregs) < 0) throw_errno("KVM_SET_SREGS");
+  // Only what pmuvm itself saves on this host: a crafted state names any MSR it likes.
+  const MsrSelection msrs = restorable_msrs(s.msrs, msr_indices);
+  if (!msrs.dropped.empty()) {
+    std::string names;
+    for (uint32_t index : msrs.dropped) names += fmt::format(" {:#x}", index);
+    spdlog::warn("vCPU {}: {} MSR(s) of the saved state not restored (not ones this host's KVM "
+                 "saves, paravirtual, or repeated):{}", index_, msrs.dropped.size(), names);
+  }
   // One at a time: KVM_SET_MSRS stops at the first MSR it refuses, and a refused one must be
   // named, not silently take the rest with it.
-  for (const MsrValue& m : s.msrs) {
+  for (const MsrValue& m : msrs.restore) {
     MsrBlock block(1);
     block.get()->entries[0].index = m.index;
     block.get()->entries[0].data = m.value;
