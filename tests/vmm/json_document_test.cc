@@ -182,3 +182,25 @@ TEST(JsonDocument, LongTokensAreCutInMessages) {
 
 }  // namespace
 }  // namespace vmm
+
+namespace vmm {
+namespace {
+
+// A long key over a long array stored (and copied) the key's path once per element: memory and
+// time quadratic in the text (a 1 MiB manifest could ask for hundreds of GiB). Paths longer than
+// kMaxPositionPath are not recorded; such values take their nearest recorded parent's position.
+TEST(JsonDocument, LongKeysOverLongArraysStayLinear) {
+  const std::string key(10'000, 'k');
+  std::string text = "{\"short\": 1,\n\"" + key + "\": [";
+  for (int i = 0; i < 10'000; ++i) text += i ? ",1" : "1";
+  text += "]}";
+  const JsonDocument doc = read_json_document(text);
+  ASSERT_FALSE(doc.error) << doc.error->message;
+  EXPECT_EQ(doc.root[key].size(), 10'000u);
+  EXPECT_LT(doc.positions.path_bytes(), 1000u) << "recorded path bytes";
+  EXPECT_EQ(doc.positions.of("short"), (TextPosition{1, 2}));
+  EXPECT_EQ(doc.positions.of(key + "[9999]"), (TextPosition{1, 1}));  // the document's
+}
+
+}  // namespace
+}  // namespace vmm

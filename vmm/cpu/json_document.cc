@@ -46,13 +46,16 @@ class PositionRecorder {
   bool key(Json::string_t& k) {
     const JsonToken& token = take_value_token();
     Frame& object = frames_.back();
-    key_path_ = object.path.empty() ? k : object.path + "." + k;
+    key_tracked_ = object.tracked &&
+                   object.path.size() + 1 + k.size() <= kMaxPositionPath;
+    key_path_.clear();
+    if (key_tracked_) key_path_ = object.path.empty() ? k : object.path + "." + k;
     if (!object.keys.insert(k).second) {
       if (!duplicate_)
         duplicate_ = JsonTextError{lines_.at(token.begin),
-                                   "duplicate key " + key_path_ +
+                                   "duplicate key " + (key_tracked_ ? key_path_ : k) +
                                        " (JSON would silently keep only the last one)"};
-    } else {
+    } else if (key_tracked_) {
       doc_.positions.record(key_path_, lines_.at(token.begin));
     }
     return dom_.key(k);
@@ -91,6 +94,7 @@ class PositionRecorder {
     bool is_object = false;
     size_t next_index = 0;       // arrays: index of the next element
     std::set<std::string> keys;  // objects: keys seen so far
+    bool tracked = true;         // `path` is recorded; false past kMaxPositionPath (path empty)
   };
 
   const JsonToken& take_value_token() {
@@ -101,16 +105,20 @@ class PositionRecorder {
     return kNone;
   }
 
-  // Takes the value's token and returns its path; array elements and the top-level value are
-  // recorded here, object members were recorded at their key.
-  std::string begin_value(const JsonToken& token) {
+  // Takes the value's token and returns its path (nullopt: longer than kMaxPositionPath, not
+  // recorded); array elements and the top-level value are recorded here, object members were
+  // recorded at their key.
+  std::optional<std::string> begin_value(const JsonToken& token) {
     if (frames_.empty()) {
       doc_.positions.record("", lines_.at(token.begin));
       return "";
     }
     Frame& parent = frames_.back();
-    if (parent.is_object) return key_path_;
-    std::string path = parent.path + "[" + std::to_string(parent.next_index++) + "]";
+    if (parent.is_object) return key_tracked_ ? std::optional(key_path_) : std::nullopt;
+    const std::string index = "[" + std::to_string(parent.next_index++) + "]";
+    if (!parent.tracked || parent.path.size() + index.size() > kMaxPositionPath)
+      return std::nullopt;
+    std::string path = parent.path + index;
     doc_.positions.record(path, lines_.at(token.begin));
     return path;
   }
@@ -128,7 +136,8 @@ class PositionRecorder {
                                                                 " objects and arrays"};
       return false;  // stops the parser; it does not call parse_error for this
     }
-    frames_.push_back(Frame{begin_value(token), is_object, 0, {}});
+    std::optional<std::string> path = begin_value(token);
+    frames_.push_back(Frame{path.value_or(""), is_object, 0, {}, path.has_value()});
     return true;
   }
 
@@ -140,6 +149,7 @@ class PositionRecorder {
   std::vector<Frame> frames_;
   size_t next_token_ = 0;
   std::string key_path_;  // path of the key just read: the path of the value that follows
+  bool key_tracked_ = true;  // ... recorded (not longer than kMaxPositionPath)
   std::optional<JsonTextError> syntax_error_;
   std::optional<JsonTextError> duplicate_;
 };

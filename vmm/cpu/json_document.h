@@ -20,6 +20,10 @@
 namespace vmm {
 
 inline constexpr size_t kMaxJsonDepth = 256;
+// Longest path whose position is recorded: a longer one (a long key, or values below it) takes
+// its nearest recorded parent's. Without it a long key over a long array recorded the key once
+// per element, memory and time quadratic in the text.
+inline constexpr size_t kMaxPositionPath = 512;
 
 struct JsonTextError {
   TextPosition position;

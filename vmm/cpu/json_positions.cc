@@ -5,7 +5,8 @@
 namespace vmm {
 
 void JsonPositions::record(std::string path, TextPosition position) {
-  positions_.emplace(std::move(path), position);
+  const size_t size = path.size();
+  if (positions_.emplace(std::move(path), position).second) path_bytes_ += size;
 }
 
 TextPosition JsonPositions::of(std::string_view path) const {

@@ -24,8 +24,13 @@ class JsonPositions {
   // nearest recorded parent ("lwp.x" -> "lwp" -> ""), then to 1:1.
   TextPosition of(std::string_view path) const;
 
+  // The bytes of all recorded paths (they stay linear in the text: json_document.cc records no
+  // path longer than kMaxPositionPath).
+  size_t path_bytes() const { return path_bytes_; }
+
  private:
   std::map<std::string, TextPosition, std::less<>> positions_;
+  size_t path_bytes_ = 0;
 };
 
 }  // namespace vmm
