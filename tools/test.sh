@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds everything, runs every test
-# (unit, conformance, property, end-to-end), runs the LWP fuzzer for FUZZ_SECONDS (default 60),
+# (unit, conformance, property, end-to-end), runs each fuzzer for FUZZ_SECONDS (default 60),
 # and closes with one line `N passed, N failed` summed over all test cases. Prints how long each
 # phase and each test target took.
 #
@@ -60,10 +60,12 @@ fi
 
 extra=()
 if ((repeat == 0)); then
-  echo "== fuzzing the LWP MSR/LWPCB surface for ${FUZZ_SECONDS:-60} s"
-  fuzz_result=pass
-  tests/fuzz/build_and_run.sh || fuzz_result=fail
-  extra=(--extra "fuzz.lwp_msr_fuzz=$fuzz_result")
+  for fuzzer in lwp_msr_fuzz model_state_fuzz; do
+    echo "== fuzzing: ${fuzzer} for ${FUZZ_SECONDS:-60} s"
+    fuzz_result=pass
+    tests/fuzz/build_and_run.sh "${fuzzer}" || fuzz_result=fail
+    extra+=(--extra "fuzz.${fuzzer}=$fuzz_result")
+  done
   end_phase "fuzzing"
 fi
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds the LWP MSR/LWPCB fuzzer (tests/fuzz/lwp_msr_fuzz.cc) with clang's libFuzzer, ASan and
-# UBSan, and runs it for a while on a working copy of the checked-in seed corpus.
+# Builds one of the fuzzers with clang's libFuzzer, ASan and UBSan, and runs it for a while on a
+# working copy of its checked-in seed corpus:
+#   lwp_msr_fuzz      the LWP MSR/LWPCB surface (tests/fuzz/lwp_msr_fuzz.cc; the default)
+#   model_state_fuzz  cache-model and branch-predictor state loaded from untrusted bytes
 #
-#   tests/fuzz/build_and_run.sh            # from any directory
-#   FUZZ_SECONDS=600 FUZZ_BUILD_DIR=/tmp/f tests/fuzz/build_and_run.sh
+#   tests/fuzz/build_and_run.sh [FUZZER]   # from any directory
+#   FUZZ_SECONDS=600 FUZZ_BUILD_DIR=/tmp/f tests/fuzz/build_and_run.sh model_state_fuzz
 #
 # Environment:
 #   FUZZ_SECONDS    run time in seconds (default 60; -max_total_time)
@@ -14,43 +16,52 @@
 #   FUZZ_CXX        the compiler (default clang++-14, else clang++)
 #
 # Prints one summary line and exits non-zero when the fuzzer found a crash (or failed to build).
-# To replay a crash: $FUZZ_BUILD_DIR/lwp_msr_fuzz $FUZZ_BUILD_DIR/artifacts/crash-...
+# To replay a crash: $FUZZ_BUILD_DIR/FUZZER $FUZZ_BUILD_DIR/FUZZER.artifacts/crash-...
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+name="${1:-lwp_msr_fuzz}"
+case "${name}" in
+  lwp_msr_fuzz) sources=(pmu/lwp/*.cc); seeds=tests/fuzz/corpus ;;
+  model_state_fuzz)
+    sources=(pmu/cache/cache_model.cc pmu/branch/branch_predictor.cc)
+    seeds=tests/fuzz/corpus_model_state ;;
+  *) echo "build_and_run.sh: no fuzzer ${name} (lwp_msr_fuzz, model_state_fuzz)" >&2; exit 2 ;;
+esac
 
 build_dir="${FUZZ_BUILD_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/pmuvm-fuzz.XXXXXX")}"
 seconds="${FUZZ_SECONDS:-60}"
 cxx="${FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)}"
 if [[ -z "${cxx}" ]]; then
-  echo "lwp_msr_fuzz: no clang++ found (apt-get install clang-14 libclang-rt-14-dev)" >&2
+  echo "${name}: no clang++ found (apt-get install clang-14 libclang-rt-14-dev)" >&2
   exit 2
 fi
 
-mkdir -p "${build_dir}/corpus" "${build_dir}/artifacts"
-rm -f "${build_dir}"/artifacts/*
+mkdir -p "${build_dir}/${name}.corpus" "${build_dir}/${name}.artifacts"
+rm -f "${build_dir}/${name}".artifacts/*
 
-binary="${build_dir}/lwp_msr_fuzz"
+binary="${build_dir}/${name}"
 "${cxx}" -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. \
-  tests/fuzz/lwp_msr_fuzz.cc pmu/lwp/*.cc -o "${binary}"
+  "tests/fuzz/${name}.cc" "${sources[@]}" -o "${binary}"
 
-# The fuzzer adds what it finds to the working corpus, never to tests/fuzz/corpus/.
-cp tests/fuzz/corpus/* "${build_dir}/corpus/"
+# The fuzzer adds what it finds to the working corpus, never to the checked-in seeds.
+cp "${seeds}"/* "${build_dir}/${name}.corpus/"
 
-log="${build_dir}/fuzz.log"
+log="${build_dir}/${name}.log"
 set +e
 "${binary}" -max_total_time="${seconds}" -timeout=30 -print_final_stats=1 \
-  -artifact_prefix="${build_dir}/artifacts/" "${build_dir}/corpus" >"${log}" 2>&1
+  -artifact_prefix="${build_dir}/${name}.artifacts/" "${build_dir}/${name}.corpus" >"${log}" 2>&1
 status=$?
 set -e
 
 execs="$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "${log}" | grep -oE '[0-9]+$' | tail -n1 || true)"
-artifacts="$(find "${build_dir}/artifacts" -type f | head -n5 | tr '\n' ' ')"
-corpus_size="$(find "${build_dir}/corpus" -type f | wc -l)"
+artifacts="$(find "${build_dir}/${name}.artifacts" -type f | head -n5 | tr '\n' ' ')"
+corpus_size="$(find "${build_dir}/${name}.corpus" -type f | wc -l)"
 
 if [[ ${status} -ne 0 || -n "${artifacts}" ]]; then
   tail -n 40 "${log}" >&2
-  echo "lwp_msr_fuzz: ${execs:-?} executions in ${seconds}s, corpus ${corpus_size} inputs, CRASH FOUND (exit ${status}) ${artifacts}— log: ${log}"
+  echo "${name}: ${execs:-?} executions in ${seconds}s, corpus ${corpus_size} inputs, CRASH FOUND (exit ${status}) ${artifacts}— log: ${log}"
   exit 1
 fi
-echo "lwp_msr_fuzz: ${execs:-?} executions in ${seconds}s, corpus ${corpus_size} inputs, no crash (log: ${log})"
+echo "${name}: ${execs:-?} executions in ${seconds}s, corpus ${corpus_size} inputs, no crash (log: ${log})"
