@@ -187,7 +187,8 @@ class StateReader {
     if constexpr (kBulk<T>) {
       if (n > remaining() / sizeof(T)) throw StateFormatError("state blob is truncated");
       v.resize(n);
-      std::memcpy(v.data(), in_.data() + pos_, n * sizeof(T));
+      if (n != 0)  // an empty vector's data() may be null, which memcpy may not get
+        std::memcpy(v.data(), in_.data() + pos_, n * sizeof(T));
       pos_ += n * sizeof(T);
     } else {
       v.reserve(n);
