@@ -9,6 +9,7 @@
 
 namespace {
 
+using pmuvm_e2e::occurrences;
 using pmuvm_e2e::run;
 using pmuvm_e2e::runfile;
 
@@ -155,11 +156,7 @@ TEST_F(GuestBoot, MmioWithoutADeviceIsLoggedEightTimes) {
   auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_mmio_reads"), "--",
                 program("hello")});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
-  size_t lines = 0;
-  for (size_t at = r.err.find("with no device"); at != std::string::npos;
-       at = r.err.find("with no device", at + 1))
-    ++lines;
-  EXPECT_EQ(lines, 8u) << r.err;
+  EXPECT_EQ(occurrences(r.err, "with no device"), 8u) << r.err;
   EXPECT_NE(r.err.find("MMIO read at 0xc0000000 with no device (further ones on this vCPU are not "
                        "logged)"),
             std::string::npos)

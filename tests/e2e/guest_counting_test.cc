@@ -13,6 +13,7 @@
 
 namespace {
 
+using pmuvm_e2e::occurrences;
 using pmuvm_e2e::run;
 using pmuvm_e2e::runfile;
 using pmuvm_e2e::slurp;
@@ -69,11 +70,7 @@ TEST_F(GuestCounting, TwoTasksWithTheirOwnLwpcbsSeeOnlyTheirOwnRecords) {
   // middle of it, so records landing in the wrong ring or counts leaking would break both.
   auto r = run({"run", "--", program("lwp_exact"), "--", program("lwp_exact")});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
-  size_t exact = 0;
-  for (size_t p = r.out.find("exact record stream"); p != std::string::npos;
-       p = r.out.find("exact record stream", p + 1))
-    ++exact;
-  EXPECT_EQ(exact, 2u) << r.out;
+  EXPECT_EQ(occurrences(r.out, "exact record stream"), 2u) << r.out;
 }
 
 TEST_F(GuestCounting, CoreIdIsTheApicIdOfTheVcpuThatStoredTheRecord) {

@@ -425,12 +425,29 @@ TEST_F(MigrationTest, DamagedSnapshotsAreRefusedWithTheirReason) {
   }
 }
 
-int connect_unix(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+sockaddr_un unix_address(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  return addr;
+}
+
+int connect_unix(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  const sockaddr_un addr = unix_address(path);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A socket listening at `path` (the test's stand-in for another process); -1 when it cannot.
+int listen_unix(const std::string& path, int backlog) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  const sockaddr_un addr = unix_address(path);
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      listen(fd, backlog) != 0) {
     close(fd);
     return -1;
   }
@@ -500,12 +517,8 @@ TEST_F(MigrationTest, DroppedConnectionLeavesTheSourceRunning) {
   ASSERT_EQ(b.result.status, 0) << b.result.err;
   const std::string path = socket_path("drop.mig");
   std::filesystem::remove(path);
-  const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
+  const int listener = listen_unix(path, 1);
+  ASSERT_GE(listener, 0);
   std::thread fake([&] {
     const int fd = accept(listener, nullptr, nullptr);
     char buf[65536];
@@ -541,12 +554,8 @@ TEST_F(MigrationTest, DestinationThatCannotServeItsApiSocketRefusesTheVm) {
   ASSERT_EQ(b.result.status, 0) << b.result.err;
   const std::string taken = socket_path("busy.dst.api");  // start_destination's --api-socket
   std::filesystem::remove(taken);
-  const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", taken.c_str());
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
+  const int listener = listen_unix(taken, 4);
+  ASSERT_GE(listener, 0);
   Hop destination = start_destination("busy.dst");
   Hop source = start_source(w, "busy.src", /*paused=*/true);
   const Result c = ctl(source.api, "vm.send-migration",

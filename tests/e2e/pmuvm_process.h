@@ -142,6 +142,13 @@ inline bool wait_until_listening(const std::string& path, Child& owner, int time
   return false;
 }
 
+// How many times `needle` occurs in `text` (overlapping occurrences too).
+inline size_t occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 // The precise backend's counted instructions of a run with --stats, all vCPUs together
 // ("pmuvm: vcpuN: ..., counted instructions I" lines on stderr); 0 when there are none.
 inline uint64_t counted_instructions(const std::string& stderr_text) {
