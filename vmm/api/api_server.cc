@@ -90,8 +90,8 @@ namespace {
 // A live socket or anything else is left alone.
 std::optional<std::string> claim_socket_path(const std::string& path) {
   if (auto problem = ApiServer::unusable_path(path)) return problem;
-  if (probe_unix_socket(path).state == SocketProbe::State::kStale && unlink(path.c_str()) != 0 &&
-      errno != ENOENT)
+  // Usable: nothing there (ENOENT), or a stale socket.
+  if (unlink(path.c_str()) != 0 && errno != ENOENT)
     return "API socket " + path + ": cannot remove the stale socket: " + std::strerror(errno);
   return std::nullopt;
 }
