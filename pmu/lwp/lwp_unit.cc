@@ -230,6 +230,29 @@ bool LwpUnit::dcache_eligible(const CacheMiss& miss) const {
   return true;
 }
 
+uint64_t LwpUnit::quiet_retirements() const {
+  if (lwpcb_ == 0) return UINT64_MAX;
+  if (pending_ != PendingInit::kNone) return 1;  // the first retirement initialises
+  uint64_t quiet = UINT64_MAX;
+  for (uint32_t i = 0; i < caps_.max_events; ++i) {
+    const Slot& s = slots_[i];
+    if (!s.active) continue;
+    switch (s.event_id) {
+      case kEventInstructionsRetired:
+        // The counter-th instruction stores the record (0: frozen, the next one does).
+        quiet = std::min<uint64_t>(quiet, s.counter == 0 ? 1 : s.counter);
+        break;
+      case kEventBranchesRetired:
+        break;  // only the run's last instruction is a branch
+      case kEventDcacheMisses:
+        // Only the first touches memory: a miss there may take the counter to zero.
+        if (s.counter <= RetiredInstruction::kMaxCacheMisses) return 1;
+        break;
+    }
+  }
+  return quiet;
+}
+
 void LwpUnit::retire(const RetiredInstruction& insn) {
   if (insn.cpl != 3 || lwpcb_ == 0) return;  // LWP counts user mode only (§3)
   if (pending_ != PendingInit::kNone) {

@@ -140,6 +140,12 @@ class LwpUnit {
   // A counting backend reports one retired instruction. Only CPL-3 instructions count.
   void retire(const RetiredInstruction& insn);
 
+  // How many instructions a backend may retire in one run before reporting them, with no record
+  // possible before the last of the run, for a run in which only the last instruction may be a
+  // branch and only the first may touch memory (a block stepper's straight-line register code,
+  // DESIGN §4.7). At least 1.
+  uint64_t quiet_retirements() const;
+
   // True while an LWPCB is loaded (active or awaiting initialisation): the backend must report
   // every CPL-3 instruction. False means the backend may run the guest freely.
   bool wants_events() const { return lwpcb_ != 0; }

@@ -131,6 +131,35 @@ bool NetburstPmu::wants_kernel_events() const {
   return false;
 }
 
+uint64_t NetburstPmu::quiet_retirements() const {
+  uint64_t quiet = UINT64_MAX;
+  for (uint32_t m = counting_mask(); m != 0; m &= m - 1) {
+    const int n = std::countr_zero(m);
+    const Setup& s = setups_[n];
+    if (!s.counts) continue;
+    // An overflow armed for the next increment, or forced on every one.
+    if ((pending_pmi_ & (1u << n)) || (cccrs_[n] & cccr::kForceOvf)) return 1;
+    // Complement counts the cycles of instructions without the event (the first may take
+    // many); cycle-based and cache events may add more than one per instruction.
+    if (s.filter.compare && s.filter.complement) return 1;
+    switch (s.kind) {
+      case EventKind::kUnmodelled:
+        break;  // never increments without Complement
+      case EventKind::kBranchRetired:
+      case EventKind::kMispredBranchRetired:
+        break;  // only at a branch: the run's last instruction
+      case EventKind::kInstrRetired:
+        // At most one increment per instruction: the increment that wraps is the room's.
+        quiet = std::min(quiet, counter_mask_ - counters_[n] + 1);
+        break;
+      case EventKind::kGlobalPowerEvents:
+      case EventKind::kBsqCacheReference:
+        return 1;
+    }
+  }
+  return quiet;
+}
+
 void NetburstPmu::retire(const RetiredInstruction& insn) {
   const uint32_t live = counting_mask();  // sampled before this instruction counts
   if (live == 0) return;

@@ -433,5 +433,40 @@ TEST_F(EngineTest, GenerationBumpsWhenCounting) {
   EXPECT_NE(unit->generation(), g0);
 }
 
+
+// quiet_retirements (lwp_unit.h): a block stepper retires that many instructions at once, so no
+// record may fall before the last of them, and for instructions retired it is exactly the one
+// that takes the counter to zero (otherwise blocks would end early for nothing).
+TEST_F(EngineTest, QuietRetirementsEndExactlyAtTheNextInstructionsRecord) {
+  EXPECT_EQ(LwpUnit(caps, config, mem, sink, &page_faults).quiet_retirements(), UINT64_MAX)
+      << "no LWPCB: nothing to show";
+  Start(One(kEventInstructionsRetired, 7));
+  EXPECT_EQ(unit->quiet_retirements(), 7u);
+  int next = 0;
+  for (int round = 0; round < 4; ++round) {
+    const uint64_t quiet = unit->quiet_retirements();
+    ASSERT_GE(quiet, 1u);
+    const size_t before = stored.size();
+    RetirePlain(next, static_cast<int>(quiet) - 1);
+    next += static_cast<int>(quiet) - 1;
+    EXPECT_EQ(stored.size(), before) << "a record before the run's last instruction";
+    RetirePlain(next++, 1);
+    EXPECT_EQ(stored.size(), before + 1) << "the run ends at the record";
+  }
+}
+
+TEST_F(EngineTest, QuietRetirementsIgnoreBranchesButNotACloseDcacheMiss) {
+  CbSpec cb = One(kEventBranchesRetired, 2);
+  Start(cb);
+  RetirePlain(0, 1);
+  EXPECT_EQ(unit->quiet_retirements(), UINT64_MAX) << "a branch only ends a run";
+  Reload(kLwpcbAddr, One(kEventDcacheMisses, 2));
+  RetirePlain(1, 1);
+  EXPECT_EQ(unit->quiet_retirements(), 1u) << "the run's first instruction may miss twice";
+  Reload(kLwpcbAddr, One(kEventDcacheMisses, 50));
+  RetirePlain(2, 1);
+  EXPECT_EQ(unit->quiet_retirements(), UINT64_MAX) << "only the first may miss: 2 < 50";
+}
+
 }  // namespace
 }  // namespace pmu::lwp::conformance

@@ -209,5 +209,36 @@ TEST(NetburstConfig, InvalidConfigurationsAreRejected) {
   EXPECT_THROW(NetburstPmu(c, sink), std::invalid_argument);
 }
 
+
+// quiet_retirements (netburst_pmu.h): no overflow before the last instruction of a run that long,
+// and for instr_retired exactly the one that wraps the counter.
+TEST_F(NetburstOverflow, QuietRetirementsEndExactlyAtTheOverflow) {
+  EXPECT_EQ(pmu.quiet_retirements(), UINT64_MAX) << "nothing counts";
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01), kCounterMask - 9);
+  EXPECT_EQ(pmu.quiet_retirements(), 10u);
+  Run(Plain(), 9);
+  EXPECT_EQ(Rd(kCccr(kIqCounter0)) & kOvf, 0u);
+  Run(Plain());
+  EXPECT_NE(Rd(kCccr(kIqCounter0)) & kOvf, 0u) << "the tenth wraps";
+}
+
+TEST_F(NetburstOverflow, QuietRetirementsAreOneWhereThePmiWaitsForTheNextEvent) {
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kOvfPmiT0), kCounterMask);
+  Run(Plain());
+  ASSERT_EQ(sink.pmis, 0) << "SDM timing: the PMI comes with the next event count";
+  EXPECT_EQ(pmu.quiet_retirements(), 1u);
+}
+
+TEST_F(NetburstOverflow, QuietRetirementsOfBranchAndCycleEvents) {
+  Program(kIqCounter0, kCruEscr2, MakeEscr(kBranchRetired, 0xF, false, true), MakeCccr(kSelCru23),
+          kCounterMask);
+  EXPECT_EQ(pmu.quiet_retirements(), UINT64_MAX) << "branches only end a run";
+  Program(kIqCounter0, kCruEscr2, MakeEscr(kBranchRetired, 0xF, false, true),
+          MakeCccr(kSelCru23, kCompare | kComplement), 0);
+  EXPECT_EQ(pmu.quiet_retirements(), 1u) << "Complement counts every instruction's cycles";
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kForceOvf), 0);
+  EXPECT_EQ(pmu.quiet_retirements(), 1u) << "FORCE_OVF overflows at every increment";
+}
+
 }  // namespace
 }  // namespace pmu::netburst::testing
