@@ -756,5 +756,269 @@ TEST_F(TrapFlagStepTest, TheTrapFlagIsArmedAgainWhereAReturnTookItAway) {
   EXPECT_TRUE(ctl_->must_rearm()) << "the IRETQ took the TF away";
 }
 
+
+// Block stepping (DESIGN §4.7): straight-line register code after the pending instruction runs to
+// one stop. The run loop calls extend_block right before each KVM_RUN with what the PMU models
+// allow (`limit`); `prepare` stands in for it.
+class BlockStepTest : public StepControllerTest {
+ protected:
+  BlockStepTest() { ctl_ = std::make_unique<StepController>(ram_, geometry_); }
+  // extend_block, then the configuration; true when the vCPU must resume with RF.
+  bool prepare(uint64_t limit = UINT64_MAX) {
+    const bool rf = ctl_->extend_block(limit, vcpu_);
+    applied_ = ctl_->desired(vcpu_.guest);
+    return rf;
+  }
+  // mov rax,[rdi] | add rax,1 | xor ecx,ecx | inc rcx | cmp rax,rcx | jnz kUser
+  static constexpr uint64_t kMov = kUser, kAdd = kUser + 3, kXor = kUser + 7, kInc = kUser + 9,
+                            kCmp = kUser + 12, kJnz = kUser + 15, kAfter = kUser + 17;
+  void loop_code() {
+    user_code({0x48, 0x8b, 0x07, 0x48, 0x83, 0xc0, 0x01, 0x31, 0xc9, 0x48, 0xff, 0xc1, 0x48, 0x39,
+               0xc8, 0x75, 0xef});
+    vcpu_.regs.rdi = kUserData;
+  }
+  const std::vector<uint64_t> kWholeLoop{kMov, kAdd, kXor, kInc, kCmp, kJnz};
+};
+
+TEST_F(BlockStepTest, StraightLineRegisterCodeRetiresAtOneStop) {
+  loop_code();
+  start_in_user(kUser);
+  EXPECT_TRUE(prepare()) << "the loop comes back to the block's first instruction: RF";
+  EXPECT_FALSE(applied_.single_step);
+  EXPECT_TRUE(applied_.block_irq) << "no interrupt inside a block";
+  EXPECT_TRUE(armed(kUser) && armed(kAfter)) << "both sides of the jnz";
+  EXPECT_FALSE(armed(kAdd));
+  const StepOutcome out = hit(kUser);
+  ASSERT_EQ(out.retired.size(), 6u);
+  EXPECT_EQ(retired_rips_, kWholeLoop);
+  EXPECT_EQ(out.retired[5].branch.kind, pmu::BranchKind::kConditional);
+  EXPECT_TRUE(out.retired[5].branch.taken);
+  EXPECT_EQ(ctl_->stats().blocks, 1u);
+  EXPECT_EQ(ctl_->stats().block_instructions, 6u);
+  // The next pass ends at the fall-through: not taken.
+  EXPECT_TRUE(prepare()) << "resumed at a successor of ours: RF";
+  const StepOutcome second = hit(kAfter);
+  ASSERT_EQ(second.retired.size(), 6u);
+  EXPECT_FALSE(second.retired[5].branch.taken);
+}
+
+TEST_F(BlockStepTest, TheFirstInstructionsLoadGoesThroughTheCacheModelWithItsRealAddress) {
+  loop_code();
+  start_in_user(kUser);
+  prepare();
+  const StepOutcome out = hit(kUser);
+  ASSERT_EQ(out.retired[0].cache_miss_count, 1u) << "a cold cache misses";
+  EXPECT_EQ(out.retired[0].cache_misses[0].data_address, kUserData);
+  for (size_t i = 1; i < out.retired.size(); ++i) EXPECT_EQ(out.retired[i].cycles, 1u);
+}
+
+TEST_F(BlockStepTest, TheBlockEndsWhereThePmuWouldShowSomething) {
+  loop_code();
+  start_in_user(kUser);
+  EXPECT_FALSE(prepare(3));
+  EXPECT_TRUE(armed(kInc)) << "three instructions, then a stop before the fourth";
+  hit(kInc);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kMov, kAdd, kXor}));
+  prepare(1);  // the next instruction is the event's: a step of its own (by TF: inc only
+              // computes in registers)
+  EXPECT_TRUE(applied_.single_step);
+  at_user(kCmp);
+  debug_exit(kDr6SingleStep);
+  EXPECT_EQ(retired_rips_.back(), kInc);
+  EXPECT_EQ(ctl_->stats().single_steps, 1u);
+}
+
+TEST_F(BlockStepTest, OnlyTheFirstInstructionMayTouchMemory) {
+  // add rax,1 | mov rax,[rdi] | add rax,1: the load is the next block's first.
+  user_code({0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x07, 0x48, 0x83, 0xc0, 0x01});
+  vcpu_.regs.rdi = kUserData;
+  start_in_user(kUser);
+  prepare();
+  EXPECT_TRUE(applied_.single_step) << "the add alone (by TF): the load may fault";
+  at_user(kUser + 4);
+  debug_exit(kDr6SingleStep);
+  prepare();
+  EXPECT_TRUE(armed(kUser + 11)) << "the load and the add after it";
+  hit(kUser + 11);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 4, kUser + 7}));
+}
+
+TEST_F(BlockStepTest, AFaultOfTheFirstInstructionRetiresNothing) {
+  loop_code();
+  vcpu_.regs.rdi = 0x1000000;  // unmapped: the load faults
+  start_in_user(kUser);
+  prepare();
+  // The kernel delivers a signal: its return goes to the handler, the block never ran.
+  const std::vector<uint8_t> handler = {0x90};
+  ram_.write(0x800000 + 0x100, std::as_bytes(std::span(handler)));
+  at_kernel(kIretSite);
+  iret_frame(kUser + 0x100);
+  const StepOutcome out = debug_exit(our_bit(kIretSite));
+  EXPECT_TRUE(out.retired.empty());
+  arrive_in_user(kUser + 0x100);
+  hit(kUser + 0x101);
+  EXPECT_EQ(retired_rips_, std::vector<uint64_t>{kUser + 0x100});
+}
+
+TEST_F(BlockStepTest, AGuestDataBreakpointAfterTheFirstInstructionRetiresOnlyIt) {
+  loop_code();
+  vcpu_.guest.db[0] = kUserData;
+  vcpu_.guest.dr7 = 0x400 | 1 | (3u << 16);  // L0, read/write watchpoint
+  start_in_user(kUser);
+  prepare();
+  EXPECT_TRUE(armed(kUser) && armed(kAfter)) << "three slots are free";
+  at_user(kAdd);
+  const StepOutcome out = debug_exit(1);  // B0 after the load
+  EXPECT_EQ(retired_rips_, std::vector<uint64_t>{kMov});
+  EXPECT_EQ(out.deliver_debug, 1u);
+  EXPECT_EQ(ctl_->mode(), StepController::Mode::kKernel);
+}
+
+TEST_F(BlockStepTest, KvmsNmiWindowStepInsideABlockCountsWhatRanAndGoesOn) {
+  loop_code();
+  start_in_user(kUser);
+  prepare();
+  at_user(kAdd);
+  const StepOutcome out = debug_exit(kDr6SingleStep);
+  EXPECT_FALSE(out.deliver_debug);
+  EXPECT_EQ(retired_rips_, std::vector<uint64_t>{kMov});
+  prepare();
+  hit(kUser);
+  EXPECT_EQ(retired_rips_, kWholeLoop);
+}
+
+TEST_F(BlockStepTest, AKickInsideABlockChangesNothing) {
+  loop_code();
+  start_in_user(kUser);
+  prepare();
+  const DebugConfig before = applied_;
+  at_user(kInc);
+  ctl_->on_kick(vcpu_);
+  EXPECT_FALSE(ctl_->open_interrupt_window(vcpu_)) << "not at the block's first instruction";
+  EXPECT_FALSE(prepare()) << "the block is made once";
+  EXPECT_EQ(applied_, before);
+  hit(kUser);
+  EXPECT_EQ(retired_rips_, kWholeLoop);
+}
+
+TEST_F(BlockStepTest, AGuestExecutionBreakpointInsideTheBlockEndsItThere) {
+  loop_code();
+  vcpu_.guest.db[0] = kInc;
+  vcpu_.guest.dr7 = 0x401;  // L0, execute
+  start_in_user(kUser);
+  prepare();
+  EXPECT_TRUE(armed(kInc));
+  at_user(kInc);
+  const StepOutcome out = debug_exit(1 | our_bit(kInc));
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kMov, kAdd, kXor}));
+  EXPECT_EQ(out.deliver_debug, 1u) << "the guest's breakpoint fires before inc runs";
+}
+
+TEST_F(BlockStepTest, TooFewFreeSlotsFallBackToSteps) {
+  loop_code();
+  for (int i = 0; i < 3; ++i) vcpu_.guest.db[i] = kUserData + 0x100 * i;
+  vcpu_.guest.dr7 = 0x400 | 0x15 | (0x333u << 16);  // three watchpoints
+  start_in_user(kUser);
+  EXPECT_FALSE(prepare());
+  EXPECT_EQ(ctl_->stats().blocks_refused_for_slots, 1u);
+  EXPECT_TRUE(armed(kAdd)) << "the load alone";
+}
+
+TEST_F(BlockStepTest, AStoreIntoTheBlockKeepsItOneInstruction) {
+  // mov [rdi],al with rdi inside the block | add rax,1 | add rax,1
+  user_code({0x88, 0x07, 0x48, 0x83, 0xc0, 0x01, 0x48, 0x83, 0xc0, 0x01});
+  vcpu_.regs.rdi = kUser + 6;
+  start_in_user(kUser);
+  prepare();
+  EXPECT_TRUE(armed(kUser + 2)) << "self-modifying: the store alone";
+}
+
+TEST_F(BlockStepTest, ABranchIntoTheBlockEndsItBeforeTheTarget) {
+  // mov rax,[rdi] | L: inc rcx | jnz L
+  user_code({0x48, 0x8b, 0x07, 0x48, 0xff, 0xc1, 0x75, 0xfb});
+  vcpu_.regs.rdi = kUserData;
+  start_in_user(kUser);
+  EXPECT_FALSE(prepare());
+  EXPECT_TRUE(armed(kUser + 3)) << "the load alone: a breakpoint at L would end the block early";
+  hit(kUser + 3);
+  EXPECT_TRUE(prepare()) << "L: inc; jnz L loops to its own start";
+  EXPECT_TRUE(armed(kUser + 3) && armed(kUser + 8));
+  hit(kUser + 3);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 3, kUser + 6}));
+}
+
+TEST_F(BlockStepTest, TheGuestsTrapFlagAndPopfAreNeverBlocks) {
+  loop_code();
+  start_in_user(kUser, 0x302);  // the guest single-steps itself
+  EXPECT_FALSE(prepare());
+  EXPECT_TRUE(armed(kAdd));
+  user_code({0x9d, 0x90, 0x90});  // popf may set TF: its trap comes after the next instruction
+  vcpu_.regs.rsp = kUserData + 0x100;
+  start_in_user(kUser);
+  ctl_->set_scope(StepScope::kNothing, vcpu_);
+  start_in_user(kUser);
+  EXPECT_FALSE(prepare());
+  EXPECT_TRUE(armed(kUser + 1));
+}
+
+TEST_F(BlockStepTest, ABlockEndsAtItsPage) {
+  // add rax,1 at 5 bytes before the page end, then more: the next page is another block.
+  const uint64_t at = kUser + 0x1000 - 8;
+  const std::vector<uint8_t> code = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83, 0xc0, 0x01,
+                                     0x48, 0x83, 0xc0, 0x01};
+  ram_.write(0x800000 + 0x1000 - 8, std::as_bytes(std::span(code)));
+  start_in_user(at);
+  prepare();
+  EXPECT_TRUE(armed(kUser + 0x1000));
+  hit(kUser + 0x1000);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{at, at + 4}));
+}
+
+TEST_F(BlockStepTest, KvmSingleMakesNoBlocks) {
+  ctl_ = std::make_unique<StepController>(ram_, geometry_, StepController::Options{.block_steps = false});
+  loop_code();
+  start_in_user(kUser);
+  EXPECT_FALSE(prepare());
+  EXPECT_TRUE(armed(kAdd));
+  EXPECT_EQ(ctl_->stats().blocks, 0u);
+}
+
+TEST_F(BlockStepTest, AWindowBeforeTheBlockComesFirst) {
+  loop_code();
+  start_in_user(kUser);
+  vcpu_.pending = true;
+  ASSERT_TRUE(ctl_->open_interrupt_window(vcpu_));
+  EXPECT_FALSE(prepare()) << "the block waits for the window";
+  EXPECT_FALSE(applied_.block_irq);
+  vcpu_.pending = false;
+  hit(kUser);  // nothing was taken: the window closes before the load
+  EXPECT_TRUE(retired_rips_.empty());
+  EXPECT_TRUE(prepare()) << "now the block, which comes back to its start";
+  hit(kUser);
+  EXPECT_EQ(retired_rips_, kWholeLoop);
+}
+
+TEST_F(BlockStepTest, ABlockThatLoopsToItsStartIsNotMadeWhileTheVcpuIsStillAtTheReturn) {
+  // Found in the nested host (lwp_demo, 222 phantom loop iterations in 20 000): the return site
+  // made the loop's first instruction pending, the block's RF went to the IRETQ, and the block's
+  // breakpoint on its own first instruction fired before anything ran.
+  user_code({0x48, 0x8b, 0x07, 0x48, 0xff, 0xc1, 0x75, 0xf8});  // L: mov rax,[rdi] | inc rcx | jnz L
+  vcpu_.regs.rdi = kUserData;
+  start_in_user(kUser);
+  at_kernel(kIretSite);  // the load faulted; the kernel returns to it
+  iret_frame(kUser);
+  debug_exit(our_bit(kIretSite));
+  EXPECT_FALSE(prepare()) << "not from the return site";
+  EXPECT_TRUE(armed(kUser + 3)) << "the first instruction alone, at a breakpoint";
+  arrive_in_user(kUser);
+  hit(kUser + 3);
+  EXPECT_FALSE(prepare()) << "inc; jnz L: goes back to L, not to its own start";
+  hit(kUser);
+  EXPECT_TRUE(prepare()) << "at the loop's start now";
+  hit(kUser);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 3, kUser + 6, kUser, kUser + 3,
+                                                  kUser + 6}));
+}
+
 }  // namespace
 }  // namespace vmm

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 
 namespace vmm {
@@ -152,13 +153,172 @@ void StepController::plan_user_step() {
   if (d->completed_by_kvm && (pre_.rflags & kTrapFlag))
     if (const std::optional<uint64_t> handler = entries_.debug_handler())
       plan_.successors.push_back({*handler, true});
+  block_open_ = true;
 }
 
 void StepController::reset_plan() {
   std::vector<Plan::Successor> successors = std::move(plan_.successors);
+  std::vector<uint64_t> block = std::move(plan_.block);
   successors.clear();  // keeps its buffer: a plan is made at every step
+  block.clear();
   plan_ = Plan{};
   plan_.successors = std::move(successors);
+  plan_.block = std::move(block);
+  block_decoded_.clear();
+  block_open_ = false;
+}
+
+void StepController::clear_block() {
+  plan_.block.clear();
+  block_decoded_.clear();
+}
+
+bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
+  if (!block_open_ || mode_ != Mode::kUser) return false;
+  // A window first lets held interrupts in before pre_; the block is made after it closes. A
+  // return being stepped lands before pre_ first.
+  if (plan_.window || plan_.step_return) return false;
+  block_open_ = false;
+  if (!options_.block_steps || limit < 2 || !pre_decoded_ || !plan_.block.empty()) return false;
+  const DecodedInstruction& first = *pre_decoded_;
+  // The first instruction falls through and is nothing the block must stop right after: no
+  // guest TF (its trap comes after each instruction), no POPF (it may set TF), no REP string,
+  // nothing KVM completes itself (RDPMC reads the counters the block has not yet counted).
+  if (first.flow.kind != ControlFlow::Kind::kNext || plan_.stop == Plan::Stop::kSingleStep ||
+      plan_.successors.size() != 1 || (pre_.rflags & kTrapFlag) || first.rep_string ||
+      first.completed_by_kvm || first.lwp_instruction || first.mnemonic == ZYDIS_MNEMONIC_POPF ||
+      first.mnemonic == ZYDIS_MNEMONIC_POPFD || first.mnemonic == ZYDIS_MNEMONIC_POPFQ)
+    return false;
+  // The guest's enabled execution breakpoints (DR7 R/W 00): a block never runs into one.
+  const GuestDebugRegisters guest = at_exit.guest_debug();
+  const uint8_t held = guest.held_slots();
+  auto guest_breakpoint_at = [&](uint64_t rip) {
+    for (int i = 0; i < 4; ++i)
+      if ((held & (1u << i)) && ((guest.dr7 >> (16 + 4 * i)) & 3) == 0 && guest.db[i] == rip)
+        return true;
+    return false;
+  };
+  if (guest_breakpoint_at(pre_.rip)) return false;  // RF would pass it too
+
+  const uint64_t page_end = (pre_.rip & ~(kPage - 1)) + kPage;
+  uint64_t rip = pre_.rip + first.length;
+  std::array<uint64_t, 2> targets{};
+  size_t target_count = 0;
+  GuestRegisters at = pre_;
+  user_memory_.set_cr3(pre_.cr3);
+  while (plan_.block.size() + 1 < std::min<uint64_t>(limit, kMaxBlockInstructions)) {
+    if (rip >= page_end || guest_breakpoint_at(rip)) break;
+    const CodeBytes bytes = fetch(user_memory_, rip);
+    at.rip = rip;
+    const std::optional<DecodedInstruction> d =
+        bytes.size ? decoder_.decode(bytes.span(), at) : std::nullopt;
+    // Only what cannot fault, exit or touch memory; within the first instruction's page (its
+    // fetch cannot fault either).
+    if (!d || !d->trap_flag_safe || rip + d->length > page_end) break;
+    if (d->branch == pmu::BranchKind::kNone) {
+      plan_.block.push_back(rip);
+      block_decoded_.push_back(*d);
+      rip += d->length;
+      continue;
+    }
+    if (!d->direct_target) break;
+    targets[target_count++] = *d->direct_target;
+    if (d->branch == pmu::BranchKind::kConditional && d->fall_through(rip) != *d->direct_target)
+      targets[target_count++] = d->fall_through(rip);
+    // A target inside the block (after its first instruction) would stop it early: the block
+    // ends before that target instead, which then starts the next one.
+    uint64_t inside = 0;
+    for (size_t t = 0; t < target_count; ++t)
+      if (targets[t] > pre_.rip && targets[t] <= rip) inside = targets[t];
+    if (inside) {
+      target_count = 0;
+      while (!plan_.block.empty() && plan_.block.back() >= inside) {
+        plan_.block.pop_back();
+        block_decoded_.pop_back();
+      }
+      const uint64_t end = plan_.block.empty()
+                               ? pre_.rip + first.length
+                               : plan_.block.back() + block_decoded_.back().length;
+      if (end != inside) {  // into the middle of an instruction: no block
+        clear_block();
+        return false;
+      }
+      rip = inside;
+      break;
+    }
+    plan_.block.push_back(rip);
+    block_decoded_.push_back(*d);
+    break;
+  }
+  if (target_count == 0) targets[target_count++] = rip;  // ends before `rip`: it falls through
+  if (plan_.block.empty()) return false;
+  // The first instruction storing into the block: what runs is not what was decoded.
+  for (uint8_t i = 0; i < first.store_count; ++i) {
+    const MemoryAccess& w = first.stores[i];
+    if (w.address < rip + 15 && w.address + w.size > pre_.rip) {
+      clear_block();
+      return false;
+    }
+  }
+  // Its successors need slots (and a return site one, to catch a fault of the first).
+  const size_t free_slots = 4 - static_cast<size_t>(std::popcount(held));
+  if (target_count + (return_sites().empty() ? 0 : 1) > free_slots) {
+    ++stats_.blocks_refused_for_slots;
+    clear_block();
+    return false;
+  }
+  bool resume_flag = false;
+  for (size_t t = 0; t < target_count; ++t)
+    if (targets[t] == pre_.rip) resume_flag = true;
+  // A block that comes back to its first instruction starts with RF, which only works where the
+  // vCPU is at that instruction: still at the return site that made it pending, the RF would
+  // go to the return instruction, and the block's breakpoint would then fire before it ran.
+  if (resume_flag && (at_exit.cpl() != 3 || at_exit.registers().rip != pre_.rip)) {
+    clear_block();
+    return false;
+  }
+  plan_.successors.clear();
+  for (size_t t = 0; t < target_count; ++t) plan_.successors.push_back({targets[t], false});
+  plan_.stop = Plan::Stop::kBreakpoints;
+  return resume_flag;
+}
+
+std::optional<DecodedInstruction> StepController::block_instruction(size_t i) {
+  if (block_decoded_.size() == plan_.block.size()) return block_decoded_[i];
+  // Restored from a snapshot: read the code again (it ran; it is what is there).
+  GuestRegisters at = pre_;
+  at.rip = plan_.block[i];
+  user_memory_.set_cr3(pre_.cr3);
+  const CodeBytes bytes = fetch(user_memory_, at.rip);
+  if (bytes.size == 0) return std::nullopt;
+  return decoder_.decode(bytes.span(), at);
+}
+
+bool StepController::retire_block(uint64_t stopped_at, StepOutcome& out) {
+  size_t after_first = plan_.block.size();  // how many after pre_ retired
+  for (size_t i = 0; i < plan_.block.size(); ++i)
+    if (plan_.block[i] == stopped_at) {
+      after_first = i;
+      break;
+    }
+  retire(pre_, plan_.block[0], 3, out);  // the first falls through to the second
+  GuestRegisters before = pre_;  // instructions after the first compute in registers only:
+                                 // their RIP is all the accountant reads of them
+  for (size_t i = 0; i < after_first; ++i) {
+    const std::optional<DecodedInstruction> d = block_instruction(i);
+    if (!d) break;
+    before.rip = plan_.block[i];
+    const uint64_t next = i + 1 < plan_.block.size() ? plan_.block[i + 1] : stopped_at;
+    if (const std::optional<pmu::RetiredInstruction> r = user_accountant_.account(before, *d, 3, next))
+      out.retired.push_back(*r);
+  }
+  if (after_first == 0) {
+    ++stats_.user_steps;
+  } else {
+    ++stats_.blocks;
+    stats_.block_instructions += after_first + 1;
+  }
+  return after_first < plan_.block.size();
 }
 
 const std::vector<uint64_t>& StepController::return_sites() const {
@@ -421,9 +581,13 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const De
         const bool faulted_at_it = (guest_bits & kDr6SlotBits) && !step_trap && now.rip == pre_.rip &&
                                    !(ours_here && succ);
         if ((ours_here && succ) || (trapped_after && !faulted_at_it)) {
-          retire(pre_, now.rip, 3, out);
-          if (applied.single_step) ++stats_.single_steps;
-          else ++stats_.user_steps;
+          if (!plan_.block.empty()) {
+            retire_block(now.rip, out);
+          } else {
+            retire(pre_, now.rip, 3, out);
+            if (applied.single_step) ++stats_.single_steps;
+            else ++stats_.user_steps;
+          }
         }
         if (guest_bits) {
           out.deliver_debug = guest_bits;

@@ -56,6 +56,19 @@
 // IRET in user mode, unreadable code): that instruction is stepped with KVM's single-step and
 // interrupts held (KVM_GUESTDBG_BLOCKIRQ); only a fault of that very instruction shows TF then.
 // KVM hides TF while it steps: a POPF's new TF is read from what it popped.
+// Block stepping (Options::block_steps; DESIGN §4.7). Where the PMU models let several
+// instructions retire with nothing visible before the last (extend_block's `limit`), the pending
+// instruction is extended to a block: it, then the register computations and relative jumps
+// after it in its page (DecodedInstruction::trap_flag_safe), up to and including the first
+// branch. The vCPU runs the whole block to a breakpoint on its successors (both sides of a
+// conditional branch) with interrupts held, and the stop retires every instruction of it from
+// the decode. Exactness does not change, because only the first instruction of a block can touch
+// memory: nothing after it can fault, exit or hit a guest data breakpoint, so a fault (the vCPU
+// in the kernel) means nothing retired, a trap after the first instruction means one, and the
+// cache model sees the first instruction's accesses with its real registers, as when stepping.
+// Not extended: the guest's TF, POPF, REP strings, instructions KVM completes (RDPMC reads the
+// counters), a guest execution breakpoint or a page end inside the block, a store of the first
+// instruction into the block, a branch target inside it, and too few free slots.
 // NetBurst T0_OS (kEveryCpl): kernel code entered by SYSCALL or running when counting starts is
 // single-stepped (TF in kernel frames only); interrupt and exception handlers entered from user
 // mode run unstepped, as before.
@@ -68,6 +81,7 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "pmu/cache/cache_model.h"
@@ -107,14 +121,17 @@ struct CodeBytes {
 // What counts on the vCPU now (from the PMU models).
 enum class StepScope : uint8_t { kNothing, kUserCode, kEveryCpl };
 
-// The instructions one exit retired, in retirement order: at most two (a stepped kernel's
-// return instruction, then nothing else; or one user instruction). Held inline: an exit is a
-// step, and an allocation per step showed in the nested host's profile.
+// The most instructions one block step runs (its first and the register instructions after it).
+inline constexpr size_t kMaxBlockInstructions = 32;
+
+// The instructions one exit retired, in retirement order: at most a block (or a stepped kernel's
+// return instruction, then nothing else). Held inline: an exit is a step, and an allocation per
+// step showed in the nested host's profile.
 class RetiredInstructions {
  public:
-  static constexpr size_t kCapacity = 2;
+  static constexpr size_t kCapacity = kMaxBlockInstructions;
   void push_back(const pmu::RetiredInstruction& r) {
-    if (size_ == kCapacity) throw std::logic_error("more than two instructions retired at one exit");
+    if (size_ == kCapacity) throw std::logic_error("more instructions retired at one exit than a block holds");
     items_[size_++] = r;
   }
   size_t size() const { return size_; }
@@ -151,6 +168,9 @@ class StepController {
     // nothing of the guest can see the TF while it runs, and a run of them keeps one KVM
     // configuration (a breakpoint that moves costs a KVM_SET_GUEST_DEBUG per instruction).
     bool trap_flag_steps = true;
+    // Runs straight-line register code as one block per exit (see the header comment); off for
+    // `--stepper kvm-single`, the one-exit-per-instruction cross-check.
+    bool block_steps = true;
   };
 
   StepController(GuestRam& ram, const pmu::cache::Geometry& cache);
@@ -163,6 +183,14 @@ class StepController {
   // Any other exit (I/O, MSR, HLT, MMIO, an interrupt): nothing retired; where the vCPU is may
   // say that user mode was left or entered unseen.
   void on_other_exit(StepTarget& at);
+
+  // Right before a KVM_RUN (after the PMU models have counted everything that retired): lets the
+  // pending user instruction run as a block of at most `limit` instructions, where it can be one
+  // (once per planned instruction; a window before it waits). `limit` is how many instructions
+  // may retire with nothing visible (a record, a PMI, an overflow) before the last of them.
+  // True: the vCPU must resume with RF set (the block loops back to its first instruction, whose
+  // breakpoint would otherwise fire before it runs).
+  bool extend_block(uint64_t limit, StepTarget& at);
 
   // What KVM must do for the next KVM_RUN (the guest's own debug registers merged in).
   DebugConfig desired(const GuestDebugRegisters& guest) const;
@@ -203,10 +231,16 @@ class StepController {
     uint64_t guest_debug_exceptions = 0;  // #DBs handed back to the guest
     uint64_t missed_returns = 0;    // user mode found running without a stop at a return site
     uint64_t interrupt_windows = 0;  // windows opened for held interrupts
+    uint64_t blocks = 0;              // stops that retired a block of two or more instructions
+    uint64_t block_instructions = 0;  // ... the instructions they retired
+    // Blocks not made although the PMU models allowed one, because the guest's breakpoints left
+    // too few free slots for the block's successors (block stepping falls back to steps).
+    uint64_t blocks_refused_for_slots = 0;
     template <class Archive>
     void archive(Archive& a) {
       a(user_steps, single_steps, kernel_steps, return_stops, user_returns,
-        guest_debug_exceptions, missed_returns, interrupt_windows);
+        guest_debug_exceptions, missed_returns, interrupt_windows, blocks, block_instructions,
+        blocks_refused_for_slots);
     }
   };
   const Stats& stats() const { return stats_; }
@@ -215,10 +249,15 @@ class StepController {
   template <class Archive>
   void archive(Archive& a) {
     a(user_accountant_, kernel_accountant_, entries_, mode_, scope_, pre_, have_pre_, plan_,
-      stats_);
+      stats_, block_open_);
+    // Untrusted when loaded (a snapshot, a migration stream): a block is never longer.
+    if (plan_.block.size() >= kMaxBlockInstructions)
+      throw std::runtime_error("step controller state: a block of " +
+                               std::to_string(plan_.block.size() + 1) + " instructions");
     sites_stale_ = true;  // entries_ may be new
     pre_bytes_.size = 0;
     pre_decoded_.reset();
+    block_decoded_.clear();  // decoded again from the block's RIPs at its retirement
     trap_flag_live_ = false;  // a restored vCPU's TF is whatever its KVM makes of it
   }
 
@@ -252,9 +291,12 @@ class StepController {
     // the nested KVM host: a block that begins with RF set clears RF at its end, also the RF the
     // IRETQ just loaded; the guest's breakpoint at pre_ then fired again and again.)
     bool step_return = false;
+    // Block stepping: the RIPs of the instructions after pre_ that run with it to the
+    // successors (extend_block); empty for one instruction.
+    std::vector<uint64_t> block;
     template <class Archive>
     void archive(Archive& a) {
-      a(successors, stop, rep_string, window, step_return);
+      a(successors, stop, rep_string, window, step_return, block);
     }
   };
 
@@ -265,6 +307,13 @@ class StepController {
   // Stopped at return site `site`: where does it go?
   void at_return_site(StepTarget& at, const ReturnSite& site, StepOutcome& out);
   void retire(const GuestRegisters& before, uint64_t next_rip, uint8_t cpl, StepOutcome& out);
+  // pre_ and the block's instructions before `stopped_at` retired (all of them when it is none
+  // of theirs: a successor); true when the stop is inside the block (after its first).
+  bool retire_block(uint64_t stopped_at, StepOutcome& out);
+  // The block's instruction i (after pre_), decoded: kept from extend_block, or read again after
+  // a restore.
+  std::optional<DecodedInstruction> block_instruction(size_t i);
+  void clear_block();
   // The guest's own TF after the user instruction at `before` ran under a single step of pmuvm's
   // (KVM hides TF then): the TF a POPF loaded, else the TF it had before.
   uint64_t guest_trap_flag_after(const GuestRegisters& before);
@@ -309,6 +358,9 @@ class StepController {
   // ran, so the second page walk and the second decode are saved.
   CodeBytes pre_bytes_;
   std::optional<DecodedInstruction> pre_decoded_;
+  // plan_user_step made a plan that extend_block has not yet looked at.
+  bool block_open_ = false;
+  std::vector<DecodedInstruction> block_decoded_;  // plan_.block's decodes, same order
   Plan plan_;
   Stats stats_;
 };
