@@ -118,10 +118,12 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
       ->check(CLI::IsMember({"precise", "host", "auto"}))
       ->capture_default_str();
   run_cmd->add_option("--stepper", run.stepper,
-                      "How the precise backend sees each retired instruction: kvm (KVM single-step, "
-                      "every CPL, no guest help), guest (the bundled kernel single-steps its "
-                      "profiled tasks and reports each step), auto (kvm)")
-      ->check(CLI::IsMember({"kvm", "guest", "auto"}))
+                      "How the precise backend sees each retired instruction: kvm (KVM debug "
+                      "exits, every CPL, no guest help; one exit per basic block of register "
+                      "code where only instruction/branch events count), kvm-single (the same, "
+                      "one exit per instruction: the cross-check), guest (the bundled kernel "
+                      "single-steps its profiled tasks and reports each step), auto (kvm)")
+      ->check(CLI::IsMember({"kvm", "kvm-single", "guest", "auto"}))
       ->capture_default_str();
   run_cmd->add_option("--vcpus", run.vcpus, "Number of vCPUs")
       ->check(CLI::Range(1, 16))

@@ -45,7 +45,8 @@ uint32_t pv_features_for(MachineOptions::Stepper stepper) {
   switch (stepper) {
     case MachineOptions::Stepper::kGuest: return PMUVM_PV_USER_ENTRY | PMUVM_PV_GUEST_STEPPER;
     // The KVM stepper finds the kernel's returns to user mode itself (DESIGN §4.7).
-    case MachineOptions::Stepper::kKvm: return 0;
+    case MachineOptions::Stepper::kKvm:
+    case MachineOptions::Stepper::kKvmSingle: return 0;
     case MachineOptions::Stepper::kNone: break;
   }
   return PMUVM_PV_USER_ENTRY;
@@ -340,8 +341,11 @@ void Machine::Impl::create_vcpus(const LoadedGuest& guest) {
                                                     v->tap, netburst, &v->page_faults);
     if (options.stepper == MachineOptions::Stepper::kGuest)
       v->guest_stepper = std::make_unique<GuestAssistedStepper>(ram, to_cache_geometry(options.profile.cache));
-    if (options.stepper == MachineOptions::Stepper::kKvm)
-      v->kvm_stepper = std::make_unique<StepController>(ram, to_cache_geometry(options.profile.cache));
+    if (options.stepper == MachineOptions::Stepper::kKvm ||
+        options.stepper == MachineOptions::Stepper::kKvmSingle)
+      v->kvm_stepper = std::make_unique<StepController>(
+          ram, to_cache_geometry(options.profile.cache),
+          StepController::Options{.block_steps = options.stepper == MachineOptions::Stepper::kKvm});
     Vcpu* raw = v.get();
     // Only LWP raises fixed vectors (NetBurst goes through LVTPC): each is a threshold
     // interrupt of the task running on this vCPU.
@@ -491,19 +495,23 @@ void Machine::Impl::count_exit(Vcpu& v, uint32_t reason) {
 
 void Machine::Impl::print_stats() {
   for (auto& v : vcpus) {
-    // Stops that each counted one instruction (a successor breakpoint or a single-step trap).
+    // Stops that each counted one instruction (a successor breakpoint or a single-step trap),
+    // and stops that counted a block of several (DESIGN §4.7, block stepping).
     uint64_t steps = 0;
+    uint64_t blocks = 0;
     if (v->kvm_stepper) {
       const StepController::Stats& st = v->kvm_stepper->stats();
       steps = st.user_steps + st.single_steps + st.kernel_steps;
+      blocks = st.blocks;
     } else if (v->guest_stepper) {
       steps = v->guest_stepper->steps();
     }
     std::fprintf(stderr,
-                 "pmuvm: vcpu%u: exits %llu, single steps %llu, blocks 0, counted instructions "
+                 "pmuvm: vcpu%u: exits %llu, single steps %llu, blocks %llu, counted instructions "
                  "%llu\n",
                  v->kvm->index(), static_cast<unsigned long long>(v->exit_count),
-                 static_cast<unsigned long long>(steps), static_cast<unsigned long long>(v->counted));
+                 static_cast<unsigned long long>(steps), static_cast<unsigned long long>(blocks),
+                 static_cast<unsigned long long>(v->counted));
     // Where the exits went (bench/stepper_bench, and why a run costs what it costs).
     if (v->kvm_stepper) {
       const StepController::Stats& st = v->kvm_stepper->stats();
@@ -511,7 +519,8 @@ void Machine::Impl::print_stats() {
                    "pmuvm: vcpu%u: exits by kind: debug %llu, I/O %llu, MSR %llu, other %llu; "
                    "stepper: user steps %llu, single steps %llu, kernel steps %llu, return stops "
                    "%llu (%llu into counted user mode), interrupt windows %llu, guest #DBs %llu, "
-                   "missed returns %llu\n",
+                   "missed returns %llu; blocks %llu of %llu instructions, blocks refused for "
+                   "lack of debug slots %llu\n",
                    v->kvm->index(), static_cast<unsigned long long>(v->debug_exits),
                    static_cast<unsigned long long>(v->io_exits),
                    static_cast<unsigned long long>(v->msr_exits),
@@ -524,7 +533,10 @@ void Machine::Impl::print_stats() {
                    static_cast<unsigned long long>(st.user_returns),
                    static_cast<unsigned long long>(st.interrupt_windows),
                    static_cast<unsigned long long>(st.guest_debug_exceptions),
-                   static_cast<unsigned long long>(st.missed_returns));
+                   static_cast<unsigned long long>(st.missed_returns),
+                   static_cast<unsigned long long>(st.blocks),
+                   static_cast<unsigned long long>(st.block_instructions),
+                   static_cast<unsigned long long>(st.blocks_refused_for_slots));
     }
   }
 }
@@ -556,9 +568,10 @@ MachineOptions options_from_manifest(const SnapshotManifest& m) {
   o.mem_mib = m.mem_mib;
   o.seed = m.seed;
   o.timer_hz = m.timer_hz;
-  o.stepper = m.stepper == "kvm"     ? MachineOptions::Stepper::kKvm
-              : m.stepper == "guest" ? MachineOptions::Stepper::kGuest
-                                     : MachineOptions::Stepper::kNone;
+  o.stepper = m.stepper == "kvm"          ? MachineOptions::Stepper::kKvm
+              : m.stepper == "kvm-single" ? MachineOptions::Stepper::kKvmSingle
+              : m.stepper == "guest"      ? MachineOptions::Stepper::kGuest
+                                          : MachineOptions::Stepper::kNone;
   if (m.linux_guest) o.linux_guest.emplace();  // the run loop's Linux rules; nothing to load
   o.kernel_name = m.kernel;
   o.max_interrupts_per_second = m.max_interrupt_rate;

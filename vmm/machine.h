@@ -47,7 +47,8 @@ struct MachineOptions {
   // The precise backend's stepper (DESIGN §4.7): KVM single-step (every CPL), or the bundled
   // kernel single-steps its profiled tasks and reports each step. kNone: no counting backend
   // (LWP state only, no records).
-  enum class Stepper { kNone, kKvm, kGuest };
+  // kKvm steps blocks where it can (DESIGN §4.7); kKvmSingle stops after every instruction.
+  enum class Stepper { kNone, kKvm, kKvmSingle, kGuest };
   Stepper stepper = Stepper::kKvm;
   std::string lwp_report;  // "" = none, "-" = stdout, else a file
   std::string lwp_trace;   // "" = none, else a JSON-lines file

@@ -335,6 +335,9 @@ struct Machine::Impl : MachineControl {
   // What counts on this vCPU now (DESIGN §4.7): nothing, user code only (LWP; NetBurst without
   // T0_OS), or every CPL (a NetBurst counter with T0_OS).
   static StepScope step_scope(const Vcpu& v);
+  // How many instructions may retire before the PMU models (or a --pause-at-instructions point)
+  // show something: the longest block the stepper may run now.
+  uint64_t quiet_retirements(Vcpu& v);
   // Before each KVM_RUN: the step controller's scope and the KVM debug configuration it wants.
   void update_stepping(Vcpu& v);
   // One KVM_EXIT_DEBUG.

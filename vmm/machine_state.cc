@@ -20,6 +20,7 @@ namespace {
 const char* stepper_name(MachineOptions::Stepper stepper) {
   switch (stepper) {
     case MachineOptions::Stepper::kKvm: return "kvm";
+    case MachineOptions::Stepper::kKvmSingle: return "kvm-single";
     case MachineOptions::Stepper::kGuest: return "guest";
     case MachineOptions::Stepper::kNone: break;
   }

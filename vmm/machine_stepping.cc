@@ -76,6 +76,15 @@ StepScope Machine::Impl::step_scope(const Vcpu& v) {
   return StepScope::kNothing;
 }
 
+uint64_t Machine::Impl::quiet_retirements(Vcpu& v) {
+  uint64_t quiet = v.control->lwp().quiet_retirements();
+  if (const pmu::netburst::NetburstPmu* netburst = v.control->netburst())
+    quiet = std::min(quiet, netburst->quiet_retirements());
+  if (const std::optional<uint64_t> to_pause = progress.instructions_to_pause())
+    quiet = std::min(quiet, *to_pause);
+  return quiet;
+}
+
 void Machine::Impl::update_stepping(Vcpu& v) {
   VcpuStepTarget target(*v.kvm);
   const StepScope scope = step_scope(v);
@@ -83,6 +92,10 @@ void Machine::Impl::update_stepping(Vcpu& v) {
     v.kvm_stepper->set_scope(scope, target);
     v.guest_debug = VcpuStepTarget::guest_debug_registers(*v.kvm);
   }
+  // A block ends where the PMU models would show something (a record, a PMI): they have counted
+  // everything retired so far.
+  VcpuStepTarget at(*v.kvm, &v.guest_debug);
+  if (v.kvm_stepper->extend_block(quiet_retirements(v), at)) v.kvm->set_resume_flag();
   const DebugConfig desired = v.kvm_stepper->desired(v.guest_debug);
   const bool unknown = std::exchange(v.debug_unknown, false);
   if (desired == v.applied_debug && !unknown && !v.kvm_stepper->must_rearm()) return;

@@ -223,13 +223,17 @@ int run(const vmm::RunCommand& cmd) {
   }
   // Both steppers count identically (tests/e2e). auto = kvm: on SVM and VMX hosts KVM's
   // single-step stops at every CPL and needs nothing from the guest kernel.
-  options.stepper = cmd.stepper == "guest" ? vmm::MachineOptions::Stepper::kGuest
-                                           : vmm::MachineOptions::Stepper::kKvm;
+  options.stepper = cmd.stepper == "guest"        ? vmm::MachineOptions::Stepper::kGuest
+                    : cmd.stepper == "kvm-single" ? vmm::MachineOptions::Stepper::kKvmSingle
+                                                  : vmm::MachineOptions::Stepper::kKvm;
   if (options.linux_guest && cmd.stepper == "guest")
     throw vmm::UsageError("--stepper guest needs the bundled kernel's help; a Linux guest is "
                           "counted with --stepper kvm (the default)");
   spdlog::info("counting backend: precise, {} stepper ({})",
-               cmd.stepper == "guest" ? "guest-assisted" : "KVM single-step", reason);
+               cmd.stepper == "guest"        ? "guest-assisted"
+               : cmd.stepper == "kvm-single" ? "KVM single-step"
+                                             : "KVM block-step",
+               reason);
 
   vmm::Machine machine(std::move(options));  // UsageError for a guest that cannot fit
   return machine.run();

@@ -38,6 +38,13 @@ class ProgressPauses {
     return reached(total);
   }
   uint64_t counted() const { return counted_; }
+  // Instructions still to count up to the --pause-at-instructions point while it is armed (a
+  // block stepper ends a block there), else nullopt. At least 1.
+  std::optional<uint64_t> instructions_to_pause() const {
+    if (!at_instructions_armed_.load(std::memory_order_relaxed)) return std::nullopt;
+    const uint64_t counted = counted_.load(std::memory_order_relaxed);
+    return at_instructions_ > counted ? at_instructions_ - counted : 1;
+  }
 
  private:
   std::optional<std::string> reached(uint64_t total);

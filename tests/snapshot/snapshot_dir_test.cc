@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "tests/support/file_damage.h"
+#include "vmm/snapshot/state_sections.h"
 #include "vmm/cpu/cpu_profile.h"
 
 namespace {
@@ -128,8 +129,9 @@ TEST(SnapshotDir, EveryDamageIsRefusedWithItsReason) {
       std::ofstream(d + "/manifest.json") << m;
     });
   };
-  EXPECT_NE(edit_manifest("version", "\"version\": 3", "\"version\": 1")
-                .find("snapshot format version 1 (this pmuvm reads version 3)"),
+  const std::string current = std::to_string(vmm::kSnapshotFormatVersion);
+  EXPECT_NE(edit_manifest("version", "\"version\": " + current, "\"version\": 1")
+                .find("snapshot format version 1 (this pmuvm reads version " + current + ")"),
             std::string::npos);
   EXPECT_NE(edit_manifest("format", "pmuvm-snapshot", "qemu-savevm").find("not a pmuvm snapshot"),
             std::string::npos);

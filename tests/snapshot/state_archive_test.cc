@@ -193,7 +193,8 @@ TEST(StateSections, RoundTripAndChecks) {
   std::vector<std::byte> version = bytes;
   version[8] = std::byte{9};
   EXPECT_EQ(std::get<std::string>(vmm::StateSections::parse(version)),
-            "state container format version 9 (this pmuvm reads 3)");
+            "state container format version 9 (this pmuvm reads " +
+                std::to_string(vmm::kSnapshotFormatVersion) + ")");
 }
 
 TEST(CpuidBitsMissing, NamesEachRegisterThatLacksBits) {

@@ -67,7 +67,8 @@ std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& te
     m.linux_guest = guest == "linux";
     m.kernel = machine.at("kernel").get<std::string>();
     m.max_interrupt_rate = machine.at("max_interrupt_rate").get<uint32_t>();
-    if (m.stepper != "kvm" && m.stepper != "guest" && m.stepper != "none")
+    if (m.stepper != "kvm" && m.stepper != "kvm-single" && m.stepper != "guest" &&
+        m.stepper != "none")
       return "unknown stepper \"" + m.stepper + "\"";
     if (m.vcpus == 0 || m.vcpus > 64 || m.mem_mib == 0 || m.mem_mib > (1u << 20))
       return std::string("the machine's vCPU count or memory size is out of range");

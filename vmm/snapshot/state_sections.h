@@ -21,7 +21,8 @@ namespace vmm {
 // 2: the KVM stepper's state is the step controller's (vmm/precise/step_controller.h), not the
 // single-step stepper's flags: a version-1 snapshot is refused with a clear reason.
 // 3: the LWP report counts the records it keeps no address for (LwpReport::kMaxAddresses).
-inline constexpr uint32_t kSnapshotFormatVersion = 3;
+// 4: the step controller keeps a planned block (block stepping) and counts blocks.
+inline constexpr uint32_t kSnapshotFormatVersion = 4;
 
 // zlib's CRC-32 of `bytes`, continuing from `crc` (0 to start).
 uint32_t crc32_of(std::span<const std::byte> bytes, uint32_t crc = 0);
