@@ -1,10 +1,12 @@
-// Exact counting inside the guest (issue 9): LWP record streams known in advance, the KVM and
-// guest-assisted steppers giving byte-identical records and output, two tasks with their own
+// Exact counting inside the guest (issue 9): LWP record streams known in advance, every stepper
+// (guest_test.h kSteppers: block-stepping KVM, single-stepping KVM, guest-assisted) giving the
+// same counts and byte-identical records and output, two tasks with their own
 // LWPCBs, CoreId = APIC ID on two vCPUs, and --seed determinism. Runs on a KVM host
 // (tests/kvm_host_test.bzl); without one every case fails with the reason.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,7 +33,7 @@ class GuestCounting : public pmuvm_e2e::GuestTest {
 };
 
 TEST_F(GuestCounting, KnownInstructionSequenceGivesTheExactRecordStream) {
-  for (const char* stepper : {"kvm", "guest"}) {
+  for (const char* stepper : pmuvm_e2e::kSteppers) {
     auto r = run({"run", "--stepper", stepper, "--", program("lwp_exact")});
     EXPECT_EQ(r.status, 0) << stepper << "\n" << r.out << r.err;
     EXPECT_NE(r.out.find("lwp_exact: exact record stream"), std::string::npos) << stepper << "\n" << r.out;
@@ -47,9 +49,9 @@ TEST_F(GuestCounting, KnownInstructionSequenceGivesTheExactRecordStream) {
 
 TEST_F(GuestCounting, BothSteppersGiveIdenticalRecordsAndOutput) {
   for (const char* name : {"lwp_demo", "lwp_exact", "lwp_basic"}) {
-    std::string trace[2], out[2];
+    std::string trace[pmuvm_e2e::kSteppers.size()], out[pmuvm_e2e::kSteppers.size()];
     int i = 0;
-    for (const char* stepper : {"kvm", "guest"}) {
+    for (const char* stepper : pmuvm_e2e::kSteppers) {
       const std::string file = temp(std::string(name) + "." + stepper + ".jsonl");
       auto r = run({"run", "--stepper", stepper, "--lwp-trace", file, "--", program(name)}, 600);
       EXPECT_EQ(r.status, 0) << name << " " << stepper << "\n" << r.out << r.err;
@@ -57,10 +59,52 @@ TEST_F(GuestCounting, BothSteppersGiveIdenticalRecordsAndOutput) {
       out[i] = program_lines(r.out, std::string(name) + ":");
       ++i;
     }
-    EXPECT_EQ(trace[0], trace[1]) << name;
-    EXPECT_EQ(out[0], out[1]) << name;
+    for (size_t j = 1; j < pmuvm_e2e::kSteppers.size(); ++j) {
+      EXPECT_EQ(trace[0], trace[j]) << name << " " << pmuvm_e2e::kSteppers[j];
+      EXPECT_EQ(out[0], out[j]) << name << " " << pmuvm_e2e::kSteppers[j];
+    }
     if (std::string(name) != "lwp_basic") {
       EXPECT_FALSE(trace[0].empty()) << name;
+    }
+  }
+}
+
+// Block stepping (DESIGN §4.7): loops of 2- and 20-instruction basic blocks give the records
+// of one exit per instruction, byte for byte, while the block stepper really stops once per
+// block (--stats: blocks, and debug exits per counted instruction at most 0.6 and 0.1).
+TEST_F(GuestCounting, BlockSteppingGivesTheRecordsOfSingleSteppingInABlockPerExit) {
+  for (const char* shape : {"tight", "straight"}) {
+    std::string trace[pmuvm_e2e::kSteppers.size()], out[pmuvm_e2e::kSteppers.size()];
+    for (size_t i = 0; i < pmuvm_e2e::kSteppers.size(); ++i) {
+      const std::string stepper = pmuvm_e2e::kSteppers[i];
+      const std::string file = temp(std::string("block_loops.") + shape + "." + stepper + ".jsonl");
+      auto r = run({"run", "--stats", "--stepper", stepper, "--lwp-trace", file, "--",
+                    program("block_loops"), shape, "3000"}, 600);
+      ASSERT_EQ(r.status, 0) << shape << " " << stepper << "\n" << r.out << r.err;
+      trace[i] = slurp(file);
+      out[i] = program_lines(r.out, "block_loops:");
+      std::smatch m;
+      ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(blocks (\d+), counted instructions (\d+))")))
+          << r.err;
+      const double blocks = std::stod(m[1]), counted = std::stod(m[2]);
+      if (stepper == "kvm") {
+        // The stepper's stops (debug exits); the boot's console I/O is no part of it.
+        ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(exits by kind: debug (\d+))")))
+            << r.err;
+        const double exits = std::stod(m[1]);
+        EXPECT_GT(blocks, 0) << shape;
+        // The loop dominates: 3000 blocks of 2 or 20 (1.2 x 1/2, 2 x 1/20), boot included.
+        EXPECT_LE(exits / counted, std::string(shape) == "tight" ? 0.6 : 0.1) << shape << "\n" << r.err;
+      } else {
+        EXPECT_EQ(blocks, 0) << shape << " " << stepper;
+      }
+    }
+    EXPECT_NE(out[0].find(std::string("block_loops: ") + shape + " 3000 iterations"), std::string::npos)
+        << out[0];
+    EXPECT_FALSE(trace[0].empty());
+    for (size_t j = 1; j < pmuvm_e2e::kSteppers.size(); ++j) {
+      EXPECT_EQ(trace[0], trace[j]) << shape << " " << pmuvm_e2e::kSteppers[j];
+      EXPECT_EQ(out[0], out[j]) << shape << " " << pmuvm_e2e::kSteppers[j];
     }
   }
 }
@@ -147,19 +191,19 @@ class GuestNetburst : public GuestCounting {
 };
 
 TEST_F(GuestNetburst, InstrRetiredAtUserLevelIsExact) {
-  for (const char* stepper : {"kvm", "guest"})
+  for (const char* stepper : pmuvm_e2e::kSteppers)
     EXPECT_EQ(counted(stepper, {"instr", "1", "usr"}), "netburst_exact: count 1010 pmis 0") << stepper;
 }
 
 // A REP string instruction retires once, however many iterations it runs (4096 here) and
 // however often the guest stepper's TF or an interrupt stops it between iterations.
 TEST_F(GuestNetburst, RepStringInstructionsRetireOnce) {
-  for (const char* stepper : {"kvm", "guest"})
+  for (const char* stepper : pmuvm_e2e::kSteppers)
     EXPECT_EQ(counted(stepper, {"rep"}), "netburst_exact: rep count 16") << stepper;
 }
 
 TEST_F(GuestNetburst, BranchRetiredMasksAreExact) {
-  for (const char* stepper : {"kvm", "guest"}) {
+  for (const char* stepper : pmuvm_e2e::kSteppers) {
     EXPECT_EQ(counted(stepper, {"branch", "15", "usr"}), "netburst_exact: count 16 pmis 0") << stepper;
     EXPECT_EQ(counted(stepper, {"branch", "12", "usr"}), "netburst_exact: count 10 pmis 0") << stepper;  // MMTP|MMTM
     EXPECT_EQ(counted(stepper, {"branch", "3", "usr"}), "netburst_exact: count 6 pmis 0") << stepper;    // MMNP|MMNM
@@ -172,7 +216,7 @@ TEST_F(GuestNetburst, PresetMinusNGivesOnePmiPerNEvents) {
   // reload leaves the counter at -10.
   // The KVM stepper too: the NMI handler's IRETQ is a return site, and its window opens before
   // the next user instruction (vmm/precise/step_controller.h).
-  for (const char* stepper : {"kvm", "guest"}) {
+  for (const char* stepper : pmuvm_e2e::kSteppers) {
     EXPECT_EQ(counted(stepper, {"instr", "1", "usr", "10"}),
               "netburst_exact: count 1099511627766 pmis 101") << stepper;
     // Period 100: PMIs at 100..1000, then 10 more events after the last reload.
@@ -188,7 +232,7 @@ TEST_F(GuestNetburst, PresetMinusNGivesOnePmiPerNEvents) {
 // instruction that raised it (the single-step stepper it replaced measured one PMI fewer in most
 // runs); 16 of 16 runs gave 1019 on 26 Nov 2026.
 TEST_F(GuestNetburst, PmiOnEveryEventFinishesExactly) {
-  for (const char* stepper : {"kvm", "guest"})
+  for (const char* stepper : pmuvm_e2e::kSteppers)
     EXPECT_EQ(counted(stepper, {"instr", "1", "usr", "1"}),
               "netburst_exact: count 1099511627775 pmis 1019") << stepper;
 }
@@ -246,7 +290,7 @@ TEST_F(GuestNetburst, CascadedCounterStartsAfterItsAlternateOverflows) {
     const size_t at = r.out.find("netburst_exact: cascade ");
     return at == std::string::npos ? r.out : r.out.substr(at, r.out.find('\n', at) - at);
   };
-  for (const char* stepper : {"kvm", "guest"}) {
+  for (const char* stepper : pmuvm_e2e::kSteppers) {
     EXPECT_EQ(cascade(stepper, "100"), "netburst_exact: cascade count 910 alternate 919") << stepper;
     EXPECT_EQ(cascade(stepper, "1"), "netburst_exact: cascade count 1009 alternate 1018") << stepper;
     EXPECT_EQ(cascade(stepper, "1000"), "netburst_exact: cascade count 10 alternate 19") << stepper;
@@ -282,16 +326,17 @@ TEST_F(GuestCounting, RingBufferPageFaultTrapsAndTheNextOccurrenceStores) {
       "lwp_fault: run 2: record 1: event 1 rip=start+20\n"
       "lwp_fault: run 2: record 2: event 1 rip=start+30\n"
       "lwp_fault: exact record streams\n";
-  std::string trace[2];
+  std::string trace[pmuvm_e2e::kSteppers.size()];
   int i = 0;
-  for (const char* stepper : {"kvm", "guest"}) {
+  for (const char* stepper : pmuvm_e2e::kSteppers) {
     const std::string file = temp(std::string("lwp_fault.") + stepper + ".jsonl");
     auto r = run({"run", "--stepper", stepper, "--lwp-trace", file, "--", program("lwp_fault")}, 300);
     EXPECT_EQ(r.status, 0) << stepper << "\n" << r.out << r.err;
     EXPECT_NE(r.out.find(want_lines), std::string::npos) << stepper << "\n" << r.out;
     trace[i++] = slurp(file);
   }
-  EXPECT_EQ(trace[0], trace[1]);
+  for (size_t j = 1; j < pmuvm_e2e::kSteppers.size(); ++j)
+    EXPECT_EQ(trace[0], trace[j]) << pmuvm_e2e::kSteppers[j];
   // Six records, the first of each run at its buffer's offset 0: the trap left the head alone.
   std::istringstream in(trace[0]);
   std::vector<std::string> lines;

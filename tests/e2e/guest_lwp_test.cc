@@ -2,7 +2,8 @@
 // (guest/programs/lwp_dcache.c), a full ring and MissedEvents, one threshold interrupt per
 // crossing through lwp_wait, an interrupt storm with and without --max-interrupt-rate
 // (guest/programs/lwp_ring.c), and the exact --lwp-report / --lwp-trace output. The expected
-// values are derived in the programs' header comments; every case runs under both steppers and
+// values are derived in the programs' header comments; every case runs under every stepper
+// (guest_test.h kSteppers: block-stepping KVM, single-stepping KVM, guest-assisted) and
 // asserts byte-identical traces. Runs on a KVM host (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
 
@@ -31,14 +32,15 @@ struct StepperRun {
 
 class GuestLwp : public pmuvm_e2e::GuestTest {
  protected:
-  // Runs `name args` under the KVM and the guest-assisted stepper with `options` and checks what
-  // must hold for both: exit status 0, byte-identical traces and identical program lines (unless
-  // `same_lines` is false: the storm's interrupt total depends on wall-clock throttling).
-  static std::vector<StepperRun> both(const std::string& name, const std::vector<std::string>& args,
-                                      const std::vector<std::string>& options = {},
-                                      bool same_lines = true) {
+  // Runs `name args` under every stepper with `options` and checks what must hold for all:
+  // exit status 0, byte-identical traces and identical program lines (unless `same_lines` is
+  // false: the storm's interrupt total depends on wall-clock throttling).
+  static std::vector<StepperRun> every_stepper(const std::string& name,
+                                               const std::vector<std::string>& args,
+                                               const std::vector<std::string>& options = {},
+                                               bool same_lines = true) {
     std::vector<StepperRun> runs;
-    for (const char* stepper : {"kvm", "guest"}) {
+    for (const char* stepper : pmuvm_e2e::kSteppers) {
       StepperRun s;
       s.stepper = stepper;
       const std::string tag = name + "." + (args.empty() ? "" : args[0]) + "." + stepper;
@@ -56,9 +58,13 @@ class GuestLwp : public pmuvm_e2e::GuestTest {
       s.report = slurp(report);
       runs.push_back(std::move(s));
     }
-    EXPECT_EQ(runs[0].trace, runs[1].trace) << name << ": the steppers stored different records";
-    if (same_lines) {
-      EXPECT_EQ(runs[0].lines, runs[1].lines) << name;
+    for (size_t j = 1; j < runs.size(); ++j) {
+      EXPECT_EQ(runs[0].trace, runs[j].trace)
+          << name << ": " << runs[0].stepper << " and " << runs[j].stepper
+          << " stored different records";
+      if (same_lines) {
+        EXPECT_EQ(runs[0].lines, runs[j].lines) << name << " " << runs[j].stepper;
+      }
     }
     return runs;
   }
@@ -150,7 +156,7 @@ std::string mask_ring_addresses(const std::string& lines) {
 }
 
 TEST_F(GuestLwp, DcacheRecordsCarryRipDataAddressLatencyAndSourceOfTheCacheModel) {
-  auto runs = both("lwp_dcache", {});
+  auto runs = every_stepper("lwp_dcache", {});
   const std::vector<Miss> all(std::begin(kMisses), std::end(kMisses));
   EXPECT_EQ(mask_addresses(runs[0].lines), dcache_lines("0", "1", all)) << runs[0].result.out;
 
@@ -174,18 +180,18 @@ TEST_F(GuestLwp, DcacheRecordsCarryRipDataAddressLatencyAndSourceOfTheCacheModel
 
 TEST_F(GuestLwp, DcacheMinLatencyKeepsMissesAtOrAboveIt) {
   // MinLatency 4 = 64 cycles: the L2 hit (16) goes, the L3 hits (64) stay (>=).
-  auto runs = both("lwp_dcache", {"4"});
+  auto runs = every_stepper("lwp_dcache", {"4"});
   EXPECT_EQ(mask_addresses(runs[0].lines),
             dcache_lines("0x4", "1", misses_where([](const Miss& m) { return m.latency >= 64; })));
   // MinLatency 5 = 80 cycles: only DRAM.
-  runs = both("lwp_dcache", {"5"});
+  runs = every_stepper("lwp_dcache", {"5"});
   EXPECT_EQ(mask_addresses(runs[0].lines),
             dcache_lines("0x5", "1", misses_where([](const Miss& m) { return m.source == 3; })));
 }
 
 TEST_F(GuestLwp, DcacheCacheLevelFilterKeepsOnlyTheNamedSources) {
   // CLF|NBC: the two L3 hits.
-  auto runs = both("lwp_dcache", {"3000000"});
+  auto runs = every_stepper("lwp_dcache", {"3000000"});
   EXPECT_EQ(mask_addresses(runs[0].lines),
             dcache_lines("0x3000000", "1", misses_where([](const Miss& m) { return m.source == 1; })));
   // The report of those two records: one line per load address, equal shares, by address.
@@ -203,22 +209,22 @@ TEST_F(GuestLwp, DcacheCacheLevelFilterKeepsOnlyTheNamedSources) {
                 rips[0], std::string(30, '#').c_str(), rips[1], std::string(30, '#').c_str());
   for (const StepperRun& s : runs) EXPECT_EQ(s.report, report) << s.stepper;
   // CLF|RAM: DRAM only (the L2 hit has no filter bit, so never under CLF).
-  runs = both("lwp_dcache", {"9000000"});
+  runs = every_stepper("lwp_dcache", {"9000000"});
   EXPECT_EQ(mask_addresses(runs[0].lines),
             dcache_lines("0x9000000", "1", misses_where([](const Miss& m) { return m.source == 3; })));
   // CLF|RDC|OTH: sources this model never produces: nothing.
-  runs = both("lwp_dcache", {"15000000"});
+  runs = every_stepper("lwp_dcache", {"15000000"});
   EXPECT_EQ(mask_addresses(runs[0].lines), dcache_lines("0x15000000", "1", {}));
   EXPECT_EQ(runs[0].trace, "");
 }
 
 TEST_F(GuestLwp, DcacheBothFiltersMustPassAndTheIntervalCountsEligibleMisses) {
   // CLF|NBC|RAM with MinLatency 5 (80): NBC alone would keep the L3 hits, but 64 < 80.
-  auto runs = both("lwp_dcache", {"b000005"});
+  auto runs = every_stepper("lwp_dcache", {"b000005"});
   EXPECT_EQ(mask_addresses(runs[0].lines),
             dcache_lines("0xb000005", "1", misses_where([](const Miss& m) { return m.source == 3; })));
   // Interval 3, no filter: misses 3, 6, ..., 21 of the 22.
-  runs = both("lwp_dcache", {"0", "3"});
+  runs = every_stepper("lwp_dcache", {"0", "3"});
   std::vector<Miss> third;
   for (size_t i = 2; i < std::size(kMisses); i += 3) third.push_back(kMisses[i]);
   EXPECT_EQ(mask_addresses(runs[0].lines), dcache_lines("0", "3", third));
@@ -227,7 +233,7 @@ TEST_F(GuestLwp, DcacheBothFiltersMustPassAndTheIntervalCountsEligibleMisses) {
 // ---- Ring buffer (lwp_ring.c's header comment derives these) ----
 
 TEST_F(GuestLwp, FullRingKeepsHeadCountsMissedEventsAndReportsAndTracesThem) {
-  auto runs = both("lwp_ring", {"full"});
+  auto runs = every_stepper("lwp_ring", {"full"});
   EXPECT_EQ(mask_ring_addresses(runs[0].lines),
             "lwp_ring: full: ring=X first insn X\n"
             "lwp_ring: full: BufferHeadOffset read while LWP is on: 64\n"
@@ -257,7 +263,7 @@ TEST_F(GuestLwp, FullRingKeepsHeadCountsMissedEventsAndReportsAndTracesThem) {
 }
 
 TEST_F(GuestLwp, ThresholdInterruptComesOncePerCrossingThroughLwpWait) {
-  auto runs = both("lwp_ring", {"threshold"});
+  auto runs = every_stepper("lwp_ring", {"threshold"});
   EXPECT_EQ(mask_ring_addresses(runs[0].lines),
             "lwp_ring: threshold: ring=X first insn X\n"
             "lwp_ring: threshold: flags 0x80000003 head 160 tail 192 missed 2\n"
@@ -296,7 +302,7 @@ TEST_F(GuestLwp, ThresholdInterruptComesOncePerCrossingThroughLwpWait) {
 }
 
 TEST_F(GuestLwp, InterruptOnEveryRecordFinishesAndEveryOneArrives) {
-  auto runs = both("lwp_ring", {"storm"});
+  auto runs = every_stepper("lwp_ring", {"storm"});
   EXPECT_EQ(runs[0].lines,
             "lwp_ring: storm: flags 0x80000003 head 32 tail 0 missed 0\n"
             "lwp_ring: storm: ring[0]: event 1 core 0 insn 84 rip=X\n"
@@ -317,7 +323,7 @@ TEST_F(GuestLwp, StormUnderALowInterruptRateIsCoalescedCountedAndAddsUp) {
   // 2 interrupts per second: the 21 requests come within milliseconds, so the first two go out,
   // the rest are held and coalesced into one released a second later. Nothing is lost: LWP raised
   // 21 (the report), the guest received 21 - coalesced (lwp_wait), and the VMM's warning says so.
-  auto runs = both("lwp_ring", {"storm"}, {"--max-interrupt-rate", "2"}, /*same_lines=*/false);
+  auto runs = every_stepper("lwp_ring", {"storm"}, {"--max-interrupt-rate", "2"}, /*same_lines=*/false);
   for (const StepperRun& s : runs) {
     SCOPED_TRACE(s.stepper);
     std::smatch m;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -11,6 +12,11 @@
 #include "tests/e2e/pmuvm_process.h"
 
 namespace pmuvm_e2e {
+
+// The precise backend's steppers (DESIGN §4.7). Every exactness case runs under each and expects
+// the same values and byte-identical records: the KVM stepper with block stepping (the default),
+// the KVM stepper with one exit per instruction, and the bundled kernel's guest-assisted one.
+inline constexpr std::array<const char*, 3> kSteppers = {"kvm", "kvm-single", "guest"};
 
 class GuestTest : public ::testing::Test {
  protected:
