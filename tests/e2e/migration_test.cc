@@ -19,6 +19,7 @@
 #include <set>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -386,6 +387,11 @@ TEST_F(MigrationTest, DamagedSnapshotsAreRefusedWithTheirReason) {
     EXPECT_EQ(r.status, 0) << "the undamaged snapshot restores: " << r.err;
     EXPECT_NE(r.out.find("s round 4"), std::string::npos) << r.out;
   }
+  std::smatch written;
+  const std::string good_manifest = slurp(good + "/manifest.json");
+  ASSERT_TRUE(std::regex_search(good_manifest, written, std::regex("\"version\": ([0-9]+)")))
+      << good_manifest;
+  const std::string current_version = written[1];
   struct Damage {
     std::string name, expected;
     std::function<void(const std::string& dir)> apply;
@@ -399,10 +405,12 @@ TEST_F(MigrationTest, DamagedSnapshotsAreRefusedWithTheirReason) {
        [](const std::string& d) { std::filesystem::resize_file(d + "/memory.bin", 1 << 20); }},
       {"truncated-state", "state.bin is 100 bytes, the manifest says",
        [](const std::string& d) { std::filesystem::resize_file(d + "/state.bin", 100); }},
-      {"version", "snapshot format version 99 (this pmuvm reads version 3)",
+      // The version this pmuvm writes (and reads) is the one the undamaged manifest names.
+      {"version", "snapshot format version 99 (this pmuvm reads version " + current_version + ")",
        [](const std::string& d) {
          std::string m = slurp(d + "/manifest.json");
-         m.replace(m.find("\"version\": 3"), 12, "\"version\": 99");
+         const std::regex version("\"version\": [0-9]+");
+         m = std::regex_replace(m, version, "\"version\": 99", std::regex_constants::format_first_only);
          std::ofstream(d + "/manifest.json") << m;
        }},
       {"foreign", "not a pmuvm snapshot",
