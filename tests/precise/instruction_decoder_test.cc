@@ -228,4 +228,35 @@ TEST_F(DecoderTest, OnlyRegisterComputationsAreTrapFlagSafe) {
   for (const auto& [bytes, what] : unsafe) EXPECT_FALSE(decode(bytes).trap_flag_safe) << what;
 }
 
+// Block stepping (DESIGN §4.7) runs memory computations inside a block where it can prove their
+// accesses from registers no earlier instruction of the block wrote.
+TEST_F(DecoderTest, MemoryComputationsNameTheRegistersTheyWriteAndAddressWith) {
+  constexpr uint16_t kRax = 1 << 0, kRcx = 1 << 1, kRdx = 1 << 2, kRbx = 1 << 3, kRsp = 1 << 4,
+                     kRsi = 1 << 6, kRdi = 1 << 7;
+  auto d = decode({0x48, 0x8b, 0x04, 0xcb});  // mov rax, [rbx+rcx*8]
+  EXPECT_TRUE(d.memory_computation);
+  EXPECT_FALSE(d.trap_flag_safe);
+  EXPECT_EQ(d.gprs_written, kRax);
+  EXPECT_EQ(d.gprs_addressing, kRbx | kRcx);
+  d = decode({0x01, 0x07});  // add [rdi], eax
+  EXPECT_TRUE(d.memory_computation);
+  EXPECT_EQ(d.gprs_written, 0);
+  EXPECT_EQ(d.gprs_addressing, kRdi);
+  d = decode({0x48, 0xf7, 0x26});  // mul qword [rsi]: RDX:RAX
+  EXPECT_TRUE(d.memory_computation);
+  EXPECT_EQ(d.gprs_written, kRax | kRdx);
+  d = decode({0x8b, 0x44, 0x24, 0x08});  // mov eax, [rsp+8]
+  EXPECT_EQ(d.gprs_addressing, kRsp);
+  d = decode({0x48, 0x83, 0xec, 0x08});  // sub rsp, 8: registers only
+  EXPECT_TRUE(d.trap_flag_safe);
+  EXPECT_FALSE(d.memory_computation);
+  EXPECT_EQ(d.gprs_written, kRsp);
+  EXPECT_FALSE(decode({0x48, 0x0f, 0xa3, 0x08}).memory_computation);  // bt [rax], rcx: reaches past
+  EXPECT_FALSE(decode({0xf0, 0x48, 0x01, 0x18}).memory_computation);  // lock add [rax], rbx
+  EXPECT_FALSE(decode({0x50}).memory_computation);                    // push rax
+  EXPECT_FALSE(decode({0x48, 0xf7, 0x36}).memory_computation);        // div qword [rsi]: #DE
+  EXPECT_FALSE(decode({0xff, 0x23}).memory_computation);              // jmp [rbx]
+  EXPECT_FALSE(decode({0x0f, 0x28, 0x06}).memory_computation);        // movaps xmm0, [rsi]
+}
+
 }  // namespace vmm

@@ -233,6 +233,60 @@ bool trap_flag_safe(const ZydisDecodedInstruction& insn, const ZydisDecodedOpera
   return true;
 }
 
+// The same rules with data memory operands allowed (DecodedInstruction::memory_computation):
+// such an instruction can fault only through its memory accesses. BT* with a memory operand is
+// left out: its register bit offset reaches beyond the operand.
+bool memory_computation(const ZydisDecodedInstruction& insn, const ZydisDecodedOperand* ops) {
+  if (insn.attributes & ZYDIS_ATTRIB_HAS_LOCK) return false;
+  if (!register_computation(insn.mnemonic)) return false;
+  switch (insn.meta.category) {
+    case ZYDIS_CATEGORY_COND_BR: case ZYDIS_CATEGORY_UNCOND_BR: case ZYDIS_CATEGORY_CALL:
+      return false;
+    default:
+      break;
+  }
+  switch (insn.mnemonic) {
+    case ZYDIS_MNEMONIC_BT: case ZYDIS_MNEMONIC_BTS: case ZYDIS_MNEMONIC_BTR:
+    case ZYDIS_MNEMONIC_BTC:
+      return false;
+    default:
+      break;
+  }
+  bool memory = false;
+  for (uint8_t i = 0; i < insn.operand_count; ++i) {
+    const ZydisDecodedOperand& op = ops[i];
+    switch (op.type) {
+      case ZYDIS_OPERAND_TYPE_IMMEDIATE:
+        break;
+      case ZYDIS_OPERAND_TYPE_REGISTER:
+        switch (ZydisRegisterGetClass(op.reg.value)) {
+          case ZYDIS_REGCLASS_GPR8: case ZYDIS_REGCLASS_GPR16: case ZYDIS_REGCLASS_GPR32:
+          case ZYDIS_REGCLASS_GPR64: case ZYDIS_REGCLASS_FLAGS: case ZYDIS_REGCLASS_IP:
+            break;
+          default:
+            return false;
+        }
+        break;
+      case ZYDIS_OPERAND_TYPE_MEMORY:
+        if (op.mem.type == ZYDIS_MEMOP_TYPE_AGEN) break;  // LEA
+        if (op.mem.type != ZYDIS_MEMOP_TYPE_MEM) return false;
+        memory = true;
+        break;
+      default:
+        return false;
+    }
+  }
+  return memory;
+}
+
+// Bit n for general register n (RAX 0 ... R15 15) holding `reg` (any width); 0 for others.
+uint16_t gpr_bit(ZydisRegister reg) {
+  if (reg == ZYDIS_REGISTER_NONE) return 0;
+  const ZydisRegister full = ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, reg);
+  if (full < ZYDIS_REGISTER_RAX || full > ZYDIS_REGISTER_R15) return 0;
+  return static_cast<uint16_t>(1u << (full - ZYDIS_REGISTER_RAX));
+}
+
 }  // namespace
 
 InstructionDecoder::InstructionDecoder() : cache_(kCacheSlots) {
@@ -341,10 +395,15 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
   out.sysret = insn.mnemonic == ZYDIS_MNEMONIC_SYSRET || insn.mnemonic == ZYDIS_MNEMONIC_SYSEXIT;
   out.flow = control_flow(insn, ops, regs);
   out.trap_flag_safe = trap_flag_safe(insn, ops, out.flow);
+  out.memory_computation = !out.trap_flag_safe && memory_computation(insn, ops);
 
   bool context_filled = false;
   for (uint8_t i = 0; i < insn.operand_count; ++i) {
     const ZydisDecodedOperand& op = ops[i];
+    if (op.type == ZYDIS_OPERAND_TYPE_REGISTER && (op.actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
+      out.gprs_written |= gpr_bit(op.reg.value);
+    if (op.type == ZYDIS_OPERAND_TYPE_MEMORY)
+      out.gprs_addressing |= gpr_bit(op.mem.base) | gpr_bit(op.mem.index);
     if (out.branch != pmu::BranchKind::kNone && op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
         op.imm.is_relative) {
       uint64_t target = 0;

@@ -93,6 +93,15 @@ struct DecodedInstruction {
   // It only computes in general registers: nothing of the guest can see a TF while it runs (no
   // exception frame, no memory, no read of RFLAGS.TF), so the KVM stepper may single-step it.
   bool trap_flag_safe = false;
+  // Not trap_flag_safe, but only for its data memory operands: it computes in general registers
+  // and memory and can fault only on those accesses (#PF, #GP for a non-canonical address, #AC).
+  // A block stepper may run it inside a block where it can prove the accesses (DESIGN §4.7).
+  bool memory_computation = false;
+  // General registers (bit n: RAX 0, RCX 1, RDX 2, RBX 3, RSP 4, RBP 5, RSI 6, RDI 7, R8-R15
+  // 8-15) it writes (explicit and implicit operands, any width), and those its memory operands
+  // compute their addresses from (base, index).
+  uint16_t gprs_written = 0;
+  uint16_t gprs_addressing = 0;
   bool iret = false;    // IRET/IRETD/IRETQ
   bool sysret = false;  // SYSRET (64-bit when REX.W) / SYSEXIT: only ever returns to user mode
 
