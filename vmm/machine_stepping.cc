@@ -32,6 +32,7 @@ class VcpuStepTarget : public StepTarget {
   uint64_t lstar() override { return vcpu_.msr(kMsrLstar); }
   uint64_t idt_base() override { return sregs().idt.base; }
   uint16_t idt_limit() override { return sregs().idt.limit; }
+  uint64_t cr4() override { return sregs().cr4; }
   GuestDebugRegisters guest_debug() override {
     return guest_ ? *guest_ : guest_debug_registers(vcpu_);
   }

@@ -244,10 +244,13 @@ uint64_t LwpUnit::quiet_retirements() const {
         break;
       case kEventBranchesRetired:
         break;  // only the run's last instruction is a branch
-      case kEventDcacheMisses:
-        // Only the first touches memory: a miss there may take the counter to zero.
-        if (s.counter <= RetiredInstruction::kMaxCacheMisses) return 1;
+      case kEventDcacheMisses: {
+        // Every instruction may miss up to kMaxCacheMisses times: the counter-th miss may come
+        // with instruction ceil(counter / kMaxCacheMisses) at the earliest.
+        const uint64_t per = RetiredInstruction::kMaxCacheMisses;
+        quiet = std::min<uint64_t>(quiet, s.counter == 0 ? 1 : (s.counter + per - 1) / per);
         break;
+      }
     }
   }
   return quiet;

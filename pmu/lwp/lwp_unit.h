@@ -142,8 +142,8 @@ class LwpUnit {
 
   // How many instructions a backend may retire in one run before reporting them, with no record
   // possible before the last of the run, for a run in which only the last instruction may be a
-  // branch and only the first may touch memory (a block stepper's straight-line register code,
-  // DESIGN §4.7). At least 1.
+  // branch (a block stepper's straight-line code, DESIGN §4.7; each instruction may miss the
+  // cache, up to kMaxCacheMisses times). At least 1.
   uint64_t quiet_retirements() const;
 
   // True while an LWPCB is loaded (active or awaiting initialisation): the backend must report

@@ -139,8 +139,8 @@ uint64_t NetburstPmu::quiet_retirements() const {
     if (!s.counts) continue;
     // An overflow armed for the next increment, or forced on every one.
     if ((pending_pmi_ & (1u << n)) || (cccrs_[n] & cccr::kForceOvf)) return 1;
-    // Complement counts the cycles of instructions without the event (the first may take
-    // many); cycle-based and cache events may add more than one per instruction.
+    // Complement counts the cycles of instructions without the event (one with a cache miss
+    // takes many); cycle-based and cache events may add more than one per instruction.
     if (s.filter.compare && s.filter.complement) return 1;
     switch (s.kind) {
       case EventKind::kUnmodelled:

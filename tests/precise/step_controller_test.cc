@@ -41,6 +41,8 @@ class FakeVcpu : public StepTarget {
   uint64_t lstar() override { return kLstar; }
   uint64_t idt_base() override { return kIdt; }
   uint16_t idt_limit() override { return 256 * 16 - 1; }
+  uint64_t control4 = 0;
+  uint64_t cr4() override { return control4; }
   GuestDebugRegisters guest_debug() override { return guest; }
   bool pending = false;  // an interrupt waits in the LAPIC
   bool interrupt_pending() override { return pending; }
@@ -828,19 +830,69 @@ TEST_F(BlockStepTest, TheBlockEndsWhereThePmuWouldShowSomething) {
   EXPECT_EQ(ctl_->stats().single_steps, 1u);
 }
 
-TEST_F(BlockStepTest, OnlyTheFirstInstructionMayTouchMemory) {
-  // add rax,1 | mov rax,[rdi] | add rax,1: the load is the next block's first.
-  user_code({0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x07, 0x48, 0x83, 0xc0, 0x01});
+TEST_F(BlockStepTest, ProvenLoadsAndStoresRunInsideTheBlockAndReachTheCacheModelInOrder) {
+  // add rax,1 | mov rbx,[rdi] | mov [rsi+8],rbx | mov rcx,[rdi+64] | dec rdx | jnz kUser
+  user_code({0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x1f, 0x48, 0x89, 0x5e, 0x08, 0x48, 0x8b, 0x4f,
+             0x40, 0x48, 0xff, 0xca, 0x75, 0xec});
   vcpu_.regs.rdi = kUserData;
+  vcpu_.regs.rsi = kUserData + 0x100;
+  start_in_user(kUser);
+  EXPECT_TRUE(prepare());
+  EXPECT_TRUE(armed(kUser) && armed(kUser + 20));
+  const StepOutcome out = hit(kUser);
+  ASSERT_EQ(out.retired.size(), 6u);
+  ASSERT_EQ(out.retired[1].cache_miss_count, 1u) << "a cold cache misses";
+  EXPECT_EQ(out.retired[1].cache_misses[0].data_address, kUserData);
+  ASSERT_EQ(out.retired[3].cache_miss_count, 1u) << "another line";
+  EXPECT_EQ(out.retired[3].cache_misses[0].data_address, kUserData + 64);
+  EXPECT_GT(out.retired[1].cycles, 1u) << "the miss's latency";
+}
+
+TEST_F(BlockStepTest, ALoadThroughARegisterTheBlockWroteEndsIt) {
+  // add rax,1 | mov rdi,rax | mov rbx,[rdi]: the load's address is not the decode's.
+  user_code({0x48, 0x83, 0xc0, 0x01, 0x48, 0x89, 0xc7, 0x48, 0x8b, 0x1f});
+  vcpu_.regs.rdi = kUserData;
+  vcpu_.regs.rax = kUserData + 0x200;
   start_in_user(kUser);
   prepare();
-  EXPECT_TRUE(applied_.single_step) << "the add alone (by TF): the load may fault";
-  at_user(kUser + 4);
-  debug_exit(kDr6SingleStep);
-  prepare();
-  EXPECT_TRUE(armed(kUser + 11)) << "the load and the add after it";
-  hit(kUser + 11);
-  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 4, kUser + 7}));
+  EXPECT_TRUE(armed(kUser + 7));
+  hit(kUser + 7);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 4}));
+}
+
+TEST_F(BlockStepTest, AnAccessThatCouldFaultEndsTheBlock) {
+  // add rax,1 | add rax,1 | mov rbx,[rdi] (or mov [rdi],rbx): the access starts the next block.
+  const std::vector<uint8_t> load = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x1f};
+  const std::vector<uint8_t> store = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83, 0xc0, 0x01, 0x48, 0x89, 0x1f};
+  ram_.write_u64(0x3000 + 4 * 8, 0xC00000 | P | U | PS);  // 0x800000: a read-only user page
+  struct Case {
+    const char* what;
+    const std::vector<uint8_t>& code;
+    uint64_t rdi, rflags, cr4;
+    bool in_block;
+  };
+  const Case cases[] = {
+      {"a load from an unmapped page", load, 0x1000000, 0x202, 0, false},
+      {"a load from a supervisor page", load, kKernel, 0x202, 0, false},
+      {"a non-canonical load", load, 0x0000800000000000ull, 0x202, 0, false},
+      {"a load from a read-only page", load, 0x800000, 0x202, 0, true},
+      {"a store to a read-only page", store, 0x800000, 0x202, 0, false},
+      {"a store into the block's own code", store, kUser + 0x10, 0x202, 0, false},
+      {"a load with alignment checks on (RFLAGS.AC)", load, kUserData, 0x40202, 0, false},
+      {"a load with protection keys on (CR4.PKE)", load, kUserData, 0x202, 1u << 22, false},
+      {"a load from a user page", load, kUserData, 0x202, 0, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    user_code(c.code);
+    vcpu_.regs.rdi = c.rdi;
+    vcpu_.control4 = c.cr4;
+    ctl_->set_scope(StepScope::kNothing, vcpu_);
+    start_in_user(kUser, c.rflags);
+    prepare();
+    EXPECT_EQ(armed(kUser + 11), c.in_block);
+    EXPECT_EQ(armed(kUser + 8), !c.in_block);
+  }
 }
 
 TEST_F(BlockStepTest, AFaultOfTheFirstInstructionRetiresNothing) {

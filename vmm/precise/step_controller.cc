@@ -12,6 +12,8 @@ constexpr uint64_t kPage = 4096;
 // SYSRET loads RFLAGS from R11 with RF and VM cleared and bit 1 set (AMD APM 24594, SYSRET).
 constexpr uint64_t kSysretFlagsMask = 0x3C7FD7;
 constexpr uint64_t kResumeFlag = 1u << 16;  // RFLAGS.RF
+constexpr uint64_t kAlignmentCheck = 1u << 18;  // RFLAGS.AC
+constexpr uint64_t kCr4ProtectionKeys = 1u << 22;  // CR4.PKE
 
 CodeBytes fetch(pmu::GuestMemory& memory, uint64_t rip) {
   const uint64_t in_page = std::min<uint64_t>(15, kPage - (rip & (kPage - 1)));
@@ -202,6 +204,10 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
 
   const uint64_t page_end = (pre_.rip & ~(kPage - 1)) + kPage;
   uint64_t rip = pre_.rip + first.length;
+  // Memory computations after the first instruction, where the walk can prove their accesses.
+  const bool prove_memory =
+      !(pre_.rflags & kAlignmentCheck) && !(at_exit.cr4() & kCr4ProtectionKeys);
+  uint16_t written = first.gprs_written;  // registers the block has changed so far
   std::array<uint64_t, 2> targets{};
   size_t target_count = 0;
   GuestRegisters at = pre_;
@@ -214,7 +220,18 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
         bytes.size ? decoder_.decode(bytes.span(), at) : std::nullopt;
     // Only what cannot fault, exit or touch memory; within the first instruction's page (its
     // fetch cannot fault either).
-    if (!d || !d->trap_flag_safe || rip + d->length > page_end) break;
+    if (!d || rip + d->length > page_end) break;
+    if (!d->trap_flag_safe) {
+      if (!prove_memory || !d->memory_computation || d->flow.kind != ControlFlow::Kind::kNext ||
+          (d->gprs_addressing & written) || !accesses_proven(*d))
+        break;
+      bool into_block = false;  // self-modifying: what would run is not what was decoded
+      for (uint8_t i = 0; i < d->store_count; ++i)
+        if (d->stores[i].address < page_end && d->stores[i].address + d->stores[i].size > pre_.rip)
+          into_block = true;
+      if (into_block) break;
+    }
+    written |= d->gprs_written;
     if (d->branch == pmu::BranchKind::kNone) {
       plan_.block.push_back(rip);
       block_decoded_.push_back(*d);
@@ -283,6 +300,23 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
   return resume_flag;
 }
 
+bool StepController::accesses_proven(const DecodedInstruction& d) const {
+  auto proven = [&](const MemoryAccess& a, bool store) {
+    if (a.size == 0 || a.size > kPage) return false;
+    // An access touches at most two pages: its first and its last byte's.
+    for (const uint64_t linear : {a.address, a.address + a.size - 1}) {
+      const std::optional<Translation> t = translate(ram_, pre_.cr3, linear);
+      if (!t || !t->user || (store && !t->writable)) return false;
+    }
+    return true;
+  };
+  for (uint8_t i = 0; i < d.load_count; ++i)
+    if (!proven(d.loads[i], false)) return false;
+  for (uint8_t i = 0; i < d.store_count; ++i)
+    if (!proven(d.stores[i], true)) return false;
+  return true;
+}
+
 std::optional<DecodedInstruction> StepController::block_instruction(size_t i) {
   if (block_decoded_.size() == plan_.block.size()) return block_decoded_[i];
   // Restored from a snapshot: read the code again (it ran; it is what is there).
@@ -302,8 +336,9 @@ bool StepController::retire_block(uint64_t stopped_at, StepOutcome& out) {
       break;
     }
   retire(pre_, plan_.block[0], 3, out);  // the first falls through to the second
-  GuestRegisters before = pre_;  // instructions after the first compute in registers only:
-                                 // their RIP is all the accountant reads of them
+  // Instructions after the first were decoded from the block's first registers, which are
+  // theirs for everything the accountant reads: the RIP, and the addresses of their accesses.
+  GuestRegisters before = pre_;
   for (size_t i = 0; i < after_first; ++i) {
     const std::optional<DecodedInstruction> d = block_instruction(i);
     if (!d) break;

@@ -58,17 +58,22 @@
 // KVM hides TF while it steps: a POPF's new TF is read from what it popped.
 // Block stepping (Options::block_steps; DESIGN §4.7). Where the PMU models let several
 // instructions retire with nothing visible before the last (extend_block's `limit`), the pending
-// instruction is extended to a block: it, then the register computations and relative jumps
-// after it in its page (DecodedInstruction::trap_flag_safe), up to and including the first
-// branch. The vCPU runs the whole block to a breakpoint on its successors (both sides of a
-// conditional branch) with interrupts held, and the stop retires every instruction of it from
-// the decode. Exactness does not change, because only the first instruction of a block can touch
-// memory: nothing after it can fault, exit or hit a guest data breakpoint, so a fault (the vCPU
-// in the kernel) means nothing retired, a trap after the first instruction means one, and the
-// cache model sees the first instruction's accesses with its real registers, as when stepping.
-// Not extended: the guest's TF, POPF, REP strings, instructions KVM completes (RDPMC reads the
-// counters), a guest execution breakpoint or a page end inside the block, a store of the first
-// instruction into the block, a branch target inside it, and too few free slots.
+// instruction is extended to a block: it, then the instructions after it in its page that
+// cannot fault, up to and including the first branch. The vCPU runs the whole block to a
+// breakpoint on its successors (both sides of a conditional branch) with interrupts held, and the
+// stop retires every instruction of it from the decode. Exactness does not change because only
+// the first instruction of a block can fault: after it come register computations and relative
+// jumps (DecodedInstruction::trap_flag_safe) and memory computations whose accesses are proven:
+// addressed by registers no earlier instruction of the block wrote (so the decode's addresses,
+// from the block's first registers, are theirs) on present user pages, writable for stores (and
+// nothing changes the page tables under a block: interrupts, and with them TLB shootdowns, are
+// held; not with RFLAGS.AC or CR4.PKE, whose faults the walk cannot see). So a fault (the vCPU in
+// the kernel) means nothing retired; a trap inside the block (a guest data breakpoint, SVM's
+// NMI-window step) retires what comes before its RIP; and the cache model sees every access with
+// its real address, in order, as when stepping. Not extended: the guest's TF, POPF, REP strings,
+// instructions KVM completes (RDPMC reads the counters), a guest execution breakpoint or a page
+// end inside the block, a store into the block, a branch target inside it, and too few free
+// slots.
 // NetBurst T0_OS (kEveryCpl): kernel code entered by SYSCALL or running when counting starts is
 // single-stepped (TF in kernel frames only); interrupt and exception handlers entered from user
 // mode run unstepped, as before.
@@ -106,6 +111,7 @@ class StepTarget {
   virtual uint64_t idt_base() = 0;
   virtual uint16_t idt_limit() = 0;
   virtual GuestDebugRegisters guest_debug() = 0;  // the guest's own DR0-3, DR6, DR7
+  virtual uint64_t cr4() = 0;
   // An interrupt or NMI waits for the guest (held while user code is counted).
   virtual bool interrupt_pending() = 0;
 };
@@ -313,6 +319,8 @@ class StepController {
   // The block's instruction i (after pre_), decoded: kept from extend_block, or read again after
   // a restore.
   std::optional<DecodedInstruction> block_instruction(size_t i);
+  // Can none of `d`'s data accesses fault (see the header comment)?
+  bool accesses_proven(const DecodedInstruction& d) const;
   void clear_block();
   // The guest's own TF after the user instruction at `before` ran under a single step of pmuvm's
   // (KVM hides TF then): the TF a POPF loaded, else the TF it had before.
