@@ -82,6 +82,10 @@ void syscall_from_trampoline(struct cpu *c, struct trap_frame *f) {
    * RCX). Only while the task is being stepped, i.e. its SYSCALL was preceded by a step. */
   if (guest_stepper_on && (f->r11 & RFLAGS_TF))
     pv_wrmsr(PMUVM_MSR_STEP, frame_phys(f), &guest_stepper_on, "PMUVM_MSR_STEP");
+  /* The task gets R11 back as SYSCALL saved its RFLAGS, less the stepper's TF: the kernel owns TF
+   * (RFLAGS_USER_MASK), and a task must not see it (DESIGN §4.7; block_fuzz stored R11 and its
+   * data differed under the guest-assisted stepper). */
+  f->r11 &= ~RFLAGS_TF;
 
   const uint64_t a0 = f->rdi, a1 = f->rsi, a2 = f->rdx, a3 = f->r10, a4 = f->r8;
   switch (f->rax) {
