@@ -2,11 +2,12 @@
 // task retires — its signal handlers and their restorer, the vDSO, a REP string once — while the guest's
 // own debugging works as on bare metal (its TF single-step, int3, ptrace single-steps and DR0
 // breakpoints, with exact step and hit counts), under LWP and under NetBurst (Linux's P4 perf
-// driver); Debian's own perf stat counts a program of known instructions exactly; and
-// pausing the VM every few hundred exits changes nothing; a task moving between two vCPUs while
-// it is counted keeps an exact count. Each program's expected value is derived in its header
-// comment (guest/linux/*.c). Five boots, shared by the cases that read them; runs on a KVM host
-// (tests/kvm_host_test.bzl).
+// driver); Debian's own perf stat counts a program of known instructions exactly; block stepping
+// (the default) and one exit per instruction (--stepper kvm-single) give the same values and
+// records, and pausing the VM every few hundred exits changes nothing; a task moving between two
+// vCPUs while it is counted keeps an exact count. Each program's expected value is derived in
+// its header comment (guest/linux/*.c). Six boots, shared by the cases that read them; runs on a
+// KVM host (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,14 +42,20 @@ const std::map<std::string, Boot>& boots() {
       {"lwp",
        {{"--cpu", "amd-lwp", "--lwp-trace", "TRACE"}, "guest/linux/initramfs.cpio",
         "console=ttyS0 norandmaps -- " + window_programs("lwp")}},
-      // The same boot, paused and resumed every 300 exits: the same lines and records.
-      {"lwp-paused",
-       {{"--cpu", "amd-lwp", "--lwp-trace", "TRACE", "--debug-pause-every", "300"},
+      // The same boot with one exit per instruction (no blocks), paused and resumed every 300
+      // exits: the same lines and records.
+      {"lwp-single-paused",
+       {{"--cpu", "amd-lwp", "--lwp-trace", "TRACE", "--stepper", "kvm-single",
+         "--debug-pause-every", "300"},
         "guest/linux/initramfs.cpio", "console=ttyS0 norandmaps -- " + window_programs("lwp")}},
       {"netburst",
        {{"--cpu", "intel-netburst"}, "guest/linux/initramfs_perf.cpio",
         // @perf_checks: Debian's perf stat on loop_known, perf record (-c and -F), report and
         // script on loop_small (guest/linux/perf_checks).
+        "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks"}},
+      // The same with one exit per instruction: the same exact values.
+      {"netburst-single",
+       {{"--cpu", "intel-netburst", "--stepper", "kvm-single"}, "guest/linux/initramfs_perf.cpio",
         "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks"}},
       // Two vCPUs: a counted task moved between them 10 times by its own sched_setaffinity.
       {"smp-lwp",
@@ -121,9 +128,11 @@ TEST_F(LinuxStepper, LwpCountsSignalHandlersRepOnceAndTheGuestsOwnDebugging) {
   EXPECT_EQ(r.err.find("not counted"), std::string::npos) << r.err;
 }
 
-TEST_F(LinuxStepper, PausingEveryFewHundredExitsChangesNothing) {
+// Block stepping (the plain boot) against one exit per instruction paused every 300 exits: any
+// difference that either makes shows.
+TEST_F(LinuxStepper, SingleSteppingAndPausingEveryFewHundredExitsChangeNothing) {
   const Result& plain = boot("lwp");
-  const Result& paused = boot("lwp-paused");
+  const Result& paused = boot("lwp-single-paused");
   ASSERT_EQ(plain.status, 0) << dump(plain);
   EXPECT_EQ(paused.status, 0) << dump(paused);
   for (const char* prefix : {"signal_count:", "rep_count:", "self_tf:", "int3_count:",
@@ -133,7 +142,7 @@ TEST_F(LinuxStepper, PausingEveryFewHundredExitsChangesNothing) {
   // pmuvm's task numbers: it numbers Linux tasks in the order it first sees their address spaces,
   // and after ptrace_check's fork the scheduler decides whether parent or child runs first.
   static const std::regex task_number("\"task\":[0-9]+,");
-  EXPECT_EQ(std::regex_replace(pmuvm_e2e::slurp(trace_of("lwp-paused")), task_number, ""),
+  EXPECT_EQ(std::regex_replace(pmuvm_e2e::slurp(trace_of("lwp-single-paused")), task_number, ""),
             std::regex_replace(pmuvm_e2e::slurp(trace_of("lwp")), task_number, ""));
   EXPECT_NE(paused.err.find("paused and resumed"), std::string::npos) << paused.err;
 }
@@ -141,8 +150,10 @@ TEST_F(LinuxStepper, PausingEveryFewHundredExitsChangesNothing) {
 // --cpu intel-netburst: Linux's P4 driver, perf_event_open and Debian's perf -------------------
 
 TEST_F(LinuxStepper, PerfCountsSignalHandlersRepOnceAndTheGuestsOwnDebugging) {
-  const Result& r = boot("netburst");
-  expect_window_programs(r, "perf");
+  for (const char* name : {"netburst", "netburst-single"}) {
+    SCOPED_TRACE(name);
+    expect_window_programs(boot(name), "perf");
+  }
 }
 
 // B = 5 + 13 * 10 = 135 instructions in the window (guest/linux/migrate_count.c), moving from
@@ -166,10 +177,13 @@ TEST_F(LinuxStepper, ATaskMovingBetweenVcpusIsCountedExactly) {
 // since perf's generic branches event is retired_branch_type on P4, which the NetBurst model
 // does not implement (perf showed 0 for it).
 TEST_F(LinuxStepper, DebiansPerfStatCountsTwoEventsExactly) {
-  const Result& r = boot("netburst");
-  EXPECT_NE(r.out.find("200004;;instructions:u;"), std::string::npos) << dump(r);
-  EXPECT_NE(r.out.find("100000;;r52001e0000000000:u;"), std::string::npos) << dump(r);
-  EXPECT_EQ(r.status, 0) << dump(r);
+  for (const char* name : {"netburst", "netburst-single"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    EXPECT_NE(r.out.find("200004;;instructions:u;"), std::string::npos) << dump(r);
+    EXPECT_NE(r.out.find("100000;;r52001e0000000000:u;"), std::string::npos) << dump(r);
+    EXPECT_EQ(r.status, 0) << dump(r);
+  }
 }
 
 // perf record -c 1009 over loop_small (20004 instructions, loop_known.S): the counter overflows
@@ -179,35 +193,38 @@ TEST_F(LinuxStepper, DebiansPerfStatCountsTwoEventsExactly) {
 // script lists them in order. -F 1000 (a frequency: perf adapts the period) gives no fixed count,
 // but every sample is loop_small's and none is lost.
 TEST_F(LinuxStepper, DebiansPerfRecordSamplesEveryPthInstructionExactly) {
-  const Result& r = boot("netburst");
-  std::string out = r.out;  // without the serial console's carriage returns
-  out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
-  const size_t freq = out.find("# Samples:", out.find("# Samples:") + 1);
-  ASSERT_NE(freq, std::string::npos) << dump(r);
-  const std::string counted = out.substr(0, freq), frequency = out.substr(freq);
-  EXPECT_NE(counted.find("# Samples: 19  of event 'instructions:u'"), std::string::npos) << dump(r);
-  EXPECT_NE(counted.find("# Event count (approx.): 19171\n"), std::string::npos) << dump(r);
-  static const std::regex symbol_line(R"(\n +([0-9]+)  \[\.\] (\S+) *(?=\n))");
-  std::map<std::string, int> by_symbol;
-  for (std::sregex_iterator m(counted.begin(), counted.end(), symbol_line), end; m != end; ++m)
-    by_symbol[(*m)[2]] += std::stoi((*m)[1]);
-  EXPECT_EQ(by_symbol, (std::map<std::string, int>{{"loop_dec", 10}, {"loop_jnz", 9}})) << dump(r);
-  static const std::regex script_line(R"(\n +[0-9a-f]+ (loop_dec|loop_jnz|_start)(?=\n))");
-  std::string sampled, expected;
-  for (std::sregex_iterator m(counted.begin(), counted.end(), script_line), end; m != end; ++m)
-    sampled += (*m)[1].str() + " ";
-  for (int k = 1; k <= 19; ++k) expected += k % 2 ? "loop_dec " : "loop_jnz ";
-  EXPECT_EQ(sampled, expected) << dump(r);
+  for (const char* name : {"netburst", "netburst-single"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    std::string out = r.out;  // without the serial console's carriage returns
+    out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+    const size_t freq = out.find("# Samples:", out.find("# Samples:") + 1);
+    ASSERT_NE(freq, std::string::npos) << dump(r);
+    const std::string counted = out.substr(0, freq), frequency = out.substr(freq);
+    EXPECT_NE(counted.find("# Samples: 19  of event 'instructions:u'"), std::string::npos) << dump(r);
+    EXPECT_NE(counted.find("# Event count (approx.): 19171\n"), std::string::npos) << dump(r);
+    static const std::regex symbol_line(R"(\n +([0-9]+)  \[\.\] (\S+) *(?=\n))");
+    std::map<std::string, int> by_symbol;
+    for (std::sregex_iterator m(counted.begin(), counted.end(), symbol_line), end; m != end; ++m)
+      by_symbol[(*m)[2]] += std::stoi((*m)[1]);
+    EXPECT_EQ(by_symbol, (std::map<std::string, int>{{"loop_dec", 10}, {"loop_jnz", 9}})) << dump(r);
+    static const std::regex script_line(R"(\n +[0-9a-f]+ (loop_dec|loop_jnz|_start)(?=\n))");
+    std::string sampled, expected;
+    for (std::sregex_iterator m(counted.begin(), counted.end(), script_line), end; m != end; ++m)
+      sampled += (*m)[1].str() + " ";
+    for (int k = 1; k <= 19; ++k) expected += k % 2 ? "loop_dec " : "loop_jnz ";
+    EXPECT_EQ(sampled, expected) << dump(r);
 
-  std::map<std::string, int> frequency_symbols;
-  for (std::sregex_iterator m(frequency.begin(), frequency.end(), symbol_line), end; m != end; ++m)
-    frequency_symbols[(*m)[2]] += std::stoi((*m)[1]);
-  EXPECT_FALSE(frequency_symbols.empty()) << dump(r);
-  for (const auto& [symbol, samples] : frequency_symbols)
-    EXPECT_TRUE(symbol == "_start" || symbol == "loop_dec" || symbol == "loop_jnz")
-        << symbol << " " << samples << "\n" << dump(r);
-  EXPECT_EQ(pmuvm_e2e::occurrences(out, "# Total Lost Samples: 0\n"), 2u)
-      << "reports without losses\n" << dump(r);
+    std::map<std::string, int> frequency_symbols;
+    for (std::sregex_iterator m(frequency.begin(), frequency.end(), symbol_line), end; m != end; ++m)
+      frequency_symbols[(*m)[2]] += std::stoi((*m)[1]);
+    EXPECT_FALSE(frequency_symbols.empty()) << dump(r);
+    for (const auto& [symbol, samples] : frequency_symbols)
+      EXPECT_TRUE(symbol == "_start" || symbol == "loop_dec" || symbol == "loop_jnz")
+          << symbol << " " << samples << "\n" << dump(r);
+    EXPECT_EQ(pmuvm_e2e::occurrences(out, "# Total Lost Samples: 0\n"), 2u)
+        << "reports without losses\n" << dump(r);
+  }
 }
 
 }  // namespace
