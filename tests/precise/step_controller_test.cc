@@ -1072,5 +1072,47 @@ TEST_F(BlockStepTest, ABlockThatLoopsToItsStartIsNotMadeWhileTheVcpuIsStillAtThe
                                                   kUser + 6}));
 }
 
+TEST_F(BlockStepTest, ABlockGoesOnWhereItsFirstInstructionBranches) {
+  // jz +0x10 (taken: ZF set) | at +0x12: add rax,1 | add rax,1 | jmp kUser
+  std::vector<uint8_t> code(0x1c, 0x90);
+  code[0] = 0x74, code[1] = 0x10;
+  const uint8_t rest[] = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83, 0xc0, 0x01, 0xeb, 0xe4};
+  std::copy(std::begin(rest), std::end(rest), code.begin() + 0x12);
+  user_code(code);
+  start_in_user(kUser, 0x242);
+  EXPECT_TRUE(prepare()) << "back to the jz";
+  const StepOutcome out = hit(kUser);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 0x12, kUser + 0x16, kUser + 0x1a}));
+  ASSERT_EQ(out.retired.size(), 4u);
+  EXPECT_TRUE(out.retired[0].branch.taken);
+  EXPECT_EQ(out.retired[0].branch.kind, pmu::BranchKind::kConditional);
+}
+
+TEST_F(BlockStepTest, CallAndReturnStartBlocksThatGoOnAtTheirTargets) {
+  // call +0x3b (to kUser+0x40) | at +0x40: add rax,1 | add rax,1 | ret | ... | at +0x80: add
+  std::vector<uint8_t> code(0x84, 0x90);
+  const uint8_t call[] = {0xe8, 0x3b, 0x00, 0x00, 0x00};
+  std::copy(std::begin(call), std::end(call), code.begin());
+  const uint8_t body[] = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83, 0xc0, 0x01, 0xc3};
+  std::copy(std::begin(body), std::end(body), code.begin() + 0x40);
+  user_code(code);
+  vcpu_.regs.rsp = kUserData + 0x800;
+  start_in_user(kUser);
+  prepare();
+  EXPECT_TRUE(armed(kUser + 0x48)) << "the call and the callee's register code, up to its ret";
+  vcpu_.regs.rsp -= 8;
+  user_u64(vcpu_.regs.rsp, kUser + 5);  // what the call pushed
+  const StepOutcome called = hit(kUser + 0x48);
+  ASSERT_EQ(called.retired.size(), 3u);
+  EXPECT_EQ(called.retired[0].branch.kind, pmu::BranchKind::kCall);
+  prepare();
+  // The ret and the nops after the call, as many as a block holds (kMaxBlockInstructions).
+  EXPECT_TRUE(armed(kUser + 5 + kMaxBlockInstructions - 1));
+  const StepOutcome returned = hit(kUser + 5 + kMaxBlockInstructions - 1);
+  ASSERT_EQ(returned.retired.size(), kMaxBlockInstructions);
+  EXPECT_EQ(returned.retired[0].branch.kind, pmu::BranchKind::kReturn);
+  EXPECT_EQ(returned.retired[1].rip, kUser + 5);
+}
+
 }  // namespace
 }  // namespace vmm

@@ -183,11 +183,13 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
   block_open_ = false;
   if (!options_.block_steps || limit < 2 || !pre_decoded_ || !plan_.block.empty()) return false;
   const DecodedInstruction& first = *pre_decoded_;
-  // The first instruction falls through and is nothing the block must stop right after: no
-  // guest TF (its trap comes after each instruction), no POPF (it may set TF), no REP string,
-  // nothing KVM completes itself (RDPMC reads the counters the block has not yet counted).
-  if (first.flow.kind != ControlFlow::Kind::kNext || plan_.stop == Plan::Stop::kSingleStep ||
-      plan_.successors.size() != 1 || (pre_.rflags & kTrapFlag) || first.rep_string ||
+  // The first instruction goes to one user successor, computed from its real registers (it may
+  // be a taken or untaken branch, a CALL, a RET: the block goes on there), and it is nothing the
+  // block must stop right after: no guest TF (its trap comes after each instruction), no POPF (it
+  // may set TF), no REP string, nothing KVM completes itself (RDPMC reads the counters the block
+  // has not yet counted).
+  if (plan_.stop == Plan::Stop::kSingleStep || plan_.successors.size() != 1 ||
+      plan_.successors[0].kernel || (pre_.rflags & kTrapFlag) || first.rep_string ||
       first.completed_by_kvm || first.lwp_instruction || first.mnemonic == ZYDIS_MNEMONIC_POPF ||
       first.mnemonic == ZYDIS_MNEMONIC_POPFD || first.mnemonic == ZYDIS_MNEMONIC_POPFQ)
     return false;
@@ -202,8 +204,20 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
   };
   if (guest_breakpoint_at(pre_.rip)) return false;  // RF would pass it too
 
-  const uint64_t page_end = (pre_.rip & ~(kPage - 1)) + kPage;
-  uint64_t rip = pre_.rip + first.length;
+  // The rest of the block: from the first instruction's successor on, within that page (the
+  // first instruction's fetch reached it; nothing after it can fault, not even a fetch).
+  uint64_t rip = plan_.successors[0].rip;
+  const uint64_t page_end = (rip & ~(kPage - 1)) + kPage;
+  // Stores into the pages of the block's code would change what runs from what was decoded.
+  auto into_code = [&](const MemoryAccess& w) {
+    for (const uint64_t code : {pre_.rip, pre_.rip + first.length - 1, rip}) {
+      const uint64_t page = code & ~(kPage - 1);
+      if (w.address < page + kPage && w.address + w.size > page) return true;
+    }
+    return false;
+  };
+  for (uint8_t i = 0; i < first.store_count; ++i)
+    if (into_code(first.stores[i])) return false;
   // Memory computations after the first instruction, where the walk can prove their accesses.
   const bool prove_memory =
       !(pre_.rflags & kAlignmentCheck) && !(at_exit.cr4() & kCr4ProtectionKeys);
@@ -218,65 +232,48 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
     at.rip = rip;
     const std::optional<DecodedInstruction> d =
         bytes.size ? decoder_.decode(bytes.span(), at) : std::nullopt;
-    // Only what cannot fault, exit or touch memory; within the first instruction's page (its
-    // fetch cannot fault either).
     if (!d || rip + d->length > page_end) break;
     if (!d->trap_flag_safe) {
       if (!prove_memory || !d->memory_computation || d->flow.kind != ControlFlow::Kind::kNext ||
           (d->gprs_addressing & written) || !accesses_proven(*d))
         break;
-      bool into_block = false;  // self-modifying: what would run is not what was decoded
-      for (uint8_t i = 0; i < d->store_count; ++i)
-        if (d->stores[i].address < page_end && d->stores[i].address + d->stores[i].size > pre_.rip)
-          into_block = true;
+      bool into_block = false;
+      for (uint8_t i = 0; i < d->store_count; ++i) into_block |= into_code(d->stores[i]);
       if (into_block) break;
     }
     written |= d->gprs_written;
+    plan_.block.push_back(rip);
+    block_decoded_.push_back(*d);
     if (d->branch == pmu::BranchKind::kNone) {
-      plan_.block.push_back(rip);
-      block_decoded_.push_back(*d);
       rip += d->length;
       continue;
     }
-    if (!d->direct_target) break;
+    if (!d->direct_target) {  // (trap_flag_safe jumps are relative)
+      plan_.block.pop_back();
+      block_decoded_.pop_back();
+      break;
+    }
     targets[target_count++] = *d->direct_target;
     if (d->branch == pmu::BranchKind::kConditional && d->fall_through(rip) != *d->direct_target)
       targets[target_count++] = d->fall_through(rip);
-    // A target inside the block (after its first instruction) would stop it early: the block
-    // ends before that target instead, which then starts the next one.
-    uint64_t inside = 0;
+    // A target at an instruction of the block (after its first) would stop it before that
+    // instruction ran: the block ends before the first such instruction instead, which then
+    // starts the next block. (A target elsewhere, even inside an instruction, cannot fire while
+    // the block runs: breakpoints fire where an instruction starts.)
+    size_t end = plan_.block.size();
     for (size_t t = 0; t < target_count; ++t)
-      if (targets[t] > pre_.rip && targets[t] <= rip) inside = targets[t];
-    if (inside) {
+      for (size_t k = 0; k < end; ++k)
+        if (plan_.block[k] == targets[t]) end = k;
+    if (end < plan_.block.size()) {
+      rip = plan_.block[end];
+      plan_.block.resize(end);
+      block_decoded_.resize(end);
       target_count = 0;
-      while (!plan_.block.empty() && plan_.block.back() >= inside) {
-        plan_.block.pop_back();
-        block_decoded_.pop_back();
-      }
-      const uint64_t end = plan_.block.empty()
-                               ? pre_.rip + first.length
-                               : plan_.block.back() + block_decoded_.back().length;
-      if (end != inside) {  // into the middle of an instruction: no block
-        clear_block();
-        return false;
-      }
-      rip = inside;
-      break;
     }
-    plan_.block.push_back(rip);
-    block_decoded_.push_back(*d);
     break;
   }
   if (target_count == 0) targets[target_count++] = rip;  // ends before `rip`: it falls through
   if (plan_.block.empty()) return false;
-  // The first instruction storing into the block: what runs is not what was decoded.
-  for (uint8_t i = 0; i < first.store_count; ++i) {
-    const MemoryAccess& w = first.stores[i];
-    if (w.address < rip + 15 && w.address + w.size > pre_.rip) {
-      clear_block();
-      return false;
-    }
-  }
   // Its successors need slots (and a return site one, to catch a fault of the first).
   const size_t free_slots = 4 - static_cast<size_t>(std::popcount(held));
   if (target_count + (return_sites().empty() ? 0 : 1) > free_slots) {
