@@ -9,7 +9,8 @@
  *   JMP through a register and through memory, REP STOSB, a first touch of a demand-zero page
  *   (a #PF the kernel resolves: the load runs again), a store into a later instruction's
  *   immediate (self-modifying code: the second run sees the new byte), CPUID (completed by KVM),
- *   and a yield system call.
+ *   pushes and pops, a stack frame written and read through a moved RSP, and a yield system
+ *   call.
  * The code crosses page boundaries wherever it happens to. Prints the checksum of the data the
  * program wrote and of the registers it returned, and the number of records.
  * Linked with guest/lib/user_wx.ld: its text segment is writable. */
@@ -71,7 +72,7 @@ static void alu(void) {
 static void mem_rdi(uint8_t r) { b((uint8_t)(0x80 | (r & 7) << 3 | 7)), d32(8 * below(512)); }
 
 static void snippet(int *demand_page) {
-  switch (below(14)) {
+  switch (below(16)) {
     case 0: case 1: case 2: {  /* straight register code */
       const uint32_t n = 1 + below(8);
       for (uint32_t i = 0; i < n; ++i) alu();
@@ -152,6 +153,24 @@ static void snippet(int *demand_page) {
       const int32_t rel = (int32_t)(at - (disp + 5));
       for (int i = 0; i < 4; ++i) disp[i] = (uint8_t)((uint32_t)rel >> (8 * i));
       b(1);
+      break;
+    }
+    case 14: {  /* push r; alu...; pop r' (stack accesses through a moving RSP) */
+      const uint8_t r = reg(), r2 = reg();
+      if (r >= 8) b(0x41);
+      b((uint8_t)(0x50 + (r & 7)));
+      const uint32_t n = below(3);
+      for (uint32_t i = 0; i < n; ++i) alu();
+      if (r2 >= 8) b(0x41);
+      b((uint8_t)(0x58 + (r2 & 7)));
+      break;
+    }
+    case 15: {  /* sub rsp,16; mov [rsp+8],r; mov r',[rsp+8]; add rsp,16 */
+      const uint8_t r = reg(), r2 = reg();
+      b(0x48), b(0x83), b(0xEC), b(16);
+      rex(r, 4), b(0x89), b((uint8_t)(0x44 | (r & 7) << 3)), b(0x24), b(8);
+      rex(r2, 4), b(0x8B), b((uint8_t)(0x44 | (r2 & 7) << 3)), b(0x24), b(8);
+      b(0x48), b(0x83), b(0xC4), b(16);
       break;
     }
     case 13:

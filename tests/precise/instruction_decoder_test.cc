@@ -94,7 +94,8 @@ TEST_F(DecoderTest, CallsAndReturnsTouchTheStack) {
   EXPECT_EQ(call.branch, BranchKind::kCall);
   EXPECT_EQ(call.direct_target, 0x400015u);
   EXPECT_EQ(call.load_count, 0);
-  EXPECT_EQ(call.store_count, 1);
+  ASSERT_EQ(call.store_count, 1);
+  EXPECT_EQ(call.stores[0].address, 0x7FF0u - 8) << "the return address goes below RSP";
   EXPECT_EQ(decode({0xff, 0xd0}).branch, BranchKind::kCall);  // call rax
   auto ret = decode({0xc3});
   EXPECT_EQ(ret.branch, BranchKind::kReturn);
@@ -247,16 +248,53 @@ TEST_F(DecoderTest, MemoryComputationsNameTheRegistersTheyWriteAndAddressWith) {
   EXPECT_EQ(d.gprs_written, kRax | kRdx);
   d = decode({0x8b, 0x44, 0x24, 0x08});  // mov eax, [rsp+8]
   EXPECT_EQ(d.gprs_addressing, kRsp);
-  d = decode({0x48, 0x83, 0xec, 0x08});  // sub rsp, 8: registers only
+  d = decode({0x48, 0x83, 0xec, 0x08});  // sub rsp, 8: registers only, RSP moved by -8
   EXPECT_TRUE(d.trap_flag_safe);
   EXPECT_FALSE(d.memory_computation);
-  EXPECT_EQ(d.gprs_written, kRsp);
+  EXPECT_EQ(d.gprs_written, 0);
+  EXPECT_EQ(d.adjusted_gpr, 4);
+  EXPECT_EQ(d.adjustment, -8);
   EXPECT_FALSE(decode({0x48, 0x0f, 0xa3, 0x08}).memory_computation);  // bt [rax], rcx: reaches past
   EXPECT_FALSE(decode({0xf0, 0x48, 0x01, 0x18}).memory_computation);  // lock add [rax], rbx
   EXPECT_FALSE(decode({0x50}).memory_computation);                    // push rax
   EXPECT_FALSE(decode({0x48, 0xf7, 0x36}).memory_computation);        // div qword [rsi]: #DE
   EXPECT_FALSE(decode({0xff, 0x23}).memory_computation);              // jmp [rbx]
   EXPECT_FALSE(decode({0x0f, 0x28, 0x06}).memory_computation);        // movaps xmm0, [rsi]
+}
+
+TEST_F(DecoderTest, ConstantMovesOfRegistersAreFollowedNotForgotten) {
+  struct Case {
+    std::vector<uint8_t> bytes;
+    int8_t gpr;
+    int64_t by;
+    uint16_t written;
+  };
+  const Case cases[] = {
+      {{0x55}, 4, -8, 0},                          // push rbp
+      {{0x5b}, 4, 8, 1 << 3},                      // pop rbx: RBX unknown
+      {{0x5c}, -1, 0, 1 << 4},                     // pop rsp: RSP unknown
+      {{0xe8, 0, 0, 0, 0}, 4, -8, 0},              // call
+      {{0xc3}, 4, 8, 0},                           // ret
+      {{0xc2, 0x10, 0x00}, 4, 24, 0},              // ret 16
+      {{0x48, 0x83, 0xc6, 0x18}, 6, 24, 0},        // add rsi, 24
+      {{0x48, 0xff, 0xcf}, 7, -1, 0},              // dec rdi
+      {{0x48, 0x8d, 0x5b, 0xf0}, 3, -16, 0},       // lea rbx, [rbx-16]
+      {{0x83, 0xc6, 0x18}, -1, 0, 1 << 6},         // add esi, 24: zero-extends, unknown
+      {{0x48, 0x8d, 0x1c, 0x0b}, -1, 0, 1 << 3},   // lea rbx, [rbx+rcx]: unknown
+  };
+  for (const Case& c : cases) {
+    const DecodedInstruction d = decode(c.bytes);
+    EXPECT_EQ(d.adjusted_gpr, c.gpr) << std::hex << int(c.bytes[0]);
+    EXPECT_EQ(d.adjustment, c.by) << std::hex << int(c.bytes[0]);
+    EXPECT_EQ(d.gprs_written, c.written) << std::hex << int(c.bytes[0]);
+  }
+  const DecodedInstruction push = decode({0x50});  // push rax: one store below RSP
+  EXPECT_TRUE(push.stack_push_pop);
+  ASSERT_EQ(push.store_count, 1);
+  EXPECT_EQ(push.stores[0].address, 0x7FF0u - 8);
+  EXPECT_TRUE(decode({0x6a, 0x01}).stack_push_pop);   // push 1
+  EXPECT_FALSE(decode({0x0f, 0xa0}).stack_push_pop);  // push fs
+  EXPECT_FALSE(decode({0xff, 0x33}).stack_push_pop);  // push [rbx]: two accesses
 }
 
 }  // namespace vmm

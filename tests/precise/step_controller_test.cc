@@ -1114,5 +1114,24 @@ TEST_F(BlockStepTest, CallAndReturnStartBlocksThatGoOnAtTheirTargets) {
   EXPECT_EQ(returned.retired[1].rip, kUser + 5);
 }
 
+TEST_F(BlockStepTest, TheStackPointerIsFollowedThroughPushesAndFrames) {
+  // add rax,1 | push rbx | sub rsp,16 | mov [rsp+8],rax | mov rcx,[rsp+0x88] | add rsp,16 |
+  // pop rdx | mov rsi,[rdx] (RDX unknown: the next block) ...
+  user_code({0x48, 0x83, 0xc0, 0x01, 0x53, 0x48, 0x83, 0xec, 0x10, 0x48, 0x89, 0x44, 0x24, 0x08,
+             0x48, 0x8b, 0x8c, 0x24, 0x88, 0x00, 0x00, 0x00, 0x48, 0x83, 0xc4, 0x10, 0x5a, 0x48,
+             0x8b, 0x32});
+  vcpu_.regs.rsp = kUserData + 0x808;  // the push goes to the line below: 0x800
+  start_in_user(kUser);
+  prepare();
+  EXPECT_TRUE(armed(kUser + 27)) << "all but the load through the popped RDX";
+  const StepOutcome out = hit(kUser + 27);
+  ASSERT_EQ(out.retired.size(), 7u);
+  EXPECT_EQ(out.retired[1].cache_miss_count, 0u) << "a push only stores";
+  ASSERT_EQ(out.retired[4].cache_miss_count, 1u) << "a line nothing touched";
+  EXPECT_EQ(out.retired[4].cache_misses[0].data_address, kUserData + 0x808 - 8 - 16 + 0x88)
+      << "RSP as the push and the sub left it";
+  EXPECT_EQ(out.retired[6].cache_miss_count, 0u) << "the pop reads the line the push wrote";
+}
+
 }  // namespace
 }  // namespace vmm

@@ -3,6 +3,8 @@
 #include <array>
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace vmm {
 namespace {
@@ -287,7 +289,85 @@ uint16_t gpr_bit(ZydisRegister reg) {
   return static_cast<uint16_t>(1u << (full - ZYDIS_REGISTER_RAX));
 }
 
+int8_t gpr64_index(ZydisRegister reg) {
+  if (reg < ZYDIS_REGISTER_RAX || reg > ZYDIS_REGISTER_R15) return -1;  // 64-bit only
+  return static_cast<int8_t>(reg - ZYDIS_REGISTER_RAX);
+}
+
+constexpr int8_t kRspIndex = 4;
+
+// DecodedInstruction::adjusted_gpr / adjustment: the register the instruction only moves by a
+// constant, or nothing.
+void constant_adjustment(const ZydisDecodedInstruction& insn, const ZydisDecodedOperand* ops,
+                         DecodedInstruction& out) {
+  const bool near = insn.meta.branch_type != ZYDIS_BRANCH_TYPE_FAR;
+  auto set = [&](int8_t gpr, int64_t by) {
+    if (gpr < 0) return;
+    out.adjusted_gpr = gpr;
+    out.adjustment = by;
+  };
+  const int8_t first = insn.operand_count > 0 && ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER
+                           ? gpr64_index(ops[0].reg.value)
+                           : -1;
+  switch (insn.mnemonic) {
+    case ZYDIS_MNEMONIC_PUSH:
+      if (insn.operand_width == 64) set(kRspIndex, -8);
+      break;
+    case ZYDIS_MNEMONIC_POP:
+      if (insn.operand_width == 64 && first != kRspIndex) set(kRspIndex, 8);
+      break;
+    case ZYDIS_MNEMONIC_CALL:
+      if (near) set(kRspIndex, -8);
+      break;
+    case ZYDIS_MNEMONIC_RET:
+      if (near && insn.operand_width == 64)
+        set(kRspIndex, 8 + (ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE ? ops[0].imm.value.u : 0));
+      break;
+    case ZYDIS_MNEMONIC_ADD:
+    case ZYDIS_MNEMONIC_SUB:
+      if (first >= 0 && insn.operand_width == 64 && ops[1].type == ZYDIS_OPERAND_TYPE_IMMEDIATE) {
+        const int64_t imm = ops[1].imm.value.s;
+        set(first, insn.mnemonic == ZYDIS_MNEMONIC_ADD ? imm : -imm);
+      }
+      break;
+    case ZYDIS_MNEMONIC_INC:
+    case ZYDIS_MNEMONIC_DEC:
+      if (first >= 0 && insn.operand_width == 64) set(first, insn.mnemonic == ZYDIS_MNEMONIC_INC ? 1 : -1);
+      break;
+    case ZYDIS_MNEMONIC_LEA:
+      if (first >= 0 && insn.operand_width == 64 && insn.address_width == 64 &&
+          ops[1].mem.base == ops[0].reg.value && ops[1].mem.index == ZYDIS_REGISTER_NONE)
+        set(first, ops[1].mem.disp.has_displacement ? ops[1].mem.disp.value : 0);
+      break;
+    default:
+      break;
+  }
+  if (out.adjusted_gpr >= 0) out.gprs_written &= static_cast<uint16_t>(~(1u << out.adjusted_gpr));
+}
+
 }  // namespace
+
+uint64_t& general_register(GuestRegisters& r, int n) {
+  switch (n) {
+    case 0: return r.rax;
+    case 1: return r.rcx;
+    case 2: return r.rdx;
+    case 3: return r.rbx;
+    case 4: return r.rsp;
+    case 5: return r.rbp;
+    case 6: return r.rsi;
+    case 7: return r.rdi;
+    case 8: return r.r8;
+    case 9: return r.r9;
+    case 10: return r.r10;
+    case 11: return r.r11;
+    case 12: return r.r12;
+    case 13: return r.r13;
+    case 14: return r.r14;
+    case 15: return r.r15;
+    default: throw std::out_of_range("general register " + std::to_string(n));
+  }
+}
 
 InstructionDecoder::InstructionDecoder() : cache_(kCacheSlots) {
   ZydisDecoderInit(&decoder_, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
@@ -397,6 +477,11 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
   out.trap_flag_safe = trap_flag_safe(insn, ops, out.flow);
   out.memory_computation = !out.trap_flag_safe && memory_computation(insn, ops);
 
+  out.stack_push_pop =
+      (insn.mnemonic == ZYDIS_MNEMONIC_PUSH || insn.mnemonic == ZYDIS_MNEMONIC_POP) &&
+      insn.operand_width == 64 && insn.operand_count > 0 &&
+      (ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE ||
+       (ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER && gpr64_index(ops[0].reg.value) >= 0));
   bool context_filled = false;
   for (uint8_t i = 0; i < insn.operand_count; ++i) {
     const ZydisDecodedOperand& op = ops[i];
@@ -419,6 +504,12 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
     if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddressEx(&insn, &op, regs.rip, &context_, &address))) continue;
     if (op.mem.segment == ZYDIS_REGISTER_FS) address += regs.fs_base;
     if (op.mem.segment == ZYDIS_REGISTER_GS) address += regs.gs_base;
+    // Zydis names a push's hidden stack operand by RSP before the push; the store goes below it.
+    if (op.visibility == ZYDIS_OPERAND_VISIBILITY_HIDDEN && op.mem.base == ZYDIS_REGISTER_RSP &&
+        (op.actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) &&
+        (insn.mnemonic == ZYDIS_MNEMONIC_PUSH || insn.mnemonic == ZYDIS_MNEMONIC_PUSHF ||
+         insn.mnemonic == ZYDIS_MNEMONIC_PUSHFQ || insn.mnemonic == ZYDIS_MNEMONIC_CALL))
+      address -= op.size / 8;
     const MemoryAccess access{address, static_cast<uint32_t>(op.size / 8)};
     if ((op.actions & ZYDIS_OPERAND_ACTION_MASK_READ) && out.load_count < DecodedInstruction::kMaxAccesses)
       out.loads[out.load_count++] = access;
@@ -426,6 +517,7 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
         out.store_count < DecodedInstruction::kMaxAccesses)
       out.stores[out.store_count++] = access;
   }
+  constant_adjustment(insn, ops, out);
   return out;
 }
 

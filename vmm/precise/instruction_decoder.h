@@ -31,6 +31,10 @@ struct GuestRegisters {
   }
 };
 
+// General register n in x86 encoding order (0 RAX, 1 RCX, 2 RDX, 3 RBX, 4 RSP, 5 RBP, 6 RSI,
+// 7 RDI, 8-15 R8-R15).
+uint64_t& general_register(GuestRegisters& r, int n);
+
 // The general registers, RIP and RFLAGS of any register block that names them as x86 does
 // (KVM's kvm_regs, the bundled kernel's pmuvm_trap_frame); the bases and CR3 are the caller's.
 template <typename Registers>
@@ -102,6 +106,14 @@ struct DecodedInstruction {
   // compute their addresses from (base, index).
   uint16_t gprs_written = 0;
   uint16_t gprs_addressing = 0;
+  // A register it only moves by a constant (PUSH/POP/CALL/RET on RSP, ADD/SUB of an immediate,
+  // INC/DEC, LEA r, [r + disp] on 64-bit registers): `adjusted_gpr` (-1: none) gains
+  // `adjustment`, and is not in gprs_written. A block stepper follows such registers through a
+  // block and so knows the addresses the next instructions use.
+  int8_t adjusted_gpr = -1;
+  int64_t adjustment = 0;
+  // PUSH or POP of a 64-bit register or immediate: one stack access, it can fault only there.
+  bool stack_push_pop = false;
   bool iret = false;    // IRET/IRETD/IRETQ
   bool sysret = false;  // SYSRET (64-bit when REX.W) / SYSEXIT: only ever returns to user mode
 

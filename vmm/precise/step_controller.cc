@@ -221,10 +221,14 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
   // Memory computations after the first instruction, where the walk can prove their accesses.
   const bool prove_memory =
       !(pre_.rflags & kAlignmentCheck) && !(at_exit.cr4() & kCr4ProtectionKeys);
-  uint16_t written = first.gprs_written;  // registers the block has changed so far
+  // The registers as each instruction will find them: those the block moved by constants
+  // (adjusted_gpr) are followed, so the decode's addresses are the ones that will be used; the
+  // others it changed are unknown (`written`) and address nothing.
+  GuestRegisters at = pre_;
+  uint16_t written = first.gprs_written;
+  if (first.adjusted_gpr >= 0) general_register(at, first.adjusted_gpr) += first.adjustment;
   std::array<uint64_t, 2> targets{};
   size_t target_count = 0;
-  GuestRegisters at = pre_;
   user_memory_.set_cr3(pre_.cr3);
   while (plan_.block.size() + 1 < std::min<uint64_t>(limit, kMaxBlockInstructions)) {
     if (rip >= page_end || guest_breakpoint_at(rip)) break;
@@ -234,14 +238,16 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
         bytes.size ? decoder_.decode(bytes.span(), at) : std::nullopt;
     if (!d || rip + d->length > page_end) break;
     if (!d->trap_flag_safe) {
-      if (!prove_memory || !d->memory_computation || d->flow.kind != ControlFlow::Kind::kNext ||
-          (d->gprs_addressing & written) || !accesses_proven(*d))
+      if (!prove_memory || !(d->memory_computation || d->stack_push_pop) ||
+          d->flow.kind != ControlFlow::Kind::kNext || (d->gprs_addressing & written) ||
+          !accesses_proven(*d))
         break;
       bool into_block = false;
       for (uint8_t i = 0; i < d->store_count; ++i) into_block |= into_code(d->stores[i]);
       if (into_block) break;
     }
     written |= d->gprs_written;
+    if (d->adjusted_gpr >= 0) general_register(at, d->adjusted_gpr) += d->adjustment;
     plan_.block.push_back(rip);
     block_decoded_.push_back(*d);
     if (d->branch == pmu::BranchKind::kNone) {
@@ -315,14 +321,24 @@ bool StepController::accesses_proven(const DecodedInstruction& d) const {
 }
 
 std::optional<DecodedInstruction> StepController::block_instruction(size_t i) {
-  if (block_decoded_.size() == plan_.block.size()) return block_decoded_[i];
-  // Restored from a snapshot: read the code again (it ran; it is what is there).
-  GuestRegisters at = pre_;
-  at.rip = plan_.block[i];
-  user_memory_.set_cr3(pre_.cr3);
-  const CodeBytes bytes = fetch(user_memory_, at.rip);
-  if (bytes.size == 0) return std::nullopt;
-  return decoder_.decode(bytes.span(), at);
+  if (block_decoded_.size() != plan_.block.size()) {
+    // Restored from a snapshot: read the code again (it ran; it is what is there) and follow
+    // the registers as extend_block did.
+    block_decoded_.clear();
+    user_memory_.set_cr3(pre_.cr3);
+    GuestRegisters at = pre_;
+    std::optional<DecodedInstruction> d = decode(pre_, 3);
+    for (const uint64_t rip : plan_.block) {
+      if (!d) return std::nullopt;
+      if (d->adjusted_gpr >= 0) general_register(at, d->adjusted_gpr) += d->adjustment;
+      at.rip = rip;
+      const CodeBytes bytes = fetch(user_memory_, rip);
+      d = bytes.size ? decoder_.decode(bytes.span(), at) : std::nullopt;
+      if (!d) return std::nullopt;
+      block_decoded_.push_back(*d);
+    }
+  }
+  return block_decoded_[i];
 }
 
 bool StepController::retire_block(uint64_t stopped_at, StepOutcome& out) {
