@@ -239,11 +239,11 @@ uint64_t LwpUnit::quiet_retirements() const {
     if (!s.active) continue;
     switch (s.event_id) {
       case kEventInstructionsRetired:
-        // The counter-th instruction stores the record (0: frozen, the next one does).
+      case kEventBranchesRetired:
+        // At most one event per instruction: the counter-th stores the record (0: frozen, the
+        // next one does).
         quiet = std::min<uint64_t>(quiet, s.counter == 0 ? 1 : s.counter);
         break;
-      case kEventBranchesRetired:
-        break;  // only the run's last instruction is a branch
       case kEventDcacheMisses: {
         // Every instruction may miss up to kMaxCacheMisses times: the counter-th miss may come
         // with instruction ceil(counter / kMaxCacheMisses) at the earliest.

@@ -141,9 +141,8 @@ class LwpUnit {
   void retire(const RetiredInstruction& insn);
 
   // How many instructions a backend may retire in one run before reporting them, with no record
-  // possible before the last of the run, for a run in which only the last instruction may be a
-  // branch (a block stepper's straight-line code, DESIGN §4.7; each instruction may miss the
-  // cache, up to kMaxCacheMisses times). At least 1.
+  // possible before the last of the run (a block stepper's block, DESIGN §4.7: any instruction
+  // may be a branch and miss the cache up to kMaxCacheMisses times). At least 1.
   uint64_t quiet_retirements() const;
 
   // True while an LWPCB is loaded (active or awaiting initialisation): the backend must report

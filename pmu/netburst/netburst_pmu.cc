@@ -147,7 +147,6 @@ uint64_t NetburstPmu::quiet_retirements() const {
         break;  // never increments without Complement
       case EventKind::kBranchRetired:
       case EventKind::kMispredBranchRetired:
-        break;  // only at a branch: the run's last instruction
       case EventKind::kInstrRetired:
         // At most one increment per instruction: the increment that wraps is the room's.
         quiet = std::min(quiet, counter_mask_ - counters_[n] + 1);

@@ -123,9 +123,9 @@ class NetburstPmu {
 
   bool wants_events() const;
   // How many instructions a backend may retire in one run before reporting them, with no
-  // overflow (and so no PMI, no cascade start) possible before the last of the run, for a run in
-  // which only the last instruction may be a branch (a block stepper's straight-line code,
-  // DESIGN §4.7; events that count cycles or cache references answer 1). At least 1.
+  // overflow (and so no PMI, no cascade start) possible before the last of the run (a block
+  // stepper's block, DESIGN §4.7; events that count cycles or cache references answer 1). At
+  // least 1.
   uint64_t quiet_retirements() const;
   // Whether an instruction at CPL 0 can change any counter: some counting counter has T0_OS,
   // or counts with Compare+Complement (then a disqualified instruction still counts its cycles).

@@ -1133,5 +1133,27 @@ TEST_F(BlockStepTest, TheStackPointerIsFollowedThroughPushesAndFrames) {
   EXPECT_EQ(out.retired[6].cache_miss_count, 0u) << "the pop reads the line the push wrote";
 }
 
+TEST_F(BlockStepTest, ABlockFollowsDirectJumpsAndCallsWithinItsPage) {
+  // add | jmp +2 | (ud2, jumped over) | add | call kUser+0x20 | nops | at +0x20: add | jnz +0x40
+  std::vector<uint8_t> code(0x26, 0x90);
+  const uint8_t head[] = {0x48, 0x83, 0xc0, 0x01, 0xeb, 0x02, 0x0f, 0x0b, 0x48, 0x83, 0xc0, 0x01,
+                          0xe8, 0x0f, 0x00, 0x00, 0x00};
+  std::copy(std::begin(head), std::end(head), code.begin());
+  const uint8_t callee[] = {0x48, 0x83, 0xc0, 0x01, 0x75, 0x1a};
+  std::copy(std::begin(callee), std::end(callee), code.begin() + 0x20);
+  user_code(code);
+  vcpu_.regs.rsp = kUserData + 0x800;
+  start_in_user(kUser, 0x202);
+  prepare();
+  EXPECT_TRUE(armed(kUser + 0x40) && armed(kUser + 0x26)) << "only the jnz ends it";
+  const StepOutcome out = hit(kUser + 0x40);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 4, kUser + 8, kUser + 0xc,
+                                                  kUser + 0x20, kUser + 0x24}));
+  ASSERT_EQ(out.retired.size(), 6u);
+  EXPECT_EQ(out.retired[1].branch.kind, pmu::BranchKind::kDirectJump);
+  EXPECT_EQ(out.retired[3].branch.kind, pmu::BranchKind::kCall);
+  EXPECT_EQ(out.retired[3].branch.next_rip, kUser + 0x20);
+}
+
 }  // namespace
 }  // namespace vmm

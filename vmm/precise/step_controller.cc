@@ -237,9 +237,13 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
     const std::optional<DecodedInstruction> d =
         bytes.size ? decoder_.decode(bytes.span(), at) : std::nullopt;
     if (!d || rip + d->length > page_end) break;
+    // A direct near CALL: its one store (the return address) proven like a push's.
+    const bool direct_call = d->branch == pmu::BranchKind::kCall && d->direct_target &&
+                             d->store_count == 1 && d->load_count == 0;
     if (!d->trap_flag_safe) {
-      if (!prove_memory || !(d->memory_computation || d->stack_push_pop) ||
-          d->flow.kind != ControlFlow::Kind::kNext || (d->gprs_addressing & written) ||
+      const bool falls_through = (d->memory_computation || d->stack_push_pop) &&
+                                 d->flow.kind == ControlFlow::Kind::kNext;
+      if (!prove_memory || !(falls_through || direct_call) || (d->gprs_addressing & written) ||
           !accesses_proven(*d))
         break;
       bool into_block = false;
@@ -258,6 +262,15 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
       plan_.block.pop_back();
       block_decoded_.pop_back();
       break;
+    }
+    // A JMP or CALL to a fixed place in this page: the block goes on there (not to an instruction
+    // it already has: those are successors, below).
+    const uint64_t target = *d->direct_target;
+    if ((d->branch == pmu::BranchKind::kDirectJump || direct_call) && target >= page_end - kPage &&
+        target < page_end && target != pre_.rip &&
+        std::find(plan_.block.begin(), plan_.block.end(), target) == plan_.block.end()) {
+      rip = target;
+      continue;
     }
     targets[target_count++] = *d->direct_target;
     if (d->branch == pmu::BranchKind::kConditional && d->fall_through(rip) != *d->direct_target)

@@ -58,8 +58,10 @@
 // KVM hides TF while it steps: a POPF's new TF is read from what it popped.
 // Block stepping (Options::block_steps; DESIGN §4.7). Where the PMU models let several
 // instructions retire with nothing visible before the last (extend_block's `limit`), the pending
-// instruction is extended to a block: it, then the instructions after it in its page that
-// cannot fault, up to and including the first branch. The vCPU runs the whole block to a
+// instruction is extended to a block: it (any instruction with a computable successor), then
+// the instructions from that successor on in its page that cannot fault, through direct JMPs
+// and CALLs within the page, up to and including the next other branch. The vCPU runs the whole
+// block to a
 // breakpoint on its successors (both sides of a conditional branch) with interrupts held, and the
 // stop retires every instruction of it from the decode. Exactness does not change because only
 // the first instruction of a block can fault: after it come register computations and relative
