@@ -1155,5 +1155,23 @@ TEST_F(BlockStepTest, ABlockFollowsDirectJumpsAndCallsWithinItsPage) {
   EXPECT_EQ(out.retired[3].branch.next_rip, kUser + 0x20);
 }
 
+TEST_F(BlockStepTest, AFollowedJumpBackIntoTheBlocksOwnCodeEndsItThere) {
+  // at +8: add | add | (pre_, +0x10:) add | add | jmp +8: followed, then +8, +0xc, and +0x10
+  // again, where the block stops (its first instruction: RF).
+  std::vector<uint8_t> code(0x1a, 0x90);
+  for (int at : {0x08, 0x0c, 0x10, 0x14}) {
+    const uint8_t add[] = {0x48, 0x83, 0xc0, 0x01};
+    std::copy(std::begin(add), std::end(add), code.begin() + at);
+  }
+  code[0x18] = 0xeb, code[0x19] = 0xee;  // jmp +8
+  user_code(code);
+  start_in_user(kUser + 0x10);
+  EXPECT_TRUE(prepare());
+  EXPECT_TRUE(armed(kUser + 0x10));
+  hit(kUser + 0x10);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser + 0x10, kUser + 0x14, kUser + 0x18,
+                                                  kUser + 0x08, kUser + 0x0c}));
+}
+
 }  // namespace
 }  // namespace vmm

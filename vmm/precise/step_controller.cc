@@ -230,8 +230,23 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
   std::array<uint64_t, 2> targets{};
   size_t target_count = 0;
   user_memory_.set_cr3(pre_.cr3);
+  // A successor at an instruction of the block (after its first) would stop the block before
+  // that instruction ran: the block ends before it instead, and it starts the next block. (One
+  // elsewhere, even inside an instruction, cannot fire while the block runs: breakpoints fire
+  // where an instruction starts.)
+  auto end_before_block_instruction = [&](uint64_t successor) {
+    const auto at_instruction = std::find(plan_.block.begin(), plan_.block.end(), successor);
+    if (at_instruction == plan_.block.end()) return false;
+    const size_t end = static_cast<size_t>(at_instruction - plan_.block.begin());
+    rip = successor;
+    plan_.block.resize(end);
+    block_decoded_.resize(end);
+    return true;
+  };
   while (plan_.block.size() + 1 < std::min<uint64_t>(limit, kMaxBlockInstructions)) {
     if (rip >= page_end || guest_breakpoint_at(rip)) break;
+    // Back at its own code (after a followed jump): the block ends there.
+    if (rip == pre_.rip || end_before_block_instruction(rip)) break;
     const CodeBytes bytes = fetch(user_memory_, rip);
     at.rip = rip;
     const std::optional<DecodedInstruction> d =
@@ -275,18 +290,13 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
     targets[target_count++] = *d->direct_target;
     if (d->branch == pmu::BranchKind::kConditional && d->fall_through(rip) != *d->direct_target)
       targets[target_count++] = d->fall_through(rip);
-    // A target at an instruction of the block (after its first) would stop it before that
-    // instruction ran: the block ends before the first such instruction instead, which then
-    // starts the next block. (A target elsewhere, even inside an instruction, cannot fire while
-    // the block runs: breakpoints fire where an instruction starts.)
+    // The earliest block instruction a target names ends the block (its fall-through then).
     size_t end = plan_.block.size();
     for (size_t t = 0; t < target_count; ++t)
       for (size_t k = 0; k < end; ++k)
         if (plan_.block[k] == targets[t]) end = k;
     if (end < plan_.block.size()) {
-      rip = plan_.block[end];
-      plan_.block.resize(end);
-      block_decoded_.resize(end);
+      end_before_block_instruction(plan_.block[end]);
       target_count = 0;
     }
     break;
