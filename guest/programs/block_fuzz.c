@@ -18,7 +18,10 @@
 #include "guest/lib/pmuvm.h"
 
 #define CODE_BYTES (64 * 1024)
-static uint8_t code[CODE_BYTES] __attribute__((section(".text.generated"), aligned(4096)));
+/* In the text segment (user_wx.ld puts .wxcode there), writable and executable: the flags are
+ * given to the assembler here (the '#' comments out the "aw" GCC appends for data). */
+static uint8_t code[CODE_BYTES]
+    __attribute__((section(".wxcode,\"awx\",@progbits#"), aligned(4096)));
 static uint8_t data[8192] __attribute__((aligned(4096)));
 static struct lwpcb cb;
 static uint8_t ring[8192 * LWP_RECORD_SIZE] __attribute__((aligned(4096)));
