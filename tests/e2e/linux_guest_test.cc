@@ -1,8 +1,10 @@
 // A Linux guest under pmuvm: Debian's linux-source-6.1 with guest_kernel_patches/
 // (//guest_kernel_patches:bzImage) booted with `pmuvm run --kernel --initrd --cmdline`
 // (DESIGN.md §4.9), the initramfs of //guest/linux (its /init runs the programs named after
-// " -- " and ends the VM through port 0x510 with the worst exit status). Three boots, each shared
-// by the cases that read it (a boot is ~20-40 s in the nested KVM host):
+// " -- " and ends the VM through port 0x510 with the worst exit status). Five boots, each shared
+// by the cases that read it (a boot is ~20-40 s in the nested KVM host); lwp-single and
+// netburst-single are lwp and netburst with --stepper kvm-single, and the exact cases expect the
+// same values from both:
 //   lwp      --cpu amd-lwp: cpuinfo_flags lwp, lwp_selfcheck, lwp_pair 2 (processes),
 //            lwp_pair 2 threads, lwp_sigio
 //   netburst --cpu intel-netburst (no LWP): lwp_sigill, perf_count 1000, perf_count 1,
@@ -52,6 +54,16 @@ const std::map<std::string, Boot>& boots() {
         "lwp_sigio"}},
       {"netburst",
        {{"--cpu", "intel-netburst"},
+        "console=ttyS0 nmi_watchdog=0 -- lwp_sigill , perf_count 1000 , perf_count 1 , "
+        "perf_sample 1000 997"}},
+      // The same two with one exit per instruction (block stepping is the default): the exact
+      // cases expect the same values from both.
+      {"lwp-single",
+       {{"--cpu", "amd-lwp", "--lwp-report", "-", "--stepper", "kvm-single"},
+        "console=ttyS0 -- cpuinfo_flags lwp , lwp_selfcheck , lwp_pair 2 , lwp_pair 2 threads , "
+        "lwp_sigio"}},
+      {"netburst-single",
+       {{"--cpu", "intel-netburst", "--stepper", "kvm-single"},
         "console=ttyS0 nmi_watchdog=0 -- lwp_sigill , perf_count 1000 , perf_count 1 , "
         "perf_sample 1000 997"}},
       {"smp",
@@ -141,44 +153,56 @@ TEST_F(LinuxGuest, KernelReportsLwpAndCpuinfoHasTheFlag) {
 // task's user code (DESIGN §4.7; the single-step stepper before issue 19 missed them): 20 to 24
 // instructions, 4 records, the same in every session.
 TEST_F(LinuxGuest, LwpReportCountsEveryRecord) {
-  const Result& r = boot("lwp");
-  static const std::regex task("^== task [0-9]+ CR3 0x[0-9a-f]+: [0-9]+ missed events");
-  static const std::regex records("^   [a-zA-Z ]+: ([0-9]+) records$");
-  std::istringstream in(r.out);
-  std::string line;
-  int tasks = 0;
-  long total = 0;
-  std::smatch m;
-  while (std::getline(in, line)) {
-    if (std::regex_search(line, task)) ++tasks;
-    if (std::regex_match(line, m, records)) total += std::stol(m[1]);
+  for (const char* name : {"lwp", "lwp-single"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    static const std::regex task("^== task [0-9]+ CR3 0x[0-9a-f]+: [0-9]+ missed events");
+    static const std::regex records("^   [a-zA-Z ]+: ([0-9]+) records$");
+    std::istringstream in(r.out);
+    std::string line;
+    int tasks = 0;
+    long total = 0;
+    std::smatch m;
+    while (std::getline(in, line)) {
+      if (std::regex_search(line, task)) ++tasks;
+      if (std::regex_match(line, m, records)) total += std::stol(m[1]);
+    }
+    EXPECT_GE(tasks, 1) << dump(r);
+    EXPECT_EQ(total, 2 * 5 + 2 * 2 * (28 + 17) + 4 * (8 + 4)) << dump(r);
   }
-  EXPECT_GE(tasks, 1) << dump(r);
-  EXPECT_EQ(total, 2 * 5 + 2 * 2 * (28 + 17) + 4 * (8 + 4)) << dump(r);
 }
 
 TEST_F(LinuxGuest, LwpSelfcheckExact) {
-  const Result& r = boot("lwp");
-  EXPECT_EQ(lines(r, "lwp_selfcheck:"), "lwp_selfcheck: exact record stream (5 records, twice) core 0\n")
-      << dump(r);
-  EXPECT_TRUE(has_line(r, "init: lwp_selfcheck exited 0")) << dump(r);
+  for (const char* name : {"lwp", "lwp-single"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    EXPECT_EQ(lines(r, "lwp_selfcheck:"), "lwp_selfcheck: exact record stream (5 records, twice) core 0\n")
+        << dump(r);
+    EXPECT_TRUE(has_line(r, "init: lwp_selfcheck exited 0")) << dump(r);
+  }
 }
 
 // Two processes profiling at once on one CPU, switching at every sched_yield: each sees exactly
 // its own records (A 22 + 6, B 14 + 3), and they did alternate (switches > 0 for at least one).
 // The same with two threads of one process: one address space, the LWPCB is per thread.
 TEST_F(LinuxGuest, LwpPairPerTaskContexts) {
-  const Result& r = boot("lwp");
-  expect_exact_pair(r, "child");
-  expect_exact_pair(r, "thread");
-  EXPECT_EQ(lines(r, "init: lwp_pair exited 0"),
-            "init: lwp_pair exited 0\ninit: lwp_pair exited 0\n") << dump(r);
+  for (const char* name : {"lwp", "lwp-single"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    expect_exact_pair(r, "child");
+    expect_exact_pair(r, "thread");
+    EXPECT_EQ(lines(r, "init: lwp_pair exited 0"),
+              "init: lwp_pair exited 0\ninit: lwp_pair exited 0\n") << dump(r);
+  }
 }
 
 TEST_F(LinuxGuest, LwpThresholdInterruptIsSigio) {
-  const Result& r = boot("lwp");
-  EXPECT_TRUE(has_line(r, "lwp_sigio: 4 SIGIOs for 4 crossings, si_code POLL_IN")) << dump(r);
-  EXPECT_TRUE(has_line(r, "init: lwp_sigio exited 0")) << dump(r);
+  for (const char* name : {"lwp", "lwp-single"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    EXPECT_TRUE(has_line(r, "lwp_sigio: 4 SIGIOs for 4 crossings, si_code POLL_IN")) << dump(r);
+    EXPECT_TRUE(has_line(r, "init: lwp_sigio exited 0")) << dump(r);
+  }
 }
 
 // --cpu intel-netburst ---------------------------------------------------------------------
@@ -201,33 +225,39 @@ TEST_F(LinuxGuest, NoLwpMeansSigill) {
 
 // 8N + 4 (guest/linux/perf_loop.h): N = 1000 -> 8004, N = 1 -> 12.
 TEST_F(LinuxGuest, PerfCountsInstructionsExactly) {
-  const Result& r = boot("netburst");
-  EXPECT_EQ(lines(r, "perf_count:"),
-            "perf_count: instructions 8004 expected 8004\n"
-            "perf_count: instructions 12 expected 12\n")
-      << dump(r);
-  EXPECT_EQ(lines(r, "init: perf_count"), "init: perf_count exited 0\ninit: perf_count exited 0\n")
-      << dump(r);
+  for (const char* name : {"netburst", "netburst-single"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    EXPECT_EQ(lines(r, "perf_count:"),
+              "perf_count: instructions 8004 expected 8004\n"
+              "perf_count: instructions 12 expected 12\n")
+        << dump(r);
+    EXPECT_EQ(lines(r, "init: perf_count"), "init: perf_count exited 0\ninit: perf_count exited 0\n")
+        << dump(r);
+  }
 }
 
 // 8004 events, period 997: samples after events 997 x j, j = 1..8 (remainder 28), each IP the
 // next instruction of the window (offsets from its first instruction, perf_loop.h: the loop body
 // is at +3..+12, 6 nops, dec at +9, jnz at +12).
 TEST_F(LinuxGuest, PerfSamplesExactly) {
-  const Result& r = boot("netburst");
-  EXPECT_EQ(lines(r, "perf_sample:"),
-            "perf_sample: sample 1: ip=start+7 (after instruction 997: want start+7)\n"
-            "perf_sample: sample 2: ip=start+4 (after instruction 1994: want start+4)\n"
-            "perf_sample: sample 3: ip=start+9 (after instruction 2991: want start+9)\n"
-            "perf_sample: sample 4: ip=start+6 (after instruction 3988: want start+6)\n"
-            "perf_sample: sample 5: ip=start+3 (after instruction 4985: want start+3)\n"
-            "perf_sample: sample 6: ip=start+8 (after instruction 5982: want start+8)\n"
-            "perf_sample: sample 7: ip=start+5 (after instruction 6979: want start+5)\n"
-            "perf_sample: sample 8: ip=start+12 (after instruction 7976: want start+12)\n"
-            "perf_sample: instructions 8004 expected 8004 samples 8 expected 8 period 997\n"
-            "perf_sample: exact\n")
-      << dump(r);
-  EXPECT_TRUE(has_line(r, "init: perf_sample exited 0")) << dump(r);
+  for (const char* name : {"netburst", "netburst-single"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    EXPECT_EQ(lines(r, "perf_sample:"),
+              "perf_sample: sample 1: ip=start+7 (after instruction 997: want start+7)\n"
+              "perf_sample: sample 2: ip=start+4 (after instruction 1994: want start+4)\n"
+              "perf_sample: sample 3: ip=start+9 (after instruction 2991: want start+9)\n"
+              "perf_sample: sample 4: ip=start+6 (after instruction 3988: want start+6)\n"
+              "perf_sample: sample 5: ip=start+3 (after instruction 4985: want start+3)\n"
+              "perf_sample: sample 6: ip=start+8 (after instruction 5982: want start+8)\n"
+              "perf_sample: sample 7: ip=start+5 (after instruction 6979: want start+5)\n"
+              "perf_sample: sample 8: ip=start+12 (after instruction 7976: want start+12)\n"
+              "perf_sample: instructions 8004 expected 8004 samples 8 expected 8 period 997\n"
+              "perf_sample: exact\n")
+        << dump(r);
+    EXPECT_TRUE(has_line(r, "init: perf_sample exited 0")) << dump(r);
+  }
 }
 
 // --cpu amd-lwp --vcpus 2 --------------------------------------------------------------------
