@@ -95,8 +95,10 @@ void Machine::Impl::update_stepping(Vcpu& v) {
   }
   // A block ends where the PMU models would show something (a record, a PMI): they have counted
   // everything retired so far.
-  VcpuStepTarget at(*v.kvm, &v.guest_debug);
-  if (v.kvm_stepper->extend_block(quiet_retirements(v), at)) v.kvm->set_resume_flag();
+  if (v.kvm_stepper->block_pending()) {
+    VcpuStepTarget at(*v.kvm, &v.guest_debug);
+    if (v.kvm_stepper->extend_block(quiet_retirements(v), at)) v.kvm->set_resume_flag();
+  }
   const DebugConfig desired = v.kvm_stepper->desired(v.guest_debug);
   const bool unknown = std::exchange(v.debug_unknown, false);
   if (desired == v.applied_debug && !unknown && !v.kvm_stepper->must_rearm()) return;

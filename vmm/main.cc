@@ -221,8 +221,8 @@ int run(const vmm::RunCommand& cmd) {
       throw vmm::UsageError("--backend host: passing host counters through is not implemented yet");
     reason += "; the host backend is not implemented yet";
   }
-  // Both steppers count identically (tests/e2e). auto = kvm: on SVM and VMX hosts KVM's
-  // single-step stops at every CPL and needs nothing from the guest kernel.
+  // Every stepper counts identically (tests/e2e). auto = kvm (block stepping): on SVM and VMX
+  // hosts KVM's debug exits stop at every CPL and need nothing from the guest kernel.
   options.stepper = cmd.stepper == "guest"        ? vmm::MachineOptions::Stepper::kGuest
                     : cmd.stepper == "kvm-single" ? vmm::MachineOptions::Stepper::kKvmSingle
                                                   : vmm::MachineOptions::Stepper::kKvm;

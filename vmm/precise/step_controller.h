@@ -199,6 +199,9 @@ class StepController {
   // True: the vCPU must resume with RF set (the block loops back to its first instruction, whose
   // breakpoint would otherwise fire before it runs).
   bool extend_block(uint64_t limit, StepTarget& at);
+  // A planned instruction extend_block has not looked at yet (the run loop asks the PMU models
+  // for the limit only then).
+  bool block_pending() const { return block_open_; }
 
   // What KVM must do for the next KVM_RUN (the guest's own debug registers merged in).
   DebugConfig desired(const GuestDebugRegisters& guest) const;
