@@ -12,6 +12,8 @@
 #include <cstring>
 #include <span>
 
+#include "pmu/state_archive.h"
+
 namespace vmm {
 namespace {
 
@@ -1171,6 +1173,32 @@ TEST_F(BlockStepTest, AFollowedJumpBackIntoTheBlocksOwnCodeEndsItThere) {
   hit(kUser + 0x10);
   EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser + 0x10, kUser + 0x14, kUser + 0x18,
                                                   kUser + 0x08, kUser + 0x0c}));
+}
+
+TEST_F(BlockStepTest, ASnapshotInsideABlockRetiresItTheSameAfterTheRestore) {
+  // The stack-frame block of TheStackPointerIsFollowedThroughPushesAndFrames, kicked in its
+  // middle and carried to a new controller (a snapshot, a migration): the restored controller
+  // decodes the block again, following RSP as the first did, and retires the same.
+  user_code({0x48, 0x83, 0xc0, 0x01, 0x53, 0x48, 0x83, 0xec, 0x10, 0x48, 0x89, 0x44, 0x24, 0x08,
+             0x48, 0x8b, 0x8c, 0x24, 0x88, 0x00, 0x00, 0x00, 0x48, 0x83, 0xc4, 0x10, 0x5a, 0x48,
+             0x8b, 0x32});
+  vcpu_.regs.rsp = kUserData + 0x808;
+  start_in_user(kUser);
+  prepare();
+  at_user(kUser + 9);  // after the push and the sub
+  ctl_->on_kick(vcpu_);
+  pmu::StateWriter writer;
+  ctl_->archive(writer);
+  ctl_ = std::make_unique<StepController>(ram_, geometry_);
+  pmu::StateReader reader(writer.bytes());
+  ctl_->archive(reader);
+  EXPECT_EQ(ctl_->desired(vcpu_.guest), applied_) << "the same breakpoints after the restore";
+  const StepOutcome out = hit(kUser + 27);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 4, kUser + 5, kUser + 9,
+                                                  kUser + 14, kUser + 22, kUser + 26}));
+  ASSERT_EQ(out.retired.size(), 7u);
+  ASSERT_EQ(out.retired[4].cache_miss_count, 1u);
+  EXPECT_EQ(out.retired[4].cache_misses[0].data_address, kUserData + 0x808 - 8 - 16 + 0x88);
 }
 
 }  // namespace
