@@ -47,7 +47,7 @@ TEST_F(GuestCounting, KnownInstructionSequenceGivesTheExactRecordStream) {
   }
 }
 
-TEST_F(GuestCounting, BothSteppersGiveIdenticalRecordsAndOutput) {
+TEST_F(GuestCounting, EveryStepperGivesIdenticalRecordsAndOutput) {
   for (const char* name : {"lwp_demo", "lwp_exact", "lwp_basic"}) {
     std::string trace[pmuvm_e2e::kSteppers.size()], out[pmuvm_e2e::kSteppers.size()];
     int i = 0;
@@ -254,7 +254,7 @@ TEST_F(GuestNetburst, PresetMinusNGivesOnePmiPerNEvents) {
 // A PMI on every event (preset -1) finishes, exactly: one PMI per event, the counter left at -1.
 // 1019: the 1010 of the window and the 9 user instructions up to the pmc_pmis SYSCALL that reads
 // the handler's tally, that SYSCALL included (the counter keeps counting after pmc_read).
-// Both steppers: with the breakpoint stepper every PMI arrives in a window right after the
+// Every stepper: with the breakpoint stepper every PMI arrives in a window right after the
 // instruction that raised it (the single-step stepper it replaced measured one PMI fewer in most
 // runs); 16 of 16 runs gave 1019 on 26 Nov 2026.
 TEST_F(GuestNetburst, PmiOnEveryEventFinishesExactly) {
@@ -339,7 +339,7 @@ TEST_F(GuestNetburst, MiscEnableSaysPerformanceMonitoringIsAvailable) {
 // not present and one mapped read-only at LLWPCB. The store of instruction 10 traps, the kernel
 // maps the page (its console lines show the faults: error 0x6, then 0x4 for the program's own
 // read and 0x7 for the copy-on-write), and instruction 11 stores the record, as lwp_fault's
-// header comment derives. Both steppers deliver the trap and give byte-identical traces.
+// header comment derives. Every stepper delivers the trap and gives byte-identical traces.
 TEST_F(GuestCounting, RingBufferPageFaultTrapsAndTheNextOccurrenceStores) {
   const std::string want_lines =
       "kernel: task 1 (lwp_fault): demand-zero page 0x7f0000000000: mapped writable (error 0x6)\n"
