@@ -3,6 +3,8 @@
 # working copy of its checked-in seed corpus:
 #   lwp_msr_fuzz      the LWP MSR/LWPCB surface (tests/fuzz/lwp_msr_fuzz.cc; the default)
 #   model_state_fuzz  cache-model and branch-predictor state loaded from untrusted bytes
+#   block_planner_fuzz  the KVM stepper's step controller (block stepping) over untrusted guest
+#                     code, registers and exits
 #
 #   tests/fuzz/build_and_run.sh [FUZZER]   # from any directory
 #   FUZZ_SECONDS=600 FUZZ_BUILD_DIR=/tmp/f tests/fuzz/build_and_run.sh model_state_fuzz
@@ -22,12 +24,21 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 name="${1:-lwp_msr_fuzz}"
+libs=()
 case "${name}" in
   lwp_msr_fuzz) sources=(pmu/lwp/*.cc); seeds=tests/fuzz/corpus ;;
   model_state_fuzz)
     sources=(pmu/cache/cache_model.cc pmu/branch/branch_predictor.cc)
     seeds=tests/fuzz/corpus_model_state ;;
-  *) echo "build_and_run.sh: no fuzzer ${name} (lwp_msr_fuzz, model_state_fuzz)" >&2; exit 2 ;;
+  block_planner_fuzz)
+    sources=(vmm/precise/step_controller.cc vmm/precise/instruction_decoder.cc
+             vmm/precise/kernel_entry_points.cc vmm/precise/debug_slots.cc
+             vmm/precise/step_accountant.cc vmm/memory/guest_ram.cc vmm/memory/page_walker.cc
+             pmu/cache/cache_model.cc pmu/branch/branch_predictor.cc)
+    libs=(-lZydis)
+    seeds=tests/fuzz/corpus_block_planner ;;
+  *) echo "build_and_run.sh: no fuzzer ${name} (lwp_msr_fuzz, model_state_fuzz, block_planner_fuzz)" >&2
+     exit 2 ;;
 esac
 
 build_dir="${FUZZ_BUILD_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/pmuvm-fuzz.XXXXXX")}"
@@ -43,7 +54,7 @@ rm -f "${build_dir}/${name}".artifacts/*
 
 binary="${build_dir}/${name}"
 "${cxx}" -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. \
-  "tests/fuzz/${name}.cc" "${sources[@]}" -o "${binary}"
+  "tests/fuzz/${name}.cc" "${sources[@]}" "${libs[@]}" -o "${binary}"
 
 # The fuzzer adds what it finds to the working corpus, never to the checked-in seeds.
 cp "${seeds}"/* "${build_dir}/${name}.corpus/"
