@@ -209,8 +209,8 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
   uint64_t rip = plan_.successors[0].rip;
   const uint64_t page_end = (rip & ~(kPage - 1)) + kPage;
   // Stores into the pages of the block's code would change what runs from what was decoded.
-  auto into_code = [&](const MemoryAccess& w) {
-    for (const uint64_t code : {pre_.rip, pre_.rip + first.length - 1, rip}) {
+  auto into_code = [&, continuation = page_end - kPage](const MemoryAccess& w) {
+    for (const uint64_t code : {pre_.rip, pre_.rip + first.length - 1, continuation}) {
       const uint64_t page = code & ~(kPage - 1);
       if (w.address < page + kPage && w.address + w.size > page) return true;
     }
