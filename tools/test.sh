@@ -60,7 +60,7 @@ fi
 
 extra=()
 if ((repeat == 0)); then
-  for fuzzer in lwp_msr_fuzz model_state_fuzz block_planner_fuzz; do
+  for fuzzer in lwp_msr_fuzz model_state_fuzz block_planner_fuzz netburst_state_fuzz; do
     echo "== fuzzing: ${fuzzer} for ${FUZZ_SECONDS:-60} s"
     fuzz_result=pass
     tests/fuzz/build_and_run.sh "${fuzzer}" || fuzz_result=fail

@@ -5,6 +5,8 @@
 #   model_state_fuzz  cache-model and branch-predictor state loaded from untrusted bytes
 #   block_planner_fuzz  the KVM stepper's step controller (block stepping) over untrusted guest
 #                     code, registers and exits
+#   netburst_state_fuzz  NetBurst PMU state from untrusted bytes, and quiet_retirements()'s
+#                     promise (no overflow or PMI before a run's last instruction)
 #
 #   tests/fuzz/build_and_run.sh [FUZZER]   # from any directory
 #   FUZZ_SECONDS=600 FUZZ_BUILD_DIR=/tmp/f tests/fuzz/build_and_run.sh model_state_fuzz
@@ -37,7 +39,8 @@ case "${name}" in
              pmu/cache/cache_model.cc pmu/branch/branch_predictor.cc)
     libs=(-lZydis)
     seeds=tests/fuzz/corpus_block_planner ;;
-  *) echo "build_and_run.sh: no fuzzer ${name} (lwp_msr_fuzz, model_state_fuzz, block_planner_fuzz)" >&2
+  netburst_state_fuzz) sources=(pmu/netburst/*.cc); seeds=tests/fuzz/corpus_netburst_state ;;
+  *) echo "build_and_run.sh: no fuzzer ${name} (lwp_msr_fuzz, model_state_fuzz, block_planner_fuzz, netburst_state_fuzz)" >&2
      exit 2 ;;
 esac
 
