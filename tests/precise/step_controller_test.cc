@@ -1016,7 +1016,7 @@ TEST_F(BlockStepTest, TheGuestsTrapFlagAndPopfAreNeverBlocks) {
 }
 
 TEST_F(BlockStepTest, ABlockEndsAtItsPage) {
-  // add rax,1 at 5 bytes before the page end, then more: the next page is another block.
+  // add rax,1 twice in the page's last 8 bytes, then more: the next page is another block.
   const uint64_t at = kUser + 0x1000 - 8;
   const std::vector<uint8_t> code = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83, 0xc0, 0x01,
                                      0x48, 0x83, 0xc0, 0x01};

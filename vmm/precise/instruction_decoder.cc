@@ -196,6 +196,17 @@ bool canonical(uint64_t address) {
   return high == 0 || high == -1;
 }
 
+// A general register (any width), RFLAGS or RIP: not a segment, control, debug, x87 or SIMD one.
+bool general_or_flags(ZydisRegister reg) {
+  switch (ZydisRegisterGetClass(reg)) {
+    case ZYDIS_REGCLASS_GPR8: case ZYDIS_REGCLASS_GPR16: case ZYDIS_REGCLASS_GPR32:
+    case ZYDIS_REGCLASS_GPR64: case ZYDIS_REGCLASS_FLAGS: case ZYDIS_REGCLASS_IP:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // May the KVM stepper single-step it with TF (DESIGN §4.7: the guest never sees a TF it did not
 // set)? Only where nothing can show the TF while it runs: it computes in general registers only,
 // so no exception frame (#PF, #AC, #GP, #DE, #UD) and no interrupt (they are held) can carry the
@@ -217,13 +228,7 @@ bool trap_flag_safe(const ZydisDecodedInstruction& insn, const ZydisDecodedOpera
       case ZYDIS_OPERAND_TYPE_IMMEDIATE:
         break;
       case ZYDIS_OPERAND_TYPE_REGISTER:
-        switch (ZydisRegisterGetClass(op.reg.value)) {
-          case ZYDIS_REGCLASS_GPR8: case ZYDIS_REGCLASS_GPR16: case ZYDIS_REGCLASS_GPR32:
-          case ZYDIS_REGCLASS_GPR64: case ZYDIS_REGCLASS_FLAGS: case ZYDIS_REGCLASS_IP:
-            break;
-          default:
-            return false;  // segment, control, debug, x87/SIMD registers
-        }
+        if (!general_or_flags(op.reg.value)) return false;
         break;
       case ZYDIS_OPERAND_TYPE_MEMORY:
         if (insn.mnemonic == ZYDIS_MNEMONIC_LEA && op.mem.type == ZYDIS_MEMOP_TYPE_AGEN) break;
@@ -261,13 +266,7 @@ bool memory_computation(const ZydisDecodedInstruction& insn, const ZydisDecodedO
       case ZYDIS_OPERAND_TYPE_IMMEDIATE:
         break;
       case ZYDIS_OPERAND_TYPE_REGISTER:
-        switch (ZydisRegisterGetClass(op.reg.value)) {
-          case ZYDIS_REGCLASS_GPR8: case ZYDIS_REGCLASS_GPR16: case ZYDIS_REGCLASS_GPR32:
-          case ZYDIS_REGCLASS_GPR64: case ZYDIS_REGCLASS_FLAGS: case ZYDIS_REGCLASS_IP:
-            break;
-          default:
-            return false;
-        }
+        if (!general_or_flags(op.reg.value)) return false;
         break;
       case ZYDIS_OPERAND_TYPE_MEMORY:
         if (op.mem.type == ZYDIS_MEMOP_TYPE_AGEN) break;  // LEA
@@ -281,17 +280,17 @@ bool memory_computation(const ZydisDecodedInstruction& insn, const ZydisDecodedO
   return memory;
 }
 
-// Bit n for general register n (RAX 0 ... R15 15) holding `reg` (any width); 0 for others.
-uint16_t gpr_bit(ZydisRegister reg) {
-  if (reg == ZYDIS_REGISTER_NONE) return 0;
-  const ZydisRegister full = ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, reg);
-  if (full < ZYDIS_REGISTER_RAX || full > ZYDIS_REGISTER_R15) return 0;
-  return static_cast<uint16_t>(1u << (full - ZYDIS_REGISTER_RAX));
+// General register n (RAX 0 ... R15 15) when `reg` is that 64-bit register, else -1.
+int8_t gpr64_index(ZydisRegister reg) {
+  if (reg < ZYDIS_REGISTER_RAX || reg > ZYDIS_REGISTER_R15) return -1;
+  return static_cast<int8_t>(reg - ZYDIS_REGISTER_RAX);
 }
 
-int8_t gpr64_index(ZydisRegister reg) {
-  if (reg < ZYDIS_REGISTER_RAX || reg > ZYDIS_REGISTER_R15) return -1;  // 64-bit only
-  return static_cast<int8_t>(reg - ZYDIS_REGISTER_RAX);
+// Bit n for general register n holding `reg` (any width); 0 for others.
+uint16_t gpr_bit(ZydisRegister reg) {
+  if (reg == ZYDIS_REGISTER_NONE) return 0;
+  const int8_t n = gpr64_index(ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, reg));
+  return n < 0 ? 0 : static_cast<uint16_t>(1u << n);
 }
 
 constexpr int8_t kRspIndex = 4;
