@@ -12,7 +12,8 @@ packages=(
   libzydis-dev                   # x86 decoding for the precise backend
   libcli11-dev                   # command line
   nlohmann-json3-dev             # CPU profiles, reports, the API socket's bodies
-  libcpp-httplib-dev             # the API socket's HTTP/1.1 server and `pmuvm ctl`'s client
+  libhttp-parser-dev             # the API socket's HTTP/1.1 parsing (server and `pmuvm ctl`)
+  libcpp-httplib-dev             # tests only: an independent HTTP client/server for the API tests
   libvirt-dev                    # CPU baseline cross-checks (pulls libvirt0: the test:///default
                                  # driver and /usr/share/libvirt/cpu_map; no daemon needed)
   zlib1g-dev                     # CRC-32 of snapshots and migration frames

@@ -120,6 +120,33 @@ TEST(ApiClientConnectTest, AnswerThatIsNotJson) {
   EXPECT_EQ(r.error, path + ": the answer to vm.info is not JSON (HTTP 200)");
 }
 
+// A server that takes the request and closes, or answers half: no answer, said so.
+TEST(ApiClientConnectTest, AServerThatHangsUpIsNoAnswer) {
+  ShortTempDir dir;
+  const std::string path = dir.path() + "/rude.sock";
+  for (const std::string& answer :
+       {std::string(), std::string("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}"),
+        std::string("SSH-2.0-OpenSSH_9.2\r\n")}) {
+    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr = unix_address(path);
+    unlink(path.c_str());
+    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(listen(listener, 1), 0);
+    std::thread server([&] {
+      int fd = accept(listener, nullptr, nullptr);
+      char buf[4096];
+      recv(fd, buf, sizeof buf, 0);
+      send_all(fd, answer);
+      close(fd);
+    });
+    ApiCallResult r = call_api(path, "vm.info");
+    server.join();
+    close(listener);
+    EXPECT_EQ(r.outcome, Outcome::kNoResponse) << answer;
+    EXPECT_THAT(r.error, HasSubstr(path + ": no answer to vm.info: ")) << answer;
+  }
+}
+
 // ---- run_ctl: what `pmuvm ctl` prints and returns.
 
 struct CtlRun {

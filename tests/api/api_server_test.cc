@@ -264,6 +264,53 @@ TEST_F(ApiServerTest, CallsNeverOverlap) {
   EXPECT_EQ(vm_.most_concurrent_calls(), 1);
 }
 
+TEST_F(ApiServerTest, TargetOver8KiBIs414AndHeadersOver80KiBAre431) {
+  const std::string long_target = "/api/v1/vm.info?" + std::string(8 * 1024, 'q');
+  std::string reply = raw_exchange(socket_, "GET " + long_target + " HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 414 "));
+  EXPECT_THAT(reply, HasSubstr(R"({"error":"request target too long"})"));
+  reply = raw_exchange(socket_, "GET /api/v1/vm.info HTTP/1.1\r\nX-Big: " +
+                                    std::string(81 * 1024, 'h') + "\r\n\r\n");
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 431 "));
+  EXPECT_THAT(reply, HasSubstr(R"({"error":"request headers too large"})"));
+  EXPECT_TRUE(vm_.calls().empty());
+  // A query is not part of the path: the route is found.
+  EXPECT_EQ(http_request(socket_, "GET", "/api/v1/vm.info?verbose=1").status, 200);
+}
+
+// curl sends "Expect: 100-continue" with bodies over 1 KiB and waits for the go-ahead.
+TEST_F(ApiServerTest, ExpectContinueIsAnsweredBeforeTheBody) {
+  const std::string body = R"({"destination_url": "file:///d"})";
+  int fd = connect_unix(socket_);
+  ASSERT_GE(fd, 0);
+  send_all(fd, "PUT /api/v1/vm.snapshot HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  const std::string go_ahead = "HTTP/1.1 100 Continue\r\n\r\n";
+  std::string got(go_ahead.size(), '\0');
+  ASSERT_EQ(recv(fd, got.data(), got.size(), MSG_WAITALL), static_cast<ssize_t>(got.size()));
+  EXPECT_EQ(got, go_ahead);
+  EXPECT_TRUE(vm_.calls().empty()) << "the VM is called only once the body is there";
+  send_all(fd, body);
+  EXPECT_THAT(read_until_closed(fd), HasSubstr("HTTP/1.1 200 "));
+  close(fd);
+  EXPECT_EQ(vm_.calls(), std::vector<std::string>{"vm.snapshot file:///d"});
+}
+
+TEST_F(ApiServerTest, AnswerToHeadHasNoBody) {
+  const std::string reply =
+      raw_exchange(socket_, "HEAD /api/v1/vm.pmu HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 405 "));
+  EXPECT_THAT(reply, HasSubstr("Allow: GET\r\n"));
+  EXPECT_EQ(reply.substr(reply.size() - 4), "\r\n\r\n") << reply;
+}
+
+TEST_F(ApiServerTest, ARequestInHttp0Point9OrHttp2IsRefused) {
+  EXPECT_EQ(raw_exchange(socket_, "GET /api/v1/vmm.ping\r\n\r\n").rfind("HTTP/1.1 400 ", 0), 0u);
+  EXPECT_EQ(raw_exchange(socket_, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").rfind("HTTP/1.1 400 ", 0),
+            0u);
+  EXPECT_TRUE(vm_.calls().empty());
+}
+
 // ---- Clients that misbehave below HTTP: after each, the server answers and the VM saw nothing.
 
 void expect_still_serving(const std::string& socket, const FakeVmApi& vm) {

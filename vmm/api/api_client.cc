@@ -1,8 +1,15 @@
 #include "vmm/api/api_client.h"
 
-#include <httplib.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "vmm/api/api_routes.h"
+#include "vmm/api/http_wire.h"
 #include "vmm/api/request_body.h"
 #include "vmm/api/unix_socket_probe.h"
 
@@ -16,14 +23,42 @@ ApiCallResult failure(ApiCallResult::Outcome outcome, std::string error) {
   return r;
 }
 
-// httplib says only "Connection" when connect fails; connecting again ourselves gives errno.
-std::string connect_failure_reason(const std::string& path, httplib::Error error) {
+// An answer larger than this is not pmuvm's (vm.pmu's report is the largest, far below).
+constexpr size_t kMaxAnswerBytes = size_t{64} << 20;
+constexpr int kConnectTimeoutSeconds = 5;
+
+// The reason a connect failed, in the words of the socket probe (a regular file at the path
+// refuses the connection like a stale socket does; the probe tells them apart).
+std::string connect_failure_reason(const std::string& path, int connect_errno) {
   SocketProbe probe = probe_unix_socket(path);
   switch (probe.state) {
     case SocketProbe::State::kNotSocket: return "not a socket";
-    case SocketProbe::State::kListening: return httplib::to_string(error);  // it came back
+    case SocketProbe::State::kListening: return std::strerror(connect_errno);  // it came back
     default: return probe.error;
   }
+}
+
+// A connected socket, or the reason there is none. A Unix-socket connect waits for room in the
+// listener's backlog as long as the send timeout allows.
+std::variant<int, std::string> connect_to(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::string("socket: ") + std::strerror(errno);
+  const timeval limit{kConnectTimeoutSeconds, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);  // checked: it fits
+  int result;
+  do {
+    result = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  } while (result != 0 && errno == EINTR);
+  if (result == 0) return fd;
+  const int connect_errno = errno;
+  ::close(fd);
+  if (connect_errno == EAGAIN)
+    return "the server accepted no connection within " + std::to_string(kConnectTimeoutSeconds) +
+           " s";
+  return connect_failure_reason(path, connect_errno);
 }
 
 }  // namespace
@@ -46,32 +81,29 @@ ApiCallResult call_api(const std::string& socket_path, const std::string& verb,
                                              ": path longer than " +
                                              std::to_string(kMaxUnixSocketPath) + " bytes");
 
-  // For AF_UNIX httplib takes the host as the socket path and ignores the port.
-  httplib::Client client(socket_path, 1);
-  client.set_address_family(AF_UNIX);
-  client.set_connection_timeout(5);
-  client.set_write_timeout(5);
-  client.set_read_timeout(timeout.count());
-  // httplib would name the socket path as the host; this is what Cloud Hypervisor's clients send.
-  const httplib::Headers headers = {{"Host", "localhost"}};
-  const std::string path = route->path();
-  httplib::Result result =
-      route->method == "GET"
-          ? client.Get(path.c_str(), headers)
-          : client.Put(path.c_str(), headers, body.value_or(""), "application/json");
-  if (!result) {
-    if (result.error() == httplib::Error::Connection)
-      return failure(Outcome::kNoResponse, "cannot connect to " + socket_path + ": " +
-                                               connect_failure_reason(socket_path, result.error()));
-    return failure(Outcome::kNoResponse, socket_path + ": no answer to " + verb + ": " +
-                                             httplib::to_string(result.error()));
-  }
+  auto connected = connect_to(socket_path);
+  if (auto* reason = std::get_if<std::string>(&connected))
+    return failure(Outcome::kNoResponse, "cannot connect to " + socket_path + ": " + *reason);
+  const int fd = std::get<int>(connected);
+  // What Cloud Hypervisor's clients send as the Host of a Unix socket.
+  std::string request = std::string(route->method) + " " + route->path() +
+                        " HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n";
+  if (route->method == "PUT")
+    request += "Content-Type: application/json\r\nContent-Length: " +
+               std::to_string(body.value_or("").size()) + "\r\n";
+  request += "Connection: close\r\n\r\n" + body.value_or("");
+  auto exchanged =
+      exchange(fd, request, std::chrono::steady_clock::now() + timeout, kMaxAnswerBytes);
+  ::close(fd);
+  if (auto* reason = std::get_if<std::string>(&exchanged))
+    return failure(Outcome::kNoResponse, socket_path + ": no answer to " + verb + ": " + *reason);
+  HttpResponse& response = std::get<HttpResponse>(exchanged);
 
   ApiCallResult r;
   r.outcome = Outcome::kResponse;
-  r.status = result->status;
-  if (!result->body.empty()) {
-    auto parsed = parse_json_body(result->body);
+  r.status = response.status;
+  if (!response.body.empty()) {
+    auto parsed = parse_json_body(response.body);
     if (std::holds_alternative<std::string>(parsed))
       return failure(Outcome::kNoResponse, socket_path + ": the answer to " + verb +
                                                " is not JSON (HTTP " + std::to_string(r.status) +

@@ -1,39 +1,48 @@
 #include "vmm/api/api_server.h"
 
-#include <httplib.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "vmm/api/api_routes.h"
+#include "vmm/api/http_wire.h"
 #include "vmm/api/request_body.h"
 #include "vmm/api/unix_socket_probe.h"
 
 namespace vmm::api {
 namespace {
 
-using httplib::Request;
-using httplib::Response;
-using HandlerResponse = httplib::Server::HandlerResponse;
-
 // Enough that a stalled client does not hold up a ping; VmApi calls are serialized anyway.
 constexpr size_t kWorkerThreads = 4;
+// Connections accepted and waiting for a worker; more are closed at once (a client that opens
+// connections in a loop costs file descriptors only up to here).
+constexpr size_t kMaxWaitingConnections = 64;
+// What a client may still send after an answer to a request that was not read to its end
+// (a refused body, a 413) before the connection is closed on it.
+constexpr size_t kMaxDrainBytes = 16 << 20;
+
+// An answer, and the headers beside it (Allow with a 405).
+struct Answer {
+  ApiResponse response;
+  HttpHeaders headers;
+};
 
 // Error messages quote what clients sent, which need not be UTF-8: replace, never throw.
 std::string to_text(const nlohmann::json& body) {
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-void reply(Response& res, const ApiResponse& r) {
-  res.status = r.status;
-  res.set_content(to_text(r.body), "application/json");
 }
 
 // The conventions of api_server.h, whatever the VmApi returned: success is 200 with an object,
@@ -53,13 +62,14 @@ ApiResponse normalize(const ApiRoute& route, ApiResponse r) {
   return r;
 }
 
-// Bodies for the errors httplib finds before any handler runs.
+// Bodies for the errors found while reading a request, before it has a route.
 std::string reason_for_status(int status) {
   switch (status) {
     case 400: return "malformed HTTP request";
     case 413:
       return "request body larger than " + std::to_string(ApiServer::kMaxBodyBytes) + " bytes";
     case 414: return "request target too long";
+    case 431: return "request headers too large";
     default: return "HTTP error " + std::to_string(status);
   }
 }
@@ -101,72 +111,65 @@ std::optional<std::string> claim_socket_path(const std::string& path) {
 struct ApiServer::Impl {
   Impl(std::string p, VmApi& v) : path(std::move(p)), vm(v) {}
 
-  HandlerResponse screen(const Request& req, Response& res);
-  void handle(const Request& req, Response& res);
+  void accept_loop();
+  void work();
+  void serve(int fd);
+  std::optional<Answer> screen(const HttpHead& head);
+  ApiResponse handle(const HttpRequest& request);
   ApiResponse call_vm(const ApiRoute& route, const RequestBody& body);
+  void close_fds();
 
   const std::string path;
   VmApi& vm;
-  httplib::Server http;
   std::mutex vm_mutex;  // one VmApi call at a time (vm_api.h)
-  std::thread thread;   // runs httplib's accept loop
-  std::atomic<bool> listen_returned = false;
+  int listen_fd = -1;
+  int stop_fd = -1;  // an eventfd, readable from stop() on: every wait of the server ends
+  std::thread acceptor;
+  std::vector<std::thread> workers;
+  std::mutex queue_mutex;
+  std::condition_variable queue_changed;
+  std::deque<int> waiting;  // accepted connections, oldest first
+  bool stopping = false;    // under queue_mutex
   bool started = false;
   dev_t socket_dev = 0;  // the socket file start() made, so stop() removes only that one
   ino_t socket_ino = 0;
 };
 
-// Runs before httplib reads a body: rejects what must not be read (unknown routes, wrong
-// methods, chunked, unsized or compressed bodies, which payload_max_length does not bound)
-// without reading it.
-HandlerResponse ApiServer::Impl::screen(const Request& req, Response& res) {
-  const ApiRoute* route = find_route_by_path(req.path);
-  if (!route) {
-    reply(res, error_response(404, "no endpoint " + req.path +
-                                       " (endpoints: " + std::string(ApiRoute::kPathPrefix) + "{" +
-                                       route_names() + "})"));
-    return HandlerResponse::Handled;
-  }
-  if (req.method != route->method) {
-    res.set_header("Allow", std::string(route->method));
-    reply(res, error_response(405, std::string(route->name) + " takes " +
-                                       std::string(route->method) + ", not " + req.method));
-    return HandlerResponse::Handled;
-  }
-  if (req.has_header("Transfer-Encoding")) {
-    reply(res, error_response(411,
-                              "send the body with a Content-Length (Transfer-Encoding is not "
-                              "accepted)"));
-    return HandlerResponse::Handled;
-  }
-  // httplib reads a PUT without Content-Length until the client closes, without limit.
-  if (route->method == "PUT" && !req.has_header("Content-Length")) {
-    reply(res, error_response(411, "send a Content-Length (Content-Length: 0 for no body)"));
-    return HandlerResponse::Handled;
-  }
-  // httplib inflates gzip and brotli bodies after payload_max_length checked the compressed
-  // bytes: 64 KiB could become gigabytes. Requests are small JSON: no encoding is accepted.
-  if (req.has_header("Content-Encoding")) {
-    reply(res, error_response(415, "Content-Encoding is not accepted (send plain JSON)"));
-    return HandlerResponse::Handled;
-  }
-  // httplib reads no body for a GET, so check_request_body never sees one: refuse it here.
-  if (route->method == "GET" && req.has_header("Content-Length") &&
-      req.get_header_value("Content-Length") != "0") {
-    reply(res, error_response(400, std::string(route->name) + " takes no body"));
-    return HandlerResponse::Handled;
-  }
-  return HandlerResponse::Unhandled;
+// Runs before any body byte is read: refuses what must not be read (unknown routes, wrong
+// methods, chunked, unsized or compressed bodies, a body on a GET).
+std::optional<Answer> ApiServer::Impl::screen(const HttpHead& head) {
+  auto refuse = [](int status, std::string reason, HttpHeaders headers = {}) {
+    return Answer{error_response(status, std::move(reason)), std::move(headers)};
+  };
+  const ApiRoute* route = find_route_by_path(head.path);
+  if (!route)
+    return refuse(404, "no endpoint " + head.path + " (endpoints: " +
+                           std::string(ApiRoute::kPathPrefix) + "{" + route_names() + "})");
+  if (head.method != route->method)
+    return refuse(405,
+                  std::string(route->name) + " takes " + std::string(route->method) + ", not " +
+                      head.method,
+                  {{"Allow", std::string(route->method)}});
+  if (head.chunked || head.header("Transfer-Encoding"))
+    return refuse(411,
+                  "send the body with a Content-Length (Transfer-Encoding is not accepted)");
+  // Without a length a body would end only when the client closes.
+  if (route->method == "PUT" && !head.content_length)
+    return refuse(411, "send a Content-Length (Content-Length: 0 for no body)");
+  // Requests are small JSON: no encoding is accepted (a compressed body would be small on the
+  // wire and unbounded once inflated).
+  if (head.header("Content-Encoding"))
+    return refuse(415, "Content-Encoding is not accepted (send plain JSON)");
+  if (route->method == "GET" && head.content_length.value_or(0) != 0)
+    return refuse(400, std::string(route->name) + " takes no body");
+  return std::nullopt;
 }
 
-void ApiServer::Impl::handle(const Request& req, Response& res) {
-  const ApiRoute& route = *find_route_by_path(req.path);  // screen() let only routes through
-  auto body = check_request_body(route, req.body);
-  if (const auto* reason = std::get_if<std::string>(&body)) {
-    reply(res, error_response(400, *reason));
-    return;
-  }
-  reply(res, normalize(route, call_vm(route, std::get<RequestBody>(body))));
+ApiResponse ApiServer::Impl::handle(const HttpRequest& request) {
+  const ApiRoute& route = *find_route_by_path(request.head.path);  // screen() let only routes in
+  auto body = check_request_body(route, request.body);
+  if (const auto* reason = std::get_if<std::string>(&body)) return error_response(400, *reason);
+  return normalize(route, call_vm(route, std::get<RequestBody>(body)));
 }
 
 ApiResponse ApiServer::Impl::call_vm(const ApiRoute& route, const RequestBody& body) {
@@ -190,6 +193,85 @@ ApiResponse ApiServer::Impl::call_vm(const ApiRoute& route, const RequestBody& b
   return error_response(500, std::string(route.name) + " is not implemented");
 }
 
+// One connection: one request, one answer, closed.
+void ApiServer::Impl::serve(int fd) {
+  auto deadline = [] {
+    return std::chrono::steady_clock::now() + std::chrono::seconds(kIoTimeoutSeconds);
+  };
+  std::optional<Answer> refusal;
+  IncomingRequest in = read_request(fd, stop_fd, deadline(), {.max_body_bytes = kMaxBodyBytes},
+                                    [&](const HttpHead& head) {
+                                      refusal = screen(head);
+                                      return !refusal;
+                                    });
+  Answer answer;
+  switch (in.outcome) {
+    case IncomingRequest::Outcome::kGone: ::close(fd); return;
+    case IncomingRequest::Outcome::kBadHttp:
+      answer.response = error_response(in.status, reason_for_status(in.status));
+      break;
+    case IncomingRequest::Outcome::kScreenedOut: answer = std::move(*refusal); break;
+    case IncomingRequest::Outcome::kComplete: answer.response = handle(in.request); break;
+  }
+  const bool head_only = in.request.head.method == "HEAD";
+  send_all(fd,
+           format_response(answer.response.status, answer.headers, "application/json",
+                           to_text(answer.response.body), head_only),
+           deadline());
+  if (in.fully_read)
+    ::close(fd);
+  else
+    drain_then_close(fd, stop_fd, deadline(), kMaxDrainBytes);
+}
+
+void ApiServer::Impl::accept_loop() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents) return;
+    if (!(fds[0].revents & POLLIN)) continue;
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      // Out of file descriptors: the pending connection stays in the backlog; try again a
+      // little later instead of spinning on a listener that stays readable.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        pollfd stop{stop_fd, POLLIN, 0};
+        ::poll(&stop, 1, 100);
+      }
+      continue;
+    }
+    std::lock_guard lock(queue_mutex);
+    if (waiting.size() >= kMaxWaitingConnections) {
+      ::close(fd);
+      continue;
+    }
+    waiting.push_back(fd);
+    queue_changed.notify_one();
+  }
+}
+
+void ApiServer::Impl::work() {
+  for (;;) {
+    int fd;
+    {
+      std::unique_lock lock(queue_mutex);
+      queue_changed.wait(lock, [this] { return stopping || !waiting.empty(); });
+      if (stopping) return;
+      fd = waiting.front();
+      waiting.pop_front();
+    }
+    serve(fd);
+  }
+}
+
+void ApiServer::Impl::close_fds() {
+  for (int* fd : {&listen_fd, &stop_fd})
+    if (*fd >= 0) {
+      ::close(*fd);
+      *fd = -1;
+    }
+}
+
 ApiServer::ApiServer(std::string socket_path, VmApi& vm)
     : impl_(std::make_unique<Impl>(std::move(socket_path), vm)) {}
 
@@ -198,76 +280,72 @@ ApiServer::~ApiServer() { stop(); }
 const std::string& ApiServer::socket_path() const { return impl_->path; }
 
 std::optional<std::string> ApiServer::start() {
-  if (impl_->started) return "API socket " + impl_->path + ": already started";
-  if (auto error = claim_socket_path(impl_->path)) return error;
+  Impl& s = *impl_;
+  if (s.started) return "API socket " + s.path + ": already started";
+  if (auto error = claim_socket_path(s.path)) return error;
 
   std::signal(SIGPIPE, SIG_IGN);
-  httplib::Server& http = impl_->http;
-  http.new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
-  http.set_address_family(AF_UNIX);
+  auto failure = [&s](const std::string& what) {
+    const std::string reason = "API socket " + s.path + ": " + what + ": " + std::strerror(errno);
+    s.close_fds();
+    return reason;
+  };
+  s.listen_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s.listen_fd < 0) return failure("socket");
+  s.stop_fd = ::eventfd(0, EFD_CLOEXEC);
+  if (s.stop_fd < 0) return failure("eventfd");
   // The socket file is born with the socket's inode mode less the umask, so no other user can
   // connect even between bind and the chmod below (which restores what a umask took).
-  http.set_socket_options([](socket_t fd) { fchmod(fd, 0600); });
-  http.set_read_timeout(kIoTimeoutSeconds);
-  http.set_write_timeout(kIoTimeoutSeconds);
-  http.set_keep_alive_timeout(kIoTimeoutSeconds);
-  http.set_keep_alive_max_count(1);
-  http.set_payload_max_length(kMaxBodyBytes);
-  http.set_pre_routing_handler(
-      [this](const Request& req, Response& res) { return impl_->screen(req, res); });
-  // Every path that screen() lets through is a route; handle() dispatches on it exactly
-  // (httplib's patterns are regular expressions, in which "vm.pause" would match "vmXpause").
-  auto handle = [this](const Request& req, Response& res) { impl_->handle(req, res); };
-  http.Get(".*", handle);
-  http.Put(".*", handle);
-  // httplib's own errors (400, 413, 414) come without a body: give them the JSON one.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([](const Request&, Response& res) {
-    if (!res.body.empty()) return HandlerResponse::Unhandled;
-    reply(res, error_response(res.status, reason_for_status(res.status)));
-    return HandlerResponse::Handled;
-  }));
-
-  // The port means nothing for AF_UNIX, but httplib 0.11.4 takes 0 as "tell me the port",
-  // which fails for a Unix socket; any other number is ignored.
-  if (!http.bind_to_port(impl_->path, 1))
-    return "API socket " + impl_->path + ": cannot bind: " + std::strerror(errno);
+  ::fchmod(s.listen_fd, 0600);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, s.path.c_str(), s.path.size() + 1);  // unusable_path: it fits
+  if (::bind(s.listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return failure("cannot bind");
   struct stat st;
-  if (lstat(impl_->path.c_str(), &st) == 0) {
-    impl_->socket_dev = st.st_dev;
-    impl_->socket_ino = st.st_ino;
+  if (lstat(s.path.c_str(), &st) == 0) {
+    s.socket_dev = st.st_dev;
+    s.socket_ino = st.st_ino;
   }
-  impl_->started = true;
-  impl_->thread = std::thread([impl = impl_.get()] {
-    impl->http.listen_after_bind();
-    impl->listen_returned = true;
-  });
-  // httplib's stop() does nothing before the accept loop runs: wait for it, so that a stop()
-  // right after start() cannot leave the loop running forever.
-  while (!http.is_running() && !impl_->listen_returned)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::optional<std::string> error;
-  if (!http.is_running())
-    error = "API socket " + impl_->path + ": the server did not start";
-  else if (chmod(impl_->path.c_str(), 0600) != 0)
-    error = "API socket " + impl_->path + ": chmod 0600: " + std::strerror(errno);
-  if (error) stop();
-  return error;
+  for (auto [step, ok] : {std::pair{"chmod 0600", ::chmod(s.path.c_str(), 0600) == 0},
+                          std::pair{"listen", ::listen(s.listen_fd, 64) == 0}})
+    if (!ok) {
+      const std::string reason = failure(step);
+      ::unlink(s.path.c_str());
+      return reason;
+    }
+  s.started = true;
+  s.stopping = false;
+  s.acceptor = std::thread([&s] { s.accept_loop(); });
+  for (size_t i = 0; i < kWorkerThreads; ++i) s.workers.emplace_back([&s] { s.work(); });
+  return std::nullopt;
 }
 
 void ApiServer::stop() {
-  if (!impl_->started) return;
-  impl_->started = false;
-  impl_->http.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  Impl& s = *impl_;
+  if (!s.started) return;
+  s.started = false;
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t written = ::write(s.stop_fd, &one, sizeof one);
+  if (s.acceptor.joinable()) s.acceptor.join();
+  {
+    std::lock_guard lock(s.queue_mutex);
+    s.stopping = true;
+  }
+  s.queue_changed.notify_all();
+  for (std::thread& worker : s.workers) worker.join();
+  s.workers.clear();
+  for (int fd : s.waiting) ::close(fd);
+  s.waiting.clear();
+  s.close_fds();
   // Removes the socket file this server made, not one a newer VMM made at the same path since.
   // Some file systems (virtio-9p, where the nested KVM host's /tmp lives) report no stable inode
   // for a socket file: there, a socket file nobody listens on any more is ours to remove.
   struct stat st;
-  if (lstat(impl_->path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return;
-  const bool same_file = st.st_dev == impl_->socket_dev && st.st_ino == impl_->socket_ino &&
-                         st.st_ino != 0;
-  if (same_file || probe_unix_socket(impl_->path).state == SocketProbe::State::kStale)
-    unlink(impl_->path.c_str());
+  if (lstat(s.path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+  const bool same_file = st.st_dev == s.socket_dev && st.st_ino == s.socket_ino && st.st_ino != 0;
+  if (same_file || probe_unix_socket(s.path).state == SocketProbe::State::kStale)
+    unlink(s.path.c_str());
 }
 
 }  // namespace vmm::api

@@ -1,5 +1,6 @@
 // The API socket (DESIGN §4.10): HTTP/1.1 + JSON on a Unix socket, paths and bodies after Cloud
-// Hypervisor's REST API, served by cpp-httplib on threads of its own. The server checks every
+// Hypervisor's REST API, served on threads of its own (an acceptor and kWorkerThreads workers;
+// the HTTP parsing is http_wire.h's). The server checks every
 // request (route, method, body) and hands the VM only well-formed calls (vm_api.h).
 //
 // Routes: GET /api/v1/vmm.ping, GET vm.info, PUT vm.pause, PUT vm.resume,
@@ -11,12 +12,13 @@
 //   400 malformed HTTP, body not JSON / not an object, unknown keys (named), destination_url
 //       missing, not a string or of the wrong scheme, a body sent to a GET;
 //   404 unknown path;  405 wrong method (with an Allow header);
-//   411 a chunked body (httplib would read it without a size limit; send Content-Length);
-//   413 a body larger than kMaxBodyBytes;  500 the VmApi threw (its what());
+//   411 a chunked body, a PUT without Content-Length;  413 a body larger than kMaxBodyBytes;
+//   414 a request target over 8 KiB;  415 a Content-Encoding;  431 headers over 80 KiB;
+//   500 the VmApi threw (its what());
 //   and whatever 4xx/5xx the VmApi returns (e.g. 409).
 // One request per connection (the response says Connection: close). A client that stalls,
-// sends garbage or hangs up mid-request costs one worker thread at most kIoTimeoutSeconds and
-// never reaches the VM.
+// sends garbage or hangs up mid-request costs one worker thread at most kIoTimeoutSeconds (for
+// the whole request, and again for the answer) and never reaches the VM.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +33,7 @@ namespace vmm::api {
 class ApiServer {
  public:
   static constexpr size_t kMaxBodyBytes = 64 * 1024;
-  static constexpr int kIoTimeoutSeconds = 5;  // each read/write, and an idle connection
+  static constexpr int kIoTimeoutSeconds = 5;  // reading a request; writing its answer
 
   // Serves `vm` at `socket_path` once started. `vm` must outlive the server.
   ApiServer(std::string socket_path, VmApi& vm);

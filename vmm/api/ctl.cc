@@ -1,16 +1,11 @@
 #include "vmm/api/ctl.h"
 
-#include <csignal>
-
 #include "vmm/api/api_client.h"
 
 namespace vmm::api {
 
 int run_ctl(const std::string& socket_path, const std::string& verb,
             const std::optional<std::string>& body, std::ostream& out, std::ostream& err) {
-  // httplib writes without MSG_NOSIGNAL: a server that hangs up while the request is being
-  // written must give exit status 3, not kill this process with SIGPIPE.
-  std::signal(SIGPIPE, SIG_IGN);
   const ApiCallResult r = call_api(socket_path, verb, body);
   switch (r.outcome) {
     case ApiCallResult::Outcome::kUsageError:

@@ -1,6 +1,7 @@
 // Is anyone listening at a Unix socket path? The server asks before it binds (a live socket is
 // another VMM's and must be left alone; a stale file from a VMM that died is replaced) and the
-// client asks after a failed connection, for the reason: httplib reports only "Connection".
+// client asks after a failed connection, for the reason (a regular file there refuses like a
+// stale socket).
 #pragma once
 
 #include <string>
