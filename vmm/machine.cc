@@ -25,6 +25,7 @@
 #include "vmm/machine_api.h"
 #include "vmm/machine_impl.h"
 #include "vmm/report/lwp_trace.h"
+#include "vmm/startup_timeline.h"
 #include "vmm/vmm_error.h"
 
 namespace vmm {
@@ -411,6 +412,7 @@ int Machine::Impl::run() {
     pause_requested = true;
     pause_depth = 1;
   }
+  timeline::mark(timeline::Mark::kKvmReady);
   std::vector<std::thread> threads;
   for (auto& v : vcpus) threads.emplace_back([this, &v] { vcpu_loop(*v); });
   std::thread pauser;
@@ -435,6 +437,7 @@ int Machine::Impl::run() {
   }
   if (pauser.joinable()) pauser.join();
   for (std::thread& t : threads) t.join();
+  timeline::mark(timeline::Mark::kGuestEnded);
   if (options.debug_pause_every)  // said whatever the log level: the answer to an option given
     std::fprintf(stderr, "pmuvm: --debug-pause-every %llu: the VM was paused and resumed %llu times\n",
                  static_cast<unsigned long long>(options.debug_pause_every),

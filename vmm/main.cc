@@ -25,6 +25,7 @@
 #include "vmm/migration/migration_destination.h"
 #include "vmm/snapshot/snapshot_dir.h"
 #include "vmm/profiles_command.h"
+#include "vmm/startup_timeline.h"
 #include "vmm/vmm_error.h"
 
 namespace {
@@ -235,13 +236,22 @@ int run(const vmm::RunCommand& cmd) {
                                              : "KVM block-step",
                reason);
 
-  vmm::Machine machine(std::move(options));  // UsageError for a guest that cannot fit
-  return machine.run();
+  vmm::timeline::mark(vmm::timeline::Mark::kOptionsReady);
+  int status;
+  {
+    vmm::Machine machine(std::move(options));  // UsageError for a guest that cannot fit
+    vmm::timeline::mark(vmm::timeline::Mark::kGuestLoaded);
+    status = machine.run();
+  }
+  vmm::timeline::mark(vmm::timeline::Mark::kTornDown);
+  if (cmd.stats) std::fprintf(stderr, "%s\n", vmm::timeline::line().c_str());
+  return status;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  vmm::timeline::mark(vmm::timeline::Mark::kMain);
   const vmm::ParsedCommandLine cl = vmm::parse_command_line(std::vector<std::string>(argv, argv + argc));
   try {
     switch (cl.kind) {
