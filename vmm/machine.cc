@@ -41,16 +41,18 @@ constexpr int kKickSignal = SIGUSR1;
 // release ticker.
 std::atomic<int> g_stop_signal{0};
 
-// The paravirtual features the bundled kernel is offered (guest/abi/pmuvm_abi.h).
+// The paravirtual features the bundled kernel is offered (guest/abi/pmuvm_abi.h). The block
+// console is always offered (Linux guests do not look).
 uint32_t pv_features_for(MachineOptions::Stepper stepper) {
   switch (stepper) {
-    case MachineOptions::Stepper::kGuest: return PMUVM_PV_USER_ENTRY | PMUVM_PV_GUEST_STEPPER;
+    case MachineOptions::Stepper::kGuest:
+      return PMUVM_PV_CONSOLE | PMUVM_PV_USER_ENTRY | PMUVM_PV_GUEST_STEPPER;
     // The KVM stepper finds the kernel's returns to user mode itself (DESIGN §4.7).
     case MachineOptions::Stepper::kKvm:
-    case MachineOptions::Stepper::kKvmSingle: return 0;
+    case MachineOptions::Stepper::kKvmSingle: return PMUVM_PV_CONSOLE;
     case MachineOptions::Stepper::kNone: break;
   }
-  return PMUVM_PV_USER_ENTRY;
+  return PMUVM_PV_CONSOLE | PMUVM_PV_USER_ENTRY;
 }
 
 std::vector<CpuidEntry> supported_cpuid(const KvmSystem& kvm) {

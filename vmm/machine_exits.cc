@@ -3,7 +3,9 @@
 // the KVM stepper (machine_stepping.cc), and a fatal exit ends the run with what is known of it.
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <cstdio>
+#include <span>
 #include <cstring>
 #include <string>
 
@@ -32,6 +34,20 @@ uint32_t Machine::Impl::linux_task(uint64_t cr3) {
   return it->second;
 }
 
+// PMUVM_PORT_CONSOLE (guest/abi/pmuvm_abi.h): console bytes in a block of guest RAM, the same
+// output as the 16550's THR. A block outside RAM or longer than allowed is dropped.
+void Machine::Impl::write_console_block(uint32_t gpa) {
+  uint32_t length = 0;
+  std::array<std::byte, PMUVM_CONSOLE_BLOCK_BYTES> bytes;
+  if (!ram.read(gpa, std::as_writable_bytes(std::span(&length, 1))) ||
+      length > bytes.size() || !ram.read(uint64_t{gpa} + 4, std::span(bytes).first(length))) {
+    spdlog::debug("console block at {:#x}: not in RAM or {} bytes long; dropped", gpa, length);
+    return;
+  }
+  std::lock_guard<std::mutex> g(serial_lock);
+  for (std::byte b : std::span(bytes).first(length)) console_output(static_cast<char>(b));
+}
+
 void Machine::Impl::handle_io(Vcpu& v) {
   kvm_run* run = v.kvm->run_state();
   auto* data = reinterpret_cast<uint8_t*>(run) + run->io.data_offset;
@@ -44,24 +60,34 @@ void Machine::Impl::handle_io(Vcpu& v) {
     return;
   }
   const bool out = run->io.direction == KVM_EXIT_IO_OUT;
-  for (uint32_t i = 0; i < run->io.count; ++i, data += run->io.size) {
-    std::lock_guard<std::mutex> g(serial_lock);
-    if (serial.owns(port)) {
-      if (out) serial.write(port, data[0]);
-      else data[0] = serial.read(port);
-    } else if (rtc.owns(port)) {
-      if (out) rtc.write(port, data[0]);
-      else data[0] = rtc.read(port);
-    } else if (i8042.owns(port)) {
-      if (!out) data[0] = i8042.read(port);
-      else if (i8042.write(port, data[0])) {
-        spdlog::info("vCPU {}: guest reset the machine (i8042 command 0xFE): exit status 0",
-                     v.kvm->index());
-        finish(0);
-        return;
-      }
+  if (port == PMUVM_PORT_CONSOLE) {
+    if (out && run->io.size == 4 && run->io.count == 1) {
+      uint32_t block = 0;
+      std::memcpy(&block, data, 4);
+      write_console_block(block);
     } else if (!out) {
-      std::memset(data, 0xFF, run->io.size);  // no device: reads float high, writes are dropped
+      std::memset(data, 0xFF, size_t{run->io.size} * run->io.count);
+    }
+  } else {
+    for (uint32_t i = 0; i < run->io.count; ++i, data += run->io.size) {
+      std::lock_guard<std::mutex> g(serial_lock);
+      if (serial.owns(port)) {
+        if (out) serial.write(port, data[0]);
+        else data[0] = serial.read(port);
+      } else if (rtc.owns(port)) {
+        if (out) rtc.write(port, data[0]);
+        else data[0] = rtc.read(port);
+      } else if (i8042.owns(port)) {
+        if (!out) data[0] = i8042.read(port);
+        else if (i8042.write(port, data[0])) {
+          spdlog::info("vCPU {}: guest reset the machine (i8042 command 0xFE): exit status 0",
+                       v.kvm->index());
+          finish(0);
+          return;
+        }
+      } else if (!out) {
+        std::memset(data, 0xFF, run->io.size);  // no device: reads float high, writes are dropped
+      }
     }
   }
   // Outside serial_lock: pausing takes pause_lock, which pause() holds while it takes serial_lock.

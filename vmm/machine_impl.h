@@ -321,6 +321,7 @@ struct Machine::Impl : MachineControl {
   // ---- KVM exits (machine_exits.cc) -----------------------------------------------------------
 
   void handle_io(Vcpu& v);
+  void write_console_block(uint32_t gpa);
   void handle_msr(Vcpu& v, bool write);
   uint32_t linux_task(uint64_t cr3);
 

@@ -71,6 +71,16 @@ struct pmuvm_boot_info {
 #define PMUVM_PORT_EXIT 0x510    /* outl: the guest is done; the value is the VM's exit status */
 #define PMUVM_EXIT_PANIC 3u      /* status a kernel panic reports (DESIGN §4.6: VMM failure) */
 #define PMUVM_EXIT_TASK_FAULT 11u /* a task whose LLWPCB emulation faulted (DESIGN §4.4) */
+/* outl (with PMUVM_PV_CONSOLE): the guest-physical address, below 4 GiB, of a struct
+ * pmuvm_console_block whose bytes are console output, exactly as if they had been written to
+ * COM1's THR one by one - one VM exit for a line instead of two per byte. A block that is not
+ * wholly in RAM or says more than PMUVM_CONSOLE_BLOCK_BYTES is dropped. */
+#define PMUVM_PORT_CONSOLE 0x514
+#define PMUVM_CONSOLE_BLOCK_BYTES 256u
+struct pmuvm_console_block {
+  uint32_t length; /* bytes used of `bytes` */
+  uint8_t bytes[PMUVM_CONSOLE_BLOCK_BYTES];
+};
 
 /* Paravirtual CPUID leaves (DESIGN §4.7): 0x40000000 EAX = max leaf, EBX/ECX/EDX = signature. */
 #define PMUVM_CPUID_SIGNATURE_LEAF 0x40000000u
@@ -80,6 +90,7 @@ struct pmuvm_boot_info {
 #define PMUVM_PV_PROFILED_ENTRY (1u << 2) /* the VMM steps with KVM: report every return to ring 3 of
                                            * a task with an LWPCB or a NetBurst counter, so the VMM
                                            * can step user code without stepping the kernel */
+#define PMUVM_PV_CONSOLE (1u << 3)        /* PMUVM_PORT_CONSOLE takes console output in blocks */
 
 /* Paravirtual MSRs (DESIGN §4.7): 0x40000040-0x4000004F, in the 0x40000000 range Intel reserves
  * for hypervisor software (0x4B564Dxx is KVM's own: kvm-clock, async PF). */

@@ -160,6 +160,7 @@ void kprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t console_lock(void);
 void console_unlock(uint64_t flags);
 void console_putc_locked(char c);
+void console_use_block_port(void); /* PMUVM_PV_CONSOLE: send whole messages through PMUVM_PORT_CONSOLE */
 NORETURN void panic(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- spinlocks: xchg-based test-and-test-and-set (no cmpxchg16b, DESIGN.md §3) ------------- */

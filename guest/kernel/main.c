@@ -34,6 +34,19 @@ static void enable_efer_bits(uint32_t cpu) {
     panic("cpu %u: cannot set EFER.NXE/SCE", cpu);
 }
 
+/* pmuvm's paravirtual leaves: true when present, with EAX/EBX of the features leaf. */
+static int read_pv_leaves(uint32_t *features, uint32_t *lwp_vector) {
+  uint32_t r[4];
+  cpuid(PMUVM_CPUID_SIGNATURE_LEAF, 0, r);
+  if (memcmp(&r[1], pv_signature, 4) != 0 || memcmp(&r[2], pv_signature + 4, 4) != 0 ||
+      memcmp(&r[3], pv_signature + 8, 4) != 0 || r[0] < PMUVM_CPUID_FEATURES_LEAF)
+    return 0;
+  cpuid(PMUVM_CPUID_FEATURES_LEAF, 0, r);
+  *features = r[0];
+  *lwp_vector = r[1];
+  return 1;
+}
+
 static void probe_cpuid(void) {
   uint32_t r[4];
   cpuid(0, 0, r);
@@ -47,15 +60,7 @@ static void probe_cpuid(void) {
   cpuid(0x80000000u, 0, r);
   kcfg.max_ext_leaf = r[0] >= 0x80000000u ? r[0] : 0;
 
-  cpuid(PMUVM_CPUID_SIGNATURE_LEAF, 0, r);
-  kcfg.pv_present = memcmp(&r[1], pv_signature, 4) == 0 &&
-                    memcmp(&r[2], pv_signature + 4, 4) == 0 &&
-                    memcmp(&r[3], pv_signature + 8, 4) == 0 && r[0] >= PMUVM_CPUID_FEATURES_LEAF;
-  if (kcfg.pv_present) {
-    cpuid(PMUVM_CPUID_FEATURES_LEAF, 0, r);
-    kcfg.pv_features = r[0];
-    kcfg.pv_lwp_vector = r[1];
-  }
+  kcfg.pv_present = read_pv_leaves(&kcfg.pv_features, &kcfg.pv_lwp_vector);
   guest_stepper_on = kcfg.pv_present && (kcfg.pv_features & PMUVM_PV_GUEST_STEPPER);
   kcfg.user_entry_on = kcfg.pv_present && (kcfg.pv_features & PMUVM_PV_USER_ENTRY);
   kcfg.profiled_entry_on = kcfg.user_entry_on && (kcfg.pv_features & PMUVM_PV_PROFILED_ENTRY);
@@ -96,6 +101,9 @@ static void start_cpu(struct cpu *c) {
 static NORETURN void bsp_main(uint64_t boot_info_phys) {
   cpus[0].index = 0;
   serial_init();
+  uint32_t pv_features = 0, pv_lwp_vector = 0;  /* the console's first line goes out whole too */
+  if (read_pv_leaves(&pv_features, &pv_lwp_vector) && (pv_features & PMUVM_PV_CONSOLE))
+    console_use_block_port();
   kprintf("\nkernel: pmuvm guest kernel starting on vCPU 0 (boot info at %#llx)\n",
           (unsigned long long)boot_info_phys);
   if (boot_info_phys == 0 || boot_info_phys + sizeof boot_info > KERNEL_IMAGE_LIMIT)

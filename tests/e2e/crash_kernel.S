@@ -7,7 +7,9 @@
  *   3  the bundled kernel's panic contract (guest/kernel/console.c): a "panic:" line on COM1, then
  *      PMUVM_EXIT_PANIC (3) to the exit port 0x510
  *   4  no crash: 100 loads from the MMIO hole (each a KVM_EXIT_MMIO with no device: reads as
- *      all-ones), then exit status 0 through port 0x510 -- the log must not grow with them */
+ *      all-ones), then exit status 0 through port 0x510 -- the log must not grow with them
+ *   5  no crash: console blocks (PMUVM_PORT_CONSOLE 0x514) that are not wholly in RAM or too
+ *      long, which pmuvm must drop, then one good block, then exit status 0 */
     .text
     .globl _start
 _start:
@@ -37,6 +39,41 @@ _start:
 2:  hlt
     jmp 2b
 #endif
+#elif CRASH_MODE == 5
+    mov $0x514, %dx
+    mov $0xFFFFFFF0, %eax        /* in the MMIO hole, far past RAM */
+    out %eax, %dx
+    mov $0x0FFFFFFE, %eax        /* its length field straddles the end of 256 MiB of RAM */
+    out %eax, %dx
+    mov $0x0FFFFFF0, %eax        /* RAM nobody wrote: length 0, nothing to print */
+    out %eax, %dx
+    mov $huge_block, %eax        /* length 0xFFFFFFFF */
+    out %eax, %dx
+    mov $long_block, %eax        /* length 257, one more than a block holds */
+    out %eax, %dx
+    mov $good_block, %eax
+    out %eax, %dx
+    in %dx, %eax                 /* reads float high; nothing happens */
+    mov $0x510, %dx
+    xor %eax, %eax
+    out %eax, %dx
+1:  hlt
+    jmp 1b
+    .data
+    .balign 4
+huge_block:
+    .long 0xFFFFFFFF
+    .ascii "never printed\n"
+    .balign 4
+long_block:
+    .long 257
+    .fill 257, 1, 'L'
+    .balign 4
+good_block:
+    .long good_end - good_bytes
+good_bytes:
+    .ascii "console block: ok\n"
+good_end:
 #else
     lea message(%rip), %rsi
     mov $0x3f8, %dx

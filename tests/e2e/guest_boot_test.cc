@@ -163,6 +163,15 @@ TEST_F(GuestBoot, MmioWithoutADeviceIsLoggedEightTimes) {
       << r.err;
 }
 
+// PMUVM_PORT_CONSOLE takes guest-physical addresses from the guest: blocks outside RAM, across its
+// end or longer than a block are dropped, and the VMM goes on.
+TEST_F(GuestBoot, ConsoleBlocksOutsideRamAreDropped) {
+  auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_console_blocks"), "--",
+                program("hello")});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "console block: ok\n") << r.err;
+}
+
 TEST_F(GuestBoot, KernelPanicIsExitThree) {
   auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_panic"), "--", program("hello")});
   EXPECT_EQ(r.status, 3) << r.out << r.err;
