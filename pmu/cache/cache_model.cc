@@ -41,11 +41,10 @@ CacheModel::SetAssociative::SetAssociative(const LevelGeometry& g, uint32_t line
   if (g.size_bytes == 0) return;
   ways_ = g.ways;
   sets_ = g.size_bytes / (g.ways * line_size);
-  tags_.assign(uint64_t{sets_} * ways_, kEmpty);
-  stamps_.assign(tags_.size(), 0);
 }
 
 bool CacheModel::SetAssociative::lookup(uint64_t line) {
+  if (tags_.empty()) return false;  // nothing filled yet: every way is invalid
   const uint64_t base = (line % sets_) * ways_;
   for (uint32_t w = 0; w < ways_; ++w) {
     if (tags_[base + w] == line) {
@@ -57,6 +56,10 @@ bool CacheModel::SetAssociative::lookup(uint64_t line) {
 }
 
 void CacheModel::SetAssociative::fill(uint64_t line) {
+  if (tags_.empty()) {
+    tags_.assign(uint64_t{sets_} * ways_, kEmpty);
+    stamps_.assign(tags_.size(), 0);
+  }
   const uint64_t base = (line % sets_) * ways_;
   uint64_t victim = base;
   for (uint32_t w = 0; w < ways_; ++w) {
@@ -71,8 +74,8 @@ void CacheModel::SetAssociative::fill(uint64_t line) {
 }
 
 void CacheModel::SetAssociative::reset() {
-  std::fill(tags_.begin(), tags_.end(), kEmpty);
-  std::fill(stamps_.begin(), stamps_.end(), 0);
+  tags_ = {};
+  stamps_ = {};
   clock_ = 0;
 }
 

@@ -74,7 +74,8 @@ class CacheModel {
       if constexpr (Archive::kLoading) {
         // Lookups index tags_/stamps_ by (line % sets_) * ways_: a crafted blob must not move
         // that index past the arrays, nor make sets_ 0.
-        const size_t entries = size_t{sets} * ways;
+        // Empty arrays are a level nothing was filled into yet.
+        const size_t entries = tags_.empty() ? 0 : size_t{sets} * ways;
         if (sets_ != sets || ways_ != ways || tags_.size() != entries || stamps_.size() != entries)
           throw StateFormatError("cache level state: " + std::to_string(sets_) + " sets x " +
                                  std::to_string(ways_) + " ways with " +
@@ -90,7 +91,9 @@ class CacheModel {
 
    private:
     uint32_t sets_ = 0, ways_ = 0;
-    std::vector<uint64_t> tags_;   // sets_ * ways_, kEmpty when invalid
+    // sets_ * ways_ each, allocated by the first fill(): a level no access reached costs neither
+    // memory nor snapshot bytes (a VM that never profiles, issue 21). Empty = every way invalid.
+    std::vector<uint64_t> tags_;   // kEmpty when invalid
     std::vector<uint64_t> stamps_; // last-use time per way
     uint64_t clock_ = 0;
   };

@@ -153,6 +153,55 @@ TEST(CacheModelTest, LoadedStateMustHaveTheProfilesGeometry) {
     EXPECT_THROW(target.archive(reader), pmu::StateFormatError)
         << "sets " << sets << " ways " << ways << " entries " << entries;
   }
+  // A level with no tags (cold) but stamps: the arrays must agree.
+  pmu::StateWriter w;
+  w(uint32_t{2}, uint32_t{2}, std::vector<uint64_t>{}, std::vector<uint64_t>(4, 0), uint64_t{0});
+  pmu::StateReader reader(w.bytes());
+  CacheModel target(tiny());
+  EXPECT_THROW(target.archive(reader), pmu::StateFormatError);
+}
+
+// A desktop-sized hierarchy: 32 KiB L1D, 2 MiB L2, 8 MiB L3 (the shipped profiles' order).
+Geometry large() {
+  Geometry g;
+  g.l1d = {32 << 10, 8, 4};
+  g.l2 = {2 << 20, 16, 12};
+  g.l3 = {8 << 20, 16, 40};
+  return g;
+}
+
+size_t state_bytes(CacheModel& c) {
+  pmu::StateWriter w;
+  c.archive(w);
+  return w.bytes().size();
+}
+
+// Issue 21: a level's arrays exist from its first fill on, so a VM that never stepped an access
+// pays neither their memory nor their snapshot bytes; a reset gives them back.
+TEST(CacheModelTest, LevelsNothingReachedCostNoStateAndBehaveCold) {
+  CacheModel fresh(large());
+  const size_t cold = state_bytes(fresh);
+  EXPECT_LT(cold, 256u);
+  CacheModel touched(large());
+  touched.load(0x1000, 8);
+  // 8 MiB + 2 MiB + 32 KiB of 64-byte lines, a tag and a stamp each.
+  EXPECT_GT(state_bytes(touched), ((8u << 20) + (2u << 20) + (32u << 10)) / 64 * 16);
+  touched.reset();
+  EXPECT_EQ(state_bytes(touched), cold);
+
+  // Restored from the cold state, a model misses exactly like a fresh one.
+  pmu::StateWriter w;
+  fresh.archive(w);
+  CacheModel restored(large());
+  pmu::StateReader r(w.bytes());
+  restored.archive(r);
+  CacheModel reference(large());
+  for (uint64_t i = 0; i < 5000; ++i) {
+    const uint64_t address = (i * 0x9E3779B97F4A7C15ull) % (64ull << 20);
+    const auto a = restored.load(address, 8), b = reference.load(address, 8);
+    ASSERT_EQ(a.has_value(), b.has_value()) << i;
+    if (a) EXPECT_EQ(a->latency_cycles, b->latency_cycles) << i;
+  }
 }
 
 }  // namespace
