@@ -73,6 +73,9 @@ TEST(ShippedProfiles, EveryProfileParsesAndValidates) {
   }
 }
 
+// The file goes through the full JSON reader (duplicate keys, depth, positions), the embedded
+// text through builtin_profile's fast path (TextOrigin::kShipped, no positions): both must give
+// the same profile, so the fast path never accepts what the full reader would refuse.
 TEST(ShippedProfiles, EmbeddedTextIsTheFileAndLoadsIdentically) {
   for (const std::string& name : builtin_profile_names()) {
     SCOPED_TRACE(name);

@@ -539,8 +539,21 @@ std::optional<std::string> read_text_file(const std::string& path, std::string& 
 }
 
 ProfileResult parse_in_context(std::string_view text, std::string_view source_name,
-                               std::vector<std::string> identity_keys, ParseContext& context) {
+                               std::vector<std::string> identity_keys, ParseContext& context,
+                               TextOrigin origin) {
   ProfileResult result;
+  if (origin == TextOrigin::kShipped) {
+    const nlohmann::json root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!root.is_discarded()) {
+      try {
+        const JsonPositions none;
+        ProfileParser parser(source_name, none, context, identity_keys);
+        result.profile = parser.parse(root);
+        return result;
+      } catch (...) {  // JsonReader::Failure, nlohmann type errors: the full read says it
+      }
+    }
+  }
   const JsonDocument doc = read_json_document(text);
   if (doc.error) {
     result.error = std::string(source_name) + ":" + std::to_string(doc.error->position.line) + ":" +

@@ -368,7 +368,7 @@ uint64_t& general_register(GuestRegisters& r, int n) {
   }
 }
 
-InstructionDecoder::InstructionDecoder() : cache_(kCacheSlots) {
+InstructionDecoder::InstructionDecoder() {
   ZydisDecoderInit(&decoder_, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
 }
 
@@ -445,6 +445,8 @@ ControlFlow InstructionDecoder::control_flow(const ZydisDecodedInstruction& insn
 
 std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uint8_t> bytes,
                                                              const GuestRegisters& regs) const {
+  // Made at the first decode: a vCPU that never steps does not pay for (or touch) its ~290 KiB.
+  if (cache_.empty()) cache_.resize(kCacheSlots);
   Cached& c = cache_[(regs.rip ^ (regs.rip >> 8)) % kCacheSlots];
   if (c.rip == regs.rip && c.length <= bytes.size() &&
       std::memcmp(c.bytes.data(), bytes.data(), c.length) == 0) {
