@@ -1,9 +1,11 @@
 #include "vmm/snapshot/snapshot_dir.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -201,6 +203,8 @@ std::variant<SnapshotOnDisk, std::string> read_snapshot_dir(const std::string& d
   return out;
 }
 
+constexpr size_t kRestoreChunkBytes = size_t{2} << 20;
+
 std::optional<std::string> load_snapshot_memory(const SnapshotOnDisk& snapshot, GuestRam& ram) {
   auto opened = open_regular(snapshot.memory_path, snapshot.memory_path, UINT64_MAX,
                              snapshot.memory_path + ": cannot read it");
@@ -208,10 +212,15 @@ std::optional<std::string> load_snapshot_memory(const SnapshotOnDisk& snapshot, 
   const int fd = std::get<std::pair<int, uint64_t>>(opened).first;
   uint32_t crc = 0;
   for (const GuestRam::Region& r : ram.regions()) {
+    // Every byte of RAM is about to be written: let the kernel back it with 2 MiB pages (one
+    // fault where there would be 512; issue 21 measured the restore read at 0.37x of `cat`
+    // without), where it can (THP "madvise" mode; a failure is only slower).
+    ::madvise(r.host, r.size, MADV_HUGEPAGE);
     std::byte* p = r.host;
     size_t left = r.size;
     while (left > 0) {
-      const ssize_t n = ::read(fd, p, left);
+      // A chunk at a time, checksummed while it is still in the CPU's caches.
+      const ssize_t n = ::read(fd, p, std::min(left, kRestoreChunkBytes));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         ::close(fd);
