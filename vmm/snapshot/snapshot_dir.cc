@@ -13,6 +13,8 @@
 #include <variant>
 #include <vector>
 
+#include "vmm/snapshot/memory_checksum.h"
+
 namespace vmm {
 namespace {
 
@@ -135,7 +137,7 @@ std::optional<std::string> write_snapshot_dir(const std::string& dir_name, Migra
     if (fd < 0) return fail("cannot create " + path.string() + ": " + errno_text());
     bool ok = true;
     for (const GuestRam::Region& r : ram.regions()) {
-      crc = crc32_of({r.host, r.size}, crc);
+      crc = crc32_of_memory({r.host, r.size}, crc);
       ok = ok && write_all(fd, r.host, r.size);
     }
     ok = ok && ::fsync(fd) == 0;
@@ -226,7 +228,7 @@ std::optional<std::string> load_snapshot_memory(const SnapshotOnDisk& snapshot, 
         ::close(fd);
         return snapshot.memory_path + " is shorter than the guest's RAM (truncated)";
       }
-      crc = crc32_of({p, static_cast<size_t>(n)}, crc);
+      crc = crc32_of_memory({p, static_cast<size_t>(n)}, crc);
       p += n;
       left -= static_cast<size_t>(n);
     }
