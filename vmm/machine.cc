@@ -349,6 +349,11 @@ void Machine::Impl::create_vcpus(const LoadedGuest& guest) {
       v->kvm_stepper = std::make_unique<StepController>(
           ram, to_cache_geometry(options.profile.cache),
           StepController::Options{.block_steps = options.stepper == MachineOptions::Stepper::kKvm});
+    // The cache model sees the accesses of instructions that retire while an enabled event can
+    // use them: a VM that profiles only instructions and branches leaves it empty (issue 21).
+    auto cache_demand = [control = v->control.get()] { return control->uses_cache_model(); };
+    if (v->guest_stepper) v->guest_stepper->set_cache_demand(cache_demand);
+    if (v->kvm_stepper) v->kvm_stepper->set_cache_demand(cache_demand);
     Vcpu* raw = v.get();
     // Only LWP raises fixed vectors (NetBurst goes through LVTPC): each is a threshold
     // interrupt of the task running on this vCPU.

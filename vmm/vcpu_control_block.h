@@ -54,6 +54,12 @@ class VcpuControlBlock {
   // One retired instruction from a counting backend, with the vCPU's current `cr3`.
   void retire(const pmu::RetiredInstruction& insn, uint64_t cr3);
 
+  // Whether the cache model must see the accesses of the instructions reported now: LWP's DCache
+  // misses, or any NetBurst counting (its cycles, and so global_power_events and threshold
+  // filters, include miss latencies).
+  bool uses_cache_model() const {
+    return lwp_.counts_cache_misses() || (netburst_ && netburst_->wants_events());
+  }
   bool wants_events() const {
     return lwp_.wants_events() || (netburst_ && netburst_->wants_events());
   }

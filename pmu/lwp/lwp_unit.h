@@ -148,6 +148,10 @@ class LwpUnit {
   // True while an LWPCB is loaded (active or awaiting initialisation): the backend must report
   // every CPL-3 instruction. False means the backend may run the guest freely.
   bool wants_events() const { return lwpcb_ != 0; }
+  // True while the reported instructions' cache misses can matter: a DCache slot is active, or
+  // an LWPCB awaits initialisation (its events are not known before the next retirement). A
+  // backend may leave its cache model alone otherwise (issue 21: state follows what is in use).
+  bool counts_cache_misses() const;
 
   // World switch (§5.5.2): save() copies the volatile state and touches no memory; restore()
   // loads it and defers everything else to the next CPL-3 entry (§5.5.2.4).

@@ -480,5 +480,27 @@ TEST_F(EngineTest, QuietRetirementsCountABranchPerInstructionAndTwoMisses) {
   EXPECT_EQ(stored.size(), 1u);
 }
 
+// Issue 21: a backend may leave its cache model alone while no DCache slot is active. Until an
+// LWPCB's first retirement initialises it, its events are unknown: the model is in use.
+TEST_F(EngineTest, CountsCacheMissesOnlyWithAnActiveDcacheSlotOrBeforeInitialisation) {
+  EXPECT_FALSE(LwpUnit(caps, config, mem, sink, &page_faults).counts_cache_misses()) << "no LWPCB";
+  CbSpec two = One(kEventInstructionsRetired, 5);
+  two.slots.push_back({kEventBranchesRetired, 5, 0});
+  Start(two);
+  EXPECT_FALSE(unit->counts_cache_misses()) << "instructions and branches only";
+  // LLWPCB outside ring 3 loads the pointer only; the events are read at the next ring-3 entry.
+  ASSERT_EQ(Llwpcb(0, 0), MsrResult::kOk);
+  ASSERT_EQ(Llwpcb(kLwpcbAddr, 0), MsrResult::kOk);
+  EXPECT_TRUE(unit->counts_cache_misses()) << "awaiting initialisation";
+  RetirePlain(0, 1);
+  EXPECT_FALSE(unit->counts_cache_misses());
+  Reload(kLwpcbAddr, One(kEventDcacheMisses, 3));
+  RetirePlain(1, 1);
+  EXPECT_TRUE(unit->counts_cache_misses());
+  Reload(kLwpcbAddr, two);
+  RetirePlain(2, 1);
+  EXPECT_FALSE(unit->counts_cache_misses());
+}
+
 }  // namespace
 }  // namespace pmu::lwp::conformance

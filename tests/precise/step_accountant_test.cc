@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pmu/lwp/lwp_unit.h"
+#include "pmu/state_archive.h"
 #include "tests/support/fake_guest_memory.h"
 #include "tests/support/recording_interrupt_sink.h"
 
@@ -64,6 +65,34 @@ TEST(StepAccountantTest, LoadsMissThenHitAndCarryLatency) {
   auto second = acc.account(r, load, 3, 0x400003);
   EXPECT_EQ(second->cache_miss_count, 0);
   EXPECT_EQ(second->cycles, 1u);
+}
+
+// Issue 21: while no enabled event uses the cache model, loads and stores leave it alone (no
+// misses, one cycle each) and its state stays small; once one does, it starts cold.
+TEST(StepAccountantTest, CacheModelIsLeftAloneWhileNoEventUsesIt) {
+  pmu::cache::Geometry large = small_cache();
+  large.l2 = {2 << 20, 16, 12};
+  large.l3 = {8 << 20, 16, 40};
+  StepAccountant acc(large);
+  bool demand = false;
+  acc.set_cache_demand([&] { return demand; });
+  GuestRegisters r{.rbx = 0x10000, .rip = 0x400000};
+  const std::vector<uint8_t> load = {0x48, 0x8b, 0x03};   // mov rax, [rbx]
+  const std::vector<uint8_t> store = {0x48, 0x89, 0x03};  // mov [rbx], rax
+  for (uint64_t i = 0; i < 1000; ++i) {
+    r.rbx = 0x10000 + i * 4096;
+    auto l = acc.account(r, load, 3, 0x400003);
+    ASSERT_EQ(l->cache_miss_count, 0);
+    EXPECT_EQ(l->cycles, 1u);
+    acc.account(r, store, 3, 0x400003);
+  }
+  pmu::StateWriter w;
+  acc.archive(w);
+  EXPECT_LT(w.bytes().size(), 64u << 10) << "the issue's bound for instruction/branch events";
+  demand = true;
+  r.rbx = 0x10000;
+  EXPECT_EQ(acc.account(r, load, 3, 0x400003)->cache_miss_count, 1) << "cold: nothing was filled";
+  EXPECT_EQ(acc.account(r, load, 3, 0x400003)->cache_miss_count, 0);
 }
 
 // A loop the LWP model counts exactly: 3 instructions per iteration, 10 iterations.

@@ -22,6 +22,11 @@ class GuestAssistedStepper {
  public:
   GuestAssistedStepper(GuestRam& ram, const pmu::cache::Geometry& cache);
 
+  // As StepController::set_cache_demand.
+  void set_cache_demand(std::function<bool()> demand) {
+    accountant_.set_cache_demand(std::move(demand));
+  }
+
   // PMUVM_MSR_STEP: one user instruction retired; returns it (if it counts).
   std::optional<pmu::RetiredInstruction> on_step(uint64_t frame_gpa, const StepContext& ctx);
   // PMUVM_MSR_USER_ENTRY: returns the SYSCALL that retired before this entry, if any.

@@ -26,6 +26,8 @@ std::optional<pmu::RetiredInstruction> StepAccountant::account(const GuestRegist
   insn.branch = predictor_.resolve(decoded.branch, decoded.direct_target.has_value(), before.rip,
                                    decoded.fall_through(before.rip), next_rip);
   uint32_t cycles = 1;
+  insn.cycles = cycles;
+  if (cache_demand_ && !cache_demand_()) return insn;
   for (uint8_t i = 0; i < decoded.load_count; ++i) {
     std::optional<pmu::CacheMiss> miss = cache_.load(decoded.loads[i].address, decoded.loads[i].size);
     if (!miss) continue;

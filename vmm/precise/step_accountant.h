@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 
@@ -35,6 +36,12 @@ class StepAccountant {
                                                  const DecodedInstruction& decoded, uint8_t cpl,
                                                  uint64_t next_rip);
 
+  // Asked before each instruction is accounted: does an enabled event use the cache model now?
+  // When it says no, loads and stores leave the model alone and report no misses, so a VM that
+  // profiles only instructions and branches never fills (or saves) the model's megabytes. Not
+  // set: always (unit tests of the models through the accountant).
+  void set_cache_demand(std::function<bool()> demand) { cache_demand_ = std::move(demand); }
+
   uint64_t undecodable() const { return undecodable_; }
   const InstructionDecoder& decoder() const { return decoder_; }
   // The mnemonic of the last instruction account() decoded (INVALID before any).
@@ -53,6 +60,7 @@ class StepAccountant {
   pmu::branch::BranchPredictor predictor_;
   uint64_t undecodable_ = 0;
   ZydisMnemonic last_mnemonic_ = ZYDIS_MNEMONIC_INVALID;
+  std::function<bool()> cache_demand_;
 };
 
 }  // namespace vmm

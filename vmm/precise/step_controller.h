@@ -184,6 +184,13 @@ class StepController {
   StepController(GuestRam& ram, const pmu::cache::Geometry& cache);
   StepController(GuestRam& ram, const pmu::cache::Geometry& cache, Options options);
 
+  // Whether the cache model must see the instructions accounted from now on (asked before each
+  // one; StepAccountant::set_cache_demand). Not set: always.
+  void set_cache_demand(const std::function<bool()>& demand) {
+    user_accountant_.set_cache_demand(demand);
+    kernel_accountant_.set_cache_demand(demand);
+  }
+
   // What counts changed (or not): called before every KVM_RUN with the vCPU at an exit.
   void set_scope(StepScope scope, StepTarget& at);
   // A KVM_EXIT_DEBUG with `dr6`; `applied` is the configuration the vCPU ran with.
