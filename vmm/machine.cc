@@ -372,11 +372,8 @@ void Machine::Impl::create_vcpus(const LoadedGuest& guest) {
   vm->set_msr_filter({{0xC0000105, 2}, {kMsrMiscEnable, 1}, {0x300, 0x100}, {PMUVM_MSR_FIRST, PMUVM_MSR_COUNT}});
 }
 
-int Machine::Impl::run() {
-  if (!options.lwp_trace.empty()) {
-    trace.open(options.lwp_trace);
-    if (!trace) throw UsageError("cannot write LWP trace " + options.lwp_trace);
-  }
+void Machine::Impl::set_up_kvm() {
+  if (vm) return;
   kvm = std::make_unique<KvmSystem>(options.kvm_device);
   vm = std::make_unique<KvmVm>(*kvm, ram);
   if (is_linux()) {
@@ -385,6 +382,14 @@ int Machine::Impl::run() {
         [this](bool level) { vm->set_irq_line(Serial16550::kCom1Irq, level); });
   }
   create_vcpus(loaded);
+}
+
+int Machine::Impl::run() {
+  if (!options.lwp_trace.empty()) {
+    trace.open(options.lwp_trace);
+    if (!trace) throw UsageError("cannot write LWP trace " + options.lwp_trace);
+  }
+  set_up_kvm();
   if (options.restore) {
     apply_state(options.restore->state);
     uint64_t counted = 0;  // --pause-at-instructions goes on from the snapshot's count
@@ -589,5 +594,6 @@ MachineOptions options_from_manifest(const SnapshotManifest& m) {
 }
 Machine::~Machine() = default;
 int Machine::run() { return impl_->run(); }
+void Machine::set_up_kvm() { impl_->set_up_kvm(); }
 
 }  // namespace vmm

@@ -88,6 +88,9 @@ class Machine {
   explicit Machine(MachineOptions options);
   ~Machine();
   int run();
+  // Creates the KVM VM, its vCPUs and devices now instead of in run(): a migration destination
+  // does it while the pages arrive, so that it is not part of the downtime (issue 21).
+  void set_up_kvm();
   // Guest RAM, e.g. for a restore to fill before run().
   GuestRam& ram();
   // The state of a migration, which arrives after the machine (its RAM) had to exist.

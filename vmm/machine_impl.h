@@ -313,6 +313,7 @@ struct Machine::Impl : MachineControl {
   void create_vcpus(const LoadedGuest& guest);
 
   int run();
+  void set_up_kvm();
   void write_report();
   void count_exit(Vcpu& v, uint32_t reason);  // --stats: exits by kind
   // --stats: exits and single steps of this process, instructions counted since the boot.

@@ -172,6 +172,7 @@ int incoming(const vmm::RunCommand& cmd) {
     options.restore->before_start = [channel] { channel->ready_and_wait_for_commit(); };
     // The machine (its RAM) exists before the pages arrive; its state follows them.
     vmm::Machine machine(std::move(options));
+    machine.set_up_kvm();  // before the pages and the state: not in the downtime
     machine.set_restored_state(in->receive(machine.ram()));
     spdlog::info("migration received ({} vCPU(s), {} MiB, CPU profile {}); resuming", m.vcpus,
                  m.mem_mib, m.profile.name);
