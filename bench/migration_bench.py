@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Live migration, snapshot and restore: what pmuvm's own numbers are, in one run.
 
-Three measurements, each of pmuvm driven through its API socket (`pmuvm ctl`, DESIGN §4.10):
+Four measurements, each of pmuvm driven through its API socket (`pmuvm ctl`, DESIGN §4.10):
  1. Live migration of idle guests of 128, 256 and 512 MiB whose RAM is mostly non-zero (one
     guest/programs/dirty_pages task per 128 MiB, each making 120 MiB of its .bss non-zero and
     then sleeping), 3 repetitions each (sizes interleaved), source and destination on this host
@@ -13,7 +13,8 @@ Three measurements, each of pmuvm driven through its API socket (`pmuvm ctl`, DE
     i.e. pause to resume) and restore read throughput (`pmuvm restore`'s "read N bytes of guest
     memory in X ms (CRC-32 checked)") against `cp` of a file of the same number of bytes to a new
     file in the same directory under /tmp, cp and pmuvm alternating, nothing dropped from any
-    cache; ratio pmuvm / cp per repetition, median (goal: >= 0.5). GNU cp (coreutils 9) copies
+    cache, the copy fsync'ed as pmuvm's snapshot is (`cp` then `sync FILE`; `dd conv=fsync`);
+    ratio pmuvm / cp per repetition, median (goal: >= 0.5). GNU cp (coreutils 9) copies
     with copy_file_range, which the nested host's virtio-9p /tmp turns into small writes
     (~20 MiB/s there), so two stricter baselines are measured alongside in the same way:
     `dd bs=4M` (plain reads and writes) for the snapshot and `cp FILE /dev/null` (reading only)
@@ -24,6 +25,9 @@ Three measurements, each of pmuvm driven through its API socket (`pmuvm ctl`, DE
     rate; prints the pages sent per round, the final (paused) pages and the downtime, plus the
     rate the guest reports having reached while pre-copy ran. Pre-copy stops at a round of
     <= 64 dirty pages or after 30 rounds.
+ 4. Live migration of a guest that profiles itself with LWP while it is migrated (the 256 MiB
+    guest of 1. plus guest/programs/lwp_forever: instructions and branches events, every user
+    instruction stepped): downtime (goal <= 50 ms) beside the state size.
 A hand-over that leaves no working VM at the destination (a guest that died during pre-copy:
 the source still hands it over and exits 0) is reported and tried again, at most 3 attempts per
 measurement; the summary counts them. (Under QEMU's multi-threaded TCG, a guest dirtying >= 25000
@@ -34,10 +38,11 @@ down; lost writes are reported and make the exit status 1.
 Prints a table of the results at the end.
 
 Needs /dev/kvm; where there is none (these machines), run it inside the nested KVM host:
-  bazel build -c opt //vmm:pmuvm //guest/programs:dirty_pages &&
+  bazel build -c opt //vmm:pmuvm //guest/programs:dirty_pages //guest/programs:lwp_forever &&
   tools/kvm-host/run --timeout 1800 -- bench/migration_bench.py bazel-bin/vmm/pmuvm \\
       bazel-bin/guest/programs/dirty_pages
-Options: --sizes 128,256,512 --reps 3 --snapshot-mem 512 --rates 2000,10000,25000
+Options: --sizes 128,256,512 --reps 3 --snapshot-mem 512 --rates 2000,10000,25000 --lwp-mem 256
+--parts migration,snapshot,precopy,lwp
 --dir /tmp (where the scratch directory goes; the nested host's /tmp is the machine's, over
 virtio-9p). Everything it writes is removed at the end.
 """
@@ -148,6 +153,8 @@ class Bench:
     def __init__(self, a):
         self.pmuvm = os.path.abspath(a.pmuvm)
         self.program = os.path.abspath(a.dirty_pages)
+        # Beside dirty_pages in bazel-bin/guest/programs.
+        self.lwp_program = os.path.join(os.path.dirname(self.program), "lwp_forever")
         self.work = tempfile.mkdtemp(prefix="pmuvm-migration-bench.", dir=a.dir)
         self.serial = 0
         self.failures = []  # (what, why) of hand-overs that left no working VM
@@ -174,18 +181,24 @@ class Bench:
                 proc.fail(f"no socket at {path} within {timeout} s")
             time.sleep(0.02)
 
-    def start_guest(self, mem, rate=0, copies=None):
+    def start_guest(self, mem, rate=0, copies=None, profiling=False):
         """A running source VM of `mem` MiB: `copies` dirty_pages tasks (default one per 128 MiB)
-        of 120 MiB each, the first dirtying `rate` pages/s; returns once all are ready."""
+        of 120 MiB each, the first dirtying `rate` pages/s; with `profiling`, also lwp_forever
+        (a task profiling itself with LWP instructions and branches events); returns once all
+        are ready (lwp_forever: its first records)."""
         copies = copies or max(1, mem // 128)
         api = self.path("source.api")
         argv = [self.pmuvm, "run", "--api-socket", api, "--mem", str(mem), "--log-level", "info"]
         for i in range(copies):
             argv += ["--", self.program, f"t{i}", str(ARENA_MIB), str(rate if i == 0 else 0)]
+        if profiling:
+            argv += ["--", self.lwp_program]
         proc = Process(argv, f"source ({mem} MiB)")
         proc.tasks = copies
         self.wait_for_socket(api, proc)
         proc.wait_for("out", r"dirty_pages \S+: ready", copies)
+        if profiling:
+            proc.wait_for("out", r"lwp_forever: \d+ records")
         return proc, api
 
     @staticmethod
@@ -262,11 +275,14 @@ class Bench:
         return time.monotonic() - start
 
     def cp(self, src, dst):
-        return self.timed(["cp", src, dst])
+        """cp, and for a file copy the fsync pmuvm's snapshot does too (`sync FILE`)."""
+        if dst == "/dev/null":
+            return self.timed(["cp", src, dst])
+        return self.timed(["sh", "-c", 'cp "$1" "$2" && sync "$2"', "cp", src, dst])
 
     def dd(self, src, dst):
-        """A plain read/write copy with 4 MiB buffers (no copy_file_range)."""
-        return self.timed(["dd", f"if={src}", f"of={dst}", "bs=4M", "status=none"])
+        """A plain read/write copy with 4 MiB buffers (no copy_file_range), fsync'ed."""
+        return self.timed(["dd", f"if={src}", f"of={dst}", "bs=4M", "conv=fsync", "status=none"])
 
     def remove(self, path):
         if os.path.isdir(path):
@@ -398,6 +414,23 @@ def snapshot_part(b, mem, reps):
     return snap, restore
 
 
+def lwp_part(b, mem, reps):
+    print(f"== 4. live migration of a {mem} MiB guest profiling with LWP (lwp_forever: "
+          "instructions and branches events, stepped by the precise backend), "
+          f"{reps} repetition(s)", flush=True)
+    runs = []
+    for r in range(reps):
+        s, _, _ = migrate_until_good(b, lambda: b.start_guest(mem, profiling=True),
+                                     f"migration of a profiling {mem} MiB guest", b.failures)
+        if s["failure"]:
+            continue
+        runs.append(s)
+        print(f"rep {r + 1}: total {s['total_ms']:8.1f} ms, downtime {s['downtime_ms']:7.1f} ms, "
+              f"final {s['final_pages']} pages, state {s['state_bytes']} B; "
+              f"{verdict(s['lost'])}", flush=True)
+    return runs
+
+
 def precopy_part(b, rates):
     print(f"== 3. pre-copy rounds of a 128 MiB guest dirtying RATE pages/s "
           f"(cycling through {ARENA_MIB} MiB)", flush=True)
@@ -440,7 +473,13 @@ def main():
     ap.add_argument("--snapshot-mem", type=int, default=512)
     ap.add_argument("--rates", default="2000,10000,25000", help="pages/s for the pre-copy part")
     ap.add_argument("--dir", default="/tmp", help="where the scratch directory goes")
+    ap.add_argument("--parts", default="migration,snapshot,precopy,lwp",
+                    help="which of the four measurements to run")
+    ap.add_argument("--lwp-mem", type=int, default=256, help="guest MiB for the LWP migration")
     a = ap.parse_args()
+    parts = set(a.parts.split(","))
+    if not parts or parts - {"migration", "snapshot", "precopy", "lwp"}:
+        sys.exit("migration_bench: --parts takes migration, snapshot, precopy and/or lwp")
     if not os.path.exists("/dev/kvm"):
         sys.exit("migration_bench: no /dev/kvm (run it through tools/kvm-host/run)")
     sizes = [int(x) for x in a.sizes.split(",")]
@@ -448,19 +487,21 @@ def main():
     b = Bench(a)
     started = time.monotonic()
     try:
-        mig = migration_part(b, sizes, a.reps)
-        snap, restore = snapshot_part(b, a.snapshot_mem, a.reps)
-        pre = precopy_part(b, rates)
+        mig = migration_part(b, sizes, a.reps) if "migration" in parts else {}
+        snap, restore = (snapshot_part(b, a.snapshot_mem, a.reps) if "snapshot" in parts
+                         else (None, None))
+        pre = precopy_part(b, rates) if "precopy" in parts else {}
+        lwp = lwp_part(b, a.lwp_mem, a.reps) if "lwp" in parts else []
     except Failure as e:
         sys.exit(f"migration_bench: {e}")
     finally:
         shutil.rmtree(b.work, ignore_errors=True)
     bad = summary(a.reps, a.snapshot_mem, time.monotonic() - started, mig, snap, restore, pre,
-                  b.failures)
+                  lwp, a.lwp_mem, b.failures)
     sys.exit(1 if bad else 0)
 
 
-def summary(reps, snapshot_mem, seconds, mig, snap, restore, pre, failures):
+def summary(reps, snapshot_mem, seconds, mig, snap, restore, pre, lwp, lwp_mem, failures):
     """Prints the tables; returns whether anything went wrong (lost writes, failed hand-overs)."""
     med = statistics.median
 
@@ -479,18 +520,19 @@ def summary(reps, snapshot_mem, seconds, mig, snap, restore, pre, failures):
               f"{spread(r['downtime_ms'] for r in runs):13}  "
               f"{spread(r['round0_mibps'] for r in runs):13}  "
               f"{med(r['pages_per_round'][0] for r in runs):13}  {runs[0]['state_bytes']}")
-    print(f"snapshot/restore of {snapshot_mem} MiB, MiB/s  pmuvm          baseline        "
-          "pmuvm/baseline (goal >= 0.5 x cp)")
-    print("  (ratios: the median of each repetition's ratio)")
-    rows = [("snapshot write vs cp FILE COPY", snap["pmuvm"], snap["cp"]),
-            ("snapshot write vs dd bs=4M", snap["pmuvm"], snap["dd"]),
-            ("restore read vs cp FILE COPY", restore["pmuvm"], restore["cp"]),
-            ("restore read vs cp FILE /dev/null", restore["pmuvm"], restore["cp_null"])]
-    for name, ours, base in rows:
-        # per repetition (cp and pmuvm ran back to back), then the median: steadier on a busy host
-        ratio = med(o / b for o, b in zip(ours, base))
-        print(f"  {name:34}  {spread(ours):13}  {spread(base):14}  {ratio:5.2f}")
-    print(f"  (zlib CRC-32 alone here: {restore['crc_mibps']:.0f} MiB/s)")
+    if snap is not None:
+        print(f"snapshot/restore of {snapshot_mem} MiB, MiB/s  pmuvm          baseline        "
+              "pmuvm/baseline (goal >= 0.5 x cp)")
+        print("  (ratios: the median of each repetition's ratio)")
+        rows = [("snapshot write vs cp FILE COPY", snap["pmuvm"], snap["cp"]),
+                ("snapshot write vs dd bs=4M", snap["pmuvm"], snap["dd"]),
+                ("restore read vs cp FILE COPY", restore["pmuvm"], restore["cp"]),
+                ("restore read vs cp FILE /dev/null", restore["pmuvm"], restore["cp_null"])]
+        for name, ours, base in rows:
+            # per repetition (cp and pmuvm ran back to back), then the median: steadier on a busy host
+            ratio = med(o / b for o, b in zip(ours, base))
+            print(f"  {name:34}  {spread(ours):13}  {spread(base):14}  {ratio:5.2f}")
+        print(f"  (zlib CRC-32 alone here: {restore['crc_mibps']:.0f} MiB/s)")
     print("pre-copy, 128 MiB guest     pages sent per round + final (paused); downtime")
     for rate, s in pre.items():
         if s is None:
@@ -503,11 +545,20 @@ def summary(reps, snapshot_mem, seconds, mig, snap, restore, pre, failures):
               f"{s['final_pages']}; downtime {s['downtime_ms']:.0f} ms, total {s['total_ms']:.0f} ms")
         print(f"      guest reached {s['reached_before']} pages/s before migrating, "
               f"{s['reached_during']} (min, max per second) while pre-copy ran")
+    if lwp:
+        downtime = med(s["downtime_ms"] for s in lwp)
+        print(f"live migration, {lwp_mem} MiB guest profiling with LWP (instructions, branches): "
+              f"downtime {spread(s['downtime_ms'] for s in lwp)} ms (goal <= 50: "
+              f"{'met' if downtime <= 50 else 'NOT met'}), total "
+              f"{spread(s['total_ms'] for s in lwp)} ms, state {lwp[0]['state_bytes']} B "
+              f"({lwp[0]['state_bytes'] / 1024:.1f} KiB for the machine and its vCPU)")
+    restore = restore or {"lost": [], "pmuvm": []}
     lost = ([(f"migration of {m} MiB", l) for m, runs in mig.items() for r in runs for l in r["lost"]] +
             [("restore", l) for l in restore["lost"]] +
-            [(f"pre-copy at {r} pages/s", l) for r, s in pre.items() if s for l in s["lost"]])
+            [(f"pre-copy at {r} pages/s", l) for r, s in pre.items() if s for l in s["lost"]] +
+            [("LWP-profiling migration", l) for s in lwp for l in s["lost"]])
     checks = (sum(len(runs) for runs in mig.values()) + len(restore["pmuvm"]) +
-              sum(1 for s in pre.values() if s))
+              sum(1 for s in pre.values() if s) + len(lwp))
     if lost:
         print(f"integrity: LOST WRITES in {len(lost)} of {checks} migrated/restored VMs:")
         for what, line in lost:
