@@ -16,7 +16,8 @@ packages=(
   libcpp-httplib-dev             # tests only: an independent HTTP client/server for the API tests
   libvirt-dev                    # CPU baseline cross-checks (pulls libvirt0: the test:///default
                                  # driver and /usr/share/libvirt/cpu_map; no daemon needed)
-  zlib1g-dev                     # CRC-32 of snapshots and migration frames
+  zlib1g-dev                     # CRC-32 of the state container and migration frames
+  libxxhash-dev xxhash           # XXH64 of a snapshot's files; xxhsum for bench/migration_bench
   libpfm4-dev                    # NetBurst event encodings (test oracle)
   python3                        # test-result summary
   qemu-system-x86                # runs the bundled guest kernel under TCG in tests (no KVM needed);

@@ -135,7 +135,7 @@ int restore(const vmm::RestoreCommand& cmd) {
   const auto start = std::chrono::steady_clock::now();
   if (auto error = vmm::load_snapshot_memory(snapshot, machine.ram()))
     throw vmm::UsageError("cannot restore: " + *error);
-  spdlog::info("read {} bytes of guest memory in {:.1f} ms (CRC-32 checked)",
+  spdlog::info("read {} bytes of guest memory in {:.1f} ms (checksum checked)",
                machine.ram().size(),
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                    .count());

@@ -400,9 +400,9 @@ TEST_F(MigrationTest, DamagedSnapshotsAreRefusedWithTheirReason) {
     std::function<void(const std::string& dir)> apply;
   };
   const std::vector<Damage> damages = {
-      {"memory", "memory.bin fails its CRC-32 check (corrupted)",
+      {"memory", "memory.bin fails its checksum (corrupted)",
        [](const std::string& d) { pmuvm_test::flip_byte(d + "/memory.bin", 0x100000 + 17); }},
-      {"state", "state.bin fails its CRC-32 check (corrupted)",
+      {"state", "state.bin fails its checksum (corrupted)",
        [](const std::string& d) { pmuvm_test::flip_byte(d + "/state.bin", 40); }},
       {"truncated-memory", "memory.bin is 1048576 bytes, the manifest says",
        [](const std::string& d) { std::filesystem::resize_file(d + "/memory.bin", 1 << 20); }},

@@ -108,10 +108,10 @@ TEST(SnapshotDir, EveryDamageIsRefusedWithItsReason) {
   };
   auto flip = [](const std::string& path, long at) { pmuvm_test::flip_byte(path, at, 1); };
   EXPECT_NE(damaged("mem", [&](const std::string& d) { flip(d + "/memory.bin", 5 << 20); })
-                .find("memory.bin fails its CRC-32 check (corrupted)"),
+                .find("memory.bin fails its checksum (corrupted)"),
             std::string::npos);
   EXPECT_NE(damaged("state", [&](const std::string& d) { flip(d + "/state.bin", 30); })
-                .find("state.bin fails its CRC-32 check (corrupted)"),
+                .find("state.bin fails its checksum (corrupted)"),
             std::string::npos);
   EXPECT_NE(damaged("short", [&](const std::string& d) { fs::resize_file(d + "/memory.bin", 4096); })
                 .find("memory.bin is 4096 bytes, the manifest says 8388608 (truncated or replaced)"),

@@ -8,6 +8,7 @@
 #include "vmm/cpu/json_document.h"
 #include "vmm/cpu/profile_writer.h"
 #include "vmm/json_nesting_limit.h"
+#include "vmm/snapshot/file_checksum.h"
 #include "vmm/snapshot/state_sections.h"
 
 namespace vmm {
@@ -31,7 +32,8 @@ std::string to_json_text(const SnapshotManifest& m) {
   j["cpu"] = {{"profile", nlohmann::ordered_json::parse(to_profile_json(m.profile))},
               {"cpuid", cpuid}};
   nlohmann::ordered_json files = nlohmann::ordered_json::object();
-  for (const auto& [name, f] : m.files) files[name] = {{"bytes", f.bytes}, {"crc32", f.crc32}};
+  for (const auto& [name, f] : m.files)
+    files[name] = {{"bytes", f.bytes}, {"xxh64", checksum_text(f.checksum)}};
   j["files"] = files;
   return j.dump(2) + "\n";
 }
@@ -87,9 +89,13 @@ std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& te
                                    e[6].get<uint32_t>()});
     }
     if (j.contains("files"))
-      for (const auto& [name, f] : j.at("files").items())
-        m.files[name] = SnapshotManifest::File{f.at("bytes").get<uint64_t>(),
-                                               f.at("crc32").get<uint32_t>()};
+      for (const auto& [name, f] : j.at("files").items()) {
+        const std::optional<uint64_t> checksum =
+            parse_checksum_text(f.at("xxh64").get<std::string>());
+        if (!checksum)
+          return "the manifest's checksum of " + name + " is not 16 hex digits";
+        m.files[name] = SnapshotManifest::File{f.at("bytes").get<uint64_t>(), *checksum};
+      }
   } catch (const nlohmann::json::exception&) {
     // Which field: the exception text is nlohmann's; ours names the part.
     return std::string("the manifest lacks a field or has one of the wrong type (machine, cpu, "

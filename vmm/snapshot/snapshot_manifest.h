@@ -7,7 +7,8 @@
 //                "guest": "bundled"|"linux", "kernel", "max_interrupt_rate"},
 //    "cpu": {"profile": <the profile's JSON, vmm/profiles/README.md>,
 //            "cpuid": [[function, index, flags, eax, ebx, ecx, edx], ...]},   // what the guest saw
-//    "files": {"memory.bin": {"bytes", "crc32"}, "state.bin": {"bytes", "crc32"}}}
+//    "files": {"memory.bin": {"bytes", "xxh64"}, "state.bin": {"bytes", "xxh64"}}}
+//   (xxh64: 16 hex digits, file_checksum.h)
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,7 @@ struct SnapshotManifest {
   std::vector<CpuidEntry> cpuid;   // the CPUID table the guest saw (before per-vCPU APIC IDs)
   struct File {
     uint64_t bytes = 0;
-    uint32_t crc32 = 0;
+    uint64_t checksum = 0;  // XXH64 (file_checksum.h)
   };
   std::map<std::string, File> files;  // empty in a migration's hello
 };

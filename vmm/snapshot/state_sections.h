@@ -22,7 +22,8 @@ namespace vmm {
 // single-step stepper's flags: a version-1 snapshot is refused with a clear reason.
 // 3: the LWP report counts the records it keeps no address for (LwpReport::kMaxAddresses).
 // 4: the step controller keeps a planned block (block stepping) and counts blocks.
-inline constexpr uint32_t kSnapshotFormatVersion = 4;
+// 5: the manifest's files carry an XXH64 ("xxh64", file_checksum.h) instead of a CRC-32.
+inline constexpr uint32_t kSnapshotFormatVersion = 5;
 
 // zlib's CRC-32 of `bytes`, continuing from `crc` (0 to start).
 uint32_t crc32_of(std::span<const std::byte> bytes, uint32_t crc = 0);
