@@ -66,6 +66,17 @@ static inline uint32_t lwp_event(unsigned id, uint32_t interval) {
   return (interval & 0x03FFFFFFu) | ((uint32_t)id << 26);
 }
 
+/* Fills `cb` for instructions retired every `instructions` (slot 0) and branches retired every
+ * `branches` (slot 1) into `ring` of `bytes` (a multiple of 32), no threshold, Random 0. */
+static inline void lwpcb_instructions_and_branches(struct lwpcb *cb, void *ring, uint32_t bytes,
+                                                   uint32_t instructions, uint32_t branches) {
+  *cb = (struct lwpcb){0};
+  cb->buffer_size = bytes;
+  cb->buffer_base = (uint64_t)(uintptr_t)ring;
+  cb->events[0].interval_id = lwp_event(LWP_EVENT_INSTRUCTIONS, instructions);
+  cb->events[1].interval_id = lwp_event(LWP_EVENT_BRANCHES, branches);
+}
+
 /* A ring-buffer record (proposal Figures 1-4). */
 struct lwp_record {
   uint8_t event_id;     /* 0: 1 instructions, 2 branches, 3 DCache misses */

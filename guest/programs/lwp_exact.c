@@ -30,11 +30,7 @@ int main(void) {
             info.eax, info.ebx);
     return 1;
   }
-  memset(&cb, 0, sizeof cb);
-  cb.buffer_size = sizeof ring;
-  cb.buffer_base = (uint64_t)(uintptr_t)ring;
-  cb.events[0].interval_id = lwp_event(LWP_EVENT_INSTRUCTIONS, 10);
-  cb.events[1].interval_id = lwp_event(LWP_EVENT_BRANCHES, 3);
+  lwpcb_instructions_and_branches(&cb, ring, sizeof ring, 10, 3);
 
   uint64_t rax = (uint64_t)(uintptr_t)&cb;
   __asm__ volatile(

@@ -34,11 +34,7 @@ int main(void) {
             "(CPUID 8000001C eax=%#x ebx=%#x)\n", info.eax, info.ebx);
     return 1;
   }
-  memset(&cb, 0, sizeof cb);
-  cb.buffer_size = sizeof ring;
-  cb.buffer_base = (uint64_t)(uintptr_t)ring;
-  cb.events[0].interval_id = lwp_event(LWP_EVENT_INSTRUCTIONS, 1000);
-  cb.events[1].interval_id = lwp_event(LWP_EVENT_BRANCHES, 250);
+  lwpcb_instructions_and_branches(&cb, ring, sizeof ring, 1000, 250);
   llwpcb(&cb);
   print("lwp_forever: profiling\n");
   uint64_t records = 0, next_report = 4096, x = 1;
