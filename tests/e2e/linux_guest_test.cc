@@ -279,16 +279,6 @@ TEST_F(LinuxGuest, TwoVcpusAndTheWorstStatusIsTheExitStatus) {
 
 // Live migration (DESIGN §4.10) ----------------------------------------------------------------
 
-bool wait_for_socket(const std::string& path, Child& owner) {
-  struct stat st{};
-  for (int i = 0; i < 3000; ++i) {
-    if (::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return true;
-    if (owner.ended()) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
 // The boot migrated twice, at points of its progress: when the kernel prints "Unpacking
 // initramfs" (`run --pause-on-output`) and, at the first destination, when half of the
 // instructions the reference boot counted are counted (`--pause-at-instructions`: inside the
@@ -311,7 +301,7 @@ Result migrate_linux_twice(const std::vector<std::string>& boot, uint64_t refere
       argv.push_back(std::to_string(reference_counted / 2));
     }
     hops[i] = std::make_unique<Child>(argv, 600);
-    EXPECT_TRUE(wait_for_socket(incomings[i], *hops[i])) << hops[i]->err();
+    EXPECT_TRUE(wait_for_incoming_socket(incomings[i], *hops[i])) << hops[i]->err();
   }
   std::vector<std::string> argv = {"run", "--api-socket", apis[0], "--pause-on-output",
                                    "Unpacking initramfs"};

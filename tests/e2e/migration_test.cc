@@ -33,18 +33,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Waits (up to 60 s) until `owner` has created its Unix socket at `path` (a migration
-// destination's: the caller removed any stale one first; API sockets: wait_until_listening).
-bool wait_for_socket(const std::string& path, Child& owner) {
-  struct stat st{};
-  for (int polls = 0; polls < 3000; ++polls) {
-    if (::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return true;
-    if (owner.ended()) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
-}
-
 // Waits until the VM of `owner` paused itself at its progress point (run --pause-at-...).
 ::testing::AssertionResult paused_at_its_point(Child& owner) {
   std::string why;
@@ -128,7 +116,7 @@ class MigrationTest : public GuestTest {
                                      "-",            "--lwp-trace", h.trace};
     args.insert(args.end(), extra.begin(), extra.end());
     h.process = std::make_unique<Child>(args, 300);
-    EXPECT_TRUE(wait_for_socket(h.incoming, *h.process)) << h.process->err();
+    EXPECT_TRUE(wait_for_incoming_socket(h.incoming, *h.process)) << h.process->err();
     return h;
   }
   // `paused`: the source starts paused (run --paused), so what follows does not race the guest.

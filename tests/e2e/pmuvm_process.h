@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -126,6 +127,20 @@ inline bool wait_for_stderr(Child& child, const std::string& text, int timeout_s
 // file alone may be a stale one left by a process that ended. True when it does; false when
 // `owner` ended first or `timeout_seconds` passed. Only for API sockets: a migration destination
 // would take the probe's connection as its migration.
+// Waits (up to 60 s, 20 ms polls of the file) until `owner` has created the socket of its
+// `run --incoming unix:PATH` at `path`. pmuvm makes it appear only once it listens (bound as
+// PATH.new, renamed); a probe connection, as wait_until_listening makes, would be taken for the
+// migration. The caller removed any stale file first.
+inline bool wait_for_incoming_socket(const std::string& path, Child& owner) {
+  struct stat st{};
+  for (int polls = 0; polls < 3000; ++polls) {
+    if (::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return true;
+    if (owner.ended()) return false;
+    usleep(20'000);
+  }
+  return false;
+}
+
 inline bool wait_until_listening(const std::string& path, Child& owner, int timeout_seconds = 60) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
