@@ -60,14 +60,11 @@ void Machine::Impl::handle_io(Vcpu& v) {
     return;
   }
   const bool out = run->io.direction == KVM_EXIT_IO_OUT;
-  if (port == PMUVM_PORT_CONSOLE) {
-    if (out && run->io.size == 4 && run->io.count == 1) {
-      uint32_t block = 0;
-      std::memcpy(&block, data, 4);
-      write_console_block(block);
-    } else if (!out) {
-      std::memset(data, 0xFF, size_t{run->io.size} * run->io.count);
-    }
+  // The block console takes one 4-byte OUT; anything else at its port is a port with no device.
+  if (port == PMUVM_PORT_CONSOLE && out && run->io.size == 4 && run->io.count == 1) {
+    uint32_t block = 0;
+    std::memcpy(&block, data, 4);
+    write_console_block(block);
   } else {
     for (uint32_t i = 0; i < run->io.count; ++i, data += run->io.size) {
       std::lock_guard<std::mutex> g(serial_lock);

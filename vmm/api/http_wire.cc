@@ -181,7 +181,6 @@ IncomingRequest read_request(int fd, int stop_fd, Deadline deadline, const Reque
     if (!screen(head)) return false;
     const std::string* expect = head.header("Expect");
     continue_asked = expect && same_name(*expect, "100-continue");
-    // A body with neither length nor chunks is none (RFC 9112 §6.3): nothing to wait for.
     return true;
   };
   char buf[kReadChunk];
