@@ -1,8 +1,5 @@
 #include "vmm/api/api_client.h"
 
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +9,7 @@
 #include "vmm/api/http_wire.h"
 #include "vmm/api/request_body.h"
 #include "vmm/api/unix_socket_probe.h"
+#include "vmm/unix_connect.h"
 
 namespace vmm::api {
 namespace {
@@ -38,27 +36,14 @@ std::string connect_failure_reason(const std::string& path, int connect_errno) {
   }
 }
 
-// A connected socket, or the reason there is none. A Unix-socket connect waits for room in the
-// listener's backlog as long as the send timeout allows.
+// A connected socket, or the reason there is none.
 std::variant<int, std::string> connect_to(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::string("socket: ") + std::strerror(errno);
-  const timeval limit{kConnectTimeoutSeconds, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);  // checked: it fits
-  int result;
-  do {
-    result = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  } while (result != 0 && errno == EINTR);
-  if (result == 0) return fd;
-  const int connect_errno = errno;
-  ::close(fd);
-  if (connect_errno == EAGAIN)
+  const UnixConnection c = connect_unix(path, kConnectTimeoutSeconds * 1000);
+  if (c.fd >= 0) return c.fd;
+  if (c.error == EAGAIN)
     return "the server accepted no connection within " + std::to_string(kConnectTimeoutSeconds) +
            " s";
-  return connect_failure_reason(path, connect_errno);
+  return connect_failure_reason(path, c.error);
 }
 
 }  // namespace

@@ -2,8 +2,6 @@
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +11,7 @@
 
 #include "vmm/snapshot/little_endian.h"
 #include "vmm/snapshot/state_sections.h"
+#include "vmm/unix_connect.h"
 
 namespace vmm {
 namespace {
@@ -51,32 +50,15 @@ MigrationChannel::~MigrationChannel() {
 }
 
 MigrationChannel MigrationChannel::connect_to(const std::string& path, int timeout_ms) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path) throw MigrationError("socket path too long: " + path);
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw MigrationError(std::string("socket: ") + std::strerror(errno));
-  // A Unix-socket connect waits for room in the listener's backlog for as long as the send
-  // timeout allows (sends themselves are bounded by poll, below).
-  const timeval limit{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-  if (::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit) != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    throw MigrationError("cannot bound the connect to " + path + ": " + why);
-  }
-  int result;
-  do {
-    result = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  } while (result != 0 && errno == EINTR);
-  if (result != 0) {
-    const std::string why = errno == EAGAIN
-                                ? "it accepted no connection within " + seconds_text(timeout_ms)
-                                : std::string(std::strerror(errno));
-    ::close(fd);
-    throw MigrationError("cannot connect to the destination at " + path + ": " + why);
-  }
-  return MigrationChannel(fd);
+  // Sends themselves are bounded by poll (send, below), not by the connect's send timeout.
+  const UnixConnection c = connect_unix(path, timeout_ms);
+  if (c.error == ENAMETOOLONG) throw MigrationError("socket path too long: " + path);
+  if (c.fd < 0)
+    throw MigrationError("cannot connect to the destination at " + path + ": " +
+                         (c.error == EAGAIN
+                              ? "it accepted no connection within " + seconds_text(timeout_ms)
+                              : std::string(std::strerror(c.error))));
+  return MigrationChannel(c.fd);
 }
 
 void MigrationChannel::send(MigrationMessage type, const void* data, size_t size) {
