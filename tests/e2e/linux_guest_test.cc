@@ -17,17 +17,14 @@
 // the programs' header comments (guest/linux/*.c). Runs on a KVM host (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
 
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <map>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <regex>
-#include <thread>
 #include <sstream>
 #include <string>
 #include <vector>

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -30,8 +29,6 @@
 
 namespace pmuvm_e2e {
 namespace {
-
-using namespace std::chrono_literals;
 
 // Waits until the VM of `owner` paused itself at its progress point (run --pause-at-...).
 ::testing::AssertionResult paused_at_its_point(Child& owner) {
