@@ -35,6 +35,17 @@ TEST(GuestRam, RamAboveThreeGiBMovesAboveFourGiB) {
   EXPECT_EQ(ram.size(), 5 * GiB);
 }
 
+// Host and guest addresses agree modulo 2 MiB in both regions, so KVM can map a host huge page
+// with one 2 MiB nested-page-table entry; the mapping ends exactly at the end of RAM.
+TEST(GuestRam, RegionsAreAlignedForHugePages) {
+  for (uint64_t size : {uint64_t{4096}, uint64_t{3} << 20, uint64_t{256} << 20, 5 * GiB}) {
+    GuestRam ram(size);
+    for (const GuestRam::Region& r : ram.regions())
+      EXPECT_EQ((reinterpret_cast<uintptr_t>(r.host) - r.gpa) % (2u << 20), 0u) << size;
+    ram.host(size <= 3 * GiB ? size - 1 : 4 * GiB + (size - 3 * GiB) - 1, 1)[0] = std::byte{1};
+  }
+}
+
 TEST(GuestRam, TheHoleIsNotRam) {
   GuestRam ram(5 * GiB);
   EXPECT_FALSE(ram.contains(0xFEE00000, 4));  // LAPIC
