@@ -5,7 +5,7 @@
 // breakpoints, a single-step trap, a kick, an exit into the kernel) as KVM would report them for
 // the configuration the controller asked for. The controller must never crash, read or write out
 // of bounds, report more than it can hold (RetiredInstructions throws: a finding), or report a
-// kernel instruction as a user one. Built by tests/fuzz/build_and_run.sh.
+// kernel instruction as a user one. Built and run by tests/fuzz/run_fuzzer.sh block_planner_fuzz.
 #include <cstdint>
 #include <cstring>
 #include <span>

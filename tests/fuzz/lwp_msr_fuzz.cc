@@ -1,5 +1,5 @@
 // libFuzzer target for the virtual LWP unit (pmu/lwp/lwp_unit.h). Build and run with
-// tests/fuzz/build_and_run.sh (clang, -fsanitize=fuzzer,address,undefined).
+// tests/fuzz/run_fuzzer.sh lwp_msr_fuzz (clang, -fsanitize=fuzzer,address,undefined).
 //
 // The input is a program. Header (missing bytes read as zero):
 //   byte 0      capability bits: 0 interrupt, 1 IRE, 2 BRE, 3 DME, 4 data address, 5 CLF,

@@ -1,7 +1,7 @@
 // libFuzzer target for the model state a snapshot or a migration stream carries (DESIGN §4.12:
 // anyone can recompute the CRCs): bytes are loaded into a cache model or the branch predictor
 // through pmu/state_archive.h, and a model that accepted them is then used. Build and run with
-// tests/fuzz/build_and_run.sh model_state_fuzz (clang, -fsanitize=fuzzer,address,undefined).
+// tests/fuzz/run_fuzzer.sh model_state_fuzz (clang, -fsanitize=fuzzer,address,undefined).
 //
 // Input: byte 0 picks the model (odd: cache model with a 4 KiB 2-way L1D and a 16 KiB 4-way L2;
 // even: branch predictor); the rest is its archive. Checked: no crash and no sanitizer report,

@@ -3,7 +3,7 @@
 // parsed (pmu/netburst/save_state.h deserialize) and loaded into a PMU (load_state); a PMU that
 // accepted them then retires instructions, and before each run of quiet_retirements()
 // instructions (capped at 64) no overflow may happen and no PMI be raised before the run's last
-// instruction (netburst_pmu.h). Build and run with tests/fuzz/build_and_run.sh netburst_state_fuzz.
+// instruction (netburst_pmu.h). Build and run with tests/fuzz/run_fuzzer.sh netburst_state_fuzz.
 //
 // Input: byte 0 picks the PMI timing (bit 0) and the instruction mix seed; then a serialized
 // PmuState. Seeds (corpus_netburst_state/): serialize() of states with counters near overflow.
