@@ -87,6 +87,10 @@ IncomingMigration IncomingMigration::accept_at(const std::string& path) {
   ::close(listener);
   ::unlink(path.c_str());  // one migration per listener
   if (fd < 0) throw MigrationError("accept at " + path + ": " + why);
+  return over_connection(fd);
+}
+
+IncomingMigration IncomingMigration::over_connection(int fd) {
   auto ch = std::make_unique<MigrationChannel>(fd);
   const std::vector<std::byte> hello = ch->expect(MigrationMessage::kHello, kHelloTimeoutMs);
   auto manifest = parse_manifest(to_text(hello));

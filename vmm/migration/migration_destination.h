@@ -18,6 +18,8 @@ class IncomingMigration {
   // Listens at `path` (a stale socket file is replaced), accepts one connection and reads the
   // hello. Throws MigrationError (garbage, a dropped connection, a manifest that does not parse).
   static IncomingMigration accept_at(const std::string& path);
+  // The same over a connection already accepted (and vetted), which it takes over.
+  static IncomingMigration over_connection(int fd);
 
   const SnapshotManifest& manifest() const { return manifest_; }
   // Refuses the VM with these reasons (one per line) and closes the connection.

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Writes the synthetic seeds of tests/fuzz (the real ones -- shipped profiles, snapshots of
+running guests, the bundled kernel and a guest program -- are copied in as they are; README.md).
+
+    tests/fuzz/make_seeds.py SNAPSHOT_DIR   # a snapshot of a guest profiling with LWP
+
+Each seed's first byte is the selector its fuzz target documents.
+"""
+import json
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(corpus, name, data):
+    os.makedirs(os.path.join(HERE, corpus), exist_ok=True)
+    with open(os.path.join(HERE, corpus, name), "wb") as f:
+        f.write(data)
+
+
+def http_seeds():
+    requests = {
+        "get_info": b"GET /vm.info HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "put_snapshot": b"PUT /vm.snapshot HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 45\r\n\r\n{\"destination_url\":\"file:///tmp/snapshot-1\"}\n",
+        "put_continue": b"PUT /vm.pause HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}",
+        "chunked": b"PUT /vm.resume HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        "head": b"HEAD /vm.pmu?x=1#f HTTP/1.1\r\nHost: a\r\n\r\n",
+        "http09": b"GET /vm.info\r\n",
+    }
+    for name, text in requests.items():
+        write("corpus_http_wire", "request_" + name, b"\x00" + text)
+    body = b'{"state":"Running","vcpus":1}'
+    answers = {
+        "ok": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+              b"Connection: close\r\n\r\n%s" % (len(body), body),
+        "error": b"HTTP/1.1 409 Conflict\r\nContent-Length: 24\r\n\r\n{\"error\":\"not paused\"}\n",
+        "chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n",
+        "until_close": b"HTTP/1.0 200 OK\r\n\r\nbody until the server closes",
+    }
+    for name, text in answers.items():
+        write("corpus_http_wire", "answer_" + name, b"\x01" + text)
+
+
+def libvirt_seeds():
+    write("corpus_libvirt_xml", "amd_lwp",
+          b"<cpu mode='custom' match='exact'>\n  <model fallback='forbid'>486</model>\n"
+          b"  <vendor>AMD</vendor>\n  <feature policy='require' name='lwp'/>\n"
+          b"  <feature policy='require' name='sse4a'/>\n  <feature policy='disable' name='svm'/>\n"
+          b"</cpu>\n")
+    write("corpus_libvirt_xml", "features_element",
+          b"<cpu><model>qemu64</model><features><feature\tpolicy=\"require\" name=\"x2apic\"/>"
+          b"</features></cpu>")
+
+
+def elf(segments, entry):
+    """ELF64 x86-64 ET_EXEC; segments: (vaddr, memsz, filesz, flags)."""
+    ehsize, phsize = 64, 56
+    offset = ehsize + phsize * len(segments)
+    header = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9)
+    header += struct.pack("<HHIQQQIHHHHHH", 2, 62, 1, entry, ehsize, 0, 0, ehsize, phsize,
+                          len(segments), 0, 0, 0)
+    phdrs, payload = b"", b""
+    for vaddr, memsz, filesz, flags in segments:
+        phdrs += struct.pack("<IIQQQQQQ", 1, flags, offset + len(payload), vaddr, vaddr, filesz,
+                             memsz, 4096)
+        payload += bytes([0xCC]) * filesz
+    return header + phdrs + payload
+
+
+def bzimage(protocol=0x020F, payload=4096):
+    b = bytearray(5 * 512 + payload)
+    b[0x1F1] = 4
+    struct.pack_into("<H", b, 0x1FE, 0xAA55)
+    b[0x200:0x202] = b"\xeb\x6a"
+    b[0x202:0x206] = b"HdrS"
+    struct.pack_into("<H", b, 0x206, protocol)
+    b[0x211] = 0x01
+    struct.pack_into("<I", b, 0x22C, 0x7FFFFFFF)
+    struct.pack_into("<I", b, 0x230, 0x200000)
+    b[0x234] = 1
+    struct.pack_into("<H", b, 0x236, 0x0003)
+    struct.pack_into("<I", b, 0x238, 2047)
+    struct.pack_into("<Q", b, 0x258, 0x1000000)
+    struct.pack_into("<I", b, 0x260, 0x800000)
+    for i in range(5 * 512, len(b)):
+        b[i] = (i * 7) & 0xFF
+    return bytes(b)
+
+
+def image_seeds():
+    write("corpus_guest_image", "elf_two_segments",
+          b"\x00" + elf([(0x100000, 0x2000, 0x1000, 5), (0x103000, 0x3000, 0x100, 6)], 0x100010))
+    write("corpus_guest_image", "elf_high", b"\x00" + elf([(0x3FF000, 0x1000, 0x10, 7)], 0x3FF000))
+    write("corpus_guest_image", "bzimage", b"\x01" + bzimage())
+    write("corpus_guest_image", "bzimage_old_protocol", b"\x01" + bzimage(protocol=0x020B))
+
+
+def message(kind, payload):
+    return struct.pack("<BI", kind, len(payload)) + payload
+
+
+def pages(entries):
+    out = struct.pack("<I", len(entries))
+    for gpa, fill in entries:
+        out += struct.pack("<Q", gpa) + bytes([fill]) * 4096
+    return out
+
+
+def migration_seeds(snapshot):
+    with open(os.path.join(snapshot, "manifest.json"), "rb") as f:
+        manifest = json.load(f)
+    manifest.pop("files", None)  # a hello has none
+    manifest["machine"]["mem_mib"] = 16
+    hello = json.dumps(manifest).encode()
+    with open(os.path.join(snapshot, "state.bin"), "rb") as f:
+        state = f.read()
+    HELLO, PAGES, STATE = 1, 4, 5
+    write("corpus_migration_stream", "whole",
+          b"\x00" + message(HELLO, hello) + message(PAGES, pages([(0, 1), (0x5000, 2)]))
+          + message(PAGES, pages([(0xFFF000, 3)])) + message(STATE, state))
+    write("corpus_migration_stream", "page_outside_ram",
+          b"\x00" + message(HELLO, hello) + message(PAGES, pages([(16 << 20, 4)])))
+    write("corpus_migration_stream", "raw_tail",
+          b"\x01" + message(HELLO, hello) + b"PMUV\x04\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff")
+    write("corpus_migration_stream", "hello_only", b"\x00" + message(HELLO, hello))
+
+
+def main():
+    http_seeds()
+    libvirt_seeds()
+    image_seeds()
+    if len(sys.argv) > 1:
+        migration_seeds(sys.argv[1])
+
+
+if __name__ == "__main__":
+    main()
