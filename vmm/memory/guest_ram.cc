@@ -41,13 +41,14 @@ GuestRam::~GuestRam() {
 bool GuestRam::read(uint64_t gpa, std::span<std::byte> out) const {
   const std::byte* src = host(gpa, out.size());
   if (!src) return false;
-  std::memcpy(out.data(), src, out.size());
+  if (!out.empty()) std::memcpy(out.data(), src, out.size());  // an empty span's data() may be null
   return true;
 }
 
 bool GuestRam::write(uint64_t gpa, std::span<const std::byte> in) {
   std::byte* dst = host(gpa, in.size());
   if (!dst) return false;
+  if (in.empty()) return true;  // an empty span's data() may be null, which memcpy must not get
   std::memcpy(dst, in.data(), in.size());
   note_written(gpa, in.size());
   return true;
