@@ -9,7 +9,14 @@
  *   4  no crash: 100 loads from the MMIO hole (each a KVM_EXIT_MMIO with no device: reads as
  *      all-ones), then exit status 0 through port 0x510 -- the log must not grow with them
  *   5  no crash: console blocks (PMUVM_PORT_CONSOLE 0x514) that are not wholly in RAM or too
- *      long, which pmuvm must drop, then one good block, then exit status 0 */
+ *      long, which pmuvm must drop, then one good block, then exit status 0
+ *   6  no crash: an MSR storm at CPL 0 with interrupts off. A #GP handler skips the faulting
+ *      WRMSR/RDMSR (both 2 bytes) and counts it; an LWPCB across the end of RAM is loaded and
+ *      announced to the VMM by a user-entry notification (see there); then every MSR pmuvm implements (LWPMSR0/1,
+ *      MISC_ENABLE, the NetBurst range 0x300-0x3FF, the paravirtual 0x40000040-0x4000004F: step,
+ *      user entry with whatever LWPCB address was written last, task) is written with 0, all
+ *      ones, each of eight single bits and eight pseudo-random values, each write followed by a
+ *      RDMSR. Prints "msr storm: N #GP" (N in hex) and "msr storm: survived", exit status 0 */
     .text
     .globl _start
 _start:
@@ -74,6 +81,157 @@ good_block:
 good_bytes:
     .ascii "console block: ok\n"
 good_end:
+#elif CRASH_MODE == 6
+    cli                              /* no interrupt may reach the one-gate IDT */
+    lea stack_top(%rip), %rsp
+    lea idt(%rip), %rdi              /* gate 13 (#GP): 64-bit interrupt gate, DPL 0, CS 0x08 */
+    lea gp_handler(%rip), %rax
+    mov %ax, 13 * 16 + 0(%rdi)
+    movw $0x08, 13 * 16 + 2(%rdi)
+    movw $0x8E00, 13 * 16 + 4(%rdi)
+    shr $16, %rax
+    mov %ax, 13 * 16 + 6(%rdi)
+    shr $16, %rax
+    mov %eax, 13 * 16 + 8(%rdi)
+    lidt idt_descriptor(%rip)
+    /* First an LWPCB across the end of RAM (256 MiB: 16 of its bytes in RAM, the rest past the
+     * identity map): enable LWP with the events CPUID 0x8000001C offers, load it at CPL 0 (its
+     * reading is deferred) and announce a return to user mode, which makes pmuvm read it. */
+    mov $0x8000001C, %eax
+    cpuid
+    shr $1, %edx
+    and $0xE, %edx
+    or $1, %edx
+    mov %edx, %eax
+    xor %edx, %edx
+    mov $0xC0000105, %ecx
+    wrmsr
+    mov $0x0FFFFFF0, %eax
+    xor %edx, %edx
+    mov $0xC0000106, %ecx
+    wrmsr
+    mov $0x40000041, %ecx            /* PMUVM_MSR_USER_ENTRY */
+    xor %eax, %eax
+    xor %edx, %edx
+    wrmsr
+    movabs $0x9E3779B97F4A7C15, %r15 /* the pseudo-random state */
+    lea msr_ranges(%rip), %r12
+next_range:
+    mov (%r12), %r13d                /* first MSR of the range, 0 ends the list */
+    test %r13d, %r13d
+    jz storm_done
+    mov 4(%r12), %r14d               /* MSRs in the range */
+    add $8, %r12
+next_msr:
+    xor %ebx, %ebx                   /* value number 0..17 */
+next_value:
+    cmp $0, %ebx
+    je value_zero
+    cmp $1, %ebx
+    je value_ones
+    cmp $10, %ebx
+    jb value_bit
+    movabs $6364136223846793005, %rax  /* 10..17: the next pseudo-random value */
+    imul %rax, %r15
+    movabs $1442695040888963407, %rax
+    add %rax, %r15
+    mov %r15, %rax
+    jmp have_value
+value_zero:
+    xor %eax, %eax
+    jmp have_value
+value_ones:
+    mov $-1, %rax
+    jmp have_value
+value_bit:                           /* 2..9: bits 0, 8, 16, ... 56 */
+    lea -2(%rbx), %ecx
+    shl $3, %ecx
+    mov $1, %eax
+    shl %cl, %rax
+have_value:
+    mov %rax, %rdx
+    shr $32, %rdx
+    mov %r13d, %ecx
+    wrmsr
+    mov %r13d, %ecx
+    rdmsr
+    inc %ebx
+    cmp $18, %ebx
+    jb next_value
+    inc %r13d
+    dec %r14d
+    jnz next_msr
+    jmp next_range
+storm_done:
+    lea storm_count(%rip), %rsi
+    call print
+    mov gp_count(%rip), %rax         /* eight hex digits */
+    mov $8, %ecx
+1:  rol $4, %eax
+    mov %eax, %ebx
+    and $0xF, %ebx
+    movb hex_digits(%rbx), %bl
+    push %rax
+    push %rcx
+    mov %bl, %al
+    mov $0x3f8, %dx
+    out %al, %dx
+    pop %rcx
+    pop %rax
+    dec %ecx
+    jnz 1b
+    lea storm_end(%rip), %rsi
+    call print
+    mov $0x510, %dx
+    xor %eax, %eax
+    out %eax, %dx
+2:  hlt
+    jmp 2b
+
+print:                               /* the NUL-terminated string at %rsi to COM1 */
+    mov $0x3f8, %dx
+1:  movb (%rsi), %al
+    test %al, %al
+    jz 2f
+    out %al, %dx
+    inc %rsi
+    jmp 1b
+2:  ret
+
+gp_handler:                          /* error code, RIP, CS, RFLAGS, RSP, SS */
+    add $8, %rsp
+    addq $2, (%rsp)                  /* past the 2-byte WRMSR or RDMSR */
+    incq gp_count(%rip)
+    iretq
+
+    .data
+    .balign 8
+idt_descriptor:
+    .word 14 * 16 - 1
+    .quad idt
+msr_ranges:
+    .long 0xC0000105, 2              /* LWPMSR0 (LWP_CFG), LWPMSR1 (LWP_CBADDR) */
+    .long 0x1A0, 1                   /* IA32_MISC_ENABLE */
+    .long 0x300, 0x100               /* the NetBurst counters, CCCRs and ESCRs */
+    .long 0x40000040, 0x10           /* pmuvm's paravirtual MSRs */
+    .long 0, 0
+hex_digits:
+    .ascii "0123456789abcdef"
+storm_count:
+    .asciz "msr storm: "
+storm_end:
+    .asciz " #GP\nmsr storm: survived\n"
+    .balign 8
+gp_count:
+    .quad 0
+    .bss
+    .balign 16
+idt:
+    .skip 14 * 16
+    .balign 4096
+stack:
+    .skip 8192
+stack_top:
 #else
     lea message(%rip), %rsi
     mov $0x3f8, %dx
