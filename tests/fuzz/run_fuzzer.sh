@@ -10,7 +10,8 @@
 #   FUZZ_WORK_DIR     working corpora, logs and crash artifacts (default: a new private
 #                     directory from mktemp -d, named in each summary line); nothing is written
 #                     into the source tree
-#   FUZZ_OUTPUT_BASE  Bazel output base of the fuzz build (default ~/.cache/pmuvm/bazel-fuzz):
+#   FUZZ_OUTPUT_BASE  Bazel output base of the fuzz build (default ~/.cache/pmuvm/bazel-fuzz-KEY,
+#                     KEY from this checkout's path):
 #                     another C++ toolchain, so it keeps its own cache and leaves the normal
 #                     build's alone; its Bazel server is shut down at the end
 #
@@ -27,7 +28,9 @@ fuzzers=("$@")
 
 seconds="${FUZZ_SECONDS:-60}"
 work="${FUZZ_WORK_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/pmuvm-fuzz.XXXXXX")}"
-output_base="${FUZZ_OUTPUT_BASE:-${XDG_CACHE_HOME:-$HOME/.cache}/pmuvm/bazel-fuzz}"
+# One output base per checkout, as Bazel's own default is (a second clone must not share it).
+workspace_key="$(pwd -P | md5sum | cut -c1-12)"
+output_base="${FUZZ_OUTPUT_BASE:-${XDG_CACHE_HOME:-$HOME/.cache}/pmuvm/bazel-fuzz-${workspace_key}}"
 bazel_fuzz() { bazel --output_base="${output_base}" "$@"; }
 
 if ! command -v clang-14 >/dev/null; then
