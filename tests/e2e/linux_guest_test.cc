@@ -12,7 +12,8 @@
 //            (the hard-lockup detector would keep a cycles counter on, and the precise backend
 //            would step every instruction of the guest)
 //   smp      --cpu amd-lwp --vcpus 2: init sees 2 CPUs; cpuinfo_flags lwp, lwp_selfcheck,
-//            lwp_pair, and lwp_sigill, which must fail (LLWPCB works), so the VM's exit status is 1
+//            lwp_pair, and lwp_sigill, which must fail (LLWPCB works), so the VM's exit status is
+//            1; lwp_ring_unmapped (a ring page unmapped while LWP stores into it: SIGSEGV)
 // The exact values (records, 8N + 4 instructions, floor((8N + 4) / P) samples) are derived in
 // the programs' header comments (guest/linux/*.c). Runs on a KVM host (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
@@ -65,7 +66,8 @@ const std::map<std::string, Boot>& boots() {
         "perf_sample 1000 997"}},
       {"smp",
        {{"--cpu", "amd-lwp", "--vcpus", "2"},
-        "console=ttyS0 -- cpuinfo_flags lwp , lwp_selfcheck , lwp_pair , lwp_sigill"}},
+        "console=ttyS0 -- cpuinfo_flags lwp , lwp_selfcheck , lwp_pair , lwp_sigill , "
+        "lwp_ring_unmapped"}},
   };
   return all;
 }
@@ -272,6 +274,17 @@ TEST_F(LinuxGuest, TwoVcpusAndTheWorstStatusIsTheExitStatus) {
   EXPECT_TRUE(has_line(r, "init: lwp_sigill exited 1")) << dump(r);
   EXPECT_TRUE(has_line(r, "init: exit status 1")) << dump(r);
   EXPECT_EQ(r.status, 1) << dump(r);
+}
+
+// A ring page unmapped while LWP profiles into it (hostile-guest suite, DESIGN §4.12): the record
+// store that reaches it is the task's #PF, which Linux turns into SIGSEGV at that address; the
+// VMM goes on.
+TEST_F(LinuxGuest, LwpRingPageUnmappedMidRunIsSigsegv) {
+  const Result& r = boot("smp");
+  EXPECT_EQ(lines(r, "lwp_ring_unmapped:"), "lwp_ring_unmapped: SIGSEGV at ring + 4096, SEGV_MAPERR\n")
+      << dump(r);
+  EXPECT_TRUE(has_line(r, "init: lwp_ring_unmapped exited 0")) << dump(r);
+  EXPECT_TRUE(has_line(r, "init: exit status 1")) << dump(r);  // lwp_sigill's, as above
 }
 
 // Live migration (DESIGN §4.10) ----------------------------------------------------------------
