@@ -11,8 +11,9 @@
  *   5  no crash: console blocks (PMUVM_PORT_CONSOLE 0x514) that are not wholly in RAM or too
  *      long, which pmuvm must drop, then one good block, then exit status 0
  *   6  no crash: an MSR storm at CPL 0 with interrupts off. A #GP handler skips the faulting
- *      WRMSR/RDMSR (both 2 bytes) and counts it; an LWPCB across the end of RAM is loaded and
- *      announced to the VMM by a user-entry notification (see there); then every MSR pmuvm implements (LWPMSR0/1,
+ *      WRMSR/RDMSR (both 2 bytes) and counts it; LWPCBs across the end of RAM and across the
+ *      start of the MMIO hole are loaded and announced to the VMM by a user-entry notification
+ *      (see there); then every MSR pmuvm implements (LWPMSR0/1,
  *      MISC_ENABLE, the NetBurst range 0x300-0x3FF, the paravirtual 0x40000040-0x4000004F: step,
  *      user entry with whatever LWPCB address was written last, task) is written with 0, all
  *      ones, each of eight single bits and eight pseudo-random values, each write followed by a
@@ -94,9 +95,10 @@ good_end:
     shr $16, %rax
     mov %eax, 13 * 16 + 8(%rdi)
     lidt idt_descriptor(%rip)
-    /* First an LWPCB across the end of RAM (256 MiB: 16 of its bytes in RAM, the rest past the
-     * identity map): enable LWP with the events CPUID 0x8000001C offers, load it at CPL 0 (its
-     * reading is deferred) and announce a return to user mode, which makes pmuvm read it. */
+    /* First LWPCBs across the end of 256 MiB of RAM and across the start of the MMIO hole at
+     * 3 GiB (16 of their bytes mapped, the rest past the identity map of RAM): enable LWP with
+     * the events CPUID 0x8000001C offers, load each at CPL 0 (its reading is deferred) and
+     * announce a return to user mode, which makes pmuvm read it. */
     mov $0x8000001C, %eax
     cpuid
     shr $1, %edx
@@ -107,13 +109,9 @@ good_end:
     mov $0xC0000105, %ecx
     wrmsr
     mov $0x0FFFFFF0, %eax
-    xor %edx, %edx
-    mov $0xC0000106, %ecx
-    wrmsr
-    mov $0x40000041, %ecx            /* PMUVM_MSR_USER_ENTRY */
-    xor %eax, %eax
-    xor %edx, %edx
-    wrmsr
+    call load_lwpcb_at_eax
+    mov $0xBFFFFFF0, %eax            /* the same across the start of the MMIO hole (--mem 4096) */
+    call load_lwpcb_at_eax
     movabs $0x9E3779B97F4A7C15, %r15 /* the pseudo-random state */
     lea msr_ranges(%rip), %r12
 next_range:
@@ -187,6 +185,16 @@ storm_done:
     out %eax, %dx
 2:  hlt
     jmp 2b
+
+load_lwpcb_at_eax:                   /* LLWPCB at CPL 0 (WRMSR LWPMSR1), then user entry */
+    xor %edx, %edx
+    mov $0xC0000106, %ecx
+    wrmsr
+    mov $0x40000041, %ecx            /* PMUVM_MSR_USER_ENTRY */
+    xor %eax, %eax
+    xor %edx, %edx
+    wrmsr
+    ret
 
 print:                               /* the NUL-terminated string at %rsi to COM1 */
     mov $0x3f8, %dx

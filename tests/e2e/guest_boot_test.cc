@@ -5,6 +5,8 @@
 // host (tests/kvm_host_test.bzl); without one every case fails with the reason.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "tests/e2e/guest_test.h"
 
 namespace {
@@ -15,7 +17,8 @@ using pmuvm_e2e::runfile;
 
 using GuestBoot = pmuvm_e2e::GuestTest;
 
-class MsrStorm : public pmuvm_e2e::GuestTest, public ::testing::WithParamInterface<const char*> {};
+class MsrStorm : public pmuvm_e2e::GuestTest,
+                 public ::testing::WithParamInterface<std::pair<const char*, const char*>> {};
 
 TEST_F(GuestBoot, HelloPrintsItsArgumentsAndExitsZero) {
   auto r = run({"run", "--", program("hello"), "one", "two"});
@@ -174,21 +177,26 @@ TEST_F(GuestBoot, ConsoleBlocksOutsideRamAreDropped) {
   EXPECT_EQ(r.out, "console block: ok\n") << r.err;
 }
 
-// A hostile kernel loads an LWPCB that straddles the end of RAM and announces a return to user
-// mode (which makes pmuvm read it), then writes every MSR pmuvm implements with zero, all ones,
+// A hostile kernel loads LWPCBs that straddle the end of RAM or the start of the MMIO hole and
+// announces a return to user mode (which makes pmuvm read them), then writes every MSR pmuvm implements with zero, all ones,
 // single bits and pseudo-random values, reading each back: the VMM stays up, answers what it
 // refuses with the architected #GP, which the guest handles and survives, and its log does not
 // grow with the storm (9 900 MSR exits).
 TEST_P(MsrStorm, TheVmmStaysUpAndTheGuestSeesGp) {
-  auto r = run({"run", "--cpu", GetParam(), "--kernel", runfile("tests/e2e/crash_kernel_msr_storm"),
-                "--", program("hello")});
+  const auto& [cpu, mem] = GetParam();
+  auto r = run({"run", "--cpu", cpu, "--mem", mem, "--kernel",
+                runfile("tests/e2e/crash_kernel_msr_storm"), "--", program("hello")});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("msr storm: survived\n"), std::string::npos) << r.out << r.err;
   EXPECT_EQ(r.out.find("msr storm: 00000000 #GP"), std::string::npos) << r.out;  // some refused
   EXPECT_LE(occurrences(r.err, "\n"), 12u) << r.err;
 }
 
-INSTANTIATE_TEST_SUITE_P(Profiles, MsrStorm, ::testing::Values("amd-lwp", "intel-netburst"));
+// 4096 MiB: RAM reaches the MMIO hole at 3 GiB, so one LWPCB straddles RAM and the hole.
+INSTANTIATE_TEST_SUITE_P(Profiles, MsrStorm,
+                         ::testing::Values(std::pair{"amd-lwp", "256"},
+                                           std::pair{"intel-netburst", "256"},
+                                           std::pair{"amd-lwp", "4096"}));
 
 TEST_F(GuestBoot, KernelPanicIsExitThree) {
   auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_panic"), "--", program("hello")});
