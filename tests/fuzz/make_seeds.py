@@ -44,6 +44,20 @@ def http_seeds():
         write("corpus_http_wire", "answer_" + name, b"\x01" + text)
 
 
+def api_body_seeds():
+    bodies = {  # byte 0: the route's index in vmm/api/api_routes.cc
+        "snapshot": b"\x04" + b'{"destination_url":"file:///tmp/snapshot-1"}',
+        "migration": b"\x05" + b'{"destination_url":"unix:/tmp/m.sock"}',
+        "pause_empty_object": b"\x02{}",
+        "pause_no_body": b"\x02",
+        "info_with_body": b"\x01x",
+        "snapshot_relative": b"\x04" + b'{"destination_url":"file://relative"}',
+        "migration_extra_key": b"\x05" + b'{"destination_url":"unix:/m","extra":[1,{"a":null}]}',
+    }
+    for name, body in bodies.items():
+        write("corpus_api_body", name, body)
+
+
 def libvirt_seeds():
     write("corpus_libvirt_xml", "amd_lwp",
           b"<cpu mode='custom' match='exact'>\n  <model fallback='forbid'>486</model>\n"
@@ -130,6 +144,7 @@ def migration_seeds(snapshot):
 
 def main():
     http_seeds()
+    api_body_seeds()
     libvirt_seeds()
     image_seeds()
     if len(sys.argv) > 1:
