@@ -54,6 +54,7 @@ def api_body_seeds():
         "snapshot_relative": b"\x04" + b'{"destination_url":"file://relative"}',
         "migration_extra_key": b"\x05" + b'{"destination_url":"unix:/m","extra":[1,{"a":null}]}',
     }
+    # corpus_api_body/number_overflow is api_body_fuzz's first finding, kept as it was found.
     for name, body in bodies.items():
         write("corpus_api_body", name, body)
 

@@ -34,8 +34,10 @@ std::variant<nlohmann::json, std::string> parse_json_body(std::string_view text)
     return nlohmann::json::parse(text, json_nesting_limit(kMaxLevels));
   } catch (const JsonTooDeep&) {
     return "body nests deeper than " + std::to_string(kMaxLevels) + " levels";
-  } catch (const nlohmann::json::parse_error& e) {
-    // nlohmann's what() starts with "[json.exception.parse_error.101] "; the rest is the reason.
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error (parse_error) or a number too large for a double (out_of_range 406: "number
+    // overflow parsing '1e99999'"). nlohmann's what() starts with "[json.exception.NAME.ID] ";
+    // the rest is the reason.
     std::string_view what = e.what();
     size_t end = what.find("] ");
     return "body is not valid JSON: " +
