@@ -211,7 +211,15 @@ void ApiServer::Impl::serve(int fd) {
       answer.response = error_response(in.status, reason_for_status(in.status));
       break;
     case IncomingRequest::Outcome::kScreenedOut: answer = std::move(*refusal); break;
-    case IncomingRequest::Outcome::kComplete: answer.response = handle(in.request); break;
+    case IncomingRequest::Outcome::kComplete:
+      // A request must never end the VMM: anything handle() throws (it should throw nothing)
+      // is this request's 500, and the worker serves on.
+      try {
+        answer.response = handle(in.request);
+      } catch (const std::exception& e) {
+        answer.response = error_response(500, std::string("internal error: ") + e.what());
+      }
+      break;
   }
   const bool head_only = in.request.head.method == "HEAD";
   send_all(fd,
