@@ -273,7 +273,6 @@ ChildRun run_child(const std::vector<std::string>& argv, double timeout_s) {
   return r;
 }
 
-// The last few lines of a child's output, indented, for a failure report.
 // The nested KVM host's 9p root drops a file's pages once nobody has it open, so each exec read
 // the shared libraries again (major faults at every start). This process keeps open, read once,
 // every library the measured binaries load, for its whole run: what a host's page cache does for
@@ -301,6 +300,7 @@ void hold_shared_libraries(const std::string& exe, std::string& note) {
   if (held == 0 && note.empty()) note = "cannot list the shared libraries of " + exe;
 }
 
+// The last few lines of a child's output, indented, for a failure report.
 std::string tail(const std::string& text, int lines = 6) {
   size_t pos = text.size();
   for (int i = 0; i <= lines && pos > 0; ++i) {
@@ -639,8 +639,9 @@ int main(int argc, char** argv) try {
     complete = false;
   };
 
-  std::printf("\n(a) process wall time, spawn to reap; median of %d interleaved runs each, order shuffled per round, the run from its file after them (after one "
-              "warm-up run each)\n", opt.runs);
+  std::printf("\n(a) process wall time, spawn to reap; median of %d interleaved runs each, order "
+              "shuffled per round, the run from its file after them (after one warm-up run "
+              "each)\n", opt.runs);
   for (const Series* s : {&series[0], &series[1]}) {
     if (s->failure) {
       report_failure(*s);
