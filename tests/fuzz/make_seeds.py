@@ -113,6 +113,33 @@ def image_seeds():
     write("corpus_guest_image", "bzimage_old_protocol", b"\x01" + bzimage(protocol=0x020B))
 
 
+def page_walker_seeds():
+    """64 KiB of guest RAM holding page tables, then CR3, then (op, linear address) pairs."""
+    P, W, U, PS = 1, 2, 4, 0x80
+
+    def tables(entries):
+        ram = bytearray(64 * 1024)
+        for address, value in entries:
+            struct.pack_into("<Q", ram, address, value)
+        return bytes(ram)
+
+    def ops(pairs):
+        return b"".join(struct.pack("<BQ", op, linear) for op, linear in pairs)
+
+    accesses = ops([(0x07, 0x0), (0x47, 0x1000), (0x87, 0x5000), (0xC7, 0x7FF8), (0x87, 0xFFFF8),
+                    (0x00, 0x7FFFFFFFF000), (0x80, 0xFFFF800000000000)])
+    four_k = [(0x1000, 0x2000 | P | W | U), (0x2000, 0x3000 | P | W | U), (0x3000, 0x4000 | P | W | U)]
+    four_k += [(0x4000 + 8 * i, (i << 12) | P | W | U) for i in range(16)]
+    four_k += [(0x4000 + 8 * 7, (7 << 12) | P | U)]  # read-only
+    write("corpus_page_walker", "four_k_pages", tables(four_k) + struct.pack("<Q", 0x1000) + accesses)
+    two_m = [(0x1000, 0x2000 | P | W | U), (0x2000, 0x3000 | P | W | U), (0x3000, P | W | U | PS)]
+    write("corpus_page_walker", "two_m_page_past_ram", tables(two_m) + struct.pack("<Q", 0x1000) + accesses)
+    one_g = [(0x1000, 0x2000 | P | W | U), (0x2000, P | W | U | PS)]
+    write("corpus_page_walker", "one_g_page", tables(one_g) + struct.pack("<Q", 0x1000) + accesses)
+    loop = [(0x1000, 0x1000 | P | W | U), (0x1008, 0xF0000000 | P | W | U)]
+    write("corpus_page_walker", "self_reference", tables(loop) + struct.pack("<Q", 0x1000) + accesses)
+
+
 def message(kind, payload):
     return struct.pack("<BI", kind, len(payload)) + payload
 
@@ -146,6 +173,7 @@ def migration_seeds(snapshot):
 def main():
     http_seeds()
     api_body_seeds()
+    page_walker_seeds()
     libvirt_seeds()
     image_seeds()
     if len(sys.argv) > 1:
