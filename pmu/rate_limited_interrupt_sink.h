@@ -46,6 +46,9 @@ class RateLimitedInterruptSink : public InterruptSink {
 
  // Snapshot / migration: what is held and the counts. The delivery-time history is steady-clock
   // time of this process and means nothing elsewhere: a restored limiter starts a fresh window.
+  // The version of what archive() saves: bump it with any change to that (snapshot sections,
+  // vmm/snapshot/state_sections.h).
+  static constexpr uint16_t kStateVersion = 1;
   template <class Archive>
   void archive(Archive& a) {
     a(pending_[kNmi], pending_[kPmi], pending_vectors_, delivered_, throttled_, coalesced_);

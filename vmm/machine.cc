@@ -21,6 +21,7 @@
 #include "guest/abi/pmuvm_abi.h"
 #include "vmm/api/api_server.h"
 #include "vmm/boot/long_mode.h"
+#include "vmm/cpu/cache_model_geometry.h"
 #include "vmm/cpu/cpuid_table.h"
 #include "vmm/machine_api.h"
 #include "vmm/machine_impl.h"
@@ -87,18 +88,6 @@ std::vector<kvm_cpuid_entry2> to_kvm(const std::vector<CpuidEntry>& table) {
   return out;
 }
 
-pmu::cache::Geometry to_cache_geometry(const CacheGeometry& g) {
-  auto level = [](const CacheLevel& l) {
-    return pmu::cache::LevelGeometry{l.size_kib * 1024, l.ways, l.latency_cycles};
-  };
-  pmu::cache::Geometry out;
-  out.line_size = g.line_size;
-  out.l1d = level(g.l1d);
-  out.l2 = level(g.l2);
-  if (g.l3) out.l3 = level(*g.l3);
-  out.dram_latency_cycles = g.dram_latency_cycles;
-  return out;
-}
 
 }  // namespace
 
@@ -343,11 +332,12 @@ void Machine::Impl::create_vcpus(const LoadedGuest& guest) {
     v->control = std::make_unique<VcpuControlBlock>(i, i, options.profile.lwp, options.seed, ram,
                                                     v->tap, netburst, &v->page_faults);
     if (options.stepper == MachineOptions::Stepper::kGuest)
-      v->guest_stepper = std::make_unique<GuestAssistedStepper>(ram, to_cache_geometry(options.profile.cache));
+      v->guest_stepper =
+          std::make_unique<GuestAssistedStepper>(ram, cache_model_geometry(options.profile.cache));
     if (options.stepper == MachineOptions::Stepper::kKvm ||
         options.stepper == MachineOptions::Stepper::kKvmSingle)
       v->kvm_stepper = std::make_unique<StepController>(
-          ram, to_cache_geometry(options.profile.cache),
+          ram, cache_model_geometry(options.profile.cache),
           StepController::Options{.block_steps = options.stepper == MachineOptions::Stepper::kKvm});
     // The cache model sees the accesses of instructions that retire while an enabled event can
     // use them: a VM that profiles only instructions and branches leaves it empty (issue 21).

@@ -41,6 +41,7 @@
 #include "vmm/progress_pauses.h"
 #include "vmm/report/lwp_report.h"
 #include "vmm/vcpu_control_block.h"
+#include "vmm/vcpu_counts.h"
 #include "vmm/vmm_error.h"
 
 namespace vmm {
@@ -232,12 +233,17 @@ struct Machine::Impl : MachineControl {
     uint64_t io_exits = 0;     // ... port I/O and MMIO
     uint64_t msr_exits = 0;    // ... RDMSR/WRMSR
 
-    // Snapshot / migration of the bookkeeping above (the models have their own archives).
-    template <class Archive>
-    void archive(Archive& a) {
-      uint32_t t = task;
-      a(counted, t, interrupts.pmi_pending, page_faults.delivered, page_faults.dropped);
-      task = t;
+    // Snapshot / migration of the bookkeeping above (the models have their own archives), in
+    // the format of VcpuCounts.
+    VcpuCounts counts() const {
+      return {counted, task, interrupts.pmi_pending, page_faults.delivered, page_faults.dropped};
+    }
+    void set_counts(const VcpuCounts& c) {
+      counted = c.counted;
+      task = c.task;
+      interrupts.pmi_pending = c.pmi_pending;
+      page_faults.delivered = c.page_faults_delivered;
+      page_faults.dropped = c.page_faults_dropped;
     }
   };
   std::vector<std::unique_ptr<Vcpu>> vcpus;

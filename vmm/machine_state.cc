@@ -102,35 +102,42 @@ std::vector<std::byte> Machine::Impl::archived(T& value) {
   return w.take();
 }
 
+
+// One section per component, each with its own version (StateSections::add_component); the LWP
+// unit and the NetBurst PMU save their own versioned formats (pmu/lwp/save_area.h,
+// pmu/netburst/save_state.h).
 StateSections Machine::Impl::capture_state() {
   StateSections s;
   VmArchState vm_state = vm->save_state(is_linux());
-  s.add("vm.kvm", archived(vm_state));
+  s.add_component("vm.kvm", VmArchState::kStateVersion, archived(vm_state));
   const std::vector<uint32_t> msrs = kvm->msrs_to_save();
   for (auto& vp : vcpus) {
     Vcpu& v = *vp;
     const std::string p = "vcpu" + std::to_string(v.kvm->index()) + ".";
     VcpuArchState arch = v.kvm->save_state(msrs);
-    s.add(p + "kvm", archived(arch));
+    s.add_component(p + "kvm", VcpuArchState::kStateVersion, archived(arch));
     s.add(p + "lwp", v.control->save_state());
     if (auto netburst = v.control->save_netburst_state()) s.add(p + "netburst", *netburst);
-    pmu::StateWriter w;
-    w(v, *v.limited);
-    if (v.kvm_stepper) w(*v.kvm_stepper);
-    if (v.guest_stepper) w(*v.guest_stepper);
-    s.add(p + "vmm", w.take());
+    VcpuCounts counts = v.counts();
+    s.add_component(p + "counts", VcpuCounts::kStateVersion, archived(counts));
+    s.add_component(p + "interrupt_limit", pmu::RateLimitedInterruptSink::kStateVersion,
+                    archived(*v.limited));
+    if (v.kvm_stepper)
+      s.add_component(p + "kvm_stepper", StepController::kStateVersion, archived(*v.kvm_stepper));
+    if (v.guest_stepper)
+      s.add_component(p + "guest_stepper", GuestAssistedStepper::kStateVersion,
+                      archived(*v.guest_stepper));
   }
   {
     std::lock_guard<std::mutex> g(serial_lock);
-    pmu::StateWriter w;
-    w(serial, rtc, console_line);
-    s.add("devices", w.take());
+    s.add_component("devices.serial", Serial16550::kStateVersion, archived(serial));
+    s.add_component("devices.cmos", CmosRtc::kStateVersion, archived(rtc));
+    s.add_component("devices.console", kConsoleLineStateVersion, archived(console_line));
   }
   {
     std::lock_guard<std::mutex> g(report_lock);
-    pmu::StateWriter w;
-    w(report, linux_tasks);
-    s.add("report", w.take());
+    s.add_component("report.lwp", LwpReport::kStateVersion, archived(report));
+    s.add_component("report.linux_tasks", kLinuxTasksStateVersion, archived(linux_tasks));
   }
   return s;
 }
@@ -141,17 +148,20 @@ void Machine::Impl::apply_state(const StateSections& s) {
     if (!bytes) throw UsageError("the snapshot has no " + name + " state");
     return *bytes;
   };
-  auto read = [&](const std::string& name, auto&&... values) {
+  // Component `name` at `version` into `value`, all of it.
+  auto read = [&](const std::string& name, uint16_t version, auto& value) {
+    auto archive = s.component(name, version);
+    if (auto* error = std::get_if<std::string>(&archive)) throw UsageError(*error);
     try {
-      pmu::StateReader r(section(name));
-      r(values...);
+      pmu::StateReader r(std::get<std::span<const std::byte>>(archive));
+      r(value);
       r.expect_end();
     } catch (const pmu::StateFormatError& e) {
       throw UsageError("the snapshot's " + name + " state: " + e.what());
     }
   };
   VmArchState vm_state;
-  read("vm.kvm", vm_state);
+  read("vm.kvm", VmArchState::kStateVersion, vm_state);
   const std::vector<uint32_t> msrs = kvm->msrs_to_save();  // what a restore may set
   if (is_linux() != vm_state.pit.has_value())
     throw UsageError("the snapshot's device state does not match its guest kind");
@@ -159,7 +169,7 @@ void Machine::Impl::apply_state(const StateSections& s) {
     Vcpu& v = *vp;
     const std::string p = "vcpu" + std::to_string(v.kvm->index()) + ".";
     VcpuArchState arch;
-    read(p + "kvm", arch);
+    read(p + "kvm", VcpuArchState::kStateVersion, arch);
     v.kvm->restore_state(arch, msrs);
     v.kvm->load_exit_state();
     if (auto error = v.control->restore_state(section(p + "lwp")))
@@ -167,18 +177,27 @@ void Machine::Impl::apply_state(const StateSections& s) {
     if (auto error = v.control->restore_netburst_state(s.find(p + "netburst")))
       throw UsageError("the snapshot's " + p + "netburst state: " + *error);
     if (v.kvm_stepper && v.guest_stepper) throw std::logic_error("two steppers");
-    if (v.kvm_stepper) read(p + "vmm", v, *v.limited, *v.kvm_stepper);
-    else if (v.guest_stepper) read(p + "vmm", v, *v.limited, *v.guest_stepper);
-    else read(p + "vmm", v, *v.limited);
+    VcpuCounts counts;
+    read(p + "counts", VcpuCounts::kStateVersion, counts);
+    v.set_counts(counts);
+    read(p + "interrupt_limit", pmu::RateLimitedInterruptSink::kStateVersion, *v.limited);
+    // The stepper the snapshot's manifest named is the one this machine was built with
+    // (restore checks it), so its section is there; a crafted one without it is refused here.
+    if (v.kvm_stepper) read(p + "kvm_stepper", StepController::kStateVersion, *v.kvm_stepper);
+    if (v.guest_stepper)
+      read(p + "guest_stepper", GuestAssistedStepper::kStateVersion, *v.guest_stepper);
     v.debug_unknown = true;
   }
   vm->restore_state(vm_state);
-  read("devices", serial, rtc, console_line);
-  read("report", report, linux_tasks);
+  read("devices.serial", Serial16550::kStateVersion, serial);
+  read("devices.cmos", CmosRtc::kStateVersion, rtc);
+  read("devices.console", kConsoleLineStateVersion, console_line);
+  read("report.lwp", LwpReport::kStateVersion, report);
+  read("report.linux_tasks", kLinuxTasksStateVersion, linux_tasks);
   if (linux_tasks.size() > LwpReport::kMaxTasks)
-    throw UsageError("the snapshot's report state: " + std::to_string(linux_tasks.size()) +
-                     " Linux address spaces (at most " + std::to_string(LwpReport::kMaxTasks) +
-                     ")");
+    throw UsageError("the snapshot's report.linux_tasks state: " +
+                     std::to_string(linux_tasks.size()) + " Linux address spaces (at most " +
+                     std::to_string(LwpReport::kMaxTasks) + ")");
 }
 
 nlohmann::json Machine::Impl::describe() {

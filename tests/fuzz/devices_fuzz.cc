@@ -1,7 +1,7 @@
 // libFuzzer target for pmuvm's emulated devices (vmm/devices): the guest drives their ports, and
 // a snapshot or migration stream carries their state (DESIGN §4.12). The input: u16 length, then
 // that many bytes of archived state (the 16550's registers and receive FIFO, then the CMOS RAM
-// and index: the machine's "devices" section without its console line), loaded when they form a
+// and index: the archives of the machine's devices.serial and devices.cmos sections), loaded when they form a
 // valid archive (else the devices start from reset); the rest is port accesses, 3 bytes each
 // (port offset, value, read/write + device). Checked: no crash or sanitizer report, and a saved
 // device reloads to the same bytes.

@@ -197,6 +197,30 @@ TEST(StateSections, RoundTripAndChecks) {
                 std::to_string(vmm::kSnapshotFormatVersion) + ")");
 }
 
+// A component section carries its component's version; a reader of another version, a missing
+// section and one too short to hold a version are each refused by name.
+TEST(StateSections, ComponentSectionsCarryTheirVersion) {
+  vmm::StateSections s;
+  s.add_component("devices.cmos", 3, {std::byte{0xAA}, std::byte{0xBB}});
+  s.add("short", {std::byte{1}});
+  const auto back = vmm::StateSections::parse(s.serialize());
+  ASSERT_TRUE(std::holds_alternative<vmm::StateSections>(back));
+  const vmm::StateSections& r = std::get<vmm::StateSections>(back);
+  EXPECT_EQ(*r.find("devices.cmos"),
+            (std::vector<std::byte>{std::byte{3}, std::byte{0}, std::byte{0xAA}, std::byte{0xBB}}));
+  auto ok = r.component("devices.cmos", 3);
+  ASSERT_TRUE(std::holds_alternative<std::span<const std::byte>>(ok));
+  const auto archive = std::get<std::span<const std::byte>>(ok);
+  EXPECT_EQ(std::vector<std::byte>(archive.begin(), archive.end()),
+            (std::vector<std::byte>{std::byte{0xAA}, std::byte{0xBB}}));
+  EXPECT_EQ(std::get<std::string>(r.component("devices.cmos", 4)),
+            "the snapshot's devices.cmos state is version 3 (this pmuvm reads version 4)");
+  EXPECT_EQ(std::get<std::string>(r.component("devices.serial", 1)),
+            "the snapshot has no devices.serial state");
+  EXPECT_EQ(std::get<std::string>(r.component("short", 1)),
+            "the snapshot's short state has no version");
+}
+
 TEST(CpuidBitsMissing, NamesEachRegisterThatLacksBits) {
   using vmm::CpuidEntry;
   const std::vector<CpuidEntry> saw = {{1, 0, 0, 0x600f12, 0, 0x80200001, 0x178bfbff},

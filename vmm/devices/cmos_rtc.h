@@ -34,6 +34,9 @@ class CmosRtc {
   void write(uint16_t port, uint8_t value);
 
   // Snapshot / migration (the clock itself is the host's wall time).
+  // The version of what archive() saves: bump it with any change to that (snapshot sections,
+  // vmm/snapshot/state_sections.h).
+  static constexpr uint16_t kStateVersion = 1;
   template <class Archive>
   void archive(Archive& a) {
     a(ram_, index_);

@@ -70,6 +70,9 @@ class Serial16550 {
 
   // Snapshot / migration: the registers and the receive FIFO (the IRQ line level is part of it;
   // the in-kernel PIC/IOAPIC state that saw it travels with the irqchip).
+  // The version of what archive() saves: bump it with any change to that (snapshot sections,
+  // vmm/snapshot/state_sections.h).
+  static constexpr uint16_t kStateVersion = 1;
   template <class Archive>
   void archive(Archive& a) {
     a(ier_, lcr_, mcr_, scr_, fcr_, dll_, dlm_, lsr_errors_, msr_delta_, thr_ipending_, irq_level_,

@@ -35,6 +35,9 @@ struct VcpuArchState {
   kvm_debugregs debugregs{};
   std::vector<MsrValue> msrs;  // every MSR KVM lists as one to save (KVM_GET_MSR_INDEX_LIST)
 
+  // The version of what archive() saves: bump it with any change to that (snapshot sections,
+  // vmm/snapshot/state_sections.h).
+  static constexpr uint16_t kStateVersion = 1;
   template <class Archive>
   void archive(Archive& a) {
     a(pmu::raw_bytes(regs), pmu::raw_bytes(sregs), pmu::raw_bytes(xsave), pmu::raw_bytes(xcrs),
@@ -50,6 +53,9 @@ struct VmArchState {
   std::optional<kvm_pit_state2> pit;  // only VMs that have one (Linux guests)
   kvm_clock_data clock{};
 
+  // The version of what archive() saves: bump it with any change to that (snapshot sections,
+  // vmm/snapshot/state_sections.h).
+  static constexpr uint16_t kStateVersion = 1;
   template <class Archive>
   void archive(Archive& a) {
     a(pmu::raw_bytes(pic_master), pmu::raw_bytes(pic_slave), pmu::raw_bytes(ioapic));

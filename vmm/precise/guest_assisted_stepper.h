@@ -42,7 +42,10 @@ class GuestAssistedStepper {
   uint64_t steps() const { return steps_; }  // PMUVM_MSR_STEP reports
   const StepSequencer& sequencer() const { return sequencer_; }
 
-  // Snapshot / migration.
+  // Snapshot / migration. The version covers the accountant's models (cache, predictor) too.
+  // The version of what archive() saves: bump it with any change to that (snapshot sections,
+  // vmm/snapshot/state_sections.h).
+  static constexpr uint16_t kStateVersion = 1;
   template <class Archive>
   void archive(Archive& a) {
     a(accountant_, sequencer_, bad_frames_, steps_);

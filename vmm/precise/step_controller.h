@@ -263,7 +263,11 @@ class StepController {
   };
   const Stats& stats() const { return stats_; }
 
-  // Snapshot / migration: everything but the guest-memory views (rebuilt over the new RAM).
+  // Snapshot / migration: everything but the guest-memory views (rebuilt over the new RAM). The
+  // version covers the accountants' models (cache, predictor) too.
+  // The version of what archive() saves: bump it with any change to that (snapshot sections,
+  // vmm/snapshot/state_sections.h).
+  static constexpr uint16_t kStateVersion = 1;
   template <class Archive>
   void archive(Archive& a) {
     a(user_accountant_, kernel_accountant_, entries_, mode_, scope_, pre_, have_pre_, plan_,

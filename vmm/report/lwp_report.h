@@ -38,6 +38,9 @@ class LwpReport {
   std::string render(int top = 10, int bar_width = 30) const;
 
   // Snapshot / migration: a restored run reports everything since boot.
+  // The version of what archive() saves: bump it with any change to that (snapshot sections,
+  // vmm/snapshot/state_sections.h).
+  static constexpr uint16_t kStateVersion = 1;
   template <class Archive>
   void archive(Archive& a) {
     a(tasks_);

@@ -36,6 +36,27 @@ void StateSections::add(const std::string& name, std::vector<std::byte> bytes) {
   sections_[name] = std::move(bytes);
 }
 
+void StateSections::add_component(const std::string& name, uint16_t version,
+                                  std::vector<std::byte> archive) {
+  std::vector<std::byte> bytes;
+  bytes.reserve(2 + archive.size());
+  append_le(bytes, version, 2);
+  bytes.insert(bytes.end(), archive.begin(), archive.end());
+  sections_[name] = std::move(bytes);
+}
+
+std::variant<std::span<const std::byte>, std::string> StateSections::component(
+    const std::string& name, uint16_t version) const {
+  const std::vector<std::byte>* bytes = find(name);
+  if (!bytes) return "the snapshot has no " + name + " state";
+  if (bytes->size() < 2) return "the snapshot's " + name + " state has no version";
+  const uint64_t saved = read_le(bytes->data(), 2);
+  if (saved != version)
+    return "the snapshot's " + name + " state is version " + std::to_string(saved) +
+           " (this pmuvm reads version " + std::to_string(version) + ")";
+  return std::span<const std::byte>(*bytes).subspan(2);
+}
+
 const std::vector<std::byte>* StateSections::find(const std::string& name) const {
   auto it = sections_.find(name);
   return it == sections_.end() ? nullptr : &it->second;

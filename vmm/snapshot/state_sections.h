@@ -23,7 +23,15 @@ namespace vmm {
 // 3: the LWP report counts the records it keeps no address for (LwpReport::kMaxAddresses).
 // 4: the step controller keeps a planned block (block stepping) and counts blocks.
 // 5: the manifest's files carry an XXH64 ("xxh64", file_checksum.h) instead of a CRC-32.
-inline constexpr uint32_t kSnapshotFormatVersion = 5;
+// 6: one section per component, each with its own version (add_component): vcpuN.counts,
+//    .interrupt_limit, .kvm_stepper / .guest_stepper instead of vcpuN.vmm; devices.serial,
+//    .cmos, .console instead of devices; report.lwp, report.linux_tasks instead of report.
+inline constexpr uint32_t kSnapshotFormatVersion = 6;
+
+// Versions of the sections whose value is a plain type (every other component section carries
+// its class's kStateVersion): bump with any change to what is saved.
+inline constexpr uint16_t kConsoleLineStateVersion = 1;  // devices.console: std::string
+inline constexpr uint16_t kLinuxTasksStateVersion = 1;   // report.linux_tasks: CR3 -> task number
 
 // zlib's CRC-32 of `bytes`, continuing from `crc` (0 to start).
 uint32_t crc32_of(std::span<const std::byte> bytes, uint32_t crc = 0);
@@ -31,6 +39,15 @@ uint32_t crc32_of(std::span<const std::byte> bytes, uint32_t crc = 0);
 class StateSections {
  public:
   void add(const std::string& name, std::vector<std::byte> bytes);
+  // A component's section: the version of that component's archive (u16), then the archive. A
+  // component that changes what it saves bumps its version (kStateVersion beside its archive()),
+  // and a pmuvm that reads another version refuses the section by name instead of misreading it;
+  // tests/snapshot/golden_state_test.cc catches a change made without a bump.
+  void add_component(const std::string& name, uint16_t version, std::vector<std::byte> archive);
+  // The archive in component section `name`, or a one-line reason: the section is missing, or
+  // holds another version than `version`.
+  std::variant<std::span<const std::byte>, std::string> component(const std::string& name,
+                                                                  uint16_t version) const;
   // The section's bytes, or nullptr when the snapshot has none of that name.
   const std::vector<std::byte>* find(const std::string& name) const;
   const std::map<std::string, std::vector<std::byte>>& all() const { return sections_; }
