@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <limits>
 #include <string>
 
 #include "pmu/rate_limited_interrupt_sink.h"
@@ -38,6 +39,21 @@ std::string to_json_text(const SnapshotManifest& m) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+// A JSON number that is a whole, non-negative number fitting T. nlohmann's get<T>() would convert
+// whatever it finds: a float by a cast (undefined behaviour past T's range), a larger integer by
+// truncation (a vCPU count of 2^32 + 1 read as 1). Anything else is the type_error that
+// parse_manifest reports as a field of the wrong type.
+template <typename T>
+T whole_number(const nlohmann::json& v) {
+  if (!v.is_number_unsigned() || v.get<uint64_t>() > std::numeric_limits<T>::max())
+    throw nlohmann::json::type_error::create(302, "not a whole number in range", &v);
+  return static_cast<T>(v.get<uint64_t>());
+}
+
+}  // namespace
+
 std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& text) {
   // The manifest embeds the profile (as deep as a profile file may be, kMaxJsonDepth) two
   // levels down. Deeper is crafted: it is refused while parsing.
@@ -59,16 +75,16 @@ std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& te
   SnapshotManifest m;
   try {
     const nlohmann::json& machine = j.at("machine");
-    m.vcpus = machine.at("vcpus").get<uint32_t>();
-    m.mem_mib = machine.at("mem_mib").get<uint64_t>();
-    m.seed = machine.at("seed").get<uint64_t>();
-    m.timer_hz = machine.at("timer_hz").get<uint32_t>();
+    m.vcpus = whole_number<uint32_t>(machine.at("vcpus"));
+    m.mem_mib = whole_number<uint64_t>(machine.at("mem_mib"));
+    m.seed = whole_number<uint64_t>(machine.at("seed"));
+    m.timer_hz = whole_number<uint32_t>(machine.at("timer_hz"));
     m.stepper = machine.at("stepper").get<std::string>();
     const std::string guest = machine.at("guest").get<std::string>();
     if (guest != "bundled" && guest != "linux") return "unknown guest kind \"" + guest + "\"";
     m.linux_guest = guest == "linux";
     m.kernel = machine.at("kernel").get<std::string>();
-    m.max_interrupt_rate = machine.at("max_interrupt_rate").get<uint32_t>();
+    m.max_interrupt_rate = whole_number<uint32_t>(machine.at("max_interrupt_rate"));
     if (m.stepper != "kvm" && m.stepper != "kvm-single" && m.stepper != "guest" &&
         m.stepper != "none")
       return "unknown stepper \"" + m.stepper + "\"";
@@ -83,10 +99,10 @@ std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& te
     m.profile = std::move(*profile.profile);
     for (const nlohmann::json& e : j.at("cpu").at("cpuid")) {
       if (!e.is_array() || e.size() != 7) return std::string("a CPUID entry is not 7 numbers");
-      m.cpuid.push_back(CpuidEntry{e[0].get<uint32_t>(), e[1].get<uint32_t>(),
-                                   e[2].get<uint32_t>(), e[3].get<uint32_t>(),
-                                   e[4].get<uint32_t>(), e[5].get<uint32_t>(),
-                                   e[6].get<uint32_t>()});
+      m.cpuid.push_back(CpuidEntry{whole_number<uint32_t>(e[0]), whole_number<uint32_t>(e[1]),
+                                   whole_number<uint32_t>(e[2]), whole_number<uint32_t>(e[3]),
+                                   whole_number<uint32_t>(e[4]), whole_number<uint32_t>(e[5]),
+                                   whole_number<uint32_t>(e[6])});
     }
     if (j.contains("files"))
       for (const auto& [name, f] : j.at("files").items()) {
@@ -94,7 +110,7 @@ std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& te
             parse_checksum_text(f.at("xxh64").get<std::string>());
         if (!checksum)
           return "the manifest's checksum of " + name + " is not 16 hex digits";
-        m.files[name] = SnapshotManifest::File{f.at("bytes").get<uint64_t>(), *checksum};
+        m.files[name] = SnapshotManifest::File{whole_number<uint64_t>(f.at("bytes")), *checksum};
       }
   } catch (const nlohmann::json::exception&) {
     // Which field: the exception text is nlohmann's; ours names the part.
