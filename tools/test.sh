@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds everything, runs every test
-# (unit, conformance, property, end-to-end), runs each fuzzer for FUZZ_SECONDS (default 30),
+# (unit, conformance, property, end-to-end), runs each fuzzer for FUZZ_SECONDS (default 20),
 # and closes with one line `N passed, N failed` summed over all test cases. Prints how long each
 # phase and each test target took.
 #
@@ -62,7 +62,7 @@ extra=()
 if ((repeat == 0)); then
   # Every fuzz target of tests/fuzz/BUILD, built with --config=fuzz in its own output base,
   # FUZZ_SECONDS each (their seeds already ran as tests above, in this build).
-  echo "== fuzzing: every target for ${FUZZ_SECONDS:=30} s"
+  echo "== fuzzing: every target for ${FUZZ_SECONDS:=20} s"
   fuzz_log=$(mktemp --suffix=.fuzz.log)
   FUZZ_SECONDS=$FUZZ_SECONDS tests/fuzz/run_fuzzer.sh 2>&1 | tee "$fuzz_log" |
     grep -vE '^(\[[0-9]|INFO: |Loading|Analyzing|Target |  /|Starting local Bazel)'
