@@ -93,6 +93,7 @@
 
 #include "pmu/cache/cache_model.h"
 #include "pmu/retired_instruction.h"
+#include "pmu/state_archive.h"
 #include "vmm/memory/guest_ram.h"
 #include "vmm/memory/page_walker.h"
 #include "vmm/precise/debug_slots.h"
@@ -272,10 +273,17 @@ class StepController {
   void archive(Archive& a) {
     a(user_accountant_, kernel_accountant_, entries_, mode_, scope_, pre_, have_pre_, plan_,
       stats_, block_open_);
-    // Untrusted when loaded (a snapshot, a migration stream): a block is never longer.
+    // Untrusted when loaded (a snapshot, a migration stream): a block is never longer, and the
+    // enums hold one of their values (the archive reads any byte into them).
     if (plan_.block.size() >= kMaxBlockInstructions)
-      throw std::runtime_error("step controller state: a block of " +
+      throw pmu::StateFormatError("step controller state: a block of " +
                                std::to_string(plan_.block.size() + 1) + " instructions");
+    if (mode_ > Mode::kKernelStep || scope_ > StepScope::kEveryCpl ||
+        plan_.stop > Plan::Stop::kTrapFlagStep)
+      throw pmu::StateFormatError("step controller state: mode " +
+                               std::to_string(static_cast<int>(mode_)) + ", scope " +
+                               std::to_string(static_cast<int>(scope_)) + ", stop " +
+                               std::to_string(static_cast<int>(plan_.stop)) + " (no such value)");
     sites_stale_ = true;  // entries_ may be new
     pre_bytes_.size = 0;
     pre_decoded_.reset();
