@@ -102,7 +102,6 @@ std::vector<std::byte> Machine::Impl::archived(T& value) {
   return w.take();
 }
 
-
 // One section per component, each with its own version (StateSections::add_component); the LWP
 // unit and the NetBurst PMU save their own versioned formats (pmu/lwp/save_area.h,
 // pmu/netburst/save_state.h).
