@@ -23,7 +23,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 all=(lwp_msr_fuzz model_state_fuzz block_planner_fuzz netburst_state_fuzz manifest_fuzz
      profile_fuzz libvirt_xml_fuzz http_wire_fuzz api_body_fuzz page_walker_fuzz
-     devices_fuzz guest_image_fuzz migration_stream_fuzz)
+     devices_fuzz stepper_state_fuzz guest_image_fuzz migration_stream_fuzz)
 fuzzers=("$@")
 ((${#fuzzers[@]} == 0)) && fuzzers=("${all[@]}")
 
