@@ -112,9 +112,9 @@ TEST_F(ApiServerTest, MalformedJsonIs400) {
   for (const char* body :
        {"{", "{\"destination_url\": }", "nul", "{\"a\":1}}", "\xff\xfe", "{\"a\":1e99999}"}) {
     expect_error(http_request(socket_, "PUT", "/api/v1/vm.snapshot", body), 400,
-                 "body is not valid JSON: ");
+                 "body at 1:");
     expect_error(http_request(socket_, "PUT", "/api/v1/vm.pause", body), 400,
-                 "body is not valid JSON: ");
+                 "body at 1:");
   }
   for (const char* body : {"[]", "\"file:///x\"", "1", "null"})
     expect_error(http_request(socket_, "PUT", "/api/v1/vm.snapshot", body), 400,

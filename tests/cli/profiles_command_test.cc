@@ -77,7 +77,8 @@ TEST(ProfilesCommand, BaselineErrors) {
   EXPECT_EQ(unknown.err.rfind("pmuvm: unknown CPU profile 'pentium-9'", 0), 0u) << unknown.err;
   const std::string bad = TempFile("bad.json", "{\n  \"name\": \"x\",\n  \"vendor\": ,\n}\n");
   EXPECT_EQ(Baseline({"amd-lwp", bad}).err,
-            "pmuvm: " + bad + ":3:13: JSON syntax error: unexpected ','; expected a value\n");
+            "pmuvm: " + bad + ":3:13: JSON syntax error while parsing value - unexpected ','; "
+                             "expected '[', '{', or a literal\n");
   // libvirt refuses two vendors: status 3 with libvirt's message, and nothing on stdout.
   const Output vendors = Baseline({"amd-lwp", "intel-netburst"});
   EXPECT_EQ(vendors.status, 3);

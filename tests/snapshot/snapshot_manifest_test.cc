@@ -33,19 +33,35 @@ std::string error_with(const std::string& from, const std::string& to) {
 
 TEST(SnapshotManifest, TheGoldenManifestReads) { EXPECT_EQ(error_with("{", "{"), ""); }
 
+// Each refusal names the field by its path and the line:column of its key in the text.
 TEST(SnapshotManifest, NumbersMustBeWholeAndFitTheirField) {
-  const std::string wrong =
-      "the manifest lacks a field or has one of the wrong type (machine, cpu, files)";
-  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 4294967297,"), wrong);  // was read as 1
-  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 1.98741e+47,"), wrong);
-  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 1.0,"), wrong);
-  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": -1,"), wrong);
-  EXPECT_EQ(error_with("\"timer_hz\": 100,", "\"timer_hz\": 1.5,"), wrong);
-  EXPECT_EQ(error_with("\"mem_mib\": 256,", "\"mem_mib\": 2.56e2,"), wrong);
-  EXPECT_EQ(error_with("\"seed\": 1,", "\"seed\": 18446744073709551616,"), wrong);
+  const std::string vcpus = "machine.vcpus (at 5:5) is not a whole number from 0 to 4294967295";
+  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 4294967297,"), vcpus);  // was read as 1
+  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 1.98741e+47,"), vcpus);
+  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 1.0,"), vcpus);
+  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": -1,"), vcpus);
+  EXPECT_EQ(error_with("\"timer_hz\": 100,", "\"timer_hz\": 1.5,"),
+            "machine.timer_hz (at 8:5) is not a whole number from 0 to 4294967295");
+  EXPECT_EQ(error_with("\"mem_mib\": 256,", "\"mem_mib\": 2.56e2,"),
+            "machine.mem_mib (at 6:5) is not a whole number from 0 to 18446744073709551615");
+  EXPECT_EQ(error_with("\"seed\": 1,", "\"seed\": 18446744073709551616,"),
+            "machine.seed (at 7:5) is not a whole number from 0 to 18446744073709551615");
   EXPECT_EQ(error_with("\"cpuid\": [\n      [\n        0,", "\"cpuid\": [\n      [\n        4294967296,"),
-            wrong);
+            "cpu.cpuid[0][0] (at 123:9) is not a whole number from 0 to 4294967295");
   EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 2,"), "");  // a whole number in range reads
+}
+
+TEST(SnapshotManifest, MissingAndMistypedFieldsAreNamed) {
+  EXPECT_EQ(error_with("\"seed\": 1,", ""), "machine.seed (at 4:3) is missing");
+  EXPECT_EQ(error_with("\"guest\": \"bundled\"", "\"guest\": true"),
+            "machine.guest (at 10:5) is not a string");
+  EXPECT_EQ(error_with("\"xxh64\": \"", "\"xxh64\": \"z"),
+            "files.memory.bin.xxh64 (at 253:7) is not 16 hex digits");
+  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 1,,"),
+            "at 5:16: JSON syntax error while parsing object key - unexpected ','; expected "
+            "string literal");
+  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 1, \"vcpus\": 1,"),
+            "at 5:17: duplicate key machine.vcpus (JSON would silently keep only the last one)");
 }
 
 }  // namespace

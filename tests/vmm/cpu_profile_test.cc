@@ -73,9 +73,7 @@ TEST(ShippedProfiles, EveryProfileParsesAndValidates) {
   }
 }
 
-// The file goes through the full JSON reader (duplicate keys, depth, positions), the embedded
-// text through builtin_profile's fast path (TextOrigin::kShipped, no positions): both must give
-// the same profile, so the fast path never accepts what the full reader would refuse.
+// The embedded text is the file, and both load to the same profile.
 TEST(ShippedProfiles, EmbeddedTextIsTheFileAndLoadsIdentically) {
   for (const std::string& name : builtin_profile_names()) {
     SCOPED_TRACE(name);
@@ -291,19 +289,23 @@ TEST(Describe, SummarisesIdentityLwpAndCache) {
 }
 
 // ---- errors: one test per class, exact FILE:LINE:COLUMN ----------------------------------------
+// A syntax error points at the byte where nlohmann's parser noticed it (the last byte it read);
+// the reason is nlohmann's. Errors found after parsing point at the key or element they name.
 
-TEST(Errors, JsonSyntaxPointsAtTheUnexpectedToken) {
-  // Line 7 lacks its comma; the parser trips over the key "cache" at line 8, column 3.
+TEST(Errors, JsonSyntaxPointsWhereTheParserStopped) {
+  // Line 7 lacks its comma; the parser trips over the key "cache" at line 8 (columns 3..9).
   EXPECT_EQ(ErrorOf(ProfileWith({"  \"stepping\": 2"})),
-            "t.json:8:3: JSON syntax error: unexpected string \"cache\"; expected ',' or '}'");
+            "t.json:8:9: JSON syntax error while parsing object - unexpected string literal; "
+            "expected '}'");
 }
 
 TEST(Errors, JsonSyntaxBadLiteralAndEndOfInput) {
   EXPECT_EQ(ErrorOf(ProfileWith({"  \"stepping\": two,"})),
-            "t.json:7:15: JSON syntax error: invalid literal (JSON's words are true, false and "
-            "null; strings need double quotes)");
+            "t.json:7:16: JSON syntax error while parsing value - invalid literal; last read: "
+            "'\"stepping\": tw'");
   EXPECT_EQ(ErrorOf(Lines({"{", "  \"name\": \"t\","})),
-            "t.json:3:1: JSON syntax error: unexpected end of input; expected a key string");
+            "t.json:3:1: JSON syntax error while parsing object key - unexpected end of input; "
+            "expected string literal");
 }
 
 TEST(Errors, UnknownTopLevelKey) {
@@ -538,6 +540,9 @@ TEST(Errors, UnreadableFileAndUnknownBuiltin) {
   EXPECT_EQ(load_profile_file("/nonexistent/x.json").error,
             "/nonexistent/x.json: cannot read CPU profile: No such file or directory");
   EXPECT_THAT(builtin_profile("zen9").error, StartsWith("unknown CPU profile 'zen9' (shipped: "));
+  // A file is read up to the size limit, not to its end (/dev/zero has none).
+  EXPECT_EQ(load_profile_file("/dev/zero").error,
+            "/dev/zero: cannot read CPU profile: larger than 1048576 bytes");
 }
 
 // A profile that came with a snapshot or a migration stream is data, not a pointer to the

@@ -1,6 +1,6 @@
 #include "vmm/api/request_body.h"
 
-#include "vmm/json_nesting_limit.h"
+#include "vmm/json/json_text.h"
 
 namespace vmm::api {
 namespace {
@@ -28,21 +28,14 @@ std::variant<RequestBody, std::string> check_destination_url(const ApiRoute& rou
 }  // namespace
 
 std::variant<nlohmann::json, std::string> parse_json_body(std::string_view text) {
-  // Bodies are flat objects; deeper nesting is refused as it is read.
-  constexpr size_t kMaxLevels = 16;
-  try {
-    return nlohmann::json::parse(text, json_nesting_limit(kMaxLevels));
-  } catch (const JsonTooDeep&) {
-    return "body nests deeper than " + std::to_string(kMaxLevels) + " levels";
-  } catch (const nlohmann::json::exception& e) {
-    // A syntax error (parse_error) or a number too large for a double (out_of_range 406: "number
-    // overflow parsing '1e99999'"). nlohmann's what() starts with "[json.exception.NAME.ID] ";
-    // the rest is the reason.
-    std::string_view what = e.what();
-    size_t end = what.find("] ");
-    return "body is not valid JSON: " +
-           std::string(end == std::string_view::npos ? what : what.substr(end + 2));
-  }
+  // Bodies are flat objects; deeper nesting is refused as it is read. The HTTP layer bounds the
+  // size already (kMaxBodyBytes); the limit here repeats it for callers that did not come that
+  // way.
+  constexpr JsonLimits kLimits{.max_bytes = 1 << 20, .max_depth = 16};
+  auto parsed = read_json_text(text, kLimits);
+  if (const auto* error = std::get_if<JsonTextError>(&parsed))
+    return "body at " + line_column(text, error->offset) + ": " + error->message;
+  return std::move(std::get<nlohmann::json>(parsed));
 }
 
 std::variant<RequestBody, std::string> check_request_body(const ApiRoute& route,

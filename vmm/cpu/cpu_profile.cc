@@ -68,7 +68,7 @@ ProfileResult builtin_profile(std::string_view name) {
   const ProfileLookup lookup = builtin_lookup();
   detail::ParseContext ctx{lookup, {}};
   ProfileResult r = detail::parse_in_context(p->text, p->file_name, {"name:" + std::string(name)},
-                                             ctx, detail::TextOrigin::kShipped);
+                                             ctx);
   // The generator names each embedded profile after its file; the JSON must agree.
   if (r.ok() && r.profile->name != name)
     return ProfileResult{std::nullopt, std::string(p->file_name) + ": declares name '" +

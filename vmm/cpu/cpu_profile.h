@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "pmu/lwp/capabilities.h"
+#include "vmm/json/json_text.h"
 
 namespace vmm {
 
@@ -127,6 +128,10 @@ ProfileLookup builtin_lookup();
 // relative `baseline_of` paths are resolved against.
 ProfileResult parse_profile(std::string_view text, std::string_view source_name,
                             const ProfileLookup& lookup = builtin_lookup());
+
+// A profile is a few kilobytes nested a few levels; a bigger or deeper one (in a file, a snapshot
+// or a migration stream) is crafted and refused as it is read.
+inline constexpr JsonLimits kProfileJsonLimits{.max_bytes = 1 << 20, .max_depth = 64};
 
 // Parses a profile that came with a snapshot or a migration stream: as parse_profile, but its
 // baseline_of may name shipped profiles only, never a file of this machine.

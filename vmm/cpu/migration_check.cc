@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "vmm/cpu/json_reader.h"
+#include "vmm/cpu/profile_fields.h"
 #include "vmm/cpu/lwp_profile_names.h"
 
 namespace vmm {
@@ -11,8 +11,8 @@ namespace {
 using Reasons = std::vector<std::string>;
 
 void equal_hex(Reasons& out, const char* what, uint64_t saw, uint64_t has) {
-  if (saw != has) out.push_back(std::string(what) + " " + JsonReader::hex(saw) + " != " +
-                                JsonReader::hex(has));
+  if (saw != has) out.push_back(std::string(what) + " " + ProfileFields::hex(saw) + " != " +
+                                ProfileFields::hex(has));
 }
 
 void at_least(Reasons& out, const std::string& what, uint64_t saw, uint64_t has) {

@@ -15,11 +15,10 @@
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
 #include "vmm/cpu/cpuid_features.h"
-#include "vmm/cpu/json_document.h"
-#include "vmm/cpu/json_positions.h"
-#include "vmm/cpu/json_reader.h"
+#include "vmm/cpu/profile_fields.h"
 #include "vmm/cpu/lwp_profile_names.h"
 #include "vmm/cpu/profile_baseline.h"
+#include "vmm/json/json_text.h"
 
 namespace vmm::detail {
 namespace {
@@ -61,9 +60,9 @@ class FrameGuard {
 
 class ProfileParser {
  public:
-  ProfileParser(std::string_view source, const JsonPositions& positions, ParseContext& ctx,
+  ProfileParser(std::string_view source, std::string_view text, ParseContext& ctx,
                 std::vector<std::string> identity_keys)
-      : r_(source, positions), positions_(positions), source_(source), ctx_(ctx),
+      : r_(source, text), source_(source), ctx_(ctx),
         identity_keys_(std::move(identity_keys)) {}
 
   CpuProfile parse(const Json& root) {
@@ -76,7 +75,7 @@ class ProfileParser {
     if (ctx_.frames.size() > kMaxBaselineDepth)
       r_.fail("baseline_of", "baseline_of nests deeper than " + std::to_string(kMaxBaselineDepth) +
                                  " profiles");
-    if (JsonReader::optional(root, "baseline_of") != nullptr) return parse_baseline(root, p);
+    if (ProfileFields::optional(root, "baseline_of") != nullptr) return parse_baseline(root, p);
     return parse_literal(root, p);
   }
 
@@ -100,7 +99,7 @@ class ProfileParser {
     p.description = r_.string(r_.required(root, "", "description"), "description");
     parse_identity(root, p);
     parse_overrides(root, p);
-    if (const Json* v = JsonReader::nullable(root, "misc_enable"))
+    if (const Json* v = ProfileFields::nullable(root, "misc_enable"))
       p.misc_enable = r_.unsigned_value(*v, "misc_enable", 0,
                                         std::numeric_limits<uint64_t>::max(), true);
     parse_lwp(root, p);
@@ -114,11 +113,11 @@ class ProfileParser {
   // A baseline written out as a literal profile (profile_writer.h) names its members here, for
   // `pmuvm profiles` to show; nothing is computed from them.
   void parse_computed_from(const Json& root, CpuProfile& p) {
-    const Json* list = JsonReader::optional(root, "computed_from");
+    const Json* list = ProfileFields::optional(root, "computed_from");
     if (list == nullptr) return;
     r_.expect_array(*list, "computed_from");
     for (size_t i = 0; i < list->size(); ++i) {
-      const std::string path = JsonReader::element("computed_from", i);
+      const std::string path = ProfileFields::element("computed_from", i);
       p.baseline_of.push_back(r_.string((*list)[i], path));
       if (p.baseline_of.back().empty()) r_.fail(path, path + " must not be empty");
     }
@@ -130,10 +129,10 @@ class ProfileParser {
     // (leaf, path) of everything the profile defines beyond leaf 1 and the brand (features,
     // address sizes, the LWP leaf), to check it against the max leaves afterwards.
     std::vector<std::pair<uint32_t, std::string>> leaves;
-    if (const Json* list = JsonReader::optional(root, "features")) {
+    if (const Json* list = ProfileFields::optional(root, "features")) {
       r_.expect_array(*list, "features");
       for (size_t i = 0; i < list->size(); ++i) {
-        const std::string path = JsonReader::element("features", i);
+        const std::string path = ProfileFields::element("features", i);
         const std::string name = r_.string((*list)[i], path);
         const CpuidFeature* f = find_cpuid_feature(name);
         if (f == nullptr)
@@ -148,7 +147,7 @@ class ProfileParser {
         leaves.emplace_back(f->leaf, path);
       }
     }
-    if (const Json* v = JsonReader::nullable(root, "address_sizes")) {
+    if (const Json* v = ProfileFields::nullable(root, "address_sizes")) {
       r_.expect_object(*v, "address_sizes");
       r_.check_keys(*v, "address_sizes", {"physical", "linear"});
       AddressSizes a;
@@ -172,19 +171,19 @@ class ProfileParser {
       uint32_t& max = leaf >= kExtendedBase ? p.max_extended_leaf : p.max_basic_leaf;
       max = std::max(max, leaf);
     }
-    if (const Json* v = JsonReader::optional(root, "max_basic_leaf"))
+    if (const Json* v = ProfileFields::optional(root, "max_basic_leaf"))
       p.max_basic_leaf = static_cast<uint32_t>(
           r_.unsigned_value(*v, "max_basic_leaf", 1, 0xFF, true));
-    if (const Json* v = JsonReader::optional(root, "max_extended_leaf"))
+    if (const Json* v = ProfileFields::optional(root, "max_extended_leaf"))
       p.max_extended_leaf = static_cast<uint32_t>(r_.unsigned_value(
           *v, "max_extended_leaf", kBrandLastLeaf, kExtendedBase + 0xFF, true));
     for (const auto& [leaf, path] : leaves) {
       const bool extended = leaf >= kExtendedBase;
       const uint32_t max = extended ? p.max_extended_leaf : p.max_basic_leaf;
       if (leaf > max)
-        r_.fail(path, path + " is defined in CPUID leaf " + JsonReader::hex(leaf) + ", beyond " +
+        r_.fail(path, path + " is defined in CPUID leaf " + ProfileFields::hex(leaf) + ", beyond " +
                           (extended ? "max_extended_leaf " : "max_basic_leaf ") +
-                          JsonReader::hex(max));
+                          ProfileFields::hex(max));
     }
   }
 
@@ -199,13 +198,13 @@ class ProfileParser {
     p.model = static_cast<uint32_t>(
         r_.unsigned_value(r_.required(root, "", "model"), "model", 0, 0xFF, true));
     if (p.model > 0xF && p.family != 0x6 && p.family < 0xF)
-      r_.fail("model", "model " + JsonReader::hex(p.model) + " needs CPUID's extended model field, "
+      r_.fail("model", "model " + ProfileFields::hex(p.model) + " needs CPUID's extended model field, "
                        "which only families 0x6 and 0xf and above use; family " +
-                       JsonReader::hex(p.family) + " allows models 0x0..0xf");
-    if (const Json* v = JsonReader::optional(root, "stepping"))
+                       ProfileFields::hex(p.family) + " allows models 0x0..0xf");
+    if (const Json* v = ProfileFields::optional(root, "stepping"))
       p.stepping = static_cast<uint32_t>(r_.unsigned_value(*v, "stepping", 0, 0xF, true));
     p.brand = "pmuvm " + p.name;
-    if (const Json* v = JsonReader::optional(root, "brand")) {
+    if (const Json* v = ProfileFields::optional(root, "brand")) {
       p.brand = r_.string(*v, "brand");
       if (p.brand.size() > kMaxBrandLength || !printable_ascii(p.brand))
         r_.fail("brand", "brand must be at most 47 printable ASCII characters (CPUID "
@@ -214,26 +213,26 @@ class ProfileParser {
   }
 
   void parse_overrides(const Json& root, CpuProfile& p) {
-    const Json* list = JsonReader::optional(root, "cpuid_overrides");
+    const Json* list = ProfileFields::optional(root, "cpuid_overrides");
     if (list == nullptr) return;
     r_.expect_array(*list, "cpuid_overrides");
     for (size_t i = 0; i < list->size(); ++i) {
-      const std::string path = JsonReader::element("cpuid_overrides", i);
+      const std::string path = ProfileFields::element("cpuid_overrides", i);
       const Json& o = (*list)[i];
       r_.expect_object(o, path);
       r_.check_keys(o, path, {"leaf", "subleaf", "register", "set", "clear", "note"});
       CpuidOverride ov;
       auto word = [&](const char* key, bool required) -> uint32_t {
-        const Json* v = required ? &r_.required(o, path, key) : JsonReader::optional(o, key);
+        const Json* v = required ? &r_.required(o, path, key) : ProfileFields::optional(o, key);
         if (v == nullptr) return 0;
         return static_cast<uint32_t>(
-            r_.unsigned_value(*v, JsonReader::child(path, key), 0, 0xFFFFFFFF, true));
+            r_.unsigned_value(*v, ProfileFields::child(path, key), 0, 0xFFFFFFFF, true));
       };
       ov.leaf = word("leaf", true);
       ov.subleaf = word("subleaf", false);
       ov.set = word("set", false);
       ov.clear = word("clear", false);
-      const std::string reg_path = JsonReader::child(path, "register");
+      const std::string reg_path = ProfileFields::child(path, "register");
       const std::string reg = r_.string(r_.required(o, path, "register"), reg_path);
       if (reg == "eax") ov.reg = CpuidRegister::kEax;
       else if (reg == "ebx") ov.reg = CpuidRegister::kEbx;
@@ -241,31 +240,15 @@ class ProfileParser {
       else if (reg == "edx") ov.reg = CpuidRegister::kEdx;
       else r_.fail(reg_path, reg_path + " must be one of eax, ebx, ecx, edx, got \"" + reg + "\"");
       if (ov.set & ov.clear)
-        r_.fail(path, path + " sets and clears the same bits " + JsonReader::hex(ov.set & ov.clear));
-      if (const Json* v = JsonReader::optional(o, "note"))
-        ov.note = r_.string(*v, JsonReader::child(path, "note"));
+        r_.fail(path, path + " sets and clears the same bits " + ProfileFields::hex(ov.set & ov.clear));
+      if (const Json* v = ProfileFields::optional(o, "note"))
+        ov.note = r_.string(*v, ProfileFields::child(path, "note"));
       p.cpuid_overrides.push_back(ov);
     }
   }
 
-  // The key of `obj` that comes first in the text among those `pred` accepts, or "".
-  template <typename Pred>
-  std::string first_key_in_text(const Json& obj, std::string_view path, Pred pred) const {
-    std::string best;
-    TextPosition best_pos{std::numeric_limits<int>::max(), 0};
-    for (const auto& [key, value] : obj.items()) {
-      if (!pred(key)) continue;
-      const TextPosition pos = positions_.of(JsonReader::child(path, key));
-      if (std::tie(pos.line, pos.column) < std::tie(best_pos.line, best_pos.column)) {
-        best = key;
-        best_pos = pos;
-      }
-    }
-    return best;
-  }
-
   void parse_lwp(const Json& root, CpuProfile& p) {
-    const Json* v = JsonReader::nullable(root, "lwp");
+    const Json* v = ProfileFields::nullable(root, "lwp");
     if (v == nullptr) return;  // no LWP: Capabilities{} has available == false
     const Json& o = *v;
     r_.expect_object(o, "lwp");
@@ -273,28 +256,27 @@ class ProfileParser {
                              "cache_max_bits", "data_address", "cache_level_filter",
                              "cache_latency_filter", "enable_policy", "interrupt_vector"});
     auto flag = [&](const char* key) {
-      const Json* f = JsonReader::optional(o, key);
-      return f != nullptr && r_.boolean(*f, JsonReader::child("lwp", key));
+      const Json* f = ProfileFields::optional(o, key);
+      return f != nullptr && r_.boolean(*f, ProfileFields::child("lwp", key));
     };
-    if (const Json* a = JsonReader::optional(o, "available"); a && !r_.boolean(*a, "lwp.available")) {
+    if (const Json* a = ProfileFields::optional(o, "available"); a && !r_.boolean(*a, "lwp.available")) {
       // "available": false describes a processor without LWP; any other field is a mistake.
-      const std::string extra = first_key_in_text(o, "lwp", [](const std::string& k) {
-        return k != "available";
-      });
-      if (!extra.empty())
-        r_.fail("lwp." + extra, "lwp." + extra + " has no meaning when lwp.available is false");
+      const std::optional<std::string> extra =
+          r_.first_key_in_text(o, "lwp", [](const std::string& k) { return k != "available"; });
+      if (extra)
+        r_.fail("lwp." + *extra, "lwp." + *extra + " has no meaning when lwp.available is false");
       return;
     }
     lwp::Capabilities& c = p.lwp;
     c.available = true;
-    if (const Json* f = JsonReader::optional(o, "version"))
+    if (const Json* f = ProfileFields::optional(o, "version"))
       c.version = static_cast<uint8_t>(r_.unsigned_value(*f, "lwp.version", lwp::kVersion,
                                                          lwp::kVersion));
     c.interrupt = flag("interrupt");
     parse_lwp_events(r_.required(o, "lwp", "events"), c);
     c.max_events = static_cast<uint8_t>(r_.unsigned_value(r_.required(o, "lwp", "max_events"),
                                                           "lwp.max_events", 1, lwp::kMaxEventSlots));
-    if (const Json* f = JsonReader::optional(o, "cache_max_bits"))
+    if (const Json* f = ProfileFields::optional(o, "cache_max_bits"))
       c.cache_max_bits = static_cast<uint8_t>(r_.unsigned_value(*f, "lwp.cache_max_bits", 10, 31));
     c.data_address = flag("data_address");
     c.cache_level_filter = flag("cache_level_filter");
@@ -306,7 +288,7 @@ class ProfileParser {
   void parse_lwp_events(const Json& events, lwp::Capabilities& c) {
     r_.expect_array(events, "lwp.events");
     for (size_t i = 0; i < events.size(); ++i) {
-      const std::string path = JsonReader::element("lwp.events", i);
+      const std::string path = ProfileFields::element("lwp.events", i);
       const std::string name = r_.string(events[i], path);
       bool* slot = nullptr;
       for (const LwpEventName& e : kLwpEvents)
@@ -322,11 +304,11 @@ class ProfileParser {
     const lwp::Capabilities& c = p.lwp;
     const uint64_t allowed = c.msr0_allowed();
     uint64_t policy = allowed;  // default: the kernel enables everything the processor offers
-    if (const Json* list = JsonReader::optional(o, "enable_policy")) {
+    if (const Json* list = ProfileFields::optional(o, "enable_policy")) {
       r_.expect_array(*list, "lwp.enable_policy");
       policy = 0;
       for (size_t i = 0; i < list->size(); ++i) {
-        const std::string path = JsonReader::element("lwp.enable_policy", i);
+        const std::string path = ProfileFields::element("lwp.enable_policy", i);
         const std::string name = r_.string((*list)[i], path);
         const LwpPolicyName* bit = nullptr;
         for (const LwpPolicyName& b : kLwpPolicyBits) if (name == b.name) bit = &b;
@@ -346,7 +328,7 @@ class ProfileParser {
         r_.fail("lwp.enable_policy", "lwp.enable_policy enables features without EN, which "
                                      "leaves LWP off; add \"EN\" or make the list empty");
     }
-    const Json* vec = JsonReader::optional(o, "interrupt_vector");
+    const Json* vec = ProfileFields::optional(o, "interrupt_vector");
     if (vec != nullptr && !c.interrupt)
       r_.fail("lwp.interrupt_vector", "lwp.interrupt_vector needs lwp.interrupt: true");
     uint8_t vector = kDefaultLwpVector;
@@ -360,14 +342,14 @@ class ProfileParser {
   }
 
   void parse_netburst(const Json& root, CpuProfile& p) {
-    const Json* v = JsonReader::nullable(root, "netburst");
+    const Json* v = ProfileFields::nullable(root, "netburst");
     if (v == nullptr) return;
     r_.expect_object(*v, "netburst");
     r_.check_keys(*v, "netburst", {"counters", "counter_bits", "threads_per_core"});
     NetburstParams n;
     auto field = [&](const char* key, uint32_t& out, uint64_t lo, uint64_t hi) {
-      if (const Json* f = JsonReader::optional(*v, key))
-        out = static_cast<uint32_t>(r_.unsigned_value(*f, JsonReader::child("netburst", key), lo, hi));
+      if (const Json* f = ProfileFields::optional(*v, key))
+        out = static_cast<uint32_t>(r_.unsigned_value(*f, ProfileFields::child("netburst", key), lo, hi));
     };
     field("counters", n.counters, 1, 18);
     field("counter_bits", n.counter_bits, 32, 40);
@@ -381,7 +363,7 @@ class ProfileParser {
   void parse_cache(const Json& o, CacheGeometry& cache) {
     r_.expect_object(o, "cache");
     r_.check_keys(o, "cache", {"line_size", "l1d", "l2", "l3", "dram_latency_cycles"});
-    if (const Json* v = JsonReader::optional(o, "line_size")) {
+    if (const Json* v = ProfileFields::optional(o, "line_size")) {
       cache.line_size = static_cast<uint32_t>(r_.unsigned_value(*v, "cache.line_size", 16, 512));
       if (!power_of_two(cache.line_size))
         r_.fail("cache.line_size", "cache.line_size must be a power of two, got " +
@@ -389,7 +371,7 @@ class ProfileParser {
     }
     cache.l1d = parse_level(r_.required(o, "cache", "l1d"), "cache.l1d", cache.line_size);
     cache.l2 = parse_level(r_.required(o, "cache", "l2"), "cache.l2", cache.line_size);
-    if (const Json* v = JsonReader::nullable(o, "l3"))
+    if (const Json* v = ProfileFields::nullable(o, "l3"))
       cache.l3 = parse_level(*v, "cache.l3", cache.line_size);
     cache.dram_latency_cycles = static_cast<uint32_t>(r_.unsigned_value(
         r_.required(o, "cache", "dram_latency_cycles"), "cache.dram_latency_cycles", 1, 100000));
@@ -418,7 +400,7 @@ class ProfileParser {
     CacheLevel level;
     auto field = [&](const char* key, uint64_t lo, uint64_t hi) {
       return static_cast<uint32_t>(r_.unsigned_value(r_.required(o, path, key),
-                                                     JsonReader::child(path, key), lo, hi));
+                                                     ProfileFields::child(path, key), lo, hi));
     };
     level.size_kib = field("size_kib", 1, 1u << 20);
     level.ways = field("ways", 1, 1024);
@@ -438,12 +420,13 @@ class ProfileParser {
   CpuProfile parse_baseline(const Json& root, CpuProfile& p) {
     // Everything but the name and description is computed from the members, so other keys
     // could only contradict the computation.
-    const std::string extra = first_key_in_text(root, "", [](const std::string& k) {
-      return k != "name" && k != "description" && k != "baseline_of";
-    });
-    if (!extra.empty()) {
+    const std::optional<std::string> extra =
+        r_.first_key_in_text(root, "", [](const std::string& k) {
+          return k != "name" && k != "description" && k != "baseline_of";
+        });
+    if (extra) {
       r_.check_keys(root, "", kLiteralKeys);
-      r_.fail(extra, extra + " is not allowed next to baseline_of (a baseline profile takes "
+      r_.fail(*extra, *extra + " is not allowed next to baseline_of (a baseline profile takes "
                              "everything but name and description from its members)");
     }
     p.description = r_.string(r_.required(root, "", "description"), "description");
@@ -452,7 +435,7 @@ class ProfileParser {
     if (list.empty()) r_.fail("baseline_of", "baseline_of must name at least one profile");
     std::vector<CpuProfile> members;
     for (size_t i = 0; i < list.size(); ++i) {
-      const std::string path = JsonReader::element("baseline_of", i);
+      const std::string path = ProfileFields::element("baseline_of", i);
       const std::string ref = r_.string(list[i], path);
       if (ref.empty()) r_.fail(path, path + " must not be empty");
       members.push_back(resolve_member(ref, path));
@@ -488,7 +471,7 @@ class ProfileParser {
                              "must be given as a path ending in .json)");
       result = parse_in_context(found->text, found->source_name, {key}, ctx_);
     }
-    if (!result.ok()) throw JsonReader::Failure{result.error};
+    if (!result.ok()) throw ProfileFields::Failure{result.error};
     return std::move(*result.profile);
   }
 
@@ -502,8 +485,7 @@ class ProfileParser {
     }
   }
 
-  JsonReader r_;
-  const JsonPositions& positions_;
+  ProfileFields r_;
   std::string source_;
   ParseContext& ctx_;
   std::vector<std::string> identity_keys_;
@@ -529,41 +511,34 @@ std::optional<std::string> read_text_file(const std::string& path, std::string& 
     error = std::strerror(errno);
     return std::nullopt;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // One byte past the limit says the file is too big, without reading all of /dev/zero.
+  std::string text(kProfileJsonLimits.max_bytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) {
     error = "read error";
     return std::nullopt;
   }
-  return text.str();
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kProfileJsonLimits.max_bytes) {
+    error = "larger than " + std::to_string(kProfileJsonLimits.max_bytes) + " bytes";
+    return std::nullopt;
+  }
+  return text;
 }
 
 ProfileResult parse_in_context(std::string_view text, std::string_view source_name,
-                               std::vector<std::string> identity_keys, ParseContext& context,
-                               TextOrigin origin) {
+                               std::vector<std::string> identity_keys, ParseContext& context) {
   ProfileResult result;
-  if (origin == TextOrigin::kShipped) {
-    const nlohmann::json root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!root.is_discarded()) {
-      try {
-        const JsonPositions none;
-        ProfileParser parser(source_name, none, context, identity_keys);
-        result.profile = parser.parse(root);
-        return result;
-      } catch (...) {  // JsonReader::Failure, nlohmann type errors: the full read says it
-      }
-    }
-  }
-  const JsonDocument doc = read_json_document(text);
-  if (doc.error) {
-    result.error = std::string(source_name) + ":" + std::to_string(doc.error->position.line) + ":" +
-                   std::to_string(doc.error->position.column) + ": " + doc.error->message;
+  auto document = read_json_text(text, kProfileJsonLimits);
+  if (const auto* error = std::get_if<JsonTextError>(&document)) {
+    result.error = std::string(source_name) + ":" + line_column(text, error->offset) + ": " +
+                   error->message;
     return result;
   }
   try {
-    ProfileParser parser(source_name, doc.positions, context, std::move(identity_keys));
-    result.profile = parser.parse(doc.root);
-  } catch (const JsonReader::Failure& f) {
+    ProfileParser parser(source_name, text, context, std::move(identity_keys));
+    result.profile = parser.parse(std::get<nlohmann::json>(document));
+  } catch (const ProfileFields::Failure& f) {
     result.error = f.message;
   } catch (const std::exception& e) {  // nlohmann type errors we did not foresee, bad_alloc
     result.error = std::string(source_name) + ": " + e.what();

@@ -23,17 +23,10 @@ struct ParseContext {
   bool files_allowed = true;  // false: baseline_of may name shipped profiles only
 };
 
-// Where a text comes from. A shipped profile (embedded at build time, every one read whole by
-// the full reader in tests) is read first without recording source positions, which only error
-// messages use: the full reader costs a fifth of a VM start under TCG (issue 21). Should it fail
-// anyway, it is read again the full way, for the same message.
-enum class TextOrigin { kShipped, kOther };
-
 // Parses `text`. `identity_keys` are the keys under which the caller found this text (its
 // lookup name and/or canonical file path); the profile's declared name is added to them.
 ProfileResult parse_in_context(std::string_view text, std::string_view source_name,
-                               std::vector<std::string> identity_keys, ParseContext& context,
-                               TextOrigin origin = TextOrigin::kOther);
+                               std::vector<std::string> identity_keys, ParseContext& context);
 
 // "file:" key of a path, canonical so that two spellings of one file are one key.
 std::string file_key(const std::string& path);

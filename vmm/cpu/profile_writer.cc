@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vmm/cpu/json_reader.h"
+#include "vmm/cpu/profile_fields.h"
 #include "vmm/cpu/lwp_profile_names.h"
 
 namespace vmm {
@@ -13,7 +13,7 @@ using Json = nlohmann::ordered_json;
 
 // Values people read in hex (CPUID leaves and signatures, bit masks) are written as "0x..."
 // strings, as in the shipped profiles; counts and sizes as numbers.
-Json hex(uint64_t v) { return JsonReader::hex(v); }
+Json hex(uint64_t v) { return ProfileFields::hex(v); }
 
 const char* register_name(CpuidRegister r) {
   switch (r) {

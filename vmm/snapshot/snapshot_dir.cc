@@ -104,7 +104,6 @@ std::variant<std::vector<std::byte>, std::string> read_regular(const fs::path& p
   return bytes;
 }
 
-constexpr uint64_t kMaxManifestBytes = 1 << 20;
 constexpr uint64_t kMaxStateBytes = 1ull << 30;
 
 }  // namespace

@@ -6,9 +6,8 @@
 #include <string>
 
 #include "pmu/rate_limited_interrupt_sink.h"
-#include "vmm/cpu/json_document.h"
 #include "vmm/cpu/profile_writer.h"
-#include "vmm/json_nesting_limit.h"
+#include "vmm/json/json_text.h"
 #include "vmm/snapshot/file_checksum.h"
 #include "vmm/snapshot/state_sections.h"
 
@@ -41,30 +40,104 @@ std::string to_json_text(const SnapshotManifest& m) {
 
 namespace {
 
+using Json = nlohmann::json;
+
+// A field that is missing or does not hold what the manifest format says: `path` names it
+// ("machine.vcpus", "cpu.cpuid[3][1]"), `problem` says what is wrong with it.
+struct BadField {
+  std::string path;
+  std::string problem;
+};
+
+const Json& member(const Json& object, const std::string& path, const char* key) {
+  const std::string child = json_child_path(path, key);
+  if (!object.is_object()) throw BadField{path.empty() ? "the top level" : path, "is not an object"};
+  const auto it = object.find(key);
+  if (it == object.end()) throw BadField{child, "is missing"};
+  return *it;
+}
+
 // A JSON number that is a whole, non-negative number fitting T. nlohmann's get<T>() would convert
 // whatever it finds: a float by a cast (undefined behaviour past T's range), a larger integer by
-// truncation (a vCPU count of 2^32 + 1 read as 1). Anything else is the type_error that
-// parse_manifest reports as a field of the wrong type.
+// truncation (a vCPU count of 2^32 + 1 read as 1).
 template <typename T>
-T whole_number(const nlohmann::json& v) {
+T whole_number(const Json& v, const std::string& path) {
   if (!v.is_number_unsigned() || v.get<uint64_t>() > std::numeric_limits<T>::max())
-    throw nlohmann::json::type_error::create(302, "not a whole number in range", &v);
+    throw BadField{path, "is not a whole number from 0 to " +
+                             std::to_string(std::numeric_limits<T>::max())};
   return static_cast<T>(v.get<uint64_t>());
+}
+
+std::string text_field(const Json& v, const std::string& path) {
+  if (!v.is_string()) throw BadField{path, "is not a string"};
+  return v.get<std::string>();
+}
+
+SnapshotManifest read_fields(const Json& j) {
+  SnapshotManifest m;
+  const Json& machine = member(j, "", "machine");
+  auto number = [&](const char* key) -> const Json& { return member(machine, "machine", key); };
+  m.vcpus = whole_number<uint32_t>(number("vcpus"), "machine.vcpus");
+  m.mem_mib = whole_number<uint64_t>(number("mem_mib"), "machine.mem_mib");
+  m.seed = whole_number<uint64_t>(number("seed"), "machine.seed");
+  m.timer_hz = whole_number<uint32_t>(number("timer_hz"), "machine.timer_hz");
+  m.stepper = text_field(number("stepper"), "machine.stepper");
+  const std::string guest = text_field(number("guest"), "machine.guest");
+  if (guest != "bundled" && guest != "linux")
+    throw BadField{"machine.guest", "is \"" + guest + "\", not \"bundled\" or \"linux\""};
+  m.linux_guest = guest == "linux";
+  m.kernel = text_field(number("kernel"), "machine.kernel");
+  m.max_interrupt_rate =
+      whole_number<uint32_t>(number("max_interrupt_rate"), "machine.max_interrupt_rate");
+  if (m.stepper != "kvm" && m.stepper != "kvm-single" && m.stepper != "guest" &&
+      m.stepper != "none")
+    throw BadField{"machine.stepper", "is \"" + m.stepper + "\", not a stepper this pmuvm has"};
+  if (m.vcpus == 0 || m.vcpus > 64 || m.mem_mib == 0 || m.mem_mib > (1u << 20))
+    throw BadField{"machine", "has a vCPU count or memory size out of range"};
+  if (m.max_interrupt_rate > pmu::RateLimitedInterruptSink::kMaxLimit)
+    throw BadField{"machine.max_interrupt_rate",
+                   "is " + std::to_string(m.max_interrupt_rate) + ", over the limit of " +
+                       std::to_string(pmu::RateLimitedInterruptSink::kMaxLimit)};
+  const Json& cpu = member(j, "", "cpu");
+  ProfileResult profile =
+      parse_embedded_profile(member(cpu, "cpu", "profile").dump(), "the snapshot's CPU profile");
+  if (!profile.ok()) throw BadField{"cpu.profile", "does not load: " + profile.error};
+  m.profile = std::move(*profile.profile);
+  const Json& cpuid = member(cpu, "cpu", "cpuid");
+  if (!cpuid.is_array()) throw BadField{"cpu.cpuid", "is not an array"};
+  for (size_t i = 0; i < cpuid.size(); ++i) {
+    const std::string path = json_element_path("cpu.cpuid", i);
+    if (!cpuid[i].is_array() || cpuid[i].size() != 7) throw BadField{path, "is not 7 numbers"};
+    uint32_t n[7];
+    for (size_t k = 0; k < 7; ++k) n[k] = whole_number<uint32_t>(cpuid[i][k], json_element_path(path, k));
+    m.cpuid.push_back(CpuidEntry{n[0], n[1], n[2], n[3], n[4], n[5], n[6]});
+  }
+  if (!j.contains("files")) return m;
+  const Json& files = member(j, "", "files");
+  if (!files.is_object()) throw BadField{"files", "is not an object"};
+  for (const auto& [name, f] : files.items()) {
+    const std::string path = json_child_path("files", name);
+    const std::optional<uint64_t> checksum =
+        parse_checksum_text(text_field(member(f, path, "xxh64"), path + ".xxh64"));
+    if (!checksum) throw BadField{path + ".xxh64", "is not 16 hex digits"};
+    m.files[name] = SnapshotManifest::File{whole_number<uint64_t>(member(f, path, "bytes"),
+                                                                  path + ".bytes"),
+                                           *checksum};
+  }
+  return m;
 }
 
 }  // namespace
 
 std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& text) {
-  // The manifest embeds the profile (as deep as a profile file may be, kMaxJsonDepth) two
-  // levels down. Deeper is crafted: it is refused while parsing.
-  constexpr size_t kMaxLevels = kMaxJsonDepth + 3;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text, json_nesting_limit(kMaxLevels), /*allow_exceptions=*/false);
-  } catch (const JsonTooDeep&) {
-    return "the manifest nests deeper than " + std::to_string(kMaxLevels) + " levels";
-  }
-  if (j.is_discarded() || !j.is_object()) return std::string("the manifest is not a JSON object");
+  // The manifest embeds the profile two levels down; deeper is crafted and refused while parsing.
+  constexpr JsonLimits kLimits{.max_bytes = kMaxManifestBytes,
+                               .max_depth = kProfileJsonLimits.max_depth + 2};
+  auto document = read_json_text(text, kLimits);
+  if (const auto* error = std::get_if<JsonTextError>(&document))
+    return "at " + line_column(text, error->offset) + ": " + error->message;
+  const Json& j = std::get<Json>(document);
+  if (!j.is_object()) return std::string("the manifest is not a JSON object");
   if (j.value("format", std::string()) != kFormat)
     return std::string("not a pmuvm snapshot (format is not \"") + kFormat + "\")";
   if (!j.contains("version") || !j["version"].is_number_unsigned())
@@ -72,52 +145,12 @@ std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& te
   if (j["version"].get<uint64_t>() != kSnapshotFormatVersion)
     return "snapshot format version " + std::to_string(j["version"].get<uint64_t>()) +
            " (this pmuvm reads version " + std::to_string(kSnapshotFormatVersion) + ")";
-  SnapshotManifest m;
   try {
-    const nlohmann::json& machine = j.at("machine");
-    m.vcpus = whole_number<uint32_t>(machine.at("vcpus"));
-    m.mem_mib = whole_number<uint64_t>(machine.at("mem_mib"));
-    m.seed = whole_number<uint64_t>(machine.at("seed"));
-    m.timer_hz = whole_number<uint32_t>(machine.at("timer_hz"));
-    m.stepper = machine.at("stepper").get<std::string>();
-    const std::string guest = machine.at("guest").get<std::string>();
-    if (guest != "bundled" && guest != "linux") return "unknown guest kind \"" + guest + "\"";
-    m.linux_guest = guest == "linux";
-    m.kernel = machine.at("kernel").get<std::string>();
-    m.max_interrupt_rate = whole_number<uint32_t>(machine.at("max_interrupt_rate"));
-    if (m.stepper != "kvm" && m.stepper != "kvm-single" && m.stepper != "guest" &&
-        m.stepper != "none")
-      return "unknown stepper \"" + m.stepper + "\"";
-    if (m.vcpus == 0 || m.vcpus > 64 || m.mem_mib == 0 || m.mem_mib > (1u << 20))
-      return std::string("the machine's vCPU count or memory size is out of range");
-    if (m.max_interrupt_rate > pmu::RateLimitedInterruptSink::kMaxLimit)
-      return "the machine's max_interrupt_rate " + std::to_string(m.max_interrupt_rate) +
-             " is over the limit of " + std::to_string(pmu::RateLimitedInterruptSink::kMaxLimit);
-    ProfileResult profile =
-        parse_embedded_profile(j.at("cpu").at("profile").dump(), "the snapshot's CPU profile");
-    if (!profile.ok()) return profile.error;
-    m.profile = std::move(*profile.profile);
-    for (const nlohmann::json& e : j.at("cpu").at("cpuid")) {
-      if (!e.is_array() || e.size() != 7) return std::string("a CPUID entry is not 7 numbers");
-      m.cpuid.push_back(CpuidEntry{whole_number<uint32_t>(e[0]), whole_number<uint32_t>(e[1]),
-                                   whole_number<uint32_t>(e[2]), whole_number<uint32_t>(e[3]),
-                                   whole_number<uint32_t>(e[4]), whole_number<uint32_t>(e[5]),
-                                   whole_number<uint32_t>(e[6])});
-    }
-    if (j.contains("files"))
-      for (const auto& [name, f] : j.at("files").items()) {
-        const std::optional<uint64_t> checksum =
-            parse_checksum_text(f.at("xxh64").get<std::string>());
-        if (!checksum)
-          return "the manifest's checksum of " + name + " is not 16 hex digits";
-        m.files[name] = SnapshotManifest::File{whole_number<uint64_t>(f.at("bytes")), *checksum};
-      }
-  } catch (const nlohmann::json::exception&) {
-    // Which field: the exception text is nlohmann's; ours names the part.
-    return std::string("the manifest lacks a field or has one of the wrong type (machine, cpu, "
-                       "files)");
+    return read_fields(j);
+  } catch (const BadField& bad) {
+    return bad.path + " (at " + line_column(text, locate_json_path(text, bad.path)) + ") " +
+           bad.problem;
   }
-  return m;
 }
 
 }  // namespace vmm

@@ -40,9 +40,12 @@ struct SnapshotManifest {
   std::map<std::string, File> files;  // empty in a migration's hello
 };
 
+// Longest manifest.json (or migration hello) read: a real one is a few kilobytes.
+inline constexpr uint64_t kMaxManifestBytes = 1 << 20;
+
 std::string to_json_text(const SnapshotManifest& manifest);
 // The manifest, or a one-line reason (not JSON, another format or version, a field missing or
-// of the wrong type, a profile that does not parse).
+// of the wrong type, named by its path and line:column, a profile that does not parse).
 std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& text);
 
 }  // namespace vmm

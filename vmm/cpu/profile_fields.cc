@@ -1,29 +1,17 @@
-#include "vmm/cpu/json_reader.h"
+#include "vmm/cpu/profile_fields.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
-#include <tuple>
+#include <utility>
 
 namespace vmm {
 
-std::string JsonReader::child(std::string_view path, std::string_view key) {
-  if (path.empty()) return std::string(key);
-  std::string s(path);
-  s += '.';
-  s += key;
-  return s;
+std::string ProfileFields::locate(std::string_view path) const {
+  return source_ + ":" + line_column(text_, locate_json_path(text_, path));
 }
 
-std::string JsonReader::element(std::string_view path, size_t index) {
-  return std::string(path) + "[" + std::to_string(index) + "]";
-}
-
-std::string JsonReader::locate(std::string_view path) const {
-  const TextPosition pos = positions_.of(path);
-  return source_ + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
-}
-
-void JsonReader::fail(std::string_view path, std::string_view message) const {
+void ProfileFields::fail(std::string_view path, std::string_view message) const {
   throw Failure{locate(path) + ": " + std::string(message)};
 }
 
@@ -31,46 +19,50 @@ static std::string object_name(std::string_view path) {
   return path.empty() ? std::string("the profile") : std::string(path);
 }
 
-void JsonReader::expect_object(const Json& v, std::string_view path) const {
+void ProfileFields::expect_object(const Json& v, std::string_view path) const {
   if (!v.is_object())
     fail(path, object_name(path) + " must be an object, got " + describe_value(v));
 }
 
-void JsonReader::expect_array(const Json& v, std::string_view path) const {
+void ProfileFields::expect_array(const Json& v, std::string_view path) const {
   if (!v.is_array()) fail(path, std::string(path) + " must be an array, got " + describe_value(v));
 }
 
-void JsonReader::check_keys(const Json& obj, std::string_view path,
+void ProfileFields::check_keys(const Json& obj, std::string_view path,
                             std::initializer_list<std::string_view> known) const {
   // nlohmann keeps keys sorted, not in text order: report the unknown key that comes first in
   // the text, which is the one a reader fixing errors top to bottom expects.
-  std::optional<std::tuple<int, int, std::string>> first;
-  for (const auto& [key, value] : obj.items()) {
-    bool ok = false;
-    for (std::string_view k : known) ok = ok || k == key;
-    if (ok) continue;
-    const TextPosition pos = positions_.of(child(path, key));
-    const auto candidate = std::make_tuple(pos.line, pos.column, key);
-    if (!first || candidate < *first) first = candidate;
-  }
-  if (!first) return;
+  const std::optional<std::string> unknown =
+      first_key_in_text(obj, path, [&](const std::string& key) {
+        return std::find(known.begin(), known.end(), key) == known.end();
+      });
+  if (!unknown) return;
   std::string list;
   for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-  fail(child(path, std::get<2>(*first)), "unknown key '" + std::get<2>(*first) + "' in " +
-                                             object_name(path) + " (known keys: " + list + ")");
+  fail(child(path, *unknown),
+       "unknown key '" + *unknown + "' in " + object_name(path) + " (known keys: " + list + ")");
 }
 
-const JsonReader::Json* JsonReader::optional(const Json& obj, std::string_view key) {
+std::optional<std::string> ProfileFields::first_key_in_text(
+    const Json& obj, std::string_view path,
+    const std::function<bool(const std::string&)>& accept) const {
+  bool any = false;
+  for (const auto& [key, value] : obj.items()) any = any || accept(key);
+  if (!any) return std::nullopt;  // the usual case: no second parse
+  return first_json_key(text_, path, accept);
+}
+
+const ProfileFields::Json* ProfileFields::optional(const Json& obj, std::string_view key) {
   const auto it = obj.find(key);
   return it == obj.end() ? nullptr : &*it;
 }
 
-const JsonReader::Json* JsonReader::nullable(const Json& obj, std::string_view key) {
+const ProfileFields::Json* ProfileFields::nullable(const Json& obj, std::string_view key) {
   const Json* v = optional(obj, key);
   return v == nullptr || v->is_null() ? nullptr : v;
 }
 
-const JsonReader::Json& JsonReader::required(const Json& obj, std::string_view path,
+const ProfileFields::Json& ProfileFields::required(const Json& obj, std::string_view path,
                                              std::string_view key) const {
   const Json* v = optional(obj, key);
   if (v == nullptr)
@@ -78,7 +70,7 @@ const JsonReader::Json& JsonReader::required(const Json& obj, std::string_view p
   return *v;
 }
 
-std::string JsonReader::hex(uint64_t v) {
+std::string ProfileFields::hex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
   return buf;
@@ -101,7 +93,7 @@ static std::optional<uint64_t> parse_hex_string(const std::string& s) {
   return v;
 }
 
-uint64_t JsonReader::unsigned_value(const Json& v, std::string_view path, uint64_t lo, uint64_t hi,
+uint64_t ProfileFields::unsigned_value(const Json& v, std::string_view path, uint64_t lo, uint64_t hi,
                                     bool print_hex) const {
   auto show = [&](uint64_t x) { return print_hex ? hex(x) : std::to_string(x); };
   auto range = [&] { return lo == hi ? show(lo) : show(lo) + ".." + show(hi); };
@@ -123,19 +115,19 @@ uint64_t JsonReader::unsigned_value(const Json& v, std::string_view path, uint64
   return value;
 }
 
-bool JsonReader::boolean(const Json& v, std::string_view path) const {
+bool ProfileFields::boolean(const Json& v, std::string_view path) const {
   if (!v.is_boolean())
     fail(path, std::string(path) + " must be true or false, got " + describe_value(v));
   return v.get<bool>();
 }
 
-std::string JsonReader::string(const Json& v, std::string_view path) const {
+std::string ProfileFields::string(const Json& v, std::string_view path) const {
   if (!v.is_string())
     fail(path, std::string(path) + " must be a string, got " + describe_value(v));
   return v.get<std::string>();
 }
 
-std::string JsonReader::describe_value(const Json& v) {
+std::string ProfileFields::describe_value(const Json& v) {
   std::string text = v.dump();
   if (text.size() > 40) text = text.substr(0, 37) + "...";
   switch (v.type()) {

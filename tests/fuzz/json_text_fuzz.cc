@@ -1,0 +1,59 @@
+// libFuzzer target for read_json_text (vmm/json/json_text.h), the reader under every JSON input
+// from outside the process. nlohmann::json::parse is the oracle: a text we accept must be the
+// document nlohmann reads; a text we refuse for its syntax nlohmann must refuse too; refusals for
+// depth and duplicate keys must be of texts nlohmann accepts. Every key and element of an
+// accepted document must be locatable, at an offset inside the text.
+// Seeds (corpus_json_text/): the shipped profiles, manifests, API bodies, a few syntax errors.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "vmm/json/json_text.h"
+
+namespace {
+
+constexpr vmm::JsonLimits kLimits{.max_bytes = 1 << 16, .max_depth = 12};
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+// Locates the first few keys and elements below `v` (at `path`): each must be inside the text.
+void locate_some(std::string_view text, const nlohmann::json& v, const std::string& path,
+                 int& budget) {
+  if (budget-- <= 0) return;
+  check(vmm::locate_json_path(text, path) < text.size());
+  if (v.is_object())
+    for (const auto& [key, child] : v.items())
+      locate_some(text, child, vmm::json_child_path(path, key), budget);
+  if (v.is_array())
+    for (size_t i = 0; i < v.size(); ++i)
+      locate_some(text, v[i], vmm::json_element_path(path, i), budget);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto ours = vmm::read_json_text(text, kLimits);
+  const bool theirs_ok = nlohmann::json::accept(text);
+  if (const auto* error = std::get_if<vmm::JsonTextError>(&ours)) {
+    check(error->offset <= text.size());
+    const bool limit = error->message.starts_with("JSON nests deeper") ||
+                       error->message.starts_with("duplicate key") ||
+                       error->message.starts_with("the JSON text is");
+    check(limit || !theirs_ok);  // a syntax error of ours is one of nlohmann's
+    return 0;
+  }
+  check(theirs_ok);
+  const nlohmann::json& document = std::get<nlohmann::json>(ours);
+  check(document == nlohmann::json::parse(text));
+  int budget = 64;
+  if (!text.empty()) locate_some(text, document, "", budget);
+  return 0;
+}
