@@ -17,7 +17,16 @@
  *      MISC_ENABLE, the NetBurst range 0x300-0x3FF, the paravirtual 0x40000040-0x4000004F: step,
  *      user entry with whatever LWPCB address was written last, task) is written with 0, all
  *      ones, each of eight single bits and eight pseudo-random values, each write followed by a
- *      RDMSR. Prints "msr storm: N #GP" (N in hex) and "msr storm: survived", exit status 0 */
+ *      RDMSR. Prints "msr storm: N #GP" (N in hex) and "msr storm: survived", exit status 0
+ *   7  LWP in ring 3 with a hostile layout: the ring buffer starts three records before the end of
+ *      RAM below the MMIO hole (pmuvm_boot_info.ram_size) and the threshold interrupt (after two
+ *      records) has vector 0x40, which this kernel's IDT does not reach (limit: vectors 0-14).
+ *      The kernel maps RAM for user mode, enables the xAPIC, loads the LWPCB (IRE, interval 64)
+ *      at CPL 0 and IRETQs to a ring-3 loop. Expected: the interrupt arrives as #GP with the
+ *      IDT bit and vector 0x40 in its error code (the handler EOIs and returns), the fourth
+ *      record's store faults with #PF (user write, not present) at the end of RAM, and the #PF
+ *      handler prints what it saw and ends the VM with status 0; a loop that ends prints
+ *      "ring: no fault" and exits 1 */
     .text
     .globl _start
 _start:
@@ -240,6 +249,230 @@ idt:
 stack:
     .skip 8192
 stack_top:
+#elif CRASH_MODE == 7
+    cli
+    lea stack_top(%rip), %rsp
+    mov 16(%rdi), %r12               /* pmuvm_boot_info.ram_size */
+    mov %r12, ram_end(%rip)
+    lea idt(%rip), %rdi              /* gates 13 (#GP) and 14 (#PF): interrupt gates, DPL 0 */
+    mov $13, %esi
+    lea gp7_handler(%rip), %rax
+    call set_gate
+    mov $14, %esi
+    lea pf7_handler(%rip), %rax
+    call set_gate
+    lidt idt7_descriptor(%rip)
+    /* User mode may use the identity map of RAM: U on PML4[0], PDPT[0..3] and their PD entries */
+    orq $4, 0x8000
+    movabs $0x000FFFFFFFFFF000, %r8
+    xor %ecx, %ecx
+1:  mov 0x9000(,%rcx,8), %rax
+    test $1, %al
+    jz 3f
+    orq $4, 0x9000(,%rcx,8)
+    and %r8, %rax
+    xor %edx, %edx
+2:  testq $1, (%rax,%rdx,8)
+    jz 4f
+    orq $4, (%rax,%rdx,8)
+4:  inc %edx
+    cmp $512, %edx
+    jb 2b
+3:  inc %ecx
+    cmp $4, %ecx
+    jb 1b
+    /* The xAPIC page, supervisor-only, through PDPT[3] (RAM below the hole ends by 3 GiB), and
+     * the APIC software-enabled (SVR), or it would not accept the threshold interrupt */
+    lea pd_hole(%rip), %rax
+    or $3, %rax
+    mov %rax, 0x9000 + 3 * 8
+    mov $0xFEE00093, %eax            /* 2 MiB page | PCD | W | P */
+    mov %rax, pd_hole + 0x1F7 * 8(%rip)
+    mov %cr3, %rax
+    mov %rax, %cr3
+    mov $0xFEE000F0, %eax
+    movl $0x1FF, (%rax)
+    lea stack_top(%rip), %rax        /* the boot TSS's RSP0: traps from ring 3 use our stack */
+    mov %rax, 0x2004
+    /* The LWPCB: ring of 4096 bytes from ram_end - 96, threshold 64 bytes, IRE every 64 */
+    lea lwpcb(%rip), %rbx
+    movl $4096, 4(%rbx)
+    lea -96(%r12), %rax
+    mov %rax, 8(%rbx)
+    movl $64, 32(%rbx)
+    movl $(1 << 26) | 64, 40(%rbx)
+    mov $0xC0000105, %ecx            /* LWPMSR0: EN | IRE | INT, vector 0x40 */
+    mov $0x80000003, %eax
+    mov $0x4000, %edx
+    wrmsr
+    mov $0xC0000106, %ecx            /* LLWPCB at CPL 0: read at the entry to ring 3 */
+    mov %ebx, %eax
+    xor %edx, %edx
+    wrmsr
+    push $0x1b                       /* SS */
+    lea user_stack_top(%rip), %rax
+    push %rax                        /* RSP */
+    push $0x3202                     /* RFLAGS: IF, IOPL 3 (the loop's OUTs) */
+    push $0x23                       /* CS */
+    lea user_loop(%rip), %rax
+    push %rax                        /* RIP */
+    jmp return_to_user
+
+user_loop:                           /* ring 3 */
+    mov $100000, %ecx
+1:  dec %ecx
+    jnz 1b
+    lea no_fault(%rip), %rsi
+    call print
+    mov $0x510, %dx
+    mov $1, %eax
+    out %eax, %dx
+2:  jmp 2b
+
+set_gate:                            /* IDT at %rdi, vector %esi, handler %rax */
+    shl $4, %esi
+    add %rdi, %rsi
+    mov %ax, 0(%rsi)
+    movw $0x08, 2(%rsi)
+    movw $0x8E00, 4(%rsi)
+    shr $16, %rax
+    mov %ax, 6(%rsi)
+    shr $16, %rax
+    mov %eax, 8(%rsi)
+    ret
+
+gp7_handler:                         /* error code, RIP, CS, RFLAGS, RSP, SS */
+    testq $2, (%rsp)                 /* IDT bit: an event whose gate is past the limit */
+    jz unexpected_gp
+    push %rax
+    mov 8(%rsp), %rax
+    mov %eax, gp_error(%rip)
+    incl gp7_count(%rip)
+    mov $0xFEE000B0, %eax            /* EOI: the APIC delivered it, though no gate took it */
+    movl $0, (%rax)
+    pop %rax
+    add $8, %rsp
+return_to_user:
+    iretq
+
+unexpected_gp:
+    lea unexpected(%rip), %rsi
+    call print
+    mov (%rsp), %eax
+    call print_hex32
+    mov $0x510, %dx
+    mov $2, %eax
+    out %eax, %dx
+1:  hlt
+    jmp 1b
+
+pf7_handler:
+    lea pf_seen(%rip), %rsi
+    call print
+    mov %cr2, %rax
+    call print_hex32
+    lea pf_error(%rip), %rsi
+    call print
+    mov (%rsp), %eax
+    call print_hex32
+    lea pf_head(%rip), %rsi
+    call print
+    mov lwpcb + 16(%rip), %eax
+    call print_hex32
+    lea pf_ids(%rip), %rsi           /* each stored record's EventId (byte 0): 1 = instructions */
+    call print
+    mov ram_end(%rip), %rbx
+    movzbl -96(%rbx), %eax
+    shl $8, %eax
+    movb -64(%rbx), %al
+    shl $8, %eax
+    movb -32(%rbx), %al
+    call print_hex32
+    lea gp_seen(%rip), %rsi
+    call print
+    mov gp7_count(%rip), %eax
+    call print_hex32
+    lea gp_code(%rip), %rsi
+    call print
+    mov gp_error(%rip), %eax
+    call print_hex32
+    lea newline(%rip), %rsi
+    call print
+    mov $0x510, %dx
+    xor %eax, %eax
+    out %eax, %dx
+1:  hlt
+    jmp 1b
+
+print_hex32:                         /* %eax as eight hex digits on COM1 */
+    mov %eax, %ebx
+    mov $8, %ecx
+1:  rol $4, %ebx
+    mov %ebx, %eax
+    and $0xF, %eax
+    movb hex_digits(%rax), %al
+    mov $0x3f8, %dx
+    out %al, %dx
+    dec %ecx
+    jnz 1b
+    ret
+
+print:                               /* the NUL-terminated string at %rsi to COM1 */
+    mov $0x3f8, %dx
+1:  movb (%rsi), %al
+    test %al, %al
+    jz 2f
+    out %al, %dx
+    inc %rsi
+    jmp 1b
+2:  ret
+
+    .data
+    .balign 8
+idt7_descriptor:
+    .word 15 * 16 - 1
+    .quad idt
+hex_digits:
+    .ascii "0123456789abcdef"
+no_fault:
+    .asciz "ring: no fault\n"
+unexpected:
+    .asciz "ring: unexpected #GP, error "
+pf_seen:
+    .asciz "ring: #PF at "
+pf_error:
+    .asciz " error "
+pf_head:
+    .asciz ", LWPCB head "
+pf_ids:
+    .asciz ", EventIds "
+gp_seen:
+    .asciz "\nring: unowned vector #GP x"
+gp_code:
+    .asciz ", error "
+newline:
+    .asciz "\n"
+    .balign 8
+ram_end:
+    .quad 0
+gp_error:
+    .long 0
+gp7_count:
+    .long 0
+    .balign 64
+lwpcb:
+    .fill 256, 1, 0
+    .bss
+    .balign 16
+idt:
+    .skip 15 * 16
+    .balign 4096
+stack:
+    .skip 8192
+stack_top:
+user_stack:
+    .skip 4096
+user_stack_top:
 #else
     lea message(%rip), %rsi
     mov $0x3f8, %dx

@@ -198,6 +198,36 @@ INSTANTIATE_TEST_SUITE_P(Profiles, MsrStorm,
                                            std::pair{"intel-netburst", "256"},
                                            std::pair{"amd-lwp", "4096"}));
 
+// A hostile kernel profiles a ring-3 loop with its LWP ring buffer starting three records before
+// the end of RAM (256 MiB) or the start of the MMIO hole (4096 MiB: RAM below 3 GiB), and a
+// threshold interrupt vector (0x40) its IDT does not reach. The guest sees what hardware does:
+// three records stored, the head written back at the threshold, the interrupt as #GP with the
+// IDT bit and the vector in its error code, and the fourth record's store as a user-write #PF
+// (not present) at the first byte past RAM. Nothing is written outside RAM, the VMM stays up.
+class LwpRingPastRam : public GuestBoot, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(LwpRingPastRam, StoresFaultAtTheEndOfRamAndTheVectorIsAGp) {
+  const std::string mem = GetParam();
+  auto r = run({"run", "--cpu", "amd-lwp", "--mem", mem, "--kernel",
+                runfile("tests/e2e/crash_kernel_lwp_ring_past_ram"), "--", program("hello")});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  const std::string end = mem == "256" ? "10000000" : "c0000000";
+  EXPECT_NE(r.out.find("ring: #PF at " + end +
+                       " error 00000006, LWPCB head 00000060, EventIds 00010101\n"),
+            std::string::npos)
+      << r.out << r.err;
+  // Error code: vector 0x40 << 3 | IDT (2) | EXT. Hardware sets EXT (bit 0) for an external
+  // interrupt; the nested host's QEMU TCG leaves it clear. Either is the vector and the IDT.
+  const bool gp = r.out.find("ring: unowned vector #GP x00000001, error 00000202\n") !=
+                      std::string::npos ||
+                  r.out.find("ring: unowned vector #GP x00000001, error 00000203\n") !=
+                      std::string::npos;
+  EXPECT_TRUE(gp) << r.out;
+  EXPECT_LE(occurrences(r.err, "\n"), 2u) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, LwpRingPastRam, ::testing::Values("256", "4096"));
+
 TEST_F(GuestBoot, KernelPanicIsExitThree) {
   auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_panic"), "--", program("hello")});
   EXPECT_EQ(r.status, 3) << r.out << r.err;
