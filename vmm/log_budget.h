@@ -25,6 +25,11 @@ class LogBudget {
   }
   uint64_t seen() const { return seen_; }
 
+  // What ends the line of a logged occurrence: the last one says that further ones are not.
+  static const char* suffix(Verdict v) {
+    return v == Verdict::kLogLast ? " (further ones on this vCPU are not logged)" : "";
+  }
+
  private:
   uint64_t lines_;
   uint64_t seen_ = 0;

@@ -465,6 +465,10 @@ int Machine::Impl::run() {
   }
   if (!options.lwp_report.empty()) write_report();
   for (auto& v : vcpus)
+    if (const uint64_t n = v->interrupts.undeliverable_pmis.seen(); n > 0)
+      spdlog::warn("vCPU {}: {} PMI(s) dropped: LVTPC's delivery mode is neither fixed nor NMI",
+                   v->kvm->index(), n);
+  for (auto& v : vcpus)
     if (v->page_faults.delivered || v->page_faults.dropped)
       spdlog::info("vCPU {}: LWP #PF traps: {} delivered, {} dropped (raised by SYSCALL)",
                    v->kvm->index(), v->page_faults.delivered, v->page_faults.dropped);

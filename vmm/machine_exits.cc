@@ -173,9 +173,7 @@ bool Machine::Impl::dispatch(Vcpu& v) {
       if (const LogBudget::Verdict said = v.mmio_warnings.take(); said != LogBudget::Verdict::kQuiet)
         spdlog::warn("vCPU {}: MMIO {} at {:#x} with no device{}", v.kvm->index(),
                      run->mmio.is_write ? "write" : "read", run->mmio.phys_addr,
-                     said == LogBudget::Verdict::kLogLast
-                         ? " (further ones on this vCPU are not logged)"
-                         : "");
+                     LogBudget::suffix(said));
       if (!run->mmio.is_write) std::memset(run->mmio.data, 0xFF, sizeof run->mmio.data);
       return true;
     case KVM_EXIT_SHUTDOWN: {

@@ -92,6 +92,9 @@ struct VcpuInterrupts : pmu::InterruptSink {
   uint32_t apic_id = 0;
   bool pmi_pending = false;
   uint64_t sent = 0;  // interrupts and NMIs handed to KVM (the stepper opens a window for them)
+  // PMIs the guest's LVTPC cannot take (a delivery mode other than fixed or NMI): the guest
+  // decides how many, so a few are logged and the rest counted (told at the end of the run).
+  LogBudget undeliverable_pmis{8};
 
   void deliver_vector(uint8_t vector) override {
     vm->signal_msi(apic_id, vector);
@@ -114,8 +117,10 @@ struct VcpuInterrupts : pmu::InterruptSink {
       case PmiDelivery::Route::kNmi: vcpu->nmi(), ++sent; break;
       case PmiDelivery::Route::kFixed: vm->signal_msi(apic_id, d.vector), ++sent; break;
       case PmiDelivery::Route::kUnsupported:
-        spdlog::warn("vCPU {}: LVTPC delivery mode {} is not supported; PMI dropped",
-                     vcpu->index(), d.delivery_mode);
+        if (const LogBudget::Verdict said = undeliverable_pmis.take();
+            said != LogBudget::Verdict::kQuiet)
+          spdlog::warn("vCPU {}: LVTPC delivery mode {} is not supported; PMI dropped{}",
+                       vcpu->index(), d.delivery_mode, LogBudget::suffix(said));
         break;
     }
     pmi_pending = false;
@@ -228,6 +233,7 @@ struct Machine::Impl : MachineControl {
     bool debug_unknown = false;
     ExitHistory exits;  // the last exits, told when the guest dies (registers lost on AMD)
     LogBudget mmio_warnings{8};  // MMIO accesses where no device is: logged 8 times, then counted
+    LogBudget dropped_debug_warnings{8};  // the guest's own #DBs that met a pending exception
     uint64_t exit_count = 0;  // KVM exits in this process (--stats)
     uint64_t debug_exits = 0;  // ... of them KVM_EXIT_DEBUG (the KVM stepper's stops)
     uint64_t io_exits = 0;     // ... port I/O and MMIO

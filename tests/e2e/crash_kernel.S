@@ -26,7 +26,13 @@
  *      IDT bit and vector 0x40 in its error code (the handler EOIs and returns), the fourth
  *      record's store faults with #PF (user write, not present) at the end of RAM, and the #PF
  *      handler prints what it saw and ends the VM with status 0; a loop that ends prints
- *      "ring: no fault" and exits 1 */
+ *      "ring: no fault" and exits 1
+ *   8  a PMI flood the VMM cannot deliver: intel-netburst's IQ_COUNTER0 counts instr_retired at
+ *      T0_USR with OVF_PMI_T0, LVTPC says SMI (a delivery mode pmuvm does not support). A ring-3
+ *      loop runs INT 0x80 (a DPL-3 gate whose handler presets the counter to -1 and clears
+ *      OVF) then one more instruction, 2000 times: each iteration overflows once and raises a
+ *      PMI that pmuvm drops. Prints "pmi flood: done", exit status 0; the VMM's log must not
+ *      grow with the PMIs */
     .text
     .globl _start
 _start:
@@ -249,7 +255,7 @@ idt:
 stack:
     .skip 8192
 stack_top:
-#elif CRASH_MODE == 7
+#elif CRASH_MODE == 7 || CRASH_MODE == 8
     cli
     lea stack_top(%rip), %rsp
     mov 16(%rdi), %r12               /* pmuvm_boot_info.ram_size */
@@ -261,6 +267,12 @@ stack_top:
     mov $14, %esi
     lea pf7_handler(%rip), %rax
     call set_gate
+#if CRASH_MODE == 8
+    mov $0x80, %esi                  /* INT 0x80 from ring 3: the gate's DPL is 3 */
+    lea rearm_handler(%rip), %rax
+    call set_gate
+    movw $0xEE00, 0x80 * 16 + 4(%rdi)
+#endif
     lidt idt7_descriptor(%rip)
     /* User mode may use the identity map of RAM: U on PML4[0], PDPT[0..3] and their PD entries */
     orq $4, 0x8000
@@ -294,6 +306,19 @@ stack_top:
     movl $0x1FF, (%rax)
     lea stack_top(%rip), %rax        /* the boot TSS's RSP0: traps from ring 3 use our stack */
     mov %rax, 0x2004
+#if CRASH_MODE == 8
+    mov $0xFEE00340, %eax            /* LVTPC: delivery mode SMI (010), not masked */
+    movl $0x200, (%rax)
+    mov $0x3B8, %ecx                 /* CRU_ESCR0: instr_retired, NBOGUSNTAG, T0_USR */
+    mov $(0x02 << 25) | (1 << 9) | 4, %eax
+    xor %edx, %edx
+    wrmsr
+    call rearm_counter
+    mov $0x36C, %ecx                 /* CCCR 12: ENABLE, ESCR select 4, any thread, OVF_PMI_T0 */
+    mov $(1 << 12) | (4 << 13) | (3 << 16) | (1 << 26), %eax
+    xor %edx, %edx
+    wrmsr
+#else
     /* The LWPCB: ring of 4096 bytes from ram_end - 96, threshold 64 bytes, IRE every 64 */
     lea lwpcb(%rip), %rbx
     movl $4096, 4(%rbx)
@@ -309,6 +334,7 @@ stack_top:
     mov %ebx, %eax
     xor %edx, %edx
     wrmsr
+#endif
     push $0x1b                       /* SS */
     lea user_stack_top(%rip), %rax
     push %rax                        /* RSP */
@@ -319,6 +345,39 @@ stack_top:
     jmp return_to_user
 
 user_loop:                           /* ring 3 */
+#if CRASH_MODE == 8
+    mov $2000, %ecx
+1:  int $0x80
+    dec %ecx
+    jnz 1b
+    lea flood_done(%rip), %rsi
+    call print
+    mov $0x510, %dx
+    xor %eax, %eax
+    out %eax, %dx
+2:  jmp 2b
+
+rearm_handler:                       /* INT 0x80: IQ_COUNTER0 = -1 (40 bits), CCCR 12 OVF off */
+    push %rax
+    push %rcx
+    push %rdx
+    call rearm_counter
+    mov $0x36C, %ecx
+    rdmsr
+    and $0x7FFFFFFF, %eax
+    wrmsr
+    pop %rdx
+    pop %rcx
+    pop %rax
+    iretq
+
+rearm_counter:
+    mov $0x30C, %ecx
+    mov $0xFFFFFFFF, %eax
+    mov $0xFF, %edx
+    wrmsr
+    ret
+#else
     mov $100000, %ecx
 1:  dec %ecx
     jnz 1b
@@ -328,6 +387,7 @@ user_loop:                           /* ring 3 */
     mov $1, %eax
     out %eax, %dx
 2:  jmp 2b
+#endif
 
 set_gate:                            /* IDT at %rdi, vector %esi, handler %rax */
     shl $4, %esi
@@ -430,8 +490,14 @@ print:                               /* the NUL-terminated string at %rsi to COM
     .data
     .balign 8
 idt7_descriptor:
+#if CRASH_MODE == 8
+    .word 0x81 * 16 - 1
+#else
     .word 15 * 16 - 1
+#endif
     .quad idt
+flood_done:
+    .asciz "pmi flood: done\n"
 hex_digits:
     .ascii "0123456789abcdef"
 no_fault:
@@ -465,7 +531,7 @@ lwpcb:
     .bss
     .balign 16
 idt:
-    .skip 15 * 16
+    .skip 0x81 * 16
     .balign 4096
 stack:
     .skip 8192

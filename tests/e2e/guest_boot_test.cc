@@ -228,6 +228,19 @@ TEST_P(LwpRingPastRam, StoresFaultAtTheEndOfRamAndTheVectorIsAGp) {
 
 INSTANTIATE_TEST_SUITE_P(Memory, LwpRingPastRam, ::testing::Values("256", "4096"));
 
+// A guest sends 2000 PMIs through an LVTPC delivery mode pmuvm does not support (SMI): each is
+// dropped, and the log says so a few times, then that further ones are only counted (--stats):
+// a guest must not flood the host's log.
+TEST_F(GuestBoot, UndeliverablePmisDoNotFloodTheLog) {
+  auto r = run({"run", "--cpu", "intel-netburst", "--kernel",
+                runfile("tests/e2e/crash_kernel_pmi_flood"), "--", program("hello")});
+  EXPECT_EQ(r.status, 0) << r.out << r.err.substr(0, 2000);
+  EXPECT_NE(r.out.find("pmi flood: done\n"), std::string::npos) << r.out;
+  EXPECT_LE(occurrences(r.err, "LVTPC delivery mode 2 is not supported"), 8u);
+  EXPECT_NE(r.err.find("(further ones on this vCPU are not logged)"), std::string::npos) << r.err;
+  EXPECT_LE(occurrences(r.err, "\n"), 10u) << r.err.substr(0, 2000);
+}
+
 TEST_F(GuestBoot, KernelPanicIsExitThree) {
   auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_panic"), "--", program("hello")});
   EXPECT_EQ(r.status, 3) << r.out << r.err;
