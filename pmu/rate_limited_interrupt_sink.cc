@@ -1,6 +1,7 @@
 #include "pmu/rate_limited_interrupt_sink.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -78,6 +79,22 @@ int RateLimitedInterruptSink::poll() {
     ++n;
   }
   return n;
+}
+
+void RateLimitedInterruptSink::check_loaded() const {
+  if (limit_ == 0 && has_pending())
+    throw StateFormatError("rate limiter: interrupts held without a limit");
+  bool seen[256] = {};
+  for (const uint8_t v : pending_vectors_) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "%#x", v);
+    // LWPMSR0 with INT refuses a vector below 16 (DESIGN §4.1): none can have been requested.
+    if (v < 16)
+      throw StateFormatError(std::string("rate limiter: held vector ") + hex +
+                             " is an exception vector (below 16)");
+    if (seen[v]) throw StateFormatError(std::string("rate limiter: vector ") + hex + " is held twice");
+    seen[v] = true;
+  }
 }
 
 bool RateLimitedInterruptSink::has_pending() const {

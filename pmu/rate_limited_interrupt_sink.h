@@ -13,6 +13,7 @@
 
 #include "pmu/clock.h"
 #include "pmu/interrupt_sink.h"
+#include "pmu/state_archive.h"
 
 namespace pmu {
 
@@ -52,11 +53,18 @@ class RateLimitedInterruptSink : public InterruptSink {
   template <class Archive>
   void archive(Archive& a) {
     a(pending_[kNmi], pending_[kPmi], pending_vectors_, delivered_, throttled_, coalesced_);
+    if constexpr (Archive::kLoading) check_loaded();
   }
+
+  // The vectors held now, in arrival order (restore checks them against the CPU profile).
+  const std::vector<uint8_t>& held_vectors() const { return pending_vectors_; }
+  bool holds_nmi_or_pmi() const { return pending_[kNmi] || pending_[kPmi]; }
 
  private:
   enum Kind { kNmi, kPmi, kKinds };
   bool take_slot();  // true when one more delivery fits in the window now
+  // A loaded state holds only what a guest could have made it hold (StateFormatError if not).
+  void check_loaded() const;
   void deliver_now(int kind, uint8_t vector);
 
   InterruptSink& inner_;

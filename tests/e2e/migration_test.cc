@@ -26,6 +26,9 @@
 #include "tests/support/file_damage.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/migration_check.h"
+#include "pmu/state_archive.h"
+#include "vmm/snapshot/file_checksum.h"
+#include "vmm/snapshot/state_sections.h"
 
 namespace pmuvm_e2e {
 namespace {
@@ -419,6 +422,88 @@ TEST_F(MigrationTest, DamagedSnapshotsAreRefusedWithTheirReason) {
     EXPECT_NE(r.err.find(damage.expected), std::string::npos) << r.err;
     EXPECT_EQ(r.out, "") << "nothing may run";
   }
+}
+
+// Rewrites section `name` of the snapshot in `dir` with `edit` and makes the snapshot whole
+// again: the section's CRC (StateSections::serialize) and state.bin's size and XXH64 in the
+// manifest are recomputed, as anyone crafting one can. Only pmuvm's own checks stand in the way.
+void craft_state_section(const std::string& dir, const std::string& name,
+                         const std::function<void(std::vector<std::byte>&)>& edit) {
+  const std::string state_text = slurp(dir + "/state.bin");
+  const std::span<const std::byte> state(reinterpret_cast<const std::byte*>(state_text.data()),
+                                         state_text.size());
+  auto parsed = vmm::StateSections::parse(state);
+  ASSERT_TRUE(std::holds_alternative<vmm::StateSections>(parsed)) << std::get<std::string>(parsed);
+  vmm::StateSections crafted;
+  for (auto [section, bytes] : std::get<vmm::StateSections>(parsed).all()) {
+    if (section == name) edit(bytes);
+    crafted.add(section, std::move(bytes));
+  }
+  const std::vector<std::byte> out = crafted.serialize();
+  std::ofstream(dir + "/state.bin", std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  std::string m = slurp(dir + "/manifest.json");
+  const std::regex entry("(\"state.bin\": \\{\\s*\"bytes\": )[0-9]+(,\\s*\"xxh64\": \")[0-9a-f]+");
+  std::smatch found;
+  ASSERT_TRUE(std::regex_search(m, found, entry)) << m;
+  m = found.prefix().str() + found[1].str() + std::to_string(out.size()) + found[2].str() +
+      vmm::checksum_text(vmm::FileChecksum::of(out)) + found.suffix().str();
+  std::ofstream(dir + "/manifest.json", std::ios::trunc) << m;
+}
+
+// vcpuN.interrupt_limit as pmu::RateLimitedInterruptSink archives it (version 1): held NMI,
+// held PMI, held vectors, delivered, throttled, coalesced.
+std::vector<std::byte> interrupt_limit_section(bool pmi, std::vector<uint8_t> vectors) {
+  pmu::StateWriter w;
+  bool nmi = false;
+  uint64_t delivered = 0, throttled = 0, coalesced = 0;
+  w(nmi, pmi, vectors, delivered, throttled, coalesced);
+  vmm::StateSections one;
+  one.add_component("x", 1, w.take());
+  return *one.find("x");
+}
+
+// A snapshot whose sections were rewritten (CRCs and checksums made good again) is refused with
+// status 2 and its reason when what it holds is not a state this machine could have reached:
+// the section's own rules (held vectors are interrupt vectors, each once) and what the CPU
+// profile allows (amd-lwp has no NetBurst PMU to hold a PMI for).
+TEST_F(MigrationTest, CraftedStateIsRefusedBeforeTheGuestRuns) {
+  const std::string good = snapshot_of_spin("crafted-snapshot");
+  struct Craft {
+    std::string name, expected;
+    std::vector<std::byte> section;
+  };
+  const std::vector<Craft> crafts = {
+      {"exception-vector", "held vector 0xe is an exception vector (below 16)",
+       interrupt_limit_section(false, {0x0E})},
+      {"vector-twice", "vector 0xf0 is held twice", interrupt_limit_section(false, {0xF0, 0xF0})},
+      {"pmi-without-netburst",
+       "vcpu0.interrupt_limit state holds a PMI, but CPU profile amd-lwp has no NetBurst PMU",
+       interrupt_limit_section(true, {})},
+  };
+  for (const Craft& c : crafts) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = temp("crafted-" + c.name);
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(good, dir);
+    craft_state_section(dir, "vcpu0.interrupt_limit",
+                        [&](std::vector<std::byte>& bytes) { bytes = c.section; });
+    const Result r = run({"restore", "--source", "file://" + dir});
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "") << "nothing may run";
+  }
+  // The same rewrite with what the source held (nothing) restores and runs: the crafting is
+  // sound, only the contents are refused.
+  const std::string dir = temp("crafted-nothing-held");
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(good, dir);
+  craft_state_section(dir, "vcpu0.interrupt_limit", [](std::vector<std::byte>& bytes) {
+    bytes = interrupt_limit_section(false, {});
+  });
+  const Result r = run({"restore", "--source", "file://" + dir});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("s round 4"), std::string::npos) << r.out;
 }
 
 sockaddr_un unix_address(const std::string& path) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "pmu/state_archive.h"
 #include "tests/support/recording_interrupt_sink.h"
 
 namespace pmu {
@@ -99,6 +100,40 @@ TEST(RateLimitTest, ZeroMeansUnlimited) {
   for (int i = 0; i < 1000; ++i) sink.deliver_vector(0x40);
   EXPECT_EQ(inner.vectors.size(), 1000u);
   EXPECT_EQ(sink.throttled(), 0u);
+}
+
+// A held state from a snapshot or migration stream holds only what a guest could have made
+// this limiter hold: distinct vectors from 16 up (LWPMSR0 refuses lower ones), and nothing at all
+// without a limit (nothing is ever held then). Anything else is refused, not delivered later.
+TEST(RateLimitTest, LoadedStateHoldsOnlyWhatAGuestCouldHaveAsked) {
+  testing::RecordingInterruptSink inner;
+  FakeClock clock;
+  auto saved = [](std::vector<uint8_t> vectors, bool nmi) {
+    StateWriter w;
+    bool pending[2] = {nmi, false};
+    uint64_t delivered = 0, throttled = 0, coalesced = 0;
+    w(pending[0], pending[1], vectors, delivered, throttled, coalesced);
+    return w.take();
+  };
+  auto load = [&](uint32_t limit, std::vector<uint8_t> vectors, bool nmi) -> std::string {
+    RateLimitedInterruptSink sink(inner, clock, limit);
+    try {
+      const std::vector<std::byte> bytes = saved(std::move(vectors), nmi);
+      StateReader r(bytes);
+      r(sink);
+      r.expect_end();
+      return "";
+    } catch (const StateFormatError& e) {
+      return e.what();
+    }
+  };
+  EXPECT_EQ(load(10, {0x40, 0xF0}, true), "");
+  EXPECT_EQ(load(10, {0x40, 0x0E}, false),
+            "rate limiter: held vector 0xe is an exception vector (below 16)");
+  EXPECT_EQ(load(10, {0x40, 0x41, 0x40}, false), "rate limiter: vector 0x40 is held twice");
+  EXPECT_EQ(load(0, {0x40}, false), "rate limiter: interrupts held without a limit");
+  EXPECT_EQ(load(0, {}, true), "rate limiter: interrupts held without a limit");
+  EXPECT_EQ(load(0, {}, false), "");
 }
 
 }  // namespace
