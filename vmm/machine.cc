@@ -34,8 +34,6 @@ namespace {
 
 // A Linux guest's panic() ends with this console line (kernel/panic.c); the run ends there.
 constexpr std::string_view kLinuxPanicEnd = "---[ end Kernel panic - not syncing: ";
-// What is kept of a console line for the checks above and --pause-on-output (its start).
-constexpr size_t kConsoleLineLimit = 4096;
 constexpr int kKickSignal = SIGUSR1;
 // SIGINT/SIGTERM: the run stops between instructions with status 128 + N and says where each
 // vCPU was (a hung guest can be looked at, not just killed). Set by the handler, polled by the

@@ -192,6 +192,8 @@ struct Machine::Impl : MachineControl {
   CmosRtc rtc;
   I8042Reset i8042;
   std::string console_line;  // the console's current line (Linux panics, --pause-on-output)
+  // What is kept of a console line (its start): no more, and no newline, which ends a line.
+  static constexpr size_t kConsoleLineLimit = 4096;
   std::optional<std::string> output_pause;  // a console line reached a pause point (handle_io)
   LinuxBoot linux_boot;
 

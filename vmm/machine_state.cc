@@ -201,6 +201,9 @@ void Machine::Impl::apply_state(const StateSections& s) {
   read("devices.serial", Serial16550::kStateVersion, serial);
   read("devices.cmos", CmosRtc::kStateVersion, rtc);
   read("devices.console", kConsoleLineStateVersion, console_line);
+  if (console_line.size() > kConsoleLineLimit || console_line.find('\n') != std::string::npos)
+    throw UsageError("the snapshot's devices.console state is not one console line of at most " +
+                     std::to_string(kConsoleLineLimit) + " bytes");
   read("report.lwp", LwpReport::kStateVersion, report);
   read("report.linux_tasks", kLinuxTasksStateVersion, linux_tasks);
   if (linux_tasks.size() > LwpReport::kMaxTasks)

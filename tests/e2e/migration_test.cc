@@ -453,14 +453,25 @@ void craft_state_section(const std::string& dir, const std::string& name,
 
 // vcpuN.interrupt_limit as pmu::RateLimitedInterruptSink archives it (version 1): held NMI,
 // held PMI, held vectors, delivered, throttled, coalesced.
+std::vector<std::byte> component_section(uint16_t version, std::vector<std::byte> archive) {
+  vmm::StateSections one;
+  one.add_component("x", version, std::move(archive));
+  return *one.find("x");
+}
+
 std::vector<std::byte> interrupt_limit_section(bool pmi, std::vector<uint8_t> vectors) {
   pmu::StateWriter w;
   bool nmi = false;
   uint64_t delivered = 0, throttled = 0, coalesced = 0;
   w(nmi, pmi, vectors, delivered, throttled, coalesced);
-  vmm::StateSections one;
-  one.add_component("x", 1, w.take());
-  return *one.find("x");
+  return component_section(1, w.take());
+}
+
+// devices.console: the console's current line, a std::string.
+std::vector<std::byte> console_section(std::string line) {
+  pmu::StateWriter w;
+  w(line);
+  return component_section(vmm::kConsoleLineStateVersion, w.take());
 }
 
 // A snapshot whose sections were rewritten (CRCs and checksums made good again) is refused with
@@ -470,23 +481,31 @@ std::vector<std::byte> interrupt_limit_section(bool pmi, std::vector<uint8_t> ve
 TEST_F(MigrationTest, CraftedStateIsRefusedBeforeTheGuestRuns) {
   const std::string good = snapshot_of_spin("crafted-snapshot");
   struct Craft {
-    std::string name, expected;
+    std::string name, section_name, expected;
     std::vector<std::byte> section;
   };
+  const std::string limit = "vcpu0.interrupt_limit";
   const std::vector<Craft> crafts = {
-      {"exception-vector", "held vector 0xe is an exception vector (below 16)",
+      {"exception-vector", limit, "held vector 0xe is an exception vector (below 16)",
        interrupt_limit_section(false, {0x0E})},
-      {"vector-twice", "vector 0xf0 is held twice", interrupt_limit_section(false, {0xF0, 0xF0})},
-      {"pmi-without-netburst",
+      {"vector-twice", limit, "vector 0xf0 is held twice",
+       interrupt_limit_section(false, {0xF0, 0xF0})},
+      {"pmi-without-netburst", limit,
        "vcpu0.interrupt_limit state holds a PMI, but CPU profile amd-lwp has no NetBurst PMU",
        interrupt_limit_section(true, {})},
+      {"console-line", "devices.console",
+       "devices.console state is not one console line of at most 4096 bytes",
+       console_section(std::string(5000, 'x'))},
+      {"console-lines", "devices.console",
+       "devices.console state is not one console line of at most 4096 bytes",
+       console_section("kernel: two\nlines")},
   };
   for (const Craft& c : crafts) {
     SCOPED_TRACE(c.name);
     const std::string dir = temp("crafted-" + c.name);
     std::filesystem::remove_all(dir);
     std::filesystem::copy(good, dir);
-    craft_state_section(dir, "vcpu0.interrupt_limit",
+    craft_state_section(dir, c.section_name,
                         [&](std::vector<std::byte>& bytes) { bytes = c.section; });
     const Result r = run({"restore", "--source", "file://" + dir});
     EXPECT_EQ(r.status, 2) << r.err;
