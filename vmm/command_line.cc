@@ -1,3 +1,4 @@
+#include "vmm/machine_limits.h"
 #include "vmm/command_line.h"
 
 #include <CLI/CLI.hpp>
@@ -126,16 +127,16 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
       ->check(CLI::IsMember({"kvm", "kvm-single", "guest", "auto"}))
       ->capture_default_str();
   run_cmd->add_option("--vcpus", run.vcpus, "Number of vCPUs")
-      ->check(CLI::Range(1, 16))
+      ->check(CLI::Range(uint32_t{1}, limits::kMaxVcpus))
       ->capture_default_str();
   run_cmd->add_option("--mem", run.mem_mib, "Guest RAM in MiB")
-      ->check(CLI::Range(4, 65536))
+      ->check(CLI::Range(limits::kMinMemMib, limits::kMaxMemMib))
       ->capture_default_str();
   run_cmd->add_option("--timer-hz", run.timer_hz,
                       "The bundled kernel's scheduler tick; 0 = none (tasks switch only when they "
                       "yield, wait or exit, and lwp_wait timeouts never expire: for runs whose "
                       "CPL-0 instruction counts must not depend on wall-clock time)")
-      ->check(CLI::Range(0, 10000))
+      ->check(CLI::Range(uint32_t{0}, limits::kMaxTimerHz))
       ->capture_default_str();
   run_cmd->add_option("--seed", run.seed, "Seed of the LWPCB.Random generator (same seed, same records)")
       ->capture_default_str();

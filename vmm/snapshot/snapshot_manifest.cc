@@ -8,6 +8,7 @@
 #include "pmu/rate_limited_interrupt_sink.h"
 #include "vmm/cpu/profile_writer.h"
 #include "vmm/json/json_text.h"
+#include "vmm/machine_limits.h"
 #include "vmm/snapshot/file_checksum.h"
 #include "vmm/snapshot/state_sections.h"
 
@@ -92,8 +93,17 @@ SnapshotManifest read_fields(const Json& j) {
   if (m.stepper != "kvm" && m.stepper != "kvm-single" && m.stepper != "guest" &&
       m.stepper != "none")
     throw BadField{"machine.stepper", "is \"" + m.stepper + "\", not a stepper this pmuvm has"};
-  if (m.vcpus == 0 || m.vcpus > 64 || m.mem_mib == 0 || m.mem_mib > (1u << 20))
-    throw BadField{"machine", "has a vCPU count or memory size out of range"};
+  // The command line's ranges: a manifest cannot ask for a machine `run` could not make.
+  if (m.vcpus == 0 || m.vcpus > limits::kMaxVcpus)
+    throw BadField{"machine.vcpus", "is " + std::to_string(m.vcpus) + ", not 1.." +
+                                        std::to_string(limits::kMaxVcpus)};
+  if (m.mem_mib < limits::kMinMemMib || m.mem_mib > limits::kMaxMemMib)
+    throw BadField{"machine.mem_mib", "is " + std::to_string(m.mem_mib) + ", not " +
+                                          std::to_string(limits::kMinMemMib) + ".." +
+                                          std::to_string(limits::kMaxMemMib)};
+  if (m.timer_hz > limits::kMaxTimerHz)
+    throw BadField{"machine.timer_hz", "is " + std::to_string(m.timer_hz) + ", not 0.." +
+                                           std::to_string(limits::kMaxTimerHz)};
   if (m.max_interrupt_rate > pmu::RateLimitedInterruptSink::kMaxLimit)
     throw BadField{"machine.max_interrupt_rate",
                    "is " + std::to_string(m.max_interrupt_rate) + ", over the limit of " +
