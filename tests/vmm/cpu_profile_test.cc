@@ -483,6 +483,24 @@ TEST(Errors, CacheGeometry) {
   EXPECT_EQ(ErrorOf(with_cache("    \"l1d\": {\"size_kib\": 16, \"ways\": 4, \"latency_cycles\": 4},",
                                "    \"l2\": {\"size_kib\": 1024, \"ways\": 16, \"latency_cycles\": 3},")),
             "t.json:9:42: cache.l2.latency_cycles (3) must exceed cache.l1d.latency_cycles (4)");
+  // The model keeps 16 bytes per line of every level, per vCPU: at most 2^22 lines (256 MiB of
+  // cache in 64-byte lines), so a profile (a crafted one in a snapshot too) cannot make each
+  // vCPU allocate gigabytes: a 256 MiB L2 with its L1D is over, a 128 MiB one reads.
+  EXPECT_EQ(ErrorOf(with_cache(
+                "    \"l1d\": {\"size_kib\": 16, \"ways\": 4, \"latency_cycles\": 4},",
+                "    \"l2\": {\"size_kib\": 1048576, \"ways\": 16, \"latency_cycles\": 20},")),
+            "t.json:7:3: cache: its levels hold 16777472 lines of 64 bytes; the cache model keeps "
+            "at most 4194304 (64 MiB per vCPU)");
+  EXPECT_EQ(ErrorOf(with_cache(
+                "    \"l1d\": {\"size_kib\": 16, \"ways\": 4, \"latency_cycles\": 4},",
+                "    \"l2\": {\"size_kib\": 262144, \"ways\": 16, \"latency_cycles\": 20},")),
+            "t.json:7:3: cache: its levels hold 4194560 lines of 64 bytes; the cache model keeps "
+            "at most 4194304 (64 MiB per vCPU)");
+  const ProfileResult at_limit = parse_profile(
+      with_cache("    \"l1d\": {\"size_kib\": 16, \"ways\": 4, \"latency_cycles\": 4},",
+                 "    \"l2\": {\"size_kib\": 131072, \"ways\": 16, \"latency_cycles\": 20},"),
+      "t.json");
+  EXPECT_TRUE(at_limit.ok()) << at_limit.error;
 }
 
 TEST(Errors, KeysNextToBaselineOf) {

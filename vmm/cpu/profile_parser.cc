@@ -373,6 +373,17 @@ class ProfileParser {
     cache.l2 = parse_level(r_.required(o, "cache", "l2"), "cache.l2", cache.line_size);
     if (const Json* v = ProfileFields::nullable(o, "l3"))
       cache.l3 = parse_level(*v, "cache.l3", cache.line_size);
+    // The model keeps a tag and an age (16 bytes) per line of every level, per vCPU, from its
+    // first fill: no more than 2^22 lines (64 MiB per vCPU; 256 MiB of cache in 64-byte lines,
+    // more than any core's share), or a profile - one in a snapshot too - could make every vCPU
+    // allocate gigabytes.
+    constexpr uint64_t kMaxModelLines = uint64_t{1} << 22;
+    const uint64_t kib = uint64_t{cache.l1d.size_kib} + cache.l2.size_kib +
+                         (cache.l3 ? cache.l3->size_kib : 0);
+    if (const uint64_t lines = kib * 1024 / cache.line_size; lines > kMaxModelLines)
+      r_.fail("cache", "cache: its levels hold " + std::to_string(lines) + " lines of " +
+                           std::to_string(cache.line_size) + " bytes; the cache model keeps at most " +
+                           std::to_string(kMaxModelLines) + " (64 MiB per vCPU)");
     cache.dram_latency_cycles = static_cast<uint32_t>(r_.unsigned_value(
         r_.required(o, "cache", "dram_latency_cycles"), "cache.dram_latency_cycles", 1, 100000));
     // Each level further out must be slower, or the cache model's costs make no sense.
