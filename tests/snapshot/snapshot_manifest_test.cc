@@ -65,6 +65,15 @@ TEST(SnapshotManifest, TheMachineIsOneTheCommandLineCouldMake) {
             "machine.timer_hz (at 8:5) is 10001, not 0..10000");
 }
 
+// The kernel's name is printed in the log: a manifest cannot bring its own lines or escapes.
+TEST(SnapshotManifest, TheKernelNameIsPrintable) {
+  EXPECT_EQ(error_with("\"kernel\": \"", "\"kernel\": \"x\\npmuvm: [info] forged"),
+            "machine.kernel (at 11:5) is not a printable name of at most 4096 bytes");
+  EXPECT_EQ(error_with("\"kernel\": \"", "\"kernel\": \"\\u001b[2J"),
+            "machine.kernel (at 11:5) is not a printable name of at most 4096 bytes");
+  EXPECT_EQ(error_with("\"kernel\": \"", "\"kernel\": \"/boot/k\u00e9rnel "), "");
+}
+
 TEST(SnapshotManifest, MissingAndMistypedFieldsAreNamed) {
   EXPECT_EQ(error_with("\"seed\": 1,", ""), "machine.seed (at 4:3) is missing");
   EXPECT_EQ(error_with("\"guest\": \"bundled\"", "\"guest\": true"),

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -88,6 +89,11 @@ SnapshotManifest read_fields(const Json& j) {
     throw BadField{"machine.guest", "is \"" + guest + "\", not \"bundled\" or \"linux\""};
   m.linux_guest = guest == "linux";
   m.kernel = text_field(number("kernel"), "machine.kernel");
+  // Only a name, which the log prints: printable, so a manifest cannot write lines of its own.
+  if (m.kernel.size() > 4096 || !std::all_of(m.kernel.begin(), m.kernel.end(), [](char c) {
+        return static_cast<unsigned char>(c) >= 0x20 && c != 0x7F;
+      }))
+    throw BadField{"machine.kernel", "is not a printable name of at most 4096 bytes"};
   m.max_interrupt_rate =
       whole_number<uint32_t>(number("max_interrupt_rate"), "machine.max_interrupt_rate");
   if (m.stepper != "kvm" && m.stepper != "kvm-single" && m.stepper != "guest" &&
