@@ -92,7 +92,8 @@ void RateLimitedInterruptSink::check_loaded() const {
     if (v < 16)
       throw StateFormatError(std::string("rate limiter: held vector ") + hex +
                              " is an exception vector (below 16)");
-    if (seen[v]) throw StateFormatError(std::string("rate limiter: vector ") + hex + " is held twice");
+    if (seen[v])
+      throw StateFormatError(std::string("rate limiter: vector ") + hex + " is held twice");
     seen[v] = true;
   }
 }

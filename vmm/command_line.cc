@@ -1,4 +1,3 @@
-#include "vmm/machine_limits.h"
 #include "vmm/command_line.h"
 
 #include <CLI/CLI.hpp>
@@ -7,6 +6,7 @@
 
 #include "pmu/rate_limited_interrupt_sink.h"
 #include "vmm/api/api_routes.h"
+#include "vmm/machine_limits.h"
 
 namespace vmm {
 namespace {
@@ -132,10 +132,11 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
   run_cmd->add_option("--mem", run.mem_mib, "Guest RAM in MiB")
       ->check(CLI::Range(limits::kMinMemMib, limits::kMaxMemMib))
       ->capture_default_str();
-  run_cmd->add_option("--timer-hz", run.timer_hz,
-                      "The bundled kernel's scheduler tick; 0 = none (tasks switch only when they "
-                      "yield, wait or exit, and lwp_wait timeouts never expire: for runs whose "
-                      "CPL-0 instruction counts must not depend on wall-clock time)")
+  run_cmd
+      ->add_option("--timer-hz", run.timer_hz,
+                   "The bundled kernel's scheduler tick; 0 = none (tasks switch only when they "
+                   "yield, wait or exit, and lwp_wait timeouts never expire: for runs whose "
+                   "CPL-0 instruction counts must not depend on wall-clock time)")
       ->check(CLI::Range(uint32_t{0}, limits::kMaxTimerHz))
       ->capture_default_str();
   run_cmd->add_option("--seed", run.seed, "Seed of the LWPCB.Random generator (same seed, same records)")

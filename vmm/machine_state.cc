@@ -184,12 +184,15 @@ void Machine::Impl::apply_state(const StateSections& s) {
     // its interrupt, NMIs and PMIs from NetBurst.
     if (!v.limited->held_vectors().empty() &&
         !(options.profile.lwp.available && options.profile.lwp.interrupt))
-      throw UsageError("the snapshot's " + p + "interrupt_limit state holds a threshold "
-                       "interrupt, but CPU profile " + options.profile.name +
-                       " has no LWP interrupt");
+      throw UsageError("the snapshot's " + p +
+                       "interrupt_limit state holds a threshold "
+                       "interrupt, but CPU profile " +
+                       options.profile.name + " has no LWP interrupt");
     if (v.limited->holds_nmi_or_pmi() && !options.profile.netburst)
-      throw UsageError("the snapshot's " + p + "interrupt_limit state holds a PMI, but CPU "
-                       "profile " + options.profile.name + " has no NetBurst PMU");
+      throw UsageError("the snapshot's " + p +
+                       "interrupt_limit state holds a PMI, but CPU "
+                       "profile " +
+                       options.profile.name + " has no NetBurst PMU");
     // The stepper the snapshot's manifest named is the one this machine was built with
     // (restore checks it), so its section is there; a crafted one without it is refused here.
     if (v.kvm_stepper) read(p + "kvm_stepper", StepController::kStateVersion, *v.kvm_stepper);

@@ -126,8 +126,10 @@ void Machine::Impl::on_step(Vcpu& v) {
     if (!v.kvm->inject_debug_exception(delivered_dr6(g.dr6, *out.deliver_debug)))
       if (const LogBudget::Verdict said = v.dropped_debug_warnings.take();
           said != LogBudget::Verdict::kQuiet)
-        spdlog::warn("vCPU {}: the guest's #DB (DR6 bits {:#x}) met a pending exception and was "
-                     "dropped{}", v.kvm->index(), *out.deliver_debug, LogBudget::suffix(said));
+        spdlog::warn(
+            "vCPU {}: the guest's #DB (DR6 bits {:#x}) met a pending exception and was "
+            "dropped{}",
+            v.kvm->index(), *out.deliver_debug, LogBudget::suffix(said));
   }
   if (out.entered_user) {
     v.control->enter_user(at.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)

@@ -218,10 +218,9 @@ TEST_P(LwpRingPastRam, StoresFaultAtTheEndOfRamAndTheVectorIsAGp) {
       << r.out << r.err;
   // Error code: vector 0x40 << 3 | IDT (2) | EXT. Hardware sets EXT (bit 0) for an external
   // interrupt; the nested host's QEMU TCG leaves it clear. Either is the vector and the IDT.
-  const bool gp = r.out.find("ring: unowned vector #GP x00000001, error 00000202\n") !=
-                      std::string::npos ||
-                  r.out.find("ring: unowned vector #GP x00000001, error 00000203\n") !=
-                      std::string::npos;
+  const bool gp =
+      r.out.find("ring: unowned vector #GP x00000001, error 00000202\n") != std::string::npos ||
+      r.out.find("ring: unowned vector #GP x00000001, error 00000203\n") != std::string::npos;
   EXPECT_TRUE(gp) << r.out;
   EXPECT_LE(occurrences(r.err, "\n"), 2u) << r.err;
 }

@@ -13,20 +13,20 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <map>
-#include <memory>
-#include <set>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <memory>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
+#include "pmu/state_archive.h"
 #include "tests/e2e/guest_test.h"
 #include "tests/support/file_damage.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/migration_check.h"
-#include "pmu/state_archive.h"
 #include "vmm/snapshot/file_checksum.h"
 #include "vmm/snapshot/state_sections.h"
 

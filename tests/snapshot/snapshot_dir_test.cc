@@ -138,16 +138,20 @@ TEST(SnapshotDir, EveryDamageIsRefusedWithItsReason) {
   EXPECT_NE(edit_manifest("stepper", "\"stepper\": \"kvm\"", "\"stepper\": \"magic\"")
                 .find("machine.stepper (at 9:5) is \"magic\", not a stepper this pmuvm has"),
             std::string::npos);
-  EXPECT_NE(edit_manifest("json", "{", "[").find("/manifest.json: at 2:11: JSON syntax error while parsing array - unexpected ':'"), std::string::npos);
+  EXPECT_NE(
+      edit_manifest("json", "{", "[")
+          .find("/manifest.json: at 2:11: JSON syntax error while parsing array - unexpected ':'"),
+      std::string::npos);
   // Crafted manifests (issue 20): a profile nested 400 000 deep crashed the reader (SIGSEGV); a
   // rate the command line refuses made every vCPU allocate gigabytes.
   const std::string deep = std::string(400000, '[') + std::string(400000, ']');
   EXPECT_NE(edit_manifest("deep", "\"profile\": {", "\"profile\": {\"deep\": " + deep + ",")
                 .find("nests deeper than"),
             std::string::npos);
-  EXPECT_NE(edit_manifest("rate", "\"max_interrupt_rate\": 10000", "\"max_interrupt_rate\": 4000000000")
-                .find("machine.max_interrupt_rate (at 12:5) is 4000000000, over the limit of 1000000"),
-            std::string::npos);
+  EXPECT_NE(
+      edit_manifest("rate", "\"max_interrupt_rate\": 10000", "\"max_interrupt_rate\": 4000000000")
+          .find("machine.max_interrupt_rate (at 12:5) is 4000000000, over the limit of 1000000"),
+      std::string::npos);
 }
 
 // Files a snapshot directory holds are read only as regular files of the sizes the manifest

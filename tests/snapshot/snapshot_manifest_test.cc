@@ -46,21 +46,24 @@ TEST(SnapshotManifest, NumbersMustBeWholeAndFitTheirField) {
             "machine.mem_mib (at 6:5) is not a whole number from 0 to 18446744073709551615");
   EXPECT_EQ(error_with("\"seed\": 1,", "\"seed\": 18446744073709551616,"),
             "machine.seed (at 7:5) is not a whole number from 0 to 18446744073709551615");
-  EXPECT_EQ(error_with("\"cpuid\": [\n      [\n        0,", "\"cpuid\": [\n      [\n        4294967296,"),
-            "cpu.cpuid[0][0] (at 123:9) is not a whole number from 0 to 4294967295");
+  EXPECT_EQ(
+      error_with("\"cpuid\": [\n      [\n        0,", "\"cpuid\": [\n      [\n        4294967296,"),
+      "cpu.cpuid[0][0] (at 123:9) is not a whole number from 0 to 4294967295");
   EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 2,"), "");  // a whole number in range reads
 }
 
 // The command line's ranges hold for a manifest too (a crafted one asked for 64 vCPUs and 1 TiB).
 TEST(SnapshotManifest, TheMachineIsOneTheCommandLineCouldMake) {
   EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 16,"), "");
-  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 17,"), "machine.vcpus (at 5:5) is 17, not 1..16");
+  EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 17,"),
+            "machine.vcpus (at 5:5) is 17, not 1..16");
   EXPECT_EQ(error_with("\"vcpus\": 1,", "\"vcpus\": 0,"), "machine.vcpus (at 5:5) is 0, not 1..16");
   EXPECT_EQ(error_with("\"mem_mib\": 256,", "\"mem_mib\": 65537,"),
             "machine.mem_mib (at 6:5) is 65537, not 4..65536");
   EXPECT_EQ(error_with("\"mem_mib\": 256,", "\"mem_mib\": 1048576,"),
             "machine.mem_mib (at 6:5) is 1048576, not 4..65536");
-  EXPECT_EQ(error_with("\"mem_mib\": 256,", "\"mem_mib\": 3,"), "machine.mem_mib (at 6:5) is 3, not 4..65536");
+  EXPECT_EQ(error_with("\"mem_mib\": 256,", "\"mem_mib\": 3,"),
+            "machine.mem_mib (at 6:5) is 3, not 4..65536");
   EXPECT_EQ(error_with("\"timer_hz\": 100,", "\"timer_hz\": 10001,"),
             "machine.timer_hz (at 8:5) is 10001, not 0..10000");
 }

@@ -67,8 +67,8 @@ ProfileResult builtin_profile(std::string_view name) {
                                            "' (shipped: " + joined_builtin_names() + ")"};
   const ProfileLookup lookup = builtin_lookup();
   detail::ParseContext ctx{lookup, {}};
-  ProfileResult r = detail::parse_in_context(p->text, p->file_name, {"name:" + std::string(name)},
-                                             ctx);
+  ProfileResult r =
+      detail::parse_in_context(p->text, p->file_name, {"name:" + std::string(name)}, ctx);
   // The generator names each embedded profile after its file; the JSON must agree.
   if (r.ok() && r.profile->name != name)
     return ProfileResult{std::nullopt, std::string(p->file_name) + ": declares name '" +

@@ -29,7 +29,7 @@ void ProfileFields::expect_array(const Json& v, std::string_view path) const {
 }
 
 void ProfileFields::check_keys(const Json& obj, std::string_view path,
-                            std::initializer_list<std::string_view> known) const {
+                               std::initializer_list<std::string_view> known) const {
   // nlohmann keeps keys sorted, not in text order: report the unknown key that comes first in
   // the text, which is the one a reader fixing errors top to bottom expects.
   const std::optional<std::string> unknown =
@@ -63,7 +63,7 @@ const ProfileFields::Json* ProfileFields::nullable(const Json& obj, std::string_
 }
 
 const ProfileFields::Json& ProfileFields::required(const Json& obj, std::string_view path,
-                                             std::string_view key) const {
+                                                   std::string_view key) const {
   const Json* v = optional(obj, key);
   if (v == nullptr)
     fail(path, "missing required key '" + std::string(key) + "' in " + object_name(path));
@@ -84,17 +84,21 @@ static std::optional<uint64_t> parse_hex_string(const std::string& s) {
   for (size_t i = 2; i < s.size(); ++i) {
     const char c = s[i];
     int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return std::nullopt;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else
+      return std::nullopt;
     v = (v << 4) | static_cast<uint64_t>(d);
   }
   return v;
 }
 
-uint64_t ProfileFields::unsigned_value(const Json& v, std::string_view path, uint64_t lo, uint64_t hi,
-                                    bool print_hex) const {
+uint64_t ProfileFields::unsigned_value(const Json& v, std::string_view path, uint64_t lo,
+                                       uint64_t hi, bool print_hex) const {
   auto show = [&](uint64_t x) { return print_hex ? hex(x) : std::to_string(x); };
   auto range = [&] { return lo == hi ? show(lo) : show(lo) + ".." + show(hi); };
   const std::string p(path);
@@ -122,8 +126,7 @@ bool ProfileFields::boolean(const Json& v, std::string_view path) const {
 }
 
 std::string ProfileFields::string(const Json& v, std::string_view path) const {
-  if (!v.is_string())
-    fail(path, std::string(path) + " must be a string, got " + describe_value(v));
+  if (!v.is_string()) fail(path, std::string(path) + " must be a string, got " + describe_value(v));
   return v.get<std::string>();
 }
 
@@ -131,12 +134,18 @@ std::string ProfileFields::describe_value(const Json& v) {
   std::string text = v.dump();
   if (text.size() > 40) text = text.substr(0, 37) + "...";
   switch (v.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "boolean " + text;
-    case Json::value_t::string: return "string " + text;
-    case Json::value_t::object: return "an object";
-    case Json::value_t::array: return "an array";
-    default: return "number " + text;
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return "boolean " + text;
+    case Json::value_t::string:
+      return "string " + text;
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::array:
+      return "an array";
+    default:
+      return "number " + text;
   }
 }
 

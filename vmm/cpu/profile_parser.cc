@@ -15,9 +15,9 @@
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
 #include "vmm/cpu/cpuid_features.h"
-#include "vmm/cpu/profile_fields.h"
 #include "vmm/cpu/lwp_profile_names.h"
 #include "vmm/cpu/profile_baseline.h"
+#include "vmm/cpu/profile_fields.h"
 #include "vmm/json/json_text.h"
 
 namespace vmm::detail {
@@ -62,8 +62,7 @@ class ProfileParser {
  public:
   ProfileParser(std::string_view source, std::string_view text, ParseContext& ctx,
                 std::vector<std::string> identity_keys)
-      : r_(source, text), source_(source), ctx_(ctx),
-        identity_keys_(std::move(identity_keys)) {}
+      : r_(source, text), source_(source), ctx_(ctx), identity_keys_(std::move(identity_keys)) {}
 
   CpuProfile parse(const Json& root) {
     r_.expect_object(root, "");
@@ -198,9 +197,10 @@ class ProfileParser {
     p.model = static_cast<uint32_t>(
         r_.unsigned_value(r_.required(root, "", "model"), "model", 0, 0xFF, true));
     if (p.model > 0xF && p.family != 0x6 && p.family < 0xF)
-      r_.fail("model", "model " + ProfileFields::hex(p.model) + " needs CPUID's extended model field, "
-                       "which only families 0x6 and 0xf and above use; family " +
-                       ProfileFields::hex(p.family) + " allows models 0x0..0xf");
+      r_.fail("model", "model " + ProfileFields::hex(p.model) +
+                           " needs CPUID's extended model field, "
+                           "which only families 0x6 and 0xf and above use; family " +
+                           ProfileFields::hex(p.family) + " allows models 0x0..0xf");
     if (const Json* v = ProfileFields::optional(root, "stepping"))
       p.stepping = static_cast<uint32_t>(r_.unsigned_value(*v, "stepping", 0, 0xF, true));
     p.brand = "pmuvm " + p.name;
@@ -240,7 +240,8 @@ class ProfileParser {
       else if (reg == "edx") ov.reg = CpuidRegister::kEdx;
       else r_.fail(reg_path, reg_path + " must be one of eax, ebx, ecx, edx, got \"" + reg + "\"");
       if (ov.set & ov.clear)
-        r_.fail(path, path + " sets and clears the same bits " + ProfileFields::hex(ov.set & ov.clear));
+        r_.fail(path,
+                path + " sets and clears the same bits " + ProfileFields::hex(ov.set & ov.clear));
       if (const Json* v = ProfileFields::optional(o, "note"))
         ov.note = r_.string(*v, ProfileFields::child(path, "note"));
       p.cpuid_overrides.push_back(ov);
@@ -259,7 +260,8 @@ class ProfileParser {
       const Json* f = ProfileFields::optional(o, key);
       return f != nullptr && r_.boolean(*f, ProfileFields::child("lwp", key));
     };
-    if (const Json* a = ProfileFields::optional(o, "available"); a && !r_.boolean(*a, "lwp.available")) {
+    if (const Json* a = ProfileFields::optional(o, "available");
+        a && !r_.boolean(*a, "lwp.available")) {
       // "available": false describes a processor without LWP; any other field is a mistake.
       const std::optional<std::string> extra =
           r_.first_key_in_text(o, "lwp", [](const std::string& k) { return k != "available"; });
@@ -349,7 +351,8 @@ class ProfileParser {
     NetburstParams n;
     auto field = [&](const char* key, uint32_t& out, uint64_t lo, uint64_t hi) {
       if (const Json* f = ProfileFields::optional(*v, key))
-        out = static_cast<uint32_t>(r_.unsigned_value(*f, ProfileFields::child("netburst", key), lo, hi));
+        out = static_cast<uint32_t>(
+            r_.unsigned_value(*f, ProfileFields::child("netburst", key), lo, hi));
     };
     field("counters", n.counters, 1, 18);
     field("counter_bits", n.counter_bits, 32, 40);
@@ -378,11 +381,12 @@ class ProfileParser {
     // more than any core's share), or a profile - one in a snapshot too - could make every vCPU
     // allocate gigabytes.
     constexpr uint64_t kMaxModelLines = uint64_t{1} << 22;
-    const uint64_t kib = uint64_t{cache.l1d.size_kib} + cache.l2.size_kib +
-                         (cache.l3 ? cache.l3->size_kib : 0);
+    const uint64_t kib =
+        uint64_t{cache.l1d.size_kib} + cache.l2.size_kib + (cache.l3 ? cache.l3->size_kib : 0);
     if (const uint64_t lines = kib * 1024 / cache.line_size; lines > kMaxModelLines)
       r_.fail("cache", "cache: its levels hold " + std::to_string(lines) + " lines of " +
-                           std::to_string(cache.line_size) + " bytes; the cache model keeps at most " +
+                           std::to_string(cache.line_size) +
+                           " bytes; the cache model keeps at most " +
                            std::to_string(kMaxModelLines) + " (64 MiB per vCPU)");
     cache.dram_latency_cycles = static_cast<uint32_t>(r_.unsigned_value(
         r_.required(o, "cache", "dram_latency_cycles"), "cache.dram_latency_cycles", 1, 100000));
@@ -410,8 +414,8 @@ class ProfileParser {
     r_.check_keys(o, path, {"size_kib", "ways", "latency_cycles"});
     CacheLevel level;
     auto field = [&](const char* key, uint64_t lo, uint64_t hi) {
-      return static_cast<uint32_t>(r_.unsigned_value(r_.required(o, path, key),
-                                                     ProfileFields::child(path, key), lo, hi));
+      return static_cast<uint32_t>(
+          r_.unsigned_value(r_.required(o, path, key), ProfileFields::child(path, key), lo, hi));
     };
     level.size_kib = field("size_kib", 1, 1u << 20);
     level.ways = field("ways", 1, 1024);
@@ -437,8 +441,9 @@ class ProfileParser {
         });
     if (extra) {
       r_.check_keys(root, "", kLiteralKeys);
-      r_.fail(*extra, *extra + " is not allowed next to baseline_of (a baseline profile takes "
-                             "everything but name and description from its members)");
+      r_.fail(*extra, *extra +
+                          " is not allowed next to baseline_of (a baseline profile takes "
+                          "everything but name and description from its members)");
     }
     p.description = r_.string(r_.required(root, "", "description"), "description");
     const Json& list = r_.required(root, "", "baseline_of");
@@ -542,8 +547,8 @@ ProfileResult parse_in_context(std::string_view text, std::string_view source_na
   ProfileResult result;
   auto document = read_json_text(text, kProfileJsonLimits);
   if (const auto* error = std::get_if<JsonTextError>(&document)) {
-    result.error = std::string(source_name) + ":" + line_column(text, error->offset) + ": " +
-                   error->message;
+    result.error =
+        std::string(source_name) + ":" + line_column(text, error->offset) + ": " + error->message;
     return result;
   }
   try {

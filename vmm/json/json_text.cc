@@ -68,8 +68,8 @@ class Handler : public nlohmann::json_sax<Json> {
   // While locating, `target` is asked at every key and array element, in text order, whether it
   // is the one sought: the path of the key or element, the length of its container's path (a
   // prefix of it), and the key (nullptr for an element).
-  using Target = std::function<bool(std::string_view path, size_t container_length,
-                                    const std::string* key)>;
+  using Target =
+      std::function<bool(std::string_view path, size_t container_length, const std::string* key)>;
 
   Handler(std::string_view text, const JsonLimits& limits, Target target)
       : text_(text), limits_(limits), target_(std::move(target)), furthest_(text.data()) {}
@@ -90,9 +90,7 @@ class Handler : public nlohmann::json_sax<Json> {
   bool boolean(bool v) override { return value(v, v ? Token::kTrue : Token::kFalse); }
   bool number_integer(number_integer_t v) override { return value(v, Token::kNumber); }
   bool number_unsigned(number_unsigned_t v) override { return value(v, Token::kNumber); }
-  bool number_float(number_float_t v, const string_t&) override {
-    return value(v, Token::kNumber);
-  }
+  bool number_float(number_float_t v, const string_t&) override { return value(v, Token::kNumber); }
   bool string(string_t& v) override { return value(std::move(v), Token::kString); }
   bool binary(binary_t&) override { return false; }  // JSON text has no binary values
 
@@ -123,11 +121,11 @@ class Handler : public nlohmann::json_sax<Json> {
 
  private:
   struct Frame {
-    Json* container;     // nullptr while locating
+    Json* container;  // nullptr while locating
     bool array;
     size_t path_length;  // path_ of the container itself is path_.substr(0, path_length)
     size_t elements = 0;
-    std::string key;     // the key whose value comes next
+    std::string key;  // the key whose value comes next
   };
 
   // Sets path_ to the path of the value that starts now: the key's (already set), an element's.
@@ -166,7 +164,8 @@ class Handler : public nlohmann::json_sax<Json> {
 
   bool value(Json v, Token token) {
     enter_value();
-    if (target_) return !(!frames_.empty() && frames_.back().array && matches_target(token, nullptr));
+    if (target_)
+      return !(!frames_.empty() && frames_.back().array && matches_target(token, nullptr));
     place(std::move(v));
     return true;
   }
@@ -174,12 +173,13 @@ class Handler : public nlohmann::json_sax<Json> {
   bool open(Json container) {
     const bool array = container.is_array();
     enter_value();
-    if (target_ && !frames_.empty() && frames_.back().array && matches_target(Token::kOpen, nullptr))
+    if (target_ && !frames_.empty() && frames_.back().array &&
+        matches_target(Token::kOpen, nullptr))
       return false;
     if (frames_.size() >= limits_.max_depth)
-      return fail(start_of(Token::kOpen), "JSON nests deeper than " +
-                                              std::to_string(limits_.max_depth) +
-                                              " objects and arrays");
+      return fail(
+          start_of(Token::kOpen),
+          "JSON nests deeper than " + std::to_string(limits_.max_depth) + " objects and arrays");
     Json* placed = target_ ? nullptr : place(std::move(container));
     frames_.push_back(Frame{placed, array, path_.size()});
     return true;
@@ -199,11 +199,15 @@ class Handler : public nlohmann::json_sax<Json> {
   size_t start_of(Token token) const {
     const size_t read = static_cast<size_t>(furthest_ - text_.data());
     switch (token) {
-      case Token::kOpen: return read - 1;
+      case Token::kOpen:
+        return read - 1;
       case Token::kTrue:
-      case Token::kNull: return read - 4;
-      case Token::kFalse: return read - 5;
-      case Token::kString: return opening_quote(read - 1);
+      case Token::kNull:
+        return read - 4;
+      case Token::kFalse:
+        return read - 5;
+      case Token::kString:
+        return opening_quote(read - 1);
       case Token::kNumber: {
         size_t at = read;
         if (at > 0 && !number_char(text_[at - 1])) --at;  // the byte that ended the number
@@ -264,7 +268,8 @@ std::string line_column(std::string_view text, size_t offset) {
   offset = std::min(offset, text.size());
   const std::string_view before = text.substr(0, offset);
   const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
-  const size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
+  const size_t line_start =
+      before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
   return std::to_string(line) + ":" + std::to_string(offset - line_start + 1);
 }
 
@@ -290,8 +295,8 @@ size_t locate_json_path(std::string_view text, std::string_view path) {
   }
   // The top-level value: its first byte, after a byte-order mark and white space.
   size_t at = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
-  while (at < text.size() && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' ||
-                              text[at] == '\r'))
+  while (at < text.size() &&
+         (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' || text[at] == '\r'))
     ++at;
   return at;
 }

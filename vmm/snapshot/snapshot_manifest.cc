@@ -53,7 +53,8 @@ struct BadField {
 
 const Json& member(const Json& object, const std::string& path, const char* key) {
   const std::string child = json_child_path(path, key);
-  if (!object.is_object()) throw BadField{path.empty() ? "the top level" : path, "is not an object"};
+  if (!object.is_object())
+    throw BadField{path.empty() ? "the top level" : path, "is not an object"};
   const auto it = object.find(key);
   if (it == object.end()) throw BadField{child, "is missing"};
   return *it;
@@ -65,8 +66,8 @@ const Json& member(const Json& object, const std::string& path, const char* key)
 template <typename T>
 T whole_number(const Json& v, const std::string& path) {
   if (!v.is_number_unsigned() || v.get<uint64_t>() > std::numeric_limits<T>::max())
-    throw BadField{path, "is not a whole number from 0 to " +
-                             std::to_string(std::numeric_limits<T>::max())};
+    throw BadField{
+        path, "is not a whole number from 0 to " + std::to_string(std::numeric_limits<T>::max())};
   return static_cast<T>(v.get<uint64_t>());
 }
 
@@ -125,7 +126,8 @@ SnapshotManifest read_fields(const Json& j) {
     const std::string path = json_element_path("cpu.cpuid", i);
     if (!cpuid[i].is_array() || cpuid[i].size() != 7) throw BadField{path, "is not 7 numbers"};
     uint32_t n[7];
-    for (size_t k = 0; k < 7; ++k) n[k] = whole_number<uint32_t>(cpuid[i][k], json_element_path(path, k));
+    for (size_t k = 0; k < 7; ++k)
+      n[k] = whole_number<uint32_t>(cpuid[i][k], json_element_path(path, k));
     m.cpuid.push_back(CpuidEntry{n[0], n[1], n[2], n[3], n[4], n[5], n[6]});
   }
   if (!j.contains("files")) return m;
@@ -136,9 +138,8 @@ SnapshotManifest read_fields(const Json& j) {
     const std::optional<uint64_t> checksum =
         parse_checksum_text(text_field(member(f, path, "xxh64"), path + ".xxh64"));
     if (!checksum) throw BadField{path + ".xxh64", "is not 16 hex digits"};
-    m.files[name] = SnapshotManifest::File{whole_number<uint64_t>(member(f, path, "bytes"),
-                                                                  path + ".bytes"),
-                                           *checksum};
+    m.files[name] = SnapshotManifest::File{
+        whole_number<uint64_t>(member(f, path, "bytes"), path + ".bytes"), *checksum};
   }
   return m;
 }
