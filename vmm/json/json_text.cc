@@ -181,7 +181,7 @@ class Handler : public nlohmann::json_sax<Json> {
           start_of(Token::kOpen),
           "JSON nests deeper than " + std::to_string(limits_.max_depth) + " objects and arrays");
     Json* placed = target_ ? nullptr : place(std::move(container));
-    frames_.push_back(Frame{placed, array, path_.size()});
+    frames_.push_back(Frame{placed, array, path_.size(), 0, {}});
     return true;
   }
 
