@@ -147,5 +147,35 @@ TEST(StepAccountantTest, KnownLoopGivesExactLwpRecords) {
   EXPECT_EQ(records, expected);
 }
 
+// The last mnemonic comes back from a snapshot as a number: one that names no Zydis mnemonic is
+// refused (held in the enum it was undefined behaviour: UBSan in stepper_state_fuzz).
+TEST(StepAccountantTest, ALoadedMnemonicMustNameOne) {
+  auto load_with = [](uint64_t mnemonic) -> std::string {
+    StepAccountant saved(small_cache());
+    pmu::StateWriter w;
+    w(saved);
+    std::vector<std::byte> bytes = w.take();
+    // The mnemonic is the archive's last field: 4 bytes, little-endian.
+    for (int i = 0; i < 4; ++i)
+      bytes[bytes.size() - 4 + i] = static_cast<std::byte>(mnemonic >> (8 * i));
+    StepAccountant loaded(small_cache());
+    try {
+      pmu::StateReader r(bytes);
+      r(loaded);
+      r.expect_end();
+      return loaded.last_mnemonic() == static_cast<ZydisMnemonic>(mnemonic) ? "" : "changed";
+    } catch (const pmu::StateFormatError& e) {
+      return e.what();
+    }
+  };
+  EXPECT_EQ(load_with(ZYDIS_MNEMONIC_MAX_VALUE), "");
+  EXPECT_EQ(load_with(ZYDIS_MNEMONIC_INVALID), "");
+  EXPECT_EQ(load_with(uint64_t{ZYDIS_MNEMONIC_MAX_VALUE} + 1),
+            "step accountant: mnemonic " + std::to_string(ZYDIS_MNEMONIC_MAX_VALUE + 1) +
+                " is not one Zydis knows");
+  EXPECT_EQ(load_with(0x10FFFFFF),
+            "step accountant: mnemonic 285212671 is not one Zydis knows");
+}
+
 }  // namespace
 }  // namespace vmm

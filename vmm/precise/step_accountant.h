@@ -12,10 +12,13 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
+#include <type_traits>
 
 #include "pmu/branch/branch_predictor.h"
 #include "pmu/cache/cache_model.h"
 #include "pmu/retired_instruction.h"
+#include "pmu/state_archive.h"
 #include "vmm/precise/instruction_decoder.h"
 
 namespace vmm {
@@ -51,7 +54,16 @@ class StepAccountant {
   // Snapshot / migration: the models whose contents decide later records.
   template <class Archive>
   void archive(Archive& a) {
-    a(cache_, predictor_, undecodable_, last_mnemonic_);
+    // The mnemonic travels as its number; a loaded one must name a mnemonic (an enum without a
+    // fixed underlying type holding another value is undefined behaviour: stepper_state_fuzz).
+    auto mnemonic = static_cast<std::underlying_type_t<ZydisMnemonic>>(last_mnemonic_);
+    a(cache_, predictor_, undecodable_, mnemonic);
+    if constexpr (Archive::kLoading) {
+      if (static_cast<uint64_t>(mnemonic) > ZYDIS_MNEMONIC_MAX_VALUE)
+        throw pmu::StateFormatError("step accountant: mnemonic " + std::to_string(mnemonic) +
+                                    " is not one Zydis knows");
+      last_mnemonic_ = static_cast<ZydisMnemonic>(mnemonic);
+    }
   }
 
  private:
