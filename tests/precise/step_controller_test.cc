@@ -1201,5 +1201,29 @@ TEST_F(BlockStepTest, ASnapshotInsideABlockRetiresItTheSameAfterTheRestore) {
   EXPECT_EQ(out.retired[4].cache_misses[0].data_address, kUserData + 0x808 - 8 - 16 + 0x88);
 }
 
+// A return site from a snapshot names one of the three kinds of return (the stepper reads the
+// frame by it); any other number is refused.
+TEST(ReturnSiteState, AKindOutOfRangeIsRefused) {
+  auto load_kind = [](uint8_t kind) -> std::string {
+    pmu::StateWriter w;
+    uint64_t rip = 0xffffffff81000000;
+    bool seen = false;
+    w(rip, kind, seen);
+    ReturnSite site;
+    try {
+      pmu::StateReader r(w.bytes());
+      r(site);
+      r.expect_end();
+      return "";
+    } catch (const pmu::StateFormatError& e) {
+      return e.what();
+    }
+  };
+  EXPECT_EQ(load_kind(0), "");
+  EXPECT_EQ(load_kind(2), "");
+  EXPECT_EQ(load_kind(3), "return site: kind 3 (0..2)");
+  EXPECT_EQ(load_kind(0xFF), "return site: kind 255 (0..2)");
+}
+
 }  // namespace
 }  // namespace vmm

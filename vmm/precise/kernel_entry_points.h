@@ -19,9 +19,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pmu/guest_memory.h"
+#include "pmu/state_archive.h"
 #include "vmm/precise/instruction_decoder.h"
 
 namespace vmm {
@@ -34,6 +36,10 @@ struct ReturnSite {
   template <class Archive>
   void archive(Archive& a) {
     a(rip, kind, seen_returning_to_user);
+    if constexpr (Archive::kLoading)
+      if (kind != Kind::kSysret64 && kind != Kind::kIret && kind != Kind::kReturn32)
+        throw pmu::StateFormatError("return site: kind " +
+                                    std::to_string(static_cast<int>(kind)) + " (0..2)");
   }
 };
 
