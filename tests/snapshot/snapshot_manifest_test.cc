@@ -77,6 +77,14 @@ TEST(SnapshotManifest, TheKernelNameIsPrintable) {
   EXPECT_EQ(error_with("\"kernel\": \"", "\"kernel\": \"/boot/k\u00e9rnel "), "");
 }
 
+// "format" of another type is not a pmuvm snapshot either: json::value() threw type_error out of
+// parse_manifest (std::terminate: a crafted migration hello ended the destination; manifest_fuzz).
+TEST(SnapshotManifest, AFormatOfAnotherTypeIsForeign) {
+  for (const char* format : {"7", "null", "[]", "{}"})
+    EXPECT_EQ(error_with("\"format\": \"pmuvm-snapshot\"", std::string("\"format\": ") + format),
+              "not a pmuvm snapshot (format is not \"pmuvm-snapshot\")");
+}
+
 TEST(SnapshotManifest, MissingAndMistypedFieldsAreNamed) {
   EXPECT_EQ(error_with("\"seed\": 1,", ""), "machine.seed (at 4:3) is missing");
   EXPECT_EQ(error_with("\"guest\": \"bundled\"", "\"guest\": true"),

@@ -155,7 +155,9 @@ std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& te
     return "at " + line_column(text, error->offset) + ": " + error->message;
   const Json& j = std::get<Json>(document);
   if (!j.is_object()) return std::string("the manifest is not a JSON object");
-  if (j.value("format", std::string()) != kFormat)
+  // find(), not value(): value() throws type_error for a "format" that is no string.
+  const auto format = j.find("format");
+  if (format == j.end() || !format->is_string() || format->get<std::string>() != kFormat)
     return std::string("not a pmuvm snapshot (format is not \"") + kFormat + "\")";
   if (!j.contains("version") || !j["version"].is_number_unsigned())
     return std::string("the manifest has no format version");
@@ -167,6 +169,8 @@ std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& te
   } catch (const BadField& bad) {
     return bad.path + " (at " + line_column(text, locate_json_path(text, bad.path)) + ") " +
            bad.problem;
+  } catch (const nlohmann::json::exception& e) {  // a check above missed a type: still a refusal
+    return std::string("the manifest does not read: ") + e.what();
   }
 }
 
