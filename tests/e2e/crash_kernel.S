@@ -100,15 +100,10 @@ good_end:
 #elif CRASH_MODE == 6
     cli                              /* no interrupt may reach the one-gate IDT */
     lea stack_top(%rip), %rsp
-    lea idt(%rip), %rdi              /* gate 13 (#GP): 64-bit interrupt gate, DPL 0, CS 0x08 */
+    lea idt(%rip), %rdi              /* gate 13 (#GP) */
+    mov $13, %esi
     lea gp_handler(%rip), %rax
-    mov %ax, 13 * 16 + 0(%rdi)
-    movw $0x08, 13 * 16 + 2(%rdi)
-    movw $0x8E00, 13 * 16 + 4(%rdi)
-    shr $16, %rax
-    mov %ax, 13 * 16 + 6(%rdi)
-    shr $16, %rax
-    mov %eax, 13 * 16 + 8(%rdi)
+    call set_gate
     lidt idt_descriptor(%rip)
     /* First LWPCBs across the end of 256 MiB of RAM and across the start of the MMIO hole at
      * 3 GiB (16 of their bytes mapped, the rest past the identity map of RAM): enable LWP with
@@ -178,21 +173,8 @@ have_value:
 storm_done:
     lea storm_count(%rip), %rsi
     call print
-    mov gp_count(%rip), %rax         /* eight hex digits */
-    mov $8, %ecx
-1:  rol $4, %eax
-    mov %eax, %ebx
-    and $0xF, %ebx
-    movb hex_digits(%rbx), %bl
-    push %rax
-    push %rcx
-    mov %bl, %al
-    mov $0x3f8, %dx
-    out %al, %dx
-    pop %rcx
-    pop %rax
-    dec %ecx
-    jnz 1b
+    mov gp_count(%rip), %eax
+    call print_hex32
     lea storm_end(%rip), %rsi
     call print
     mov $0x510, %dx
@@ -211,16 +193,6 @@ load_lwpcb_at_eax:                   /* LLWPCB at CPL 0 (WRMSR LWPMSR1), then us
     wrmsr
     ret
 
-print:                               /* the NUL-terminated string at %rsi to COM1 */
-    mov $0x3f8, %dx
-1:  movb (%rsi), %al
-    test %al, %al
-    jz 2f
-    out %al, %dx
-    inc %rsi
-    jmp 1b
-2:  ret
-
 gp_handler:                          /* error code, RIP, CS, RFLAGS, RSP, SS */
     add $8, %rsp
     addq $2, (%rsp)                  /* past the 2-byte WRMSR or RDMSR */
@@ -238,8 +210,6 @@ msr_ranges:
     .long 0x300, 0x100               /* the NetBurst counters, CCCRs and ESCRs */
     .long 0x40000040, 0x10           /* pmuvm's paravirtual MSRs */
     .long 0, 0
-hex_digits:
-    .ascii "0123456789abcdef"
 storm_count:
     .asciz "msr storm: "
 storm_end:
@@ -389,18 +359,6 @@ rearm_counter:
 2:  jmp 2b
 #endif
 
-set_gate:                            /* IDT at %rdi, vector %esi, handler %rax */
-    shl $4, %esi
-    add %rdi, %rsi
-    mov %ax, 0(%rsi)
-    movw $0x08, 2(%rsi)
-    movw $0x8E00, 4(%rsi)
-    shr $16, %rax
-    mov %ax, 6(%rsi)
-    shr $16, %rax
-    mov %eax, 8(%rsi)
-    ret
-
 gp7_handler:                         /* error code, RIP, CS, RFLAGS, RSP, SS */
     testq $2, (%rsp)                 /* IDT bit: an event whose gate is past the limit */
     jz unexpected_gp
@@ -464,29 +422,6 @@ pf7_handler:
 1:  hlt
     jmp 1b
 
-print_hex32:                         /* %eax as eight hex digits on COM1 */
-    mov %eax, %ebx
-    mov $8, %ecx
-1:  rol $4, %ebx
-    mov %ebx, %eax
-    and $0xF, %eax
-    movb hex_digits(%rax), %al
-    mov $0x3f8, %dx
-    out %al, %dx
-    dec %ecx
-    jnz 1b
-    ret
-
-print:                               /* the NUL-terminated string at %rsi to COM1 */
-    mov $0x3f8, %dx
-1:  movb (%rsi), %al
-    test %al, %al
-    jz 2f
-    out %al, %dx
-    inc %rsi
-    jmp 1b
-2:  ret
-
     .data
     .balign 8
 idt7_descriptor:
@@ -498,8 +433,6 @@ idt7_descriptor:
     .quad idt
 flood_done:
     .asciz "pmi flood: done\n"
-hex_digits:
-    .ascii "0123456789abcdef"
 no_fault:
     .asciz "ring: no fault\n"
 unexpected:
@@ -540,6 +473,7 @@ user_stack:
     .skip 4096
 user_stack_top:
 #else
+    /* Printed inline, not with print below: this mode has no stack (RSP is 0 at entry). */
     lea message(%rip), %rsi
     mov $0x3f8, %dx
 1:  movb (%rsi), %al
@@ -555,6 +489,50 @@ user_stack_top:
     jmp 3b
 message:
     .asciz "panic: crash_kernel: deliberate panic for the exit-status test\n"
+#endif
+
+#if CRASH_MODE >= 6
+/* Helpers of the modes that print and handle faults (6-8). */
+    .text
+set_gate:                            /* IDT at %rdi, vector %esi: 64-bit interrupt gate, DPL 0,
+                                        CS 0x08, to the handler at %rax */
+    shl $4, %esi
+    add %rdi, %rsi
+    mov %ax, 0(%rsi)
+    movw $0x08, 2(%rsi)
+    movw $0x8E00, 4(%rsi)
+    shr $16, %rax
+    mov %ax, 6(%rsi)
+    shr $16, %rax
+    mov %eax, 8(%rsi)
+    ret
+
+print:                               /* the NUL-terminated string at %rsi to COM1 */
+    mov $0x3f8, %dx
+1:  movb (%rsi), %al
+    test %al, %al
+    jz 2f
+    out %al, %dx
+    inc %rsi
+    jmp 1b
+2:  ret
+
+print_hex32:                         /* %eax as eight hex digits on COM1 */
+    mov %eax, %ebx
+    mov $8, %ecx
+1:  rol $4, %ebx
+    mov %ebx, %eax
+    and $0xF, %eax
+    movb hex_digits(%rax), %al
+    mov $0x3f8, %dx
+    out %al, %dx
+    dec %ecx
+    jnz 1b
+    ret
+
+    .data
+hex_digits:
+    .ascii "0123456789abcdef"
 #endif
 
     .bss

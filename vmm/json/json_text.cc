@@ -268,8 +268,8 @@ std::string line_column(std::string_view text, size_t offset) {
   offset = std::min(offset, text.size());
   const std::string_view before = text.substr(0, offset);
   const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
-  const size_t line_start =
-      before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
+  const size_t last_newline = before.rfind('\n');
+  const size_t line_start = last_newline == std::string_view::npos ? 0 : last_newline + 1;
   return std::to_string(line) + ":" + std::to_string(offset - line_start + 1);
 }
 
