@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 
 #include "pmu/lwp/lwpcb.h"
 
@@ -262,6 +263,29 @@ uint64_t LwpUnit::quiet_retirements() const {
     }
   }
   return quiet;
+}
+
+UnseenAllowance LwpUnit::unseen_allowance() const {
+  if (lwpcb_ == 0) return {};
+  if (pending_ != PendingInit::kNone) return UnseenAllowance::none();
+  UnseenAllowance allowance;
+  for (uint32_t i = 0; i < caps_.max_events; ++i) {
+    const Slot& s = slots_[i];
+    if (!s.active) continue;
+    if (s.event_id != kEventInstructionsRetired) return UnseenAllowance::none();
+    // The counter-th instruction stores the record (0: frozen, the next one does).
+    allowance.instructions = std::min<uint64_t>(allowance.instructions, s.counter);
+  }
+  return allowance;
+}
+
+void LwpUnit::retire_unseen(const UnseenRetirements& batch) {
+  if (!unseen_allowance().admits(batch))
+    throw std::logic_error("LWP: a batch of unseen instructions past what the unit allows");
+  if (lwpcb_ == 0 || batch.instructions == 0) return;
+  for (uint32_t i = 0; i < caps_.max_events; ++i)
+    if (slots_[i].active) slots_[i].counter -= static_cast<uint32_t>(batch.instructions);
+  touch();
 }
 
 void LwpUnit::retire(const RetiredInstruction& insn) {

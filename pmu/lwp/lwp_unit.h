@@ -84,6 +84,7 @@
 #include "pmu/lwp/prng.h"
 #include "pmu/lwp/save_area.h"
 #include "pmu/retired_instruction.h"
+#include "pmu/unseen_retirements.h"
 
 namespace pmu::lwp {
 
@@ -144,6 +145,16 @@ class LwpUnit {
   // possible before the last of the run (a block stepper's block, DESIGN §4.7: any instruction
   // may be a branch and miss the cache up to kMaxCacheMisses times). At least 1.
   uint64_t quiet_retirements() const;
+
+  // Host counting (DESIGN §4.11): how many CPL-3 instructions may retire unseen now, reported
+  // afterwards as one batch. Only InstructionsRetired counts by a number alone: a branch record
+  // carries the modelled predictor's verdict (PRD, §4.2), which every branch trains, and
+  // BranchesRetired with NDB drops direct jumps; DCache needs each access. An LWPCB awaiting
+  // initialisation needs its first instruction. No LWPCB: anything may.
+  UnseenAllowance unseen_allowance() const;
+  // The batch retired (unseen_allowance().admits(batch), else std::logic_error): the same state
+  // as retire() of each of its instructions.
+  void retire_unseen(const UnseenRetirements& batch);
 
   // True while an LWPCB is loaded (active or awaiting initialisation): the backend must report
   // every CPL-3 instruction. False means the backend may run the guest freely.

@@ -1,5 +1,6 @@
 #include "pmu/netburst/netburst_pmu.h"
 
+#include <algorithm>
 #include <bit>
 #include <stdexcept>
 
@@ -157,6 +158,80 @@ uint64_t NetburstPmu::quiet_retirements() const {
     }
   }
   return quiet;
+}
+
+namespace {
+
+// What an unseen CPL-3 instruction adds to a counting counter set up as `s`, when that follows
+// from the instruction being one (or a branch) alone.
+enum class UnseenCount { kNothing, kPerInstruction, kPerBranch, kNeedsDetail };
+
+template <class Setup>
+UnseenCount unseen_count(const Setup& s) {
+  // Kernel instructions are not in a batch; Compare judges each cycle's occurrences.
+  if (s.os || s.filter.compare) return UnseenCount::kNeedsDetail;
+  if (!s.usr) return UnseenCount::kNothing;  // a CPL-3 instruction has no occurrences then
+  constexpr uint16_t kAllBranches = mask::kMmnp | mask::kMmnm | mask::kMmtp | mask::kMmtm;
+  switch (s.kind) {
+    case EventKind::kUnmodelled:
+      return UnseenCount::kNothing;
+    case EventKind::kInstrRetired:
+      return (s.mask & mask::kNbogusNtag) ? UnseenCount::kPerInstruction : UnseenCount::kNothing;
+    case EventKind::kBranchRetired:
+      // Some of the four kinds only: which ones a branch is needs its direction and prediction.
+      if ((s.mask & kAllBranches) == 0) return UnseenCount::kNothing;
+      return (s.mask & kAllBranches) == kAllBranches ? UnseenCount::kPerBranch
+                                                     : UnseenCount::kNeedsDetail;
+    case EventKind::kMispredBranchRetired:
+    case EventKind::kGlobalPowerEvents:
+    case EventKind::kBsqCacheReference:
+      return UnseenCount::kNeedsDetail;
+  }
+  return UnseenCount::kNeedsDetail;
+}
+
+}  // namespace
+
+UnseenAllowance NetburstPmu::unseen_allowance() const {
+  UnseenAllowance allowance;
+  for (uint32_t m = counting_mask(); m != 0; m &= m - 1) {
+    const int n = std::countr_zero(m);
+    const Setup& s = setups_[n];
+    if (!s.counts) continue;  // never increments
+    const UnseenCount count = unseen_count(s);
+    if (count == UnseenCount::kNeedsDetail) return UnseenAllowance::none();
+    if (count == UnseenCount::kNothing) continue;
+    // The increment that shows something: the next one with an armed or forced overflow, else
+    // the one that wraps (it sets OVF, may raise the PMI and start counters cascading from it).
+    const bool next_shows = (pending_pmi_ & (1u << n)) || (cccrs_[n] & cccr::kForceOvf);
+    const uint64_t shows_at = next_shows ? 1 : counter_mask_ - counters_[n] + 1;
+    uint64_t& limit =
+        count == UnseenCount::kPerInstruction ? allowance.instructions : allowance.branches;
+    limit = std::min(limit, shows_at);
+  }
+  return allowance;
+}
+
+uint64_t NetburstPmu::unseen_increments(const Setup& s, const UnseenRetirements& batch) const {
+  switch (unseen_count(s)) {
+    case UnseenCount::kPerInstruction: return batch.instructions;
+    case UnseenCount::kPerBranch: return batch.branches;
+    case UnseenCount::kNothing:
+    case UnseenCount::kNeedsDetail: break;  // kNeedsDetail: unseen_allowance() admits nothing
+  }
+  return 0;
+}
+
+void NetburstPmu::retire_unseen(const UnseenRetirements& batch) {
+  if (!unseen_allowance().admits(batch))
+    throw std::logic_error("NetBurst: a batch of unseen instructions past what the PMU allows");
+  const uint32_t live = counting_mask();
+  if (live == 0) return;
+  stats_.instructions += batch.instructions;
+  for (uint32_t m = live; m != 0; m &= m - 1) {
+    const int n = std::countr_zero(m);
+    if (setups_[n].counts) advance(n, unseen_increments(setups_[n], batch));
+  }
 }
 
 void NetburstPmu::retire(const RetiredInstruction& insn) {

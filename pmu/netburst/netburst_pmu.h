@@ -62,6 +62,7 @@
 #include "pmu/netburst/msr_map.h"
 #include "pmu/netburst/save_state.h"
 #include "pmu/retired_instruction.h"
+#include "pmu/unseen_retirements.h"
 
 namespace pmu::netburst {
 
@@ -127,6 +128,15 @@ class NetburstPmu {
   // stepper's block, DESIGN §4.7; events that count cycles or cache references answer 1). At
   // least 1.
   uint64_t quiet_retirements() const;
+  // Host counting (DESIGN §4.11): how many CPL-3 instructions may retire unseen now, reported
+  // afterwards as one batch. Counters whose increments follow from the number of instructions
+  // (instr_retired NBOGUSNTAG) or of branches (branch_retired with all four MMxx masks) alone, at
+  // T0_USR without T0_OS and without Compare, allow a batch up to their wrap (an armed or forced
+  // overflow: none); any other counting counter needs every instruction.
+  UnseenAllowance unseen_allowance() const;
+  // The batch retired (unseen_allowance().admits(batch), else std::logic_error): the same state
+  // as retire() of each of its instructions.
+  void retire_unseen(const UnseenRetirements& batch);
   // Whether an instruction at CPL 0 can change any counter: some counting counter has T0_OS,
   // or counts with Compare+Complement (then a disqualified instruction still counts its cycles).
   // A stepper may leave kernel code unstepped while this is false.
@@ -161,6 +171,8 @@ class NetburstPmu {
   uint32_t counting_mask() const;
   void rebuild_setups();
   void advance(int counter, uint64_t increments);
+  // What a batch of unseen instructions adds to counter n (unseen_allowance() admitted it).
+  uint64_t unseen_increments(const Setup& s, const UnseenRetirements& batch) const;
 
   const Config config_;
   InterruptSink& interrupts_;
