@@ -114,9 +114,29 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
                           "--incoming, the profile the arriving VM must fit (default: its own)")
           ->capture_default_str();
   run_cmd->add_option("--backend", run.backend,
-                      "Counting backend: precise (exact, no host PMU needed), host (host counters), "
-                      "auto (host when the host has hardware events, else precise)")
+                      "Counting backend: precise (every counted instruction stepped; no host PMU "
+                      "needed), host (host counters count between event boundaries, the KVM "
+                      "stepper steps up to each: the same records), auto (host where the host "
+                      "PMU can count guest instructions, else precise)")
       ->check(CLI::IsMember({"precise", "host", "auto"}))
+      ->capture_default_str();
+  run_cmd->add_option("--host-counters", run.host_counters,
+                      "What the host backend counts with: perf (the host PMU through "
+                      "perf_event_open: guest-only retired instructions and branches) or double "
+                      "(a test double that needs no PMU: the KVM stepper steps all along and the "
+                      "double counts, its overflows --double-skid instructions late)")
+      ->check(CLI::IsMember({"perf", "double"}))
+      ->capture_default_str();
+  run_cmd->add_option("--double-skid", run.double_skid,
+                      "With --host-counters double: how many instructions after the overflowing "
+                      "one its overflow ends the run (a host PMU's skid)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 20))
+      ->capture_default_str();
+  run_cmd->add_option("--skid-margin", run.skid_margin,
+                      "The host backend's counters overflow this many events short of the next "
+                      "event boundary and the rest is stepped: at least the host PMU's largest "
+                      "skid (a later overflow is reported and the vCPU falls back to stepping)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
       ->capture_default_str();
   run_cmd->add_option("--stepper", run.stepper,
                       "How the precise backend sees each retired instruction: kvm (KVM debug "
@@ -280,6 +300,9 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
     run.programs = split_programs(after);
     run.cmdline_given = cmdline_opt->count() > 0;
     run.cpu_given = cpu_opt->count() > 0;
+    run.host_counters_given = run_cmd->get_option("--host-counters")->count() > 0;
+    run.double_skid_given = run_cmd->get_option("--double-skid")->count() > 0;
+    run.skid_margin_given = run_cmd->get_option("--skid-margin")->count() > 0;
     if (run.paused && run.api_socket.empty()) {
       out.exit_status = 2;
       out.message = "pmuvm: --paused needs --api-socket (only vm.resume can start the VM)";
@@ -301,7 +324,8 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
     if (!run.incoming.empty()) {
       // The arriving VM brings its machine: options that shape one would be silently ignored.
       for (const char* name : {"--kernel", "--initrd", "--cmdline", "--vcpus", "--mem", "--seed",
-                               "--timer-hz", "--stepper", "--backend", "--max-interrupt-rate"})
+                               "--timer-hz", "--stepper", "--backend", "--max-interrupt-rate",
+                               "--host-counters", "--double-skid", "--skid-margin"})
         if (run_cmd->get_option(name)->count() > 0) {
           out.exit_status = 2;
           out.message = std::string("pmuvm: ") + name +

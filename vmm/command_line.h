@@ -27,6 +27,11 @@ struct RunCommand {
   std::string cpu = "amd-lwp";
   std::string backend = "auto";   // precise | host | auto
   std::string stepper = "auto";   // kvm | guest | auto (precise backend, DESIGN §4.7)
+  // The host backend (DESIGN §4.11): its counters, the double's skid, the skid margin.
+  std::string host_counters = "perf";  // perf | double
+  uint64_t double_skid = 0;
+  uint64_t skid_margin = 128;
+  bool host_counters_given = false, double_skid_given = false, skid_margin_given = false;
   uint32_t vcpus = 1;
   uint64_t mem_mib = 256;
   uint64_t seed = 1;

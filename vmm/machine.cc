@@ -235,11 +235,13 @@ void Machine::Impl::vcpu_loop(Vcpu& v) {
     while (!stop) {
       const bool pausing = pause_requested.load();
       if (pausing && !v.needs_completion) {
+        end_free_run(v);  // a snapshot saves the models with everything counted
         park();
         continue;
       }
       // A vCPU on its way to being parked only completes its last exit (immediate_exit: no
       // guest instruction runs), so its stepping state is left as it is.
+      if (!pausing) arm_free_run(v);
       if (v.kvm_stepper && !pausing) update_stepping(v);
       if (pausing) v.kvm->run_state()->immediate_exit = 1;
       const int r = v.kvm->run();
@@ -260,6 +262,18 @@ void Machine::Impl::vcpu_loop(Vcpu& v) {
           debug_pause_due.notify_all();
         }
       }
+      // The host backend: the exit ends a free run before it is handled (it may change what the
+      // models count). The double's steps continue it: what they retire goes to the double.
+      if (v.free_run) {
+        if (!v.counter_double) {
+          if (r < 0) ++v.host_stats.overflow_ends;  // or another kick: the counters tell
+          end_free_run(v);
+        } else if (r >= 0 && reason == KVM_EXIT_DEBUG) {
+          ++v.host_stats.steps_while_free;
+        } else {
+          end_free_run(v);
+        }
+      }
       // A kick (r < 0) stops the vCPU between instructions: nothing retired.
       if (v.kvm_stepper) {
         if (r < 0) kicked(v);
@@ -272,6 +286,7 @@ void Machine::Impl::vcpu_loop(Vcpu& v) {
       if (v.kvm_stepper) interrupt_window(v, v.interrupts.sent != sent, r < 0);
       v.release_at_ns = v.limited->next_release_ns().value_or(0);
     }
+    end_free_run(v);  // the run ended (another vCPU's exit): the report counts everything
   } catch (const std::exception& e) {
     fail(e.what());
   }
@@ -337,6 +352,13 @@ void Machine::Impl::create_vcpus(const LoadedGuest& guest) {
       v->kvm_stepper = std::make_unique<StepController>(
           ram, cache_model_geometry(options.profile.cache),
           StepController::Options{.block_steps = options.stepper == MachineOptions::Stepper::kKvm});
+    if (options.host_backend && options.host_backend->counter_double) {
+      auto counters = std::make_unique<SkiddingCounterDouble>(options.host_backend->double_skid);
+      v->counter_double = counters.get();
+      v->host_counters = std::move(counters);
+    } else if (options.host_backend) {
+      v->host_counters = std::make_unique<PerfHostCounters>(kKickSignal);
+    }
     // The cache model sees the accesses of instructions that retire while an enabled event can
     // use them: a VM that profiles only instructions and branches leaves it empty (issue 21).
     auto cache_demand = [control = v->control.get()] { return control->uses_cache_model(); };
@@ -486,6 +508,14 @@ int Machine::Impl::run() {
     } else if (v->guest_stepper)
       spdlog::info("vCPU {}: guest-assisted stepper: {} CPL-3 and 0 CPL-0 steps, {} CPL-3 "
                    "instructions counted", v->kvm->index(), v->guest_stepper->steps(), v->counted);
+  for (auto& v : vcpus)
+    if (v->host_counters) {
+      const Vcpu::HostStats& h = v->host_stats;
+      spdlog::info("vCPU {}: host backend: {} free runs ({} ended by an overflow), {} of {} "
+                   "counted instructions unseen, {} overshot",
+                   v->kvm->index(), h.free_runs, h.overflow_ends, h.unseen_instructions,
+                   v->counted, h.overshoots);
+    }
   if (options.stats) print_stats();
   if (!failure.empty()) throw VmmError(failure);
   return exit_status;
@@ -544,6 +574,22 @@ void Machine::Impl::print_stats() {
                    static_cast<unsigned long long>(st.blocks),
                    static_cast<unsigned long long>(st.block_instructions),
                    static_cast<unsigned long long>(st.blocks_refused_for_slots));
+    }
+    // The host backend: what a host PMU would have cost. With the double the guest was stepped
+    // through its free runs too; a host PMU has one kick per overflow instead of those steps.
+    if (v->host_counters) {
+      const Vcpu::HostStats& h = v->host_stats;
+      const uint64_t pmu_exits = v->exit_count - h.steps_while_free + h.overflow_ends;
+      std::fprintf(stderr,
+                   "pmuvm: vcpu%u: host backend: free runs %llu, ended by overflow %llu, unseen "
+                   "instructions %llu, overshoots %llu, exits with a host PMU %llu (%.4f per "
+                   "counted instruction)\n",
+                   v->kvm->index(), static_cast<unsigned long long>(h.free_runs),
+                   static_cast<unsigned long long>(h.overflow_ends),
+                   static_cast<unsigned long long>(h.unseen_instructions),
+                   static_cast<unsigned long long>(h.overshoots),
+                   static_cast<unsigned long long>(pmu_exits),
+                   v->counted ? static_cast<double>(pmu_exits) / v->counted : 0.0);
     }
   }
 }

@@ -18,6 +18,7 @@
 #include "vmm/boot/guest_loader.h"
 #include "vmm/boot/linux_boot.h"
 #include "vmm/cpu/cpu_profile.h"
+#include "vmm/host/free_run.h"
 #include "vmm/memory/guest_ram.h"
 #include "vmm/snapshot/snapshot_manifest.h"
 #include "vmm/snapshot/state_sections.h"
@@ -50,6 +51,16 @@ struct MachineOptions {
   // kKvm steps blocks where it can (DESIGN §4.7); kKvmSingle stops after every instruction.
   enum class Stepper { kNone, kKvm, kKvmSingle, kGuest };
   Stepper stepper = Stepper::kKvm;
+  // The host backend (DESIGN §4.11; needs the KVM stepper): between event boundaries the guest
+  // runs unseen while host counters count. nullopt: the precise backend steps everything.
+  struct HostBackend {
+    // The counter double instead of the host PMU (vmm/host/skidding_counter_double.h): its
+    // overflows come `double_skid` instructions late.
+    bool counter_double = false;
+    uint64_t double_skid = 0;
+    FreeRunOptions free_run;
+  };
+  std::optional<HostBackend> host_backend;
   std::string lwp_report;  // "" = none, "-" = stdout, else a file
   std::string lwp_trace;   // "" = none, else a JSON-lines file
   std::string kvm_device = "/dev/kvm";

@@ -31,6 +31,10 @@
 #include "vmm/devices/i8042_reset.h"
 #include "vmm/devices/lvt_performance_counter.h"
 #include "vmm/devices/serial_16550.h"
+#include "vmm/host/free_run.h"
+#include "vmm/host/host_counters.h"
+#include "vmm/host/perf_host_counters.h"
+#include "vmm/host/skidding_counter_double.h"
 #include "vmm/kvm/exit_history.h"
 #include "vmm/kvm/kvm_vcpu.h"
 #include "vmm/log_budget.h"
@@ -241,6 +245,20 @@ struct Machine::Impl : MachineControl {
     uint64_t io_exits = 0;     // ... port I/O and MMIO
     uint64_t msr_exits = 0;    // ... RDMSR/WRMSR
 
+    // --backend host (DESIGN §4.11; machine_host_backend.cc).
+    std::unique_ptr<HostCounters> host_counters;
+    SkiddingCounterDouble* counter_double = nullptr;  // host_counters, when it is the double
+    std::optional<FreeRun> free_run;  // armed: the guest runs unseen while the counters count
+    bool host_fell_back = false;  // an overflow came past the skid margin: stepped from then on
+    struct HostStats {
+      uint64_t free_runs = 0;
+      uint64_t overflow_ends = 0;  // free runs ended by their counters' overflow
+      uint64_t unseen_instructions = 0;  // CPL-3 instructions the models took in batches
+      uint64_t steps_while_free = 0;  // the double's debug exits inside free runs (a host PMU
+                                      // would not have them)
+      uint64_t overshoots = 0;
+    } host_stats;
+
     // Snapshot / migration of the bookkeeping above (the models have their own archives), in
     // the format of VcpuCounts.
     VcpuCounts counts() const {
@@ -299,6 +317,10 @@ struct Machine::Impl : MachineControl {
   void count_instruction(Vcpu& v) {
     ++v.counted;
     if (auto reason = progress.on_counted_instruction()) pause_at_progress(*reason);
+  }
+  void count_instructions(Vcpu& v, uint64_t n) {
+    v.counted += n;
+    if (auto reason = progress.on_counted_instructions(n)) pause_at_progress(*reason);
   }
   void finish(int status);
 
@@ -384,6 +406,20 @@ struct Machine::Impl : MachineControl {
     spdlog::debug("vCPU {}: LWP #PF trap at {:#x}, error {:#x}: {}", v.kvm->index(), f->linear,
                   f->error_code, delivered ? "delivered" : "not deliverable here, dropped");
   }
+
+  // ---- The host backend (machine_host_backend.cc) ---------------------------------------------
+
+  // Before a KVM_RUN: lets the vCPU run unseen up to the skid margin before the models' next
+  // boundary, when they allow it (FreeRun), and arms its host counters.
+  void arm_free_run(Vcpu& v);
+  // The free run ends (a kick, an exit, the double's overflow, a pause): what the counters
+  // counted goes to the models as one batch, before anything else can change their state.
+  void end_free_run(Vcpu& v);
+  // The counters' overflow came past the margin: the instructions past the boundary retire
+  // late, at the vCPU's RIP now, and the vCPU is stepped from then on.
+  void retire_past_boundary(Vcpu& v, const pmu::UnseenRetirements& past);
+  // The vCPU runs unseen by the KVM stepper too (host PMU counters, not the double).
+  static bool running_unseen(const Vcpu& v) { return v.free_run && !v.counter_double; }
 
   // ---- Pausing, snapshots and migration (MigratableVm; machine_state.cc) ----------------------
 

@@ -88,7 +88,8 @@ uint64_t Machine::Impl::quiet_retirements(Vcpu& v) {
 
 void Machine::Impl::update_stepping(Vcpu& v) {
   VcpuStepTarget target(*v.kvm);
-  const StepScope scope = step_scope(v);
+  // A host PMU counts a free run: nothing is stepped until it ends (machine_host_backend.cc).
+  const StepScope scope = running_unseen(v) ? StepScope::kNothing : step_scope(v);
   if (scope != v.kvm_stepper->scope() || v.debug_unknown) {
     v.kvm_stepper->set_scope(scope, target);
     v.guest_debug = VcpuStepTarget::guest_debug_registers(*v.kvm);
@@ -97,7 +98,10 @@ void Machine::Impl::update_stepping(Vcpu& v) {
   // everything retired so far.
   if (v.kvm_stepper->block_pending()) {
     VcpuStepTarget at(*v.kvm, &v.guest_debug);
-    if (v.kvm_stepper->extend_block(quiet_retirements(v), at)) v.kvm->set_resume_flag();
+    // In the double's free run a block ends where its overflow signal is due.
+    const uint64_t limit =
+        v.free_run ? v.counter_double->instructions_to_kick() : quiet_retirements(v);
+    if (v.kvm_stepper->extend_block(limit, at)) v.kvm->set_resume_flag();
   }
   const DebugConfig desired = v.kvm_stepper->desired(v.guest_debug);
   const bool unknown = std::exchange(v.debug_unknown, false);
@@ -194,6 +198,15 @@ void Machine::Impl::interrupt_window(Vcpu& v, bool raised, bool kicked) {
 
 void Machine::Impl::retire_all(Vcpu& v, const RetiredInstructions& retired,
                                uint8_t cpl, uint64_t cr3) {
+  if (v.free_run) {  // the double's free run: it counts them, the models do not see them
+    bool overflow = false;
+    for (const pmu::RetiredInstruction& insn : retired) overflow |= v.counter_double->count(insn);
+    if (overflow) {
+      ++v.host_stats.overflow_ends;
+      end_free_run(v);
+    }
+    return;
+  }
   for (size_t i = 0; i < retired.size(); ++i) {
     v.control->retire(retired[i], cr3);
     if (retired[i].cpl == 3) count_instruction(v);

@@ -18,7 +18,7 @@
 #include "vmm/bundled_kernel.h"
 #include "vmm/command_line.h"
 #include "vmm/cpu/cpu_profile.h"
-#include "vmm/host/perf_counter.h"
+#include "vmm/host/backend_choice.h"
 #include "vmm/loader/elf_image.h"
 #include "vmm/cpu/migration_check.h"
 #include "vmm/machine.h"
@@ -213,16 +213,22 @@ int run(const vmm::RunCommand& cmd) {
   }
   for (const vmm::ProgramArgs& p : cmd.programs)
     options.programs.push_back(vmm::GuestProgram{p.path, load_elf_or_usage_error(p.path), p.args});
-  // Counting backend: the precise backend is the one implemented; passing host counters through exists as plumbing (vmm/host) but is not wired
-  // into the run loop yet, so `auto` uses precise everywhere and `host` is refused.
-  std::string reason;
-  auto backend = vmm::choose_backend(cmd.backend, vmm::probe_host_pmu(), &reason);
-  if (auto* error = std::get_if<1>(&backend)) throw vmm::UsageError(*error);
-  if (std::get<0>(backend) == "host") {
-    if (cmd.backend == "host")
-      throw vmm::UsageError("--backend host: passing host counters through is not implemented yet");
-    reason += "; the host backend is not implemented yet";
-  }
+  // Counting backend (DESIGN §4.11): the host PMU is asked only when the host backend may be.
+  const vmm::BackendRequest request{.backend = cmd.backend,
+                                    .stepper = cmd.stepper,
+                                    .host_counters = cmd.host_counters,
+                                    .host_counters_given = cmd.host_counters_given,
+                                    .double_skid_given = cmd.double_skid_given,
+                                    .skid_margin_given = cmd.skid_margin_given};
+  const auto chosen = vmm::choose_backend(
+      request, cmd.backend == "precise" ? vmm::HostCapabilities{} : vmm::HostCapabilities::probe());
+  if (auto* error = std::get_if<std::string>(&chosen)) throw vmm::UsageError(*error);
+  const vmm::BackendChoice& backend = std::get<vmm::BackendChoice>(chosen);
+  if (backend.host)
+    options.host_backend = vmm::MachineOptions::HostBackend{
+        .counter_double = backend.counter_double,
+        .double_skid = cmd.double_skid,
+        .free_run = {.skid_margin = cmd.skid_margin, .count_branches = backend.count_branches}};
   // Every stepper counts identically (tests/e2e). auto = kvm (block stepping): on SVM and VMX
   // hosts KVM's debug exits stop at every CPL and need nothing from the guest kernel.
   options.stepper = cmd.stepper == "guest"        ? vmm::MachineOptions::Stepper::kGuest
@@ -231,11 +237,18 @@ int run(const vmm::RunCommand& cmd) {
   if (options.linux_guest && cmd.stepper == "guest")
     throw vmm::UsageError("--stepper guest needs the bundled kernel's help; a Linux guest is "
                           "counted with --stepper kvm (the default)");
-  spdlog::info("counting backend: precise, {} stepper ({})",
-               cmd.stepper == "guest"        ? "guest-assisted"
-               : cmd.stepper == "kvm-single" ? "KVM single-step"
-                                             : "KVM block-step",
-               reason);
+  const char* stepper_name = cmd.stepper == "guest"        ? "guest-assisted"
+                             : cmd.stepper == "kvm-single" ? "KVM single-step"
+                                                           : "KVM block-step";
+  if (!backend.host)
+    spdlog::info("counting backend: precise, {} stepper ({})", stepper_name, backend.why);
+  else if (backend.counter_double)
+    spdlog::info("counting backend: host with the counter double (overflows {} instruction(s) "
+                 "late), skid margin {}, {} stepper ({})",
+                 cmd.double_skid, cmd.skid_margin, stepper_name, backend.why);
+  else
+    spdlog::info("counting backend: host PMU counters, skid margin {}, {} stepper ({})",
+                 cmd.skid_margin, stepper_name, backend.why);
 
   vmm::timeline::mark(vmm::timeline::Mark::kOptionsReady);
   int status;

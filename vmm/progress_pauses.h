@@ -37,6 +37,13 @@ class ProgressPauses {
     if (!at_instructions_armed_.load(std::memory_order_relaxed)) return std::nullopt;
     return reached(total);
   }
+  // Several at once (the host backend's batches of unseen instructions).
+  std::optional<std::string> on_counted_instructions(uint64_t n) {
+    if (n == 0) return std::nullopt;
+    const uint64_t total = counted_ += n;
+    if (!at_instructions_armed_.load(std::memory_order_relaxed)) return std::nullopt;
+    return reached(total);
+  }
   uint64_t counted() const { return counted_; }
   // Instructions still to count up to the --pause-at-instructions point while it is armed (a
   // block stepper ends a block there), else nullopt. At least 1.

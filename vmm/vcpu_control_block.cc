@@ -61,6 +61,17 @@ void VcpuControlBlock::retire(const pmu::RetiredInstruction& insn, uint64_t cr3)
   if (netburst_) netburst_->retire(insn);
 }
 
+pmu::UnseenAllowance VcpuControlBlock::unseen_allowance() const {
+  pmu::UnseenAllowance allowance = lwp_.unseen_allowance();
+  if (netburst_) allowance &= netburst_->unseen_allowance();
+  return allowance;
+}
+
+void VcpuControlBlock::retire_unseen(const pmu::UnseenRetirements& batch) {
+  lwp_.retire_unseen(batch);
+  if (netburst_) netburst_->retire_unseen(batch);
+}
+
 std::vector<std::byte> VcpuControlBlock::save_state() const {
   return pmu::lwp::serialize(lwp_.state());
 }

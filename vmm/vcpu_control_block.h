@@ -53,6 +53,10 @@ class VcpuControlBlock {
   void enter_user(uint64_t cr3);
   // One retired instruction from a counting backend, with the vCPU's current `cr3`.
   void retire(const pmu::RetiredInstruction& insn, uint64_t cr3);
+  // The host backend (DESIGN §4.11): how many CPL-3 instructions both models let retire unseen
+  // now, and such a batch once it retired (pmu/unseen_retirements.h).
+  pmu::UnseenAllowance unseen_allowance() const;
+  void retire_unseen(const pmu::UnseenRetirements& batch);
 
   // Whether the cache model must see the accesses of the instructions reported now: LWP's DCache
   // misses, or any NetBurst counting (its cycles, and so global_power_events and threshold

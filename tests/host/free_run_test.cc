@@ -50,6 +50,13 @@ TEST(FreeRunPlan, ABoundaryWithinTheMarginOrTooCloseIsStepped) {
       << "one kind too close is enough";
 }
 
+TEST(FreeRunPlan, ABranchBoundaryIsSteppedWhereBranchesCannotBeCounted) {
+  FreeRunOptions options = kOptions;
+  options.count_branches = false;
+  EXPECT_EQ(plan_free_run({.branches = 100000}, options), std::nullopt);
+  EXPECT_TRUE(plan_free_run({.instructions = 100000}, options));
+}
+
 TEST(FreeRunAccount, CountsWithinTheAllowanceAreOneBatch) {
   const FreeRun run = *plan_free_run({.instructions = 1000, .branches = 300}, kOptions);
   const FreeRunAccount a = account_free_run(run, {.instructions = 999, .branches = 299});

@@ -120,22 +120,6 @@ TEST_F(PerfCounterTest, OtherThreadsDoNotGetTheSignal) {
   EXPECT_LE(c.read(), 16u) << "the other thread's faults were counted here";
 }
 
-TEST(HostBackendTest, ProbeAndChoice) {
-  const HostPmuProbe probe = probe_host_pmu();
-  std::string reason;
-  auto automatic = choose_backend("auto", probe, &reason);
-  ASSERT_EQ(automatic.index(), 0u);
-  EXPECT_EQ(std::get<0>(automatic), probe.hardware_events ? "host" : "precise");
-  EXPECT_FALSE(reason.empty());
-  EXPECT_EQ(std::get<0>(choose_backend("precise", probe, &reason)), "precise");
-  HostPmuProbe none{false, "ENOENT"};
-  auto host = choose_backend("host", none, &reason);
-  ASSERT_EQ(host.index(), 1u);
-  EXPECT_EQ(std::get<1>(host), "--backend host: the host has no usable hardware events (ENOENT)");
-  EXPECT_EQ(std::get<0>(choose_backend("auto", none, &reason)), "precise");
-  EXPECT_EQ(reason, "auto: no host hardware events (ENOENT)");
-}
-
 TEST(HostBackendTest, BadEventIsAnErrorLine) {
   auto r = PerfCounter::open(HostEventSpec{PERF_TYPE_SOFTWARE, 9999, true, false, false}, 0, 0);
   ASSERT_TRUE(std::holds_alternative<std::string>(r));

@@ -24,6 +24,7 @@ std::optional<FreeRun> plan_free_run(const pmu::UnseenAllowance& allowance,
   FreeRun run{allowance, period_for(allowance.instructions, options),
               period_for(allowance.branches, options)};
   if (run.instruction_period == 0u || run.branch_period == 0u) return std::nullopt;
+  if (run.branch_period && !options.count_branches) return std::nullopt;
   return run;
 }
 

@@ -21,9 +21,12 @@ struct FreeRunOptions {
   // Events the overflow is placed short of the boundary: at least the host PMU's largest skid
   // in instructions (rr allows about 100 on the Intel and AMD cores it supports).
   uint64_t skid_margin = 128;
-  // A run whose overflow would come sooner than this is stepped instead: the kick and the steps
-  // after it would cost more than stepping the few instructions.
-  uint64_t min_period = 64;
+  // A run whose overflow would come sooner than this is stepped instead (a run of fewer
+  // instructions than its kick and the steps after it cost). 1: a run whenever one fits.
+  uint64_t min_period = 1;
+  // The host counters can count branches: without, a run that must stop short of a branch
+  // boundary is stepped.
+  bool count_branches = true;
 };
 
 // One free run as armed: overflow periods per kind (nullopt: no overflow; instructions are

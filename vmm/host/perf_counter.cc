@@ -85,31 +85,4 @@ uint64_t PerfCounter::read() const {
   return value;
 }
 
-HostPmuProbe probe_host_pmu() {
-  HostEventSpec spec{PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, true, false, true};
-  auto r = PerfCounter::open(spec, 0, 0);
-  if (auto* error = std::get_if<std::string>(&r)) return HostPmuProbe{false, *error};
-  return HostPmuProbe{true, "guest-only hardware instruction counter available"};
-}
-
-std::variant<std::string, std::string> choose_backend(const std::string& requested,
-                                                      const HostPmuProbe& probe,
-                                                      std::string* reason) {
-  using Result = std::variant<std::string, std::string>;
-  if (requested == "precise") {
-    *reason = "requested";
-    return Result(std::in_place_index<0>, "precise");
-  }
-  if (requested == "host") {
-    if (!probe.hardware_events)
-      return Result(std::in_place_index<1>, "--backend host: the host has no usable hardware "
-                                            "events (" + probe.detail + ")");
-    *reason = "requested; " + probe.detail;
-    return Result(std::in_place_index<0>, "host");
-  }
-  *reason = probe.hardware_events ? "auto: " + probe.detail
-                                  : "auto: no host hardware events (" + probe.detail + ")";
-  return Result(std::in_place_index<0>, probe.hardware_events ? "host" : "precise");
-}
-
 }  // namespace vmm

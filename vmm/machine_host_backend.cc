@@ -1,0 +1,78 @@
+// The host backend's side of the run loop (DESIGN §4.11, rr's method). Between the PMU models'
+// event boundaries a vCPU runs unseen while its host counters count CPL-3 instructions (and
+// branches); they overflow the skid margin short of the next boundary (vmm/host/free_run.h).
+// Any return from KVM_RUN — the overflow's kick, an exit — ends the free run before the exit
+// is handled, and the models take the count as one batch; the instructions left up to the
+// boundary are stepped by the KVM stepper exactly as with the precise backend, so the event is
+// seen at its instruction and the records are the precise backend's.
+//
+// With the counter double (--host-counters double) the KVM stepper steps the guest all along,
+// and during a free run what it retires goes to the double instead of the models: the same
+// algorithm, with overflows that come a chosen number of instructions late.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "vmm/machine_impl.h"
+
+namespace vmm {
+
+void Machine::Impl::arm_free_run(Vcpu& v) {
+  if (!v.host_counters || v.free_run || v.host_fell_back) return;
+  // Nothing counts: the precise backend counts nothing either (and with the double nothing
+  // would be stepped to count).
+  if (step_scope(v) == StepScope::kNothing) return;
+  pmu::UnseenAllowance allowance = v.control->unseen_allowance();
+  // A --pause-at-instructions point is a boundary too.
+  if (const std::optional<uint64_t> to_pause = progress.instructions_to_pause())
+    allowance.instructions = std::min(allowance.instructions, *to_pause);
+  const std::optional<FreeRun> run = plan_free_run(allowance, options.host_backend->free_run);
+  if (!run) return;
+  v.host_counters->arm(*run);
+  v.free_run = run;
+  ++v.host_stats.free_runs;
+}
+
+void Machine::Impl::end_free_run(Vcpu& v) {
+  if (!v.free_run) return;
+  const FreeRun run = *std::exchange(v.free_run, std::nullopt);
+  const FreeRunAccount account = account_free_run(run, v.host_counters->disarm());
+  v.control->retire_unseen(account.batch);
+  v.host_stats.unseen_instructions += account.batch.instructions;
+  count_instructions(v, account.batch.instructions);
+  if (account.overshot()) retire_past_boundary(v, account.past);
+}
+
+void Machine::Impl::retire_past_boundary(Vcpu& v, const pmu::UnseenRetirements& past) {
+  v.host_fell_back = true;
+  ++v.host_stats.overshoots;
+  const uint64_t rip = v.kvm->exit_regs().rip;
+  const kvm_sregs sregs = v.kvm->exit_sregs();
+  spdlog::warn(
+      "vCPU {}: the host counters' overflow came {} instruction(s) past an event "
+      "boundary (a skid beyond the margin of {}): what it shows (a record, a PMI) comes "
+      "late, at rip {:#x}; this vCPU is stepped from now on",
+      v.kvm->index(), past.instructions, options.host_backend->free_run.skid_margin, rip);
+  // Which of them were branches, and where, is unknown: the branches come first.
+  pmu::RetiredInstruction late;
+  late.rip = rip;
+  late.cpl = 3;
+  uint64_t left = past.instructions;
+  uint64_t branches = past.branches;
+  while (left > 0) {
+    RetiredInstructions chunk;
+    for (; left > 0 && chunk.size() < RetiredInstructions::kCapacity; --left) {
+      late.branch = {};
+      if (branches > 0) {
+        --branches;
+        late.branch.kind = pmu::BranchKind::kConditional;
+        late.branch.taken = true;
+        late.branch.next_rip = rip;
+      }
+      chunk.push_back(late);
+    }
+    retire_all(v, chunk, sregs.ss.dpl, sregs.cr3);
+  }
+}
+
+}  // namespace vmm
