@@ -361,9 +361,12 @@ void Machine::Impl::create_vcpus(const LoadedGuest& guest) {
     }
     // The cache model sees the accesses of instructions that retire while an enabled event can
     // use them: a VM that profiles only instructions and branches leaves it empty (issue 21).
-    auto cache_demand = [control = v->control.get()] { return control->uses_cache_model(); };
-    if (v->guest_stepper) v->guest_stepper->set_cache_demand(cache_demand);
-    if (v->kvm_stepper) v->kvm_stepper->set_cache_demand(cache_demand);
+    auto demand = [control = v->control.get()] {
+      return StepAccountant::ModelDemand{control->uses_cache_model(),
+                                         control->uses_branch_predictor()};
+    };
+    if (v->guest_stepper) v->guest_stepper->set_model_demand(demand);
+    if (v->kvm_stepper) v->kvm_stepper->set_model_demand(demand);
     Vcpu* raw = v.get();
     // Only LWP raises fixed vectors (NetBurst goes through LVTPC): each is a threshold
     // interrupt of the task running on this vCPU.

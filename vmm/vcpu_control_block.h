@@ -61,8 +61,13 @@ class VcpuControlBlock {
   // Whether the cache model must see the accesses of the instructions reported now: LWP's DCache
   // misses, or any NetBurst counting (its cycles, and so global_power_events and threshold
   // filters, include miss latencies).
+  // Whether an enabled event reads the stepper's cache model (misses, cycles) or its branch
+  // predictor (prediction bits) now (StepAccountant::ModelDemand).
   bool uses_cache_model() const {
-    return lwp_.counts_cache_misses() || (netburst_ && netburst_->wants_events());
+    return lwp_.counts_cache_misses() || (netburst_ && netburst_->reads_cache_model());
+  }
+  bool uses_branch_predictor() const {
+    return lwp_.reads_branch_predictions() || (netburst_ && netburst_->reads_branch_predictions());
   }
   bool wants_events() const {
     return lwp_.wants_events() || (netburst_ && netburst_->wants_events());

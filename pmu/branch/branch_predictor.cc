@@ -31,6 +31,15 @@ bool BranchPredictor::predict_indirect(uint64_t rip, uint64_t target) {
   return correct;
 }
 
+BranchInfo BranchPredictor::outcome(BranchKind kind, uint64_t fall_through, uint64_t next_rip) {
+  BranchInfo info;
+  info.kind = kind;
+  info.next_rip = next_rip;
+  if (kind != BranchKind::kNone)
+    info.taken = kind != BranchKind::kConditional || next_rip != fall_through;
+  return info;
+}
+
 BranchInfo BranchPredictor::resolve(BranchKind kind, bool direct, uint64_t rip,
                                     uint64_t fall_through, uint64_t next_rip) {
   BranchInfo info;

@@ -28,6 +28,10 @@ class BranchPredictor {
   // Returns the complete BranchInfo (taken, next_rip, prediction) and trains the predictor.
   BranchInfo resolve(BranchKind kind, bool direct, uint64_t rip, uint64_t fall_through,
                      uint64_t next_rip);
+  // The same branch without a prediction (prediction_valid false) and without training: for
+  // branches that retire while no enabled event reads predictions, so that the predictor's
+  // state follows what is in use (DESIGN §4.11: a host PMU's unseen branches never train it).
+  static BranchInfo outcome(BranchKind kind, uint64_t fall_through, uint64_t next_rip);
 
   void reset();
 

@@ -239,6 +239,14 @@ bool LwpUnit::counts_cache_misses() const {
   return false;
 }
 
+bool LwpUnit::reads_branch_predictions() const {
+  if (lwpcb_ == 0) return false;
+  if (pending_ != PendingInit::kNone) return true;
+  for (uint32_t i = 0; i < caps_.max_events; ++i)
+    if (slots_[i].active && slots_[i].event_id == kEventBranchesRetired) return true;
+  return false;
+}
+
 uint64_t LwpUnit::quiet_retirements() const {
   if (lwpcb_ == 0) return UINT64_MAX;
   if (pending_ != PendingInit::kNone) return 1;  // the first retirement initialises

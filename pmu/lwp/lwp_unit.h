@@ -163,6 +163,8 @@ class LwpUnit {
   // an LWPCB awaits initialisation (its events are not known before the next retirement). A
   // backend may leave its cache model alone otherwise (issue 21: state follows what is in use).
   bool counts_cache_misses() const;
+  // The same for the branch predictor's verdicts (a BranchesRetired slot's records carry them).
+  bool reads_branch_predictions() const;
 
   // World switch (§5.5.2): save() copies the volatile state and touches no memory; restore()
   // loads it and defers everything else to the next CPL-3 entry (§5.5.2.4).

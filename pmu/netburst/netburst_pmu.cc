@@ -192,6 +192,29 @@ UnseenCount unseen_count(const Setup& s) {
 
 }  // namespace
 
+bool NetburstPmu::reads_cache_model() const {
+  for (uint32_t m = counting_mask(); m != 0; m &= m - 1) {
+    const Setup& s = setups_[std::countr_zero(m)];
+    if (s.counts && (s.filter.compare || s.kind == EventKind::kGlobalPowerEvents ||
+                     s.kind == EventKind::kBsqCacheReference))
+      return true;
+  }
+  return false;
+}
+
+bool NetburstPmu::reads_branch_predictions() const {
+  for (uint32_t m = counting_mask(); m != 0; m &= m - 1) {
+    const Setup& s = setups_[std::countr_zero(m)];
+    if (!s.counts) continue;
+    if (s.kind == EventKind::kMispredBranchRetired) return true;
+    // A mask with the predicted and the mispredicted bit of a direction unequal.
+    const bool not_taken_split = ((s.mask & mask::kMmnp) != 0) != ((s.mask & mask::kMmnm) != 0);
+    const bool taken_split = ((s.mask & mask::kMmtp) != 0) != ((s.mask & mask::kMmtm) != 0);
+    if (s.kind == EventKind::kBranchRetired && (not_taken_split || taken_split)) return true;
+  }
+  return false;
+}
+
 UnseenAllowance NetburstPmu::unseen_allowance() const {
   UnseenAllowance allowance;
   for (uint32_t m = counting_mask(); m != 0; m &= m - 1) {

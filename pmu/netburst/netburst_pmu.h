@@ -137,6 +137,12 @@ class NetburstPmu {
   // The batch retired (unseen_allowance().admits(batch), else std::logic_error): the same state
   // as retire() of each of its instructions.
   void retire_unseen(const UnseenRetirements& batch);
+  // Whether a counting counter's increments depend on the backend's cache model (cache
+  // references; cycles, which cache misses lengthen: global_power_events, any Compare) or on
+  // its branch predictor (mispredicted branches; branch_retired masks that tell predicted from
+  // mispredicted). A backend may leave those models alone otherwise.
+  bool reads_cache_model() const;
+  bool reads_branch_predictions() const;
   // Whether an instruction at CPL 0 can change any counter: some counting counter has T0_OS,
   // or counts with Compare+Complement (then a disqualified instruction still counts its cycles).
   // A stepper may leave kernel code unstepped while this is false.

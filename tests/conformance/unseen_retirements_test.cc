@@ -53,6 +53,21 @@ TEST_F(LwpUnseen, EventsThatNeedEachInstructionAllowNone) {
   }
 }
 
+// Only a BranchesRetired slot reads the branch predictor's verdicts (its records' PRD bits), and
+// an LWPCB whose events are not known yet; then no instruction may go unseen.
+TEST_F(LwpUnseen, BranchRecordsReadThePredictor) {
+  caps = FullCaps();
+  Start({.slots = {{kInstructions, 100, 0}}});
+  unit->enter_user();
+  EXPECT_FALSE(unit->reads_branch_predictions());
+  Reload(kLwpcbAddr, {.slots = {{kInstructions, 100, 0}, {kBranches, 100, 0}}});
+  unit->enter_user();
+  EXPECT_TRUE(unit->reads_branch_predictions());
+  EXPECT_FALSE(unit->unseen_allowance().possible);
+  ASSERT_EQ(Llwpcb(0), MsrResult::kOk);
+  EXPECT_FALSE(unit->reads_branch_predictions());
+}
+
 TEST_F(LwpUnseen, AnLwpcbAwaitingInitialisationNeedsItsFirstInstruction) {
   caps = FullCaps();
   MakeUnit();
@@ -60,6 +75,8 @@ TEST_F(LwpUnseen, AnLwpcbAwaitingInitialisationNeedsItsFirstInstruction) {
   PokeLwpcb(mem, kLwpcbAddr, {.slots = {{kInstructions, 100, 0}}});
   ASSERT_EQ(Llwpcb(kLwpcbAddr, 0), MsrResult::kOk);  // at CPL 0: initialised in ring 3
   EXPECT_EQ(unit->unseen_allowance(), UnseenAllowance::none());
+  EXPECT_TRUE(unit->reads_branch_predictions()) << "its events are not known yet";
+  EXPECT_TRUE(unit->counts_cache_misses());
   unit->enter_user();
   EXPECT_EQ(unit->unseen_allowance().instructions, 100u);
 }
@@ -105,6 +122,9 @@ TEST(LwpUnseenDifferential, ABatchEqualsItsInstructionsOneByOne) {
       const UnseenAllowance a = batched.unit->unseen_allowance();
       ASSERT_EQ(a, each.unit->unseen_allowance());
       ASSERT_TRUE(a.possible);
+      // Unseen instructions never reach the stepper's models: nothing may read them then.
+      ASSERT_FALSE(batched.unit->counts_cache_misses() ||
+                   batched.unit->reads_branch_predictions());
       const uint64_t n = a.instructions == 0 ? 0 : rng() % a.instructions;
       batched.unit->retire_unseen({.instructions = n, .branches = n / 3});
       for (uint64_t i = 0; i < n; ++i, ++rip) {

@@ -77,8 +77,51 @@ TEST_F(NetburstUnseen, CountersThatNeedEachInstructionAllowNone) {
     SCOPED_TRACE(c.what);
     Program(c.counter, c.escr_msr, c.escr, c.cccr);
     EXPECT_EQ(pmu.unseen_allowance(), UnseenAllowance::none());
+    // What the stepper's models feed (StepAccountant::ModelDemand) is a subset of what needs
+    // each instruction.
     EXPECT_THROW(pmu.retire_unseen({.instructions = 1}), std::logic_error);
     Wr(kCccr(c.counter), 0);
+  }
+}
+
+// Which counters read the stepper's cache model (cycles, cache references, Compare) and its
+// branch predictor (mispredictions, masks that split a direction by prediction).
+TEST_F(NetburstUnseen, CountersSayWhichModelsTheyRead) {
+  struct Case {
+    const char* what;
+    uint32_t escr_msr;
+    uint64_t escr;
+    int counter;
+    uint64_t cccr;
+    bool cache, predictor;
+  };
+  const Case cases[] = {
+      {"instr_retired", kCruEscr0, kInstrUser, kIqCounter0, MakeCccr(kSelCru01), false, false},
+      {"instr_retired with Compare", kCruEscr0, kInstrUser, kIqCounter0,
+       MakeCccr(kSelCru01, kCompare | kComplement), true, false},
+      {"all branches", kCruEscr2, kBranchesUser, kIqCounter1, MakeCccr(kSelCru23), false, false},
+      {"taken branches", kCruEscr2, MakeEscr(kBranchRetired, 0xC, false, true), kIqCounter1,
+       MakeCccr(kSelCru23), false, false},
+      {"predicted branches", kCruEscr2, MakeEscr(kBranchRetired, 0x5, false, true), kIqCounter1,
+       MakeCccr(kSelCru23), false, true},
+      {"mispredicted taken", kCruEscr2, MakeEscr(kBranchRetired, 0x8, false, true), kIqCounter1,
+       MakeCccr(kSelCru23), false, true},
+      {"mispred_branch_retired", kCruEscr0, MakeEscr(kMispredBranchRetired, 1, false, true),
+       kIqCounter0, MakeCccr(kSelCru01), false, true},
+      {"cycles", kFsbEscr0, MakeEscr(kGlobalPower, 1, false, true), kBpuCounter0, MakeCccr(kSelFsb),
+       true, false},
+      {"cache references", kBsuEscr0, MakeEscr(kBsqCacheRef, 0x100, false, true), kBpuCounter0,
+       MakeCccr(kSelBsu), true, false},
+  };
+  EXPECT_FALSE(pmu.reads_cache_model());
+  EXPECT_FALSE(pmu.reads_branch_predictions());
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Program(c.counter, c.escr_msr, c.escr, c.cccr);
+    EXPECT_EQ(pmu.reads_cache_model(), c.cache);
+    EXPECT_EQ(pmu.reads_branch_predictions(), c.predictor);
+    Wr(kCccr(c.counter), 0);
+    EXPECT_FALSE(pmu.reads_cache_model() || pmu.reads_branch_predictions()) << "stopped";
   }
 }
 
@@ -182,6 +225,8 @@ TEST(NetburstUnseenDifferential, ABatchEqualsItsInstructionsOneByOne) {
       const UnseenAllowance a = batched.unseen_allowance();
       ASSERT_EQ(a, each.unseen_allowance());
       ASSERT_TRUE(a.possible);
+      // Unseen instructions never reach the stepper's models: nothing may read them then.
+      ASSERT_FALSE(batched.reads_cache_model() || batched.reads_branch_predictions());
       const uint64_t max_instructions = std::min<uint64_t>(a.instructions, 80);
       UnseenRetirements batch;
       if (max_instructions > 0) {

@@ -75,7 +75,7 @@ TEST(StepAccountantTest, CacheModelIsLeftAloneWhileNoEventUsesIt) {
   large.l3 = {8 << 20, 16, 40};
   StepAccountant acc(large);
   bool demand = false;
-  acc.set_cache_demand([&] { return demand; });
+  acc.set_model_demand([&] { return StepAccountant::ModelDemand{.cache = demand}; });
   GuestRegisters r{.rbx = 0x10000, .rip = 0x400000};
   const std::vector<uint8_t> load = {0x48, 0x8b, 0x03};   // mov rax, [rbx]
   const std::vector<uint8_t> store = {0x48, 0x89, 0x03};  // mov [rbx], rax
@@ -93,6 +93,36 @@ TEST(StepAccountantTest, CacheModelIsLeftAloneWhileNoEventUsesIt) {
   r.rbx = 0x10000;
   EXPECT_EQ(acc.account(r, load, 3, 0x400003)->cache_miss_count, 1) << "cold: nothing was filled";
   EXPECT_EQ(acc.account(r, load, 3, 0x400003)->cache_miss_count, 0);
+}
+
+// While no enabled event reads predictions, branches carry none and leave the predictor as it
+// was: it then predicts as if they had never retired (DESIGN §4.11: the host backend's unseen
+// branches cannot train it either, and both backends must give the same records).
+TEST(StepAccountantTest, PredictorIsLeftAloneWhileNoEventReadsIt) {
+  StepAccountant idle(small_cache()), trained(small_cache()), fresh(small_cache());
+  bool demand = false;
+  idle.set_model_demand([&] { return StepAccountant::ModelDemand{.predictor = demand}; });
+  const GuestRegisters r{.rip = 0x400008};
+  const std::vector<uint8_t> jne_back = {0x75, 0xf6};  // jne 0x400000
+  for (int i = 0; i < 20; ++i) {
+    const auto b = idle.account(r, jne_back, 3, 0x400000);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->branch.kind, pmu::BranchKind::kConditional);
+    EXPECT_TRUE(b->branch.taken);
+    EXPECT_EQ(b->branch.next_rip, 0x400000u);
+    EXPECT_FALSE(b->branch.prediction_valid);
+    trained.account(r, jne_back, 3, 0x400000);
+  }
+  const auto not_taken = idle.account(r, jne_back, 3, 0x40000a);
+  EXPECT_FALSE(not_taken->branch.taken);
+  demand = true;
+  const auto after_idle = idle.account(r, jne_back, 3, 0x400000);
+  const auto after_fresh = fresh.account(r, jne_back, 3, 0x400000);
+  const auto after_training = trained.account(r, jne_back, 3, 0x400000);
+  ASSERT_TRUE(after_idle->branch.prediction_valid);
+  EXPECT_EQ(after_idle->branch.predicted_correctly, after_fresh->branch.predicted_correctly);
+  EXPECT_FALSE(after_fresh->branch.predicted_correctly) << "cold: weakly not taken";
+  EXPECT_TRUE(after_training->branch.predicted_correctly);
 }
 
 // A loop the LWP model counts exactly: 3 instructions per iteration, 10 iterations.

@@ -22,9 +22,9 @@ class GuestAssistedStepper {
  public:
   GuestAssistedStepper(GuestRam& ram, const pmu::cache::Geometry& cache);
 
-  // As StepController::set_cache_demand.
-  void set_cache_demand(std::function<bool()> demand) {
-    accountant_.set_cache_demand(std::move(demand));
+  // As StepController::set_model_demand.
+  void set_model_demand(std::function<StepAccountant::ModelDemand()> demand) {
+    accountant_.set_model_demand(std::move(demand));
   }
 
   // PMUVM_MSR_STEP: one user instruction retired; returns it (if it counts).

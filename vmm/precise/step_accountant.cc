@@ -23,11 +23,15 @@ std::optional<pmu::RetiredInstruction> StepAccountant::account(const GuestRegist
   pmu::RetiredInstruction insn;
   insn.rip = before.rip;
   insn.cpl = cpl;
-  insn.branch = predictor_.resolve(decoded.branch, decoded.direct_target.has_value(), before.rip,
-                                   decoded.fall_through(before.rip), next_rip);
+  const ModelDemand demand = demand_ ? demand_() : ModelDemand{};
+  insn.branch = demand.predictor
+                    ? predictor_.resolve(decoded.branch, decoded.direct_target.has_value(),
+                                         before.rip, decoded.fall_through(before.rip), next_rip)
+                    : pmu::branch::BranchPredictor::outcome(
+                          decoded.branch, decoded.fall_through(before.rip), next_rip);
   uint32_t cycles = 1;
   insn.cycles = cycles;
-  if (cache_demand_ && !cache_demand_()) return insn;
+  if (!demand.cache) return insn;
   for (uint8_t i = 0; i < decoded.load_count; ++i) {
     std::optional<pmu::CacheMiss> miss = cache_.load(decoded.loads[i].address, decoded.loads[i].size);
     if (!miss) continue;

@@ -39,11 +39,18 @@ class StepAccountant {
                                                  const DecodedInstruction& decoded, uint8_t cpl,
                                                  uint64_t next_rip);
 
-  // Asked before each instruction is accounted: does an enabled event use the cache model now?
-  // When it says no, loads and stores leave the model alone and report no misses, so a VM that
-  // profiles only instructions and branches never fills (or saves) the model's megabytes. Not
-  // set: always (unit tests of the models through the accountant).
-  void set_cache_demand(std::function<bool()> demand) { cache_demand_ = std::move(demand); }
+  // Which models an enabled event reads now, asked before each instruction is accounted. Without
+  // the cache, loads and stores leave it alone and report no misses, so a VM that profiles only
+  // instructions and branches never fills (or saves) the model's megabytes; without the
+  // predictor, branches neither train it nor carry a prediction. Either way a model's state
+  // follows only the instructions of events that read it, whichever backend counts the others
+  // (the host backend's unseen instructions never reach it). Not set: both, always (unit tests of
+  // the models through the accountant).
+  struct ModelDemand {
+    bool cache = true;
+    bool predictor = true;
+  };
+  void set_model_demand(std::function<ModelDemand()> demand) { demand_ = std::move(demand); }
 
   uint64_t undecodable() const { return undecodable_; }
   const InstructionDecoder& decoder() const { return decoder_; }
@@ -72,7 +79,7 @@ class StepAccountant {
   pmu::branch::BranchPredictor predictor_;
   uint64_t undecodable_ = 0;
   ZydisMnemonic last_mnemonic_ = ZYDIS_MNEMONIC_INVALID;
-  std::function<bool()> cache_demand_;
+  std::function<ModelDemand()> demand_;
 };
 
 }  // namespace vmm

@@ -185,11 +185,11 @@ class StepController {
   StepController(GuestRam& ram, const pmu::cache::Geometry& cache);
   StepController(GuestRam& ram, const pmu::cache::Geometry& cache, Options options);
 
-  // Whether the cache model must see the instructions accounted from now on (asked before each
-  // one; StepAccountant::set_cache_demand). Not set: always.
-  void set_cache_demand(const std::function<bool()>& demand) {
-    user_accountant_.set_cache_demand(demand);
-    kernel_accountant_.set_cache_demand(demand);
+  // Which models must see the instructions accounted from now on (asked before each one;
+  // StepAccountant::set_model_demand). Not set: both, always.
+  void set_model_demand(const std::function<StepAccountant::ModelDemand()>& demand) {
+    user_accountant_.set_model_demand(demand);
+    kernel_accountant_.set_model_demand(demand);
   }
 
   // What counts changed (or not): called before every KVM_RUN with the vCPU at an exit.
