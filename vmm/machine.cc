@@ -308,6 +308,13 @@ void Machine::Impl::create_vcpus(const LoadedGuest& guest) {
     guest_cpuid = options.restore->manifest.cpuid;
   }
   const std::vector<CpuidEntry>& table = guest_cpuid;
+  // The guest's own PMU is the one its CPUID shows (DESIGN §4.11): KVM's vPMU gives it where the
+  // profile has one and KVM offers it; otherwise the vPMU is switched off.
+  if (const std::optional<std::string> pmu = describe_guest_pmu(table))
+    spdlog::info("guest PMU: {}, from KVM's vPMU", *pmu);
+  else
+    spdlog::info("guest PMU: none in the guest's CPUID{}",
+                 vm->disable_vpmu() ? "; KVM's vPMU switched off" : " (KVM offers no vPMU here)");
   for (uint32_t i = 0; i < options.vcpus; ++i) {
     auto v = std::make_unique<Vcpu>();
     v->kvm = std::make_unique<KvmVcpu>(*vm, i);

@@ -6,6 +6,7 @@
 // falls back to stepping. Runs on a KVM host (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -154,6 +155,70 @@ TEST_F(HostBackend, EventsThatNeedEachInstructionAreStepped) {
   const HostLine h = host_line(r);
   ASSERT_TRUE(h.found) << dump(r);
   EXPECT_EQ(h.unseen, 0u) << "a branch event was active throughout";
+}
+
+// What this host's PMU allows, as pmuvm reports it: these machines (and the nested KVM host)
+// have none, so `--backend host` is a usage error naming what is missing and `auto` says why it
+// chose precise; on a host with a PMU the same commands take the host backend, and the test
+// checks that instead.
+TEST_F(HostBackend, WithoutAHostPmuHostIsAUsageErrorAndAutoSaysWhy) {
+  const Result host = run({"run", "--backend", "host", "--", program("hello")});
+  const Result automatic =
+      run({"run", "--log-level", "info", "--backend", "auto", "--", program("hello")});
+  ASSERT_EQ(automatic.status, 0) << dump(automatic);
+  if (automatic.err.find("counting backend: host PMU counters") != std::string::npos) {
+    EXPECT_EQ(host.status, 0) << "a host with a PMU: " << dump(host);
+    return;
+  }
+  EXPECT_EQ(host.status, 2) << dump(host);
+  EXPECT_NE(host.err.find("pmuvm: --backend host: the host PMU cannot count guest instructions ("),
+            std::string::npos)
+      << host.err;
+  EXPECT_NE(host.err.find("--host-counters double runs the host backend without a PMU"),
+            std::string::npos)
+      << host.err;
+  EXPECT_NE(automatic.err.find("counting backend: precise, KVM block-step stepper (auto: the "
+                               "host PMU cannot count guest instructions ("),
+            std::string::npos)
+      << automatic.err;
+}
+
+// A profile with an architectural PMU (CPUID 0xA) gets KVM's vPMU where the host has a PMU; here
+// it has none, so the leaf is dropped with the reason and the guest sees no PMU.
+TEST_F(HostBackend, TheGuestsArchitecturalPmuComesFromKvmOrIsDroppedWithTheReason) {
+  const std::string profile = temp("core.json");
+  {
+    std::ofstream out(profile);
+    out << R"({
+  "name": "core", "description": "an Intel core with an architectural PMU",
+  "vendor": "GenuineIntel", "family": "0x6", "model": "0x1A", "stepping": 5,
+  "max_basic_leaf": "0xB", "max_extended_leaf": "0x80000008",
+  "features": ["fpu", "tsc", "msr", "pae", "cx8", "apic", "sep", "pge", "cmov", "pat",
+               "clfsh", "mmx", "fxsr", "sse", "sse2", "syscall", "nx", "lm"],
+  "address_sizes": {"physical": 36, "linear": 48},
+  "architectural_pmu": {"version": 2, "counters": 4, "counter_bits": 48,
+                        "fixed_counters": 3, "fixed_counter_bits": 48},
+  "cache": {"l1d": {"size_kib": 32, "ways": 8, "latency_cycles": 4},
+            "l2": {"size_kib": 256, "ways": 8, "latency_cycles": 10},
+            "dram_latency_cycles": 200}
+})";
+  }
+  const Result r = run({"run", "--cpu", profile, "--log-level", "info", "--", program("hello")});
+  ASSERT_EQ(r.status, 0) << dump(r);
+  const bool dropped =
+      r.err.find("so the guest does not see: architectural_pmu (KVM offers no vPMU") !=
+      std::string::npos;
+  if (dropped)
+    EXPECT_NE(r.err.find("guest PMU: none in the guest's CPUID (KVM offers no vPMU here)"),
+              std::string::npos)
+        << r.err;
+  else
+    EXPECT_NE(r.err.find("guest PMU: architectural (CPUID 0xA) version"), std::string::npos)
+        << r.err;
+  // A shipped profile has no PMU of its own: none, and KVM's vPMU (where there is one) is off.
+  const Result plain = run({"run", "--log-level", "info", "--", program("hello")});
+  ASSERT_EQ(plain.status, 0) << dump(plain);
+  EXPECT_NE(plain.err.find("guest PMU: none in the guest's CPUID"), std::string::npos) << plain.err;
 }
 
 }  // namespace

@@ -61,6 +61,18 @@ struct NetburstParams {
   bool operator==(const NetburstParams&) const = default;
 };
 
+// CPUID 0xA: Intel's architectural performance monitoring (SDM vol. 3B, 20.2), the guest's own
+// PMU, which KVM's vPMU provides where the host has one (DESIGN §4.11). The leaf is filtered by
+// what KVM offers like any feature: on a host without a PMU the guest gets none.
+struct ArchitecturalPmu {
+  uint32_t version = 2;              // EAX[7:0]
+  uint32_t counters = 4;             // EAX[15:8]: general-purpose counters per logical processor
+  uint32_t counter_bits = 48;        // EAX[23:16]
+  uint32_t fixed_counters = 3;       // EDX[4:0] (version 2 on)
+  uint32_t fixed_counter_bits = 48;  // EDX[12:5]
+  bool operator==(const ArchitecturalPmu&) const = default;
+};
+
 // CPUID 0x80000008 EAX: physical (7:0) and linear (15:8) address bits.
 struct AddressSizes {
   uint32_t physical = 0;
@@ -99,6 +111,7 @@ struct CpuProfile {
   uint8_t lwp_interrupt_vector = 0;  // LWPMSR0[47:40]; 0 when the policy has no INT
 
   std::optional<NetburstParams> netburst;  // nullopt: no NetBurst PMU
+  std::optional<ArchitecturalPmu> architectural_pmu;  // nullopt: CPUID 0xA reads 0
   CacheGeometry cache;
 
   // Names (or paths) of the members when this profile is a computed migration baseline

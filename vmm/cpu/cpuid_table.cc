@@ -182,6 +182,60 @@ uint32_t amd_ways_code(uint32_t ways) {
   return 0;
 }
 
+// CPUID 0xA (SDM vol. 3B, 20.2.1-20.2.3): EAX version, counters, width, length of the EBX
+// event vector; EBX events not available (bit set); EDX fixed counters and their width.
+constexpr uint32_t kArchitecturalPmuLeaf = 0xA;
+constexpr uint32_t kArchitecturalEvents = 7;
+
+struct ArchitecturalPmuFields {
+  uint32_t version, counters, counter_bits, events, unavailable, fixed_counters, fixed_bits;
+  static ArchitecturalPmuFields of(const CpuidEntry& e) {
+    return {e.eax & 0xFF,  (e.eax >> 8) & 0xFF, (e.eax >> 16) & 0xFF, e.eax >> 24,
+            e.ebx,         e.edx & 0x1F,        (e.edx >> 5) & 0xFF};
+  }
+};
+
+// The profile's architectural PMU as leaf 0xA, clamped to what KVM's vPMU offers (KVM's own leaf
+// 0xA: the host PMU's counters, as KVM passes them on); nullopt when KVM offers none.
+std::optional<CpuidEntry> architectural_pmu_leaf(const ArchitecturalPmu& profile,
+                                                 std::span<const CpuidEntry> supported,
+                                                 bool filter, std::vector<std::string>& dropped) {
+  ArchitecturalPmu a = profile;
+  uint32_t events = kArchitecturalEvents, unavailable = 0;
+  if (filter) {
+    const CpuidEntry* s = find_cpuid_entry(supported, kArchitecturalPmuLeaf);
+    const ArchitecturalPmuFields kvm = ArchitecturalPmuFields::of(s ? *s : CpuidEntry{});
+    if (kvm.version == 0 || kvm.counters == 0) {
+      dropped.push_back("architectural_pmu (KVM offers no vPMU: the host has no PMU, or "
+                        "kvm's enable_pmu is off)");
+      return std::nullopt;
+    }
+    auto clamp = [&](const char* name, uint32_t& value, uint32_t offered) {
+      if (offered >= value) return;
+      dropped.push_back(std::string("architectural_pmu.") + name + " " + std::to_string(value) +
+                        " -> " + std::to_string(offered));
+      value = offered;
+    };
+    clamp("version", a.version, kvm.version);
+    clamp("counters", a.counters, kvm.counters);
+    clamp("counter_bits", a.counter_bits, kvm.counter_bits);
+    if (a.version >= 2) {
+      clamp("fixed_counters", a.fixed_counters, kvm.fixed_counters);
+      if (a.fixed_counters > 0) clamp("fixed_counter_bits", a.fixed_counter_bits, kvm.fixed_bits);
+    }
+    events = std::min(events, kvm.events);
+    unavailable = kvm.unavailable & ((1u << events) - 1);
+  }
+  const bool fixed = a.version >= 2 && a.fixed_counters > 0;
+  return CpuidEntry{kArchitecturalPmuLeaf,
+                    0,
+                    0,
+                    a.version | (a.counters << 8) | (a.counter_bits << 16) | (events << 24),
+                    unavailable,
+                    0,
+                    fixed ? a.fixed_counters | (a.fixed_counter_bits << 5) : 0};
+}
+
 std::vector<CpuidEntry> build(const CpuProfile& profile, uint32_t pv_features,
                               std::span<const CpuidEntry> supported, bool filter,
                               std::vector<std::string>& dropped) {
@@ -233,6 +287,10 @@ std::vector<CpuidEntry> build(const CpuProfile& profile, uint32_t pv_features,
   if (basic(0x7))
     t.push_back(CpuidEntry{0x7, 0, kCpuidFlagSignificantIndex, 0, w.get(7, CpuidRegister::kEbx),
                            w.get(7, CpuidRegister::kEcx), w.get(7, CpuidRegister::kEdx)});
+  if (profile.architectural_pmu && basic(kArchitecturalPmuLeaf))
+    if (const std::optional<CpuidEntry> pmu =
+            architectural_pmu_leaf(*profile.architectural_pmu, supported, filter, dropped))
+      t.push_back(*pmu);
 
   CpuidEntry ext0{kExtendedMax, 0, 0, profile.max_extended_leaf, 0, 0, 0};
   if (!intel) set_vendor(ext0, profile.vendor);
@@ -354,11 +412,55 @@ std::vector<CpuidEntry> build_guest_cpuid(std::span<const CpuidEntry> supported,
   return std::move(g.entries);
 }
 
+namespace {
+
+// Leaf 0xA as the guest saw it against what this host offers: each count and width at least the
+// guest's, and every event the guest saw available still available.
+void architectural_pmu_missing(const CpuidEntry& saw, const CpuidEntry& offered,
+                               std::vector<std::string>& out) {
+  const ArchitecturalPmuFields a = ArchitecturalPmuFields::of(saw);
+  const ArchitecturalPmuFields b = ArchitecturalPmuFields::of(offered);
+  auto at_least = [&](const char* what, uint32_t guest, uint32_t here) {
+    if (here < guest)
+      out.push_back("CPUID 0xa: architectural PMU " + std::string(what) + " " +
+                    std::to_string(guest) + ", here " + std::to_string(here));
+  };
+  at_least("version", a.version, b.version);
+  at_least("counters", a.counters, b.counters);
+  at_least("counter width", a.counter_bits, b.counter_bits);
+  at_least("event vector length", a.events, b.events);
+  at_least("fixed counters", a.fixed_counters, b.fixed_counters);
+  at_least("fixed counter width", a.fixed_bits, b.fixed_bits);
+  const uint32_t events = a.events >= 32 ? ~0u : (1u << a.events) - 1;
+  if (const uint32_t lost = b.unavailable & ~a.unavailable & events)
+    out.push_back("CPUID 0xa EBX: architectural events " + std::to_string(lost) +
+                  " (bit mask) not available here");
+}
+
+}  // namespace
+
+std::optional<std::string> describe_guest_pmu(std::span<const CpuidEntry> table) {
+  if (const CpuidEntry* e = find_cpuid_entry(table, kArchitecturalPmuLeaf)) {
+    const ArchitecturalPmuFields a = ArchitecturalPmuFields::of(*e);
+    if (a.version != 0 && a.counters != 0)
+      return "architectural (CPUID 0xA) version " + std::to_string(a.version) + ", " +
+             std::to_string(a.counters) + " counters of " + std::to_string(a.counter_bits) +
+             " bits, " + std::to_string(a.fixed_counters) + " fixed";
+  }
+  const CpuidEntry* ext = find_cpuid_entry(table, 0x80000001);
+  if (ext && (ext->ecx & (1u << 23))) return "AMD PerfCtrCore (CPUID 0x80000001 ECX[23])";
+  return std::nullopt;
+}
+
 std::vector<std::string> cpuid_bits_missing(std::span<const CpuidEntry> saw,
                                             std::span<const CpuidEntry> offered) {
   std::vector<std::string> out;
   for (const CpuidEntry& e : saw) {
     const CpuidEntry* o = find_cpuid_entry(offered, e.function, e.index);
+    if (e.function == kArchitecturalPmuLeaf) {  // counts and widths, not feature bits
+      architectural_pmu_missing(e, o ? *o : CpuidEntry{}, out);
+      continue;
+    }
     const uint32_t theirs[4] = {e.eax, e.ebx, e.ecx, e.edx};
     const uint32_t ours[4] = {o ? o->eax : 0, o ? o->ebx : 0, o ? o->ecx : 0, o ? o->edx : 0};
     static constexpr const char* kNames[4] = {"EAX", "EBX", "ECX", "EDX"};

@@ -13,6 +13,9 @@
 //   0x2, 0x4         Intel only (within max_basic_leaf): cache descriptors and deterministic cache
 //                    parameters derived from the `cache` section
 //   0x7.0            the named leaf-7 features (EAX = 0: no further subleaves)
+//   0xA              Intel only: the `architectural_pmu` section (version, counters and widths,
+//                    all 7 architectural events), each clamped to KVM's vPMU leaf 0xA, events it
+//                    lacks marked unavailable; dropped whole (reported) when KVM offers no vPMU
 //   0x80000000       EAX = max_extended_leaf; EBX/EDX/ECX = vendor (zero for GenuineIntel, as
 //                    Intel's processors return)
 //   0x80000001       ECX/EDX = the named features, ECX[15] = LWP from the `lwp` section; other
@@ -32,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -71,6 +75,10 @@ struct GuestCpuid {
   // cannot present ("address_sizes.physical 48 -> 40"). Empty when KVM offers everything.
   std::vector<std::string> dropped;
 };
+
+// The guest's own PMU as its CPUID shows it (DESIGN §4.11): leaf 0xA's architectural PMU, or
+// AMD's PerfCtrCore (0x80000001 ECX[23]); one line, or nullopt when the table shows none.
+std::optional<std::string> describe_guest_pmu(std::span<const CpuidEntry> table);
 
 // The profile's table filtered by `supported` (KVM_GET_SUPPORTED_CPUID): a named feature KVM does
 // not offer is dropped, except those pmuvm provides itself (CpuidFeature::emulated_by_pmuvm).

@@ -100,6 +100,11 @@ std::string describe_profile(const CpuProfile& p) {
   } else {
     s += "  NetBurst     none\n";
   }
+  if (const std::optional<ArchitecturalPmu>& a = p.architectural_pmu)
+    s += "  arch. PMU    CPUID 0xA version " + std::to_string(a->version) + ": " +
+         std::to_string(a->counters) + " counters of " + std::to_string(a->counter_bits) +
+         " bits, " + std::to_string(a->fixed_counters) + " fixed of " +
+         std::to_string(a->fixed_counter_bits) + " bits (KVM's vPMU, where the host has a PMU)\n";
   s += "  MISC_ENABLE  " + (p.misc_enable ? hex(*p.misc_enable) : std::string("not set")) + "\n";
   const CacheGeometry& c = p.cache;
   s += "  cache        " + std::to_string(c.line_size) + "-byte lines; " + level("L1D", c.l1d) +

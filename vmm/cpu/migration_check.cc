@@ -70,6 +70,21 @@ void netburst(Reasons& out, const CpuProfile& saw, const CpuProfile& has) {
                   " != " + std::to_string(has.netburst->threads_per_core));
 }
 
+void architectural_pmu(Reasons& out, const CpuProfile& saw, const CpuProfile& has) {
+  if (!saw.architectural_pmu) return;
+  if (!has.architectural_pmu) {
+    out.push_back("architectural PMU (CPUID 0xA) missing");
+    return;
+  }
+  const ArchitecturalPmu &a = *saw.architectural_pmu, &b = *has.architectural_pmu;
+  at_least(out, "architectural PMU version", a.version, b.version);
+  at_least(out, "architectural PMU counters", a.counters, b.counters);
+  at_least(out, "architectural PMU counter_bits", a.counter_bits, b.counter_bits);
+  at_least(out, "architectural PMU fixed_counters", a.fixed_counters, b.fixed_counters);
+  at_least(out, "architectural PMU fixed_counter_bits", a.fixed_counter_bits,
+           b.fixed_counter_bits);
+}
+
 }  // namespace
 
 std::vector<std::string> migration_refusals(const CpuProfile& guest_saw,
@@ -79,6 +94,7 @@ std::vector<std::string> migration_refusals(const CpuProfile& guest_saw,
   features(out, guest_saw, destination);
   lwp(out, guest_saw.lwp, destination.lwp);
   netburst(out, guest_saw, destination);
+  architectural_pmu(out, guest_saw, destination);
   return out;
 }
 

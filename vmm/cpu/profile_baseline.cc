@@ -102,6 +102,21 @@ std::optional<std::string> compose_baseline(const std::vector<CpuProfile>& membe
     }
     p.netburst = n;
   }
+  p.architectural_pmu.reset();
+  if (std::all_of(members.begin(), members.end(),
+                  [](const CpuProfile& m) { return m.architectural_pmu.has_value(); })) {
+    ArchitecturalPmu a = *first.architectural_pmu;
+    for (const CpuProfile& m : members) {
+      const ArchitecturalPmu& b = *m.architectural_pmu;
+      a.version = std::min(a.version, b.version);
+      a.counters = std::min(a.counters, b.counters);
+      a.counter_bits = std::min(a.counter_bits, b.counter_bits);
+      a.fixed_counters = std::min(a.fixed_counters, b.fixed_counters);
+      a.fixed_counter_bits = std::min(a.fixed_counter_bits, b.fixed_counter_bits);
+    }
+    if (a.version < 2) a.fixed_counters = 0;
+    p.architectural_pmu = a;
+  }
   if (const std::optional<std::string> why = lwp::validate(p.lwp))
     return "the computed LWP capabilities are invalid: " + *why;
   return std::nullopt;

@@ -38,7 +38,7 @@ constexpr uint32_t kAddressSizesLeaf = 0x80000008;
 const std::initializer_list<std::string_view> kLiteralKeys = {
     "name", "description", "vendor", "family", "model", "stepping", "brand", "max_basic_leaf",
     "max_extended_leaf", "features", "address_sizes", "cpuid_overrides", "misc_enable", "lwp",
-    "netburst", "cache", "baseline_of", "computed_from"};
+    "netburst", "architectural_pmu", "cache", "baseline_of", "computed_from"};
 
 bool printable_ascii(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7E; });
@@ -105,6 +105,7 @@ class ProfileParser {
     parse_netburst(root, p);
     parse_cache(r_.required(root, "", "cache"), p.cache);
     parse_cpuid_definition(root, p);
+    parse_architectural_pmu(root, p);
     parse_computed_from(root, p);
     return p;
   }
@@ -361,6 +362,34 @@ class ProfileParser {
     if (!p.misc_enable || !(*p.misc_enable & kMiscEnablePerfmonAvailable))
       r_.fail("netburst", "netburst needs misc_enable bit 7 (performance monitoring available) set");
     p.netburst = n;
+  }
+
+  void parse_architectural_pmu(const Json& root, CpuProfile& p) {
+    const Json* v = ProfileFields::nullable(root, "architectural_pmu");
+    if (v == nullptr) return;
+    const char* const path = "architectural_pmu";
+    r_.expect_object(*v, path);
+    r_.check_keys(*v, path,
+                  {"version", "counters", "counter_bits", "fixed_counters", "fixed_counter_bits"});
+    ArchitecturalPmu a;
+    auto field = [&](const char* key, uint32_t& out, uint64_t lo, uint64_t hi) {
+      if (const Json* f = ProfileFields::optional(*v, key))
+        out = static_cast<uint32_t>(r_.unsigned_value(*f, ProfileFields::child(path, key), lo, hi));
+    };
+    field("version", a.version, 1, 5);
+    field("counters", a.counters, 1, 32);
+    field("counter_bits", a.counter_bits, 32, 64);
+    field("fixed_counters", a.fixed_counters, 0, 16);
+    field("fixed_counter_bits", a.fixed_counter_bits, 32, 64);
+    if (a.version < 2 && a.fixed_counters != 0)
+      r_.fail(path, "architectural_pmu version 1 has no fixed counters (fixed_counters 0)");
+    // Leaf 0xA is Intel's; a NetBurst PMU predates it (Linux picks one driver by this leaf).
+    if (p.vendor != "GenuineIntel")
+      r_.fail(path, "architectural_pmu (CPUID 0xA) is Intel's: vendor must be GenuineIntel");
+    if (p.max_basic_leaf < 0xA)
+      r_.fail(path, "architectural_pmu needs max_basic_leaf 0xa or more (CPUID 0xA holds it)");
+    if (p.netburst) r_.fail(path, "a profile has a NetBurst PMU or an architectural one, not both");
+    p.architectural_pmu = a;
   }
 
   void parse_cache(const Json& o, CacheGeometry& cache) {

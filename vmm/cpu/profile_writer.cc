@@ -98,6 +98,12 @@ std::string to_profile_json(const CpuProfile& p) {
                                     {"counter_bits", p.netburst->counter_bits},
                                     {"threads_per_core", p.netburst->threads_per_core}}
                              : Json(nullptr);
+  if (const std::optional<ArchitecturalPmu>& a = p.architectural_pmu)
+    j["architectural_pmu"] = Json{{"version", a->version},
+                                  {"counters", a->counters},
+                                  {"counter_bits", a->counter_bits},
+                                  {"fixed_counters", a->fixed_counters},
+                                  {"fixed_counter_bits", a->fixed_counter_bits}};
   j["cache"] = cache(p.cache);
   if (!p.baseline_of.empty()) j["computed_from"] = p.baseline_of;
   return j.dump(2) + "\n";

@@ -27,6 +27,15 @@ KvmVm::KvmVm(KvmSystem& kvm, GuestRam& ram) : kvm_(kvm), ram_(ram) {
   if (ioctl(fd_, KVM_ENABLE_CAP, &cap) < 0) throw_errno("KVM_ENABLE_CAP(X86_USER_SPACE_MSR)");
 }
 
+bool KvmVm::disable_vpmu() {
+  if (!(kvm_.check_extension(KVM_CAP_PMU_CAPABILITY) & KVM_PMU_CAP_DISABLE)) return false;
+  kvm_enable_cap cap{};
+  cap.cap = KVM_CAP_PMU_CAPABILITY;
+  cap.args[0] = KVM_PMU_CAP_DISABLE;
+  if (ioctl(fd_, KVM_ENABLE_CAP, &cap) < 0) throw_errno("KVM_ENABLE_CAP(PMU_CAPABILITY)");
+  return true;
+}
+
 // One slot per RAM region: below the 32-bit MMIO hole, and above 4 GiB (GuestRam). Re-setting a
 // slot with other flags (dirty logging) keeps its contents.
 void KvmVm::set_memory_slots(uint32_t flags) {

@@ -31,6 +31,12 @@ class KvmVm {
   // Can be called again after vCPUs ran (DESIGN §3).
   void set_msr_filter(const std::vector<MsrRange>& trapped);
 
+  // Switches KVM's vPMU off for this VM (KVM_CAP_PMU_CAPABILITY, KVM_PMU_CAP_DISABLE), before any
+  // vCPU exists: a guest whose CPU profile has no PMU of its own cannot reach the host's
+  // counters through the AMD or Intel PMU MSRs KVM would emulate. False when this KVM has no
+  // vPMU to switch off (no host PMU, enable_pmu off, or a kernel before 5.19).
+  bool disable_vpmu();
+
   // The in-kernel i8254 PIT (ports 0x40-0x43, and 0x61 for channel 2's gate and output, which
   // Linux's TSC calibration reads), injecting on GSI 0. Needs the in-kernel irqchip.
   void create_pit();

@@ -1,0 +1,176 @@
+// The guest's own architectural PMU (CPUID 0xA, DESIGN §4.11, issue 23): the profile section,
+// the leaf it gives, clamped to KVM's vPMU and dropped without one, and the migration checks that
+// treat it like other CPUID features. Expected words are written from the SDM's layout of leaf
+// 0xA (vol. 3B, 20.2), not from the code.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "vmm/cpu/cpu_profile.h"
+#include "vmm/cpu/cpuid_table.h"
+#include "vmm/cpu/describe_profile.h"
+#include "vmm/cpu/migration_check.h"
+#include "vmm/cpu/profile_baseline.h"
+#include "vmm/cpu/profile_writer.h"
+
+namespace vmm {
+namespace {
+
+using ::testing::HasSubstr;
+
+// An Intel profile with leaf 0xA in range; `pmu` is the architectural_pmu value (JSON).
+std::string IntelProfile(const std::string& pmu, const std::string& name = "core") {
+  return "{\n"
+         "  \"name\": \"" +
+         name +
+         "\",\n"
+         "  \"description\": \"test\",\n"
+         "  \"vendor\": \"GenuineIntel\",\n"
+         "  \"family\": \"0x6\",\n"
+         "  \"model\": \"0x1A\",\n"
+         "  \"max_basic_leaf\": \"0xB\",\n"
+         "  \"architectural_pmu\": " +
+         pmu +
+         ",\n"
+         "  \"cache\": {\"l1d\": {\"size_kib\": 32, \"ways\": 8, \"latency_cycles\": 4}, "
+         "\"l2\": {\"size_kib\": 256, \"ways\": 8, \"latency_cycles\": 10}, "
+         "\"dram_latency_cycles\": 200}\n"
+         "}\n";
+}
+
+CpuProfile Parsed(const std::string& text) {
+  ProfileResult r = parse_profile(text, "t.json");
+  EXPECT_TRUE(r.ok()) << r.error;
+  return r.ok() ? *r.profile : CpuProfile{};
+}
+
+std::string ErrorOf(const std::string& text) {
+  ProfileResult r = parse_profile(text, "t.json");
+  EXPECT_FALSE(r.ok());
+  return r.error;
+}
+
+const char kV2[] = R"({"version": 2, "counters": 4, "counter_bits": 48, "fixed_counters": 3,
+  "fixed_counter_bits": 48})";
+
+// KVM's vPMU leaf 0xA on a host whose PMU has `counters` counters of 48 bits, version 4, 7
+// events of which `unavailable` are not, 3 fixed counters of 48 bits.
+CpuidEntry KvmLeafA(uint32_t counters, uint32_t unavailable = 0) {
+  return {0xA,           0, 0, 4 | (counters << 8) | (48u << 16) | (7u << 24), unavailable, 0,
+          3 | (48u << 5)};
+}
+
+TEST(ArchitecturalPmu, TheSectionParses) {
+  const CpuProfile p = Parsed(IntelProfile(kV2));
+  ASSERT_TRUE(p.architectural_pmu);
+  EXPECT_EQ(*p.architectural_pmu, (ArchitecturalPmu{2, 4, 48, 3, 48}));
+  EXPECT_FALSE(Parsed(IntelProfile("null")).architectural_pmu);
+}
+
+TEST(ArchitecturalPmu, WhatTheSectionCannotBe) {
+  EXPECT_THAT(ErrorOf(IntelProfile(R"({"version": 1, "fixed_counters": 2})")),
+              HasSubstr("version 1 has no fixed counters"));
+  EXPECT_THAT(ErrorOf(IntelProfile(R"({"counters": 0})")), HasSubstr("architectural_pmu.counters"));
+  EXPECT_THAT(ErrorOf(IntelProfile(R"({"vesion": 2})")), HasSubstr("vesion"));
+  std::string amd = IntelProfile(kV2);
+  amd.replace(amd.find("GenuineIntel"), 12, "AuthenticAMD");
+  EXPECT_THAT(ErrorOf(amd), HasSubstr("vendor must be GenuineIntel"));
+  std::string low = IntelProfile(kV2);
+  low.replace(low.find("\"0xB\""), 5, "\"0x7\"");
+  EXPECT_THAT(ErrorOf(low), HasSubstr("max_basic_leaf 0xa or more"));
+}
+
+// EAX = version 2 | 4 counters << 8 | 48 bits << 16 | 7 events << 24 = 0x07300402;
+// EBX = 0 (all seven events available); EDX = 3 fixed | 48 bits << 5 = 0x603.
+TEST(ArchitecturalPmu, LeafAIsTheProfilesWhereKvmOffersEnough) {
+  const CpuProfile p = Parsed(IntelProfile(kV2));
+  const std::vector<CpuidEntry> offered = {KvmLeafA(8)};
+  const GuestCpuid g = filter_guest_cpuid(offered, p, 0);
+  const CpuidEntry* a = find_cpuid_entry(g.entries, 0xA);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->eax, 0x07300402u);
+  EXPECT_EQ(a->ebx, 0u);
+  EXPECT_EQ(a->edx, 0x603u);
+  EXPECT_TRUE(g.dropped.empty());
+  EXPECT_EQ(describe_guest_pmu(g.entries),
+            "architectural (CPUID 0xA) version 2, 4 counters of 48 bits, 3 fixed");
+  EXPECT_EQ(*find_cpuid_entry(profile_cpuid(p, 0), 0xA), *a) << "unfiltered: the same";
+}
+
+TEST(ArchitecturalPmu, LeafAIsClampedToKvmsVpmu) {
+  const CpuProfile p = Parsed(IntelProfile(kV2));
+  const GuestCpuid g = filter_guest_cpuid(std::vector<CpuidEntry>{KvmLeafA(2, 0x4)}, p, 0);
+  const CpuidEntry* a = find_cpuid_entry(g.entries, 0xA);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->eax, 0x07300202u) << "two counters";
+  EXPECT_EQ(a->ebx, 0x4u) << "the event KVM lacks is unavailable";
+  EXPECT_EQ(g.dropped, std::vector<std::string>{"architectural_pmu.counters 4 -> 2"});
+}
+
+TEST(ArchitecturalPmu, WithoutAVpmuTheGuestHasNoneAndTheDropSaysWhy) {
+  const CpuProfile p = Parsed(IntelProfile(kV2));
+  for (const std::vector<CpuidEntry>& host :
+       {std::vector<CpuidEntry>{}, std::vector<CpuidEntry>{{0xA, 0, 0, 0, 0, 0, 0}}}) {
+    const GuestCpuid g = filter_guest_cpuid(host, p, 0);
+    const CpuidEntry* a = find_cpuid_entry(g.entries, 0xA);
+    EXPECT_TRUE(a == nullptr || (a->eax == 0 && a->edx == 0));
+    ASSERT_EQ(g.dropped.size(), 1u);
+    EXPECT_THAT(g.dropped[0], HasSubstr("architectural_pmu (KVM offers no vPMU"));
+    EXPECT_EQ(describe_guest_pmu(g.entries), std::nullopt);
+  }
+}
+
+TEST(ArchitecturalPmu, AmdPerfCtrCoreIsAGuestPmuToo) {
+  EXPECT_EQ(describe_guest_pmu(std::vector<CpuidEntry>{{0x80000001, 0, 0, 0, 0, 1u << 23, 0}}),
+            "AMD PerfCtrCore (CPUID 0x80000001 ECX[23])");
+  EXPECT_EQ(describe_guest_pmu(std::vector<CpuidEntry>{{0x80000001, 0, 0, 0, 0, 0, 0}}),
+            std::nullopt);
+}
+
+// A restore or migration destination must present leaf 0xA as the guest saw it: counts and
+// widths at least the guest's, no event the guest had lost.
+TEST(ArchitecturalPmu, ADestinationWithLessIsRefusedFieldByField) {
+  const std::vector<CpuidEntry> saw = {{0xA, 0, 0, 0x07300402, 0, 0, 0x603}};
+  EXPECT_TRUE(cpuid_bits_missing(saw, saw).empty());
+  EXPECT_TRUE(cpuid_bits_missing(saw, std::vector<CpuidEntry>{{0xA, 0, 0, 0x07300804, 0, 0, 0x603}})
+                  .empty())
+      << "more counters: it fits (3 < 8 though 0b011 & ~0b1000 is not 0)";
+  EXPECT_EQ(
+      cpuid_bits_missing(saw, std::vector<CpuidEntry>{{0xA, 0, 0, 0x07300202, 0x1, 0, 0x603}}),
+      (std::vector<std::string>{"CPUID 0xa: architectural PMU counters 4, here 2",
+                                "CPUID 0xa EBX: architectural events 1 (bit mask) not "
+                                "available here"}));
+  EXPECT_EQ(cpuid_bits_missing(saw, std::vector<CpuidEntry>{}).size(), 6u)
+      << "none at all: version, counters, width, events, fixed counters and width";
+}
+
+TEST(ArchitecturalPmu, ProfilesCompareAndBaselineIt) {
+  const CpuProfile big = Parsed(IntelProfile(kV2, "big"));
+  const CpuProfile small = Parsed(IntelProfile(
+      R"({"version": 2, "counters": 2, "counter_bits": 40, "fixed_counters": 3})", "small"));
+  const CpuProfile none = Parsed(IntelProfile("null", "none"));
+  EXPECT_TRUE(migration_refusals(small, big).empty());
+  EXPECT_EQ(migration_refusals(big, small),
+            (std::vector<std::string>{"architectural PMU counters 2 < 4",
+                                      "architectural PMU counter_bits 40 < 48"}));
+  EXPECT_EQ(migration_refusals(big, none),
+            std::vector<std::string>{"architectural PMU (CPUID 0xA) missing"});
+  const ProfileResult b = compute_baseline({big, small});
+  ASSERT_TRUE(b.ok()) << b.error;
+  EXPECT_EQ(b.profile->architectural_pmu, (ArchitecturalPmu{2, 2, 40, 3, 48}));
+  EXPECT_FALSE(compute_baseline({big, none}).profile->architectural_pmu);
+}
+
+TEST(ArchitecturalPmu, WrittenAndDescribed) {
+  const CpuProfile p = Parsed(IntelProfile(kV2));
+  const CpuProfile again = Parsed(to_profile_json(p));
+  EXPECT_EQ(again.architectural_pmu, p.architectural_pmu);
+  EXPECT_THAT(describe_profile(p),
+              HasSubstr("arch. PMU    CPUID 0xA version 2: 4 counters of 48 bits, 3 fixed of 48 "
+                        "bits"));
+}
+
+}  // namespace
+}  // namespace vmm
