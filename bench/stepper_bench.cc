@@ -24,6 +24,13 @@
 //      as perf counted them (mean basic block = instructions / branches), and the stepper's stops
 //      per counted instruction against 1.2 / mean basic block. Skipped with a line saying so when
 //      the Linux kernel or initramfs is not built.
+//  (6) the host backend (DESIGN §4.11) through its counter double, on lwp_demo under amd-lwp-lite
+//      (instructions retired every 4096: the only LWP event a host counter counts exactly) and
+//      netburst_sampler (instr_retired PMIs every 1000): exits per counted instruction of the
+//      precise backend, and those a host PMU would have (--stats: the double's free runs
+//      replaced by one kick each) for skids 0, 64 and the margin 128 (margin 16 for NetBurst,
+//      whose 1000-instruction period leaves less room); the expectation is about one kick plus
+//      the block steps of the margin per event interval.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -213,6 +220,63 @@ void linux_program(const std::string& pmuvm, const std::string& kernel, const st
               1.2 / block);
 }
 
+// (6): the host backend through the counter double against the precise backend.
+void host_backend(const std::string& pmuvm, const std::string& programs) {
+  std::printf("(6) host backend, counter double (exits a host PMU would have; DESIGN §4.11)\n");
+  struct Case {
+    const char* what;
+    std::vector<std::string> cpu_and_margin;
+    std::vector<std::string> program;
+    long long interval;
+  };
+  const Case cases[] = {
+      {"lwp_demo, amd-lwp-lite", {"--cpu", "amd-lwp-lite", "--skid-margin", "128"},
+       {programs + "lwp_demo", "1", "0", "timed"}, 4096},
+      {"netburst_sampler 400 1000, intel-netburst", {"--cpu", "intel-netburst", "--skid-margin",
+       "16"}, {programs + "netburst_sampler", "400", "1000"}, 1000},
+  };
+  for (const Case& c : cases) {
+    auto args = [&](std::vector<std::string> backend) {
+      std::vector<std::string> a = {pmuvm, "run", "--stats", c.cpu_and_margin[0],
+                                    c.cpu_and_margin[1]};
+      a.insert(a.end(), backend.begin(), backend.end());
+      a.push_back("--");
+      a.insert(a.end(), c.program.begin(), c.program.end());
+      return a;
+    };
+    const Spawned precise = spawn(args({"--backend", "precise"}));
+    std::smatch m;
+    long long exits = -1, counted = -1;
+    if (std::regex_search(precise.err, m, std::regex(R"(vcpu0: exits (\d+), .* counted instructions (\d+))"))) {
+      exits = std::stoll(m[1]);
+      counted = std::stoll(m[2]);
+    }
+    if (!precise.error.empty() || counted <= 0) {
+      std::printf("  %s: precise run FAILED: %s\n", c.what, precise.error.c_str());
+      continue;
+    }
+    std::printf("  %s: precise %.2f s, %lld exits / %lld counted = %.4f\n", c.what,
+                precise.seconds, exits, counted, static_cast<double>(exits) / counted);
+    for (const char* skid : {"0", "64", "128"}) {
+      const Spawned d = spawn(args({"--backend", "host", "--host-counters", "double",
+                                    "--double-skid", skid, c.cpu_and_margin[2],
+                                    c.cpu_and_margin[3]}));
+      if (!d.error.empty() ||
+          !std::regex_search(d.err, m, std::regex(R"(host backend: free runs (\d+), ended by overflow (\d+), unseen instructions (\d+), overshoots (\d+), exits with a host PMU (\d+) \(([0-9.]+) per counted)"))) {
+        std::printf("    skid %-4s FAILED: %s\n", skid, d.error.empty() ? "no host backend line" : d.error.c_str());
+        continue;
+      }
+      const long long pmu_exits = std::stoll(m[5]);
+      std::printf("    skid %-4s %lld overflows, %lld of %lld instructions unseen, %lld overshot: "
+                  "%lld exits with a host PMU = %s per counted (precise / host %.1f; one kick per "
+                  "%lld-instruction interval alone would be %.5f)\n",
+                  skid, std::stoll(m[2]), std::stoll(m[3]), counted, std::stoll(m[4]), pmu_exits,
+                  m[6].str().c_str(), static_cast<double>(exits) / pmu_exits, c.interval,
+                  1.0 / c.interval);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -264,6 +328,7 @@ int main(int argc, char** argv) try {
   block_loops(pmuvm, program.substr(0, program.rfind('/') + 1) + "block_loops");
   linux_program(pmuvm, argc > 3 ? argv[3] : "bazel-bin/guest_kernel_patches/bzImage",
                 argc > 4 ? argv[4] : "bazel-bin/guest/linux/initramfs_perf.cpio");
+  host_backend(pmuvm, program.substr(0, program.rfind('/') + 1));
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "stepper_bench: %s\n", e.what());

@@ -265,14 +265,10 @@ void Machine::Impl::vcpu_loop(Vcpu& v) {
       // The host backend: the exit ends a free run before it is handled (it may change what the
       // models count). The double's steps continue it: what they retire goes to the double.
       if (v.free_run) {
-        if (!v.counter_double) {
-          if (r < 0) ++v.host_stats.overflow_ends;  // or another kick: the counters tell
-          end_free_run(v);
-        } else if (r >= 0 && reason == KVM_EXIT_DEBUG) {
+        if (v.counter_double && r >= 0 && reason == KVM_EXIT_DEBUG)
           ++v.host_stats.steps_while_free;
-        } else {
+        else
           end_free_run(v);
-        }
       }
       // A kick (r < 0) stops the vCPU between instructions: nothing retired.
       if (v.kvm_stepper) {

@@ -36,7 +36,12 @@ void Machine::Impl::arm_free_run(Vcpu& v) {
 void Machine::Impl::end_free_run(Vcpu& v) {
   if (!v.free_run) return;
   const FreeRun run = *std::exchange(v.free_run, std::nullopt);
-  const FreeRunAccount account = account_free_run(run, v.host_counters->disarm());
+  const pmu::UnseenRetirements counted = v.host_counters->disarm();
+  // Ended by the overflow (a kick), or by another exit before it.
+  if ((run.instruction_period && counted.instructions >= *run.instruction_period) ||
+      (run.branch_period && counted.branches >= *run.branch_period))
+    ++v.host_stats.overflow_ends;
+  const FreeRunAccount account = account_free_run(run, counted);
   v.control->retire_unseen(account.batch);
   v.host_stats.unseen_instructions += account.batch.instructions;
   count_instructions(v, account.batch.instructions);

@@ -201,10 +201,7 @@ void Machine::Impl::retire_all(Vcpu& v, const RetiredInstructions& retired,
   if (v.free_run) {  // the double's free run: it counts them, the models do not see them
     bool overflow = false;
     for (const pmu::RetiredInstruction& insn : retired) overflow |= v.counter_double->count(insn);
-    if (overflow) {
-      ++v.host_stats.overflow_ends;
-      end_free_run(v);
-    }
+    if (overflow) end_free_run(v);
     return;
   }
   for (size_t i = 0; i < retired.size(); ++i) {

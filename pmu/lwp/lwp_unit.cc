@@ -231,21 +231,17 @@ bool LwpUnit::dcache_eligible(const CacheMiss& miss) const {
   return true;
 }
 
-bool LwpUnit::counts_cache_misses() const {
+bool LwpUnit::may_count(uint8_t event_id) const {
   if (lwpcb_ == 0) return false;
-  if (pending_ != PendingInit::kNone) return true;
+  if (pending_ != PendingInit::kNone) return true;  // its events are not known yet
   for (uint32_t i = 0; i < caps_.max_events; ++i)
-    if (slots_[i].active && slots_[i].event_id == kEventDcacheMisses) return true;
+    if (slots_[i].active && slots_[i].event_id == event_id) return true;
   return false;
 }
 
-bool LwpUnit::reads_branch_predictions() const {
-  if (lwpcb_ == 0) return false;
-  if (pending_ != PendingInit::kNone) return true;
-  for (uint32_t i = 0; i < caps_.max_events; ++i)
-    if (slots_[i].active && slots_[i].event_id == kEventBranchesRetired) return true;
-  return false;
-}
+bool LwpUnit::counts_cache_misses() const { return may_count(kEventDcacheMisses); }
+
+bool LwpUnit::reads_branch_predictions() const { return may_count(kEventBranchesRetired); }
 
 uint64_t LwpUnit::quiet_retirements() const {
   if (lwpcb_ == 0) return UINT64_MAX;

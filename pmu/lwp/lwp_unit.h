@@ -212,6 +212,8 @@ class LwpUnit {
   uint32_t reload_value(const Slot& slot);
   uint32_t random_mask() const { return (1u << random_bits_) - 1u; }
   bool dcache_eligible(const CacheMiss& miss) const;
+  // An active slot counts `event_id`, or the LWPCB's events are not known yet (pending).
+  bool may_count(uint8_t event_id) const;
   StoreOutcome store(const EventRecordBytes& record);
   bool reread_tail();
   bool increment_missed_events(uint64_t now);

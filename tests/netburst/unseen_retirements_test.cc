@@ -49,75 +49,53 @@ TEST_F(NetburstUnseen, BranchRetiredWithAllFourMasksAllowsBranchesUpToTheWrap) {
   EXPECT_EQ(sink.pmis, 0);
 }
 
-TEST_F(NetburstUnseen, CountersThatNeedEachInstructionAllowNone) {
+// One counter set up each way: whether a batch may hold its instructions, and which of the
+// stepper's models it reads (the cache: cycles, cache references, Compare; the predictor:
+// mispredictions, masks that split a direction by prediction). What reads a model always needs
+// each instruction: unseen instructions never reach the models.
+TEST_F(NetburstUnseen, EachSetUpSaysWhetherItAllowsABatchAndWhichModelsItReads) {
   struct Case {
     const char* what;
     uint32_t escr_msr;
     uint64_t escr;
     int counter;
     uint64_t cccr;
+    bool batch, cache, predictor;
   };
   const Case cases[] = {
+      {"instr_retired", kCruEscr0, kInstrUser, kIqCounter0, MakeCccr(kSelCru01), true, false,
+       false},
+      {"all branches", kCruEscr2, kBranchesUser, kIqCounter1, MakeCccr(kSelCru23), true, false,
+       false},
       {"T0_OS: kernel instructions are not in a batch", kCruEscr0,
-       MakeEscr(kInstrRetired, 1, true, true), kIqCounter0, MakeCccr(kSelCru01)},
+       MakeEscr(kInstrRetired, 1, true, true), kIqCounter0, MakeCccr(kSelCru01), false, false,
+       false},
       {"T0_OS alone", kCruEscr0, MakeEscr(kInstrRetired, 1, true, false), kIqCounter0,
-       MakeCccr(kSelCru01)},
+       MakeCccr(kSelCru01), false, false, false},
       {"Compare judges each cycle", kCruEscr0, kInstrUser, kIqCounter0,
-       MakeCccr(kSelCru01, kCompare)},
-      {"taken branches only", kCruEscr2, MakeEscr(kBranchRetired, 0xC, false, true), kIqCounter1,
-       MakeCccr(kSelCru23)},
-      {"mispredicted branches", kCruEscr0, MakeEscr(kMispredBranchRetired, 1, false, true),
-       kIqCounter0, MakeCccr(kSelCru01)},
-      {"cycles", kFsbEscr0, MakeEscr(kGlobalPower, 1, false, true), kBpuCounter0,
-       MakeCccr(kSelFsb)},
-      {"cache references", kBsuEscr0, MakeEscr(kBsqCacheRef, 0x100, false, true), kBpuCounter0,
-       MakeCccr(kSelBsu)},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.what);
-    Program(c.counter, c.escr_msr, c.escr, c.cccr);
-    EXPECT_EQ(pmu.unseen_allowance(), UnseenAllowance::none());
-    // What the stepper's models feed (StepAccountant::ModelDemand) is a subset of what needs
-    // each instruction.
-    EXPECT_THROW(pmu.retire_unseen({.instructions = 1}), std::logic_error);
-    Wr(kCccr(c.counter), 0);
-  }
-}
-
-// Which counters read the stepper's cache model (cycles, cache references, Compare) and its
-// branch predictor (mispredictions, masks that split a direction by prediction).
-TEST_F(NetburstUnseen, CountersSayWhichModelsTheyRead) {
-  struct Case {
-    const char* what;
-    uint32_t escr_msr;
-    uint64_t escr;
-    int counter;
-    uint64_t cccr;
-    bool cache, predictor;
-  };
-  const Case cases[] = {
-      {"instr_retired", kCruEscr0, kInstrUser, kIqCounter0, MakeCccr(kSelCru01), false, false},
-      {"instr_retired with Compare", kCruEscr0, kInstrUser, kIqCounter0,
-       MakeCccr(kSelCru01, kCompare | kComplement), true, false},
-      {"all branches", kCruEscr2, kBranchesUser, kIqCounter1, MakeCccr(kSelCru23), false, false},
-      {"taken branches", kCruEscr2, MakeEscr(kBranchRetired, 0xC, false, true), kIqCounter1,
-       MakeCccr(kSelCru23), false, false},
+       MakeCccr(kSelCru01, kCompare | kComplement), false, true, false},
+      {"taken branches: the direction", kCruEscr2, MakeEscr(kBranchRetired, 0xC, false, true),
+       kIqCounter1, MakeCccr(kSelCru23), false, false, false},
       {"predicted branches", kCruEscr2, MakeEscr(kBranchRetired, 0x5, false, true), kIqCounter1,
-       MakeCccr(kSelCru23), false, true},
-      {"mispredicted taken", kCruEscr2, MakeEscr(kBranchRetired, 0x8, false, true), kIqCounter1,
-       MakeCccr(kSelCru23), false, true},
+       MakeCccr(kSelCru23), false, false, true},
+      {"mispredicted taken branches", kCruEscr2, MakeEscr(kBranchRetired, 0x8, false, true),
+       kIqCounter1, MakeCccr(kSelCru23), false, false, true},
       {"mispred_branch_retired", kCruEscr0, MakeEscr(kMispredBranchRetired, 1, false, true),
-       kIqCounter0, MakeCccr(kSelCru01), false, true},
+       kIqCounter0, MakeCccr(kSelCru01), false, false, true},
       {"cycles", kFsbEscr0, MakeEscr(kGlobalPower, 1, false, true), kBpuCounter0, MakeCccr(kSelFsb),
-       true, false},
+       false, true, false},
       {"cache references", kBsuEscr0, MakeEscr(kBsqCacheRef, 0x100, false, true), kBpuCounter0,
-       MakeCccr(kSelBsu), true, false},
+       MakeCccr(kSelBsu), false, true, false},
   };
-  EXPECT_FALSE(pmu.reads_cache_model());
-  EXPECT_FALSE(pmu.reads_branch_predictions());
+  EXPECT_FALSE(pmu.reads_cache_model() || pmu.reads_branch_predictions());
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     Program(c.counter, c.escr_msr, c.escr, c.cccr);
+    EXPECT_EQ(pmu.unseen_allowance().possible, c.batch);
+    if (!c.batch) {
+      EXPECT_EQ(pmu.unseen_allowance(), UnseenAllowance::none());
+      EXPECT_THROW(pmu.retire_unseen({.instructions = 1}), std::logic_error);
+    }
     EXPECT_EQ(pmu.reads_cache_model(), c.cache);
     EXPECT_EQ(pmu.reads_branch_predictions(), c.predictor);
     Wr(kCccr(c.counter), 0);
