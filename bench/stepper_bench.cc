@@ -28,9 +28,9 @@
 //      (instructions retired every 4096: the only LWP event a host counter counts exactly) and
 //      netburst_sampler (instr_retired PMIs every 1000): exits per counted instruction of the
 //      precise backend, and those a host PMU would have (--stats: the double's free runs
-//      replaced by one kick each) for skids 0, 64 and the margin 128 (margin 16 for NetBurst,
-//      whose 1000-instruction period leaves less room); the expectation is about one kick plus
-//      the block steps of the margin per event interval.
+//      replaced by one kick each) for skids 0, 64 and the margin 128 (0, 8 and the margin 16 for
+//      NetBurst, whose 1000-instruction period leaves less room); the expectation is about one
+//      kick plus the block steps between the overflow's arrival and the event per interval.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -228,12 +228,13 @@ void host_backend(const std::string& pmuvm, const std::string& programs) {
     std::vector<std::string> cpu_and_margin;
     std::vector<std::string> program;
     long long interval;
+    std::vector<std::string> skids;  // up to the margin
   };
   const Case cases[] = {
       {"lwp_demo, amd-lwp-lite", {"--cpu", "amd-lwp-lite", "--skid-margin", "128"},
-       {programs + "lwp_demo", "1", "0", "timed"}, 4096},
+       {programs + "lwp_demo", "1", "0", "timed"}, 4096, {"0", "64", "128"}},
       {"netburst_sampler 400 1000, intel-netburst", {"--cpu", "intel-netburst", "--skid-margin",
-       "16"}, {programs + "netburst_sampler", "400", "1000"}, 1000},
+       "16"}, {programs + "netburst_sampler", "400", "1000"}, 1000, {"0", "8", "16"}},
   };
   for (const Case& c : cases) {
     auto args = [&](std::vector<std::string> backend) {
@@ -257,20 +258,21 @@ void host_backend(const std::string& pmuvm, const std::string& programs) {
     }
     std::printf("  %s: precise %.2f s, %lld exits / %lld counted = %.4f\n", c.what,
                 precise.seconds, exits, counted, static_cast<double>(exits) / counted);
-    for (const char* skid : {"0", "64", "128"}) {
+    for (const std::string& skid : c.skids) {
       const Spawned d = spawn(args({"--backend", "host", "--host-counters", "double",
                                     "--double-skid", skid, c.cpu_and_margin[2],
                                     c.cpu_and_margin[3]}));
       if (!d.error.empty() ||
           !std::regex_search(d.err, m, std::regex(R"(host backend: free runs (\d+), ended by overflow (\d+), unseen instructions (\d+), overshoots (\d+), exits with a host PMU (\d+) \(([0-9.]+) per counted)"))) {
-        std::printf("    skid %-4s FAILED: %s\n", skid, d.error.empty() ? "no host backend line" : d.error.c_str());
+        std::printf("    skid %-4s FAILED: %s\n", skid.c_str(),
+                    d.error.empty() ? "no host backend line" : d.error.c_str());
         continue;
       }
       const long long pmu_exits = std::stoll(m[5]);
       std::printf("    skid %-4s %lld overflows, %lld of %lld instructions unseen, %lld overshot: "
                   "%lld exits with a host PMU = %s per counted (precise / host %.1f; one kick per "
                   "%lld-instruction interval alone would be %.5f)\n",
-                  skid, std::stoll(m[2]), std::stoll(m[3]), counted, std::stoll(m[4]), pmu_exits,
+                  skid.c_str(), std::stoll(m[2]), std::stoll(m[3]), counted, std::stoll(m[4]), pmu_exits,
                   m[6].str().c_str(), static_cast<double>(exits) / pmu_exits, c.interval,
                   1.0 / c.interval);
     }
