@@ -1,10 +1,11 @@
 // A Linux guest under pmuvm: Debian's linux-source-6.1 with guest_kernel_patches/
 // (//guest_kernel_patches:bzImage) booted with `pmuvm run --kernel --initrd --cmdline`
 // (DESIGN.md §4.9), the initramfs of //guest/linux (its /init runs the programs named after
-// " -- " and ends the VM through port 0x510 with the worst exit status). Five boots, each shared
+// " -- " and ends the VM through port 0x510 with the worst exit status). Six boots, each shared
 // by the cases that read it (a boot is ~20-40 s in the nested KVM host); lwp-single and
 // netburst-single are lwp and netburst with --stepper kvm-single, and the exact cases expect the
-// same values from both:
+// same values from both (and netburst-host is netburst under the host backend's counter
+// double):
 //   lwp      --cpu amd-lwp: cpuinfo_flags lwp, lwp_selfcheck, lwp_pair 2 (processes),
 //            lwp_pair 2 threads, lwp_sigio
 //   netburst --cpu intel-netburst (no LWP): lwp_sigill, perf_count 1000, perf_count 1,
@@ -62,6 +63,13 @@ const std::map<std::string, Boot>& boots() {
         "lwp_sigio"}},
       {"netburst-single",
        {{"--cpu", "intel-netburst", "--stepper", "kvm-single"},
+        "console=ttyS0 nmi_watchdog=0 -- lwp_sigill , perf_count 1000 , perf_count 1 , "
+        "perf_sample 1000 997"}},
+      // netburst again under the host backend (DESIGN §4.11) through its counter double, with
+      // overflows 16 instructions late (the margin): perf's counts and sample IPs are the same.
+      {"netburst-host",
+       {{"--cpu", "intel-netburst", "--backend", "host", "--host-counters", "double",
+         "--double-skid", "16", "--skid-margin", "16"},
         "console=ttyS0 nmi_watchdog=0 -- lwp_sigill , perf_count 1000 , perf_count 1 , "
         "perf_sample 1000 997"}},
       {"smp",
@@ -224,7 +232,7 @@ TEST_F(LinuxGuest, NoLwpMeansSigill) {
 
 // 8N + 4 (guest/linux/perf_loop.h): N = 1000 -> 8004, N = 1 -> 12.
 TEST_F(LinuxGuest, PerfCountsInstructionsExactly) {
-  for (const char* name : {"netburst", "netburst-single"}) {
+  for (const char* name : {"netburst", "netburst-single", "netburst-host"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
     EXPECT_EQ(lines(r, "perf_count:"),
@@ -240,7 +248,7 @@ TEST_F(LinuxGuest, PerfCountsInstructionsExactly) {
 // next instruction of the window (offsets from its first instruction, perf_loop.h: the loop body
 // is at +3..+12, 6 nops, dec at +9, jnz at +12).
 TEST_F(LinuxGuest, PerfSamplesExactly) {
-  for (const char* name : {"netburst", "netburst-single"}) {
+  for (const char* name : {"netburst", "netburst-single", "netburst-host"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
     EXPECT_EQ(lines(r, "perf_sample:"),
@@ -257,6 +265,22 @@ TEST_F(LinuxGuest, PerfSamplesExactly) {
         << dump(r);
     EXPECT_TRUE(has_line(r, "init: perf_sample exited 0")) << dump(r);
   }
+}
+
+// Under the host backend the windows perf counts ran unseen between its overflows (the counting
+// window has none; the sampling one overflows every 997): all but the few instructions stepped
+// up to each sample, and no overflow came past the margin.
+TEST_F(LinuxGuest, PerfUnderTheHostBackendRunsUnseenBetweenOverflows) {
+  const Result& r = boot("netburst-host");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.err, m,
+      std::regex("host backend: free runs \\d+, ended by overflow (\\d+), unseen instructions "
+                 "(\\d+), overshoots (\\d+)")))
+      << dump(r);
+  EXPECT_GE(std::stoull(m[1]), 8u) << "one per sample at least";
+  EXPECT_GT(std::stoull(m[2]), 8004u + 12u + 8004u - 8u * 17u) << dump(r);
+  EXPECT_EQ(m[3], "0");
 }
 
 // --cpu amd-lwp --vcpus 2 --------------------------------------------------------------------
