@@ -15,7 +15,9 @@ const HostCapabilities kNoPmu{.instructions_missing =
                                   "file or directory",
                               .perf_event_paranoid = 2};
 const HostCapabilities kPmu{};
-const HostCapabilities kPmuWithoutBranches{.branches_missing = "not supported"};
+const HostCapabilities kPmuWithoutBranches{.instructions_missing = std::nullopt,
+                                           .branches_missing = "not supported",
+                                           .perf_event_paranoid = 2};
 
 BackendChoice Chosen(const BackendRequest& request, const HostCapabilities& host) {
   auto r = choose_backend(request, host);

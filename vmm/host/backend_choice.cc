@@ -59,7 +59,9 @@ std::variant<BackendChoice, std::string> choose_backend(const BackendRequest& re
              "--host-counters double runs the host backend without a PMU";
     return BackendChoice{.why = "auto: " + missing};
   }
-  BackendChoice choice{.host = true, .count_branches = !host.branches_missing};
+  BackendChoice choice;
+  choice.host = true;
+  choice.count_branches = !host.branches_missing;
   choice.why = std::string(request.backend == "host" ? "requested" : "auto") +
                ": the host PMU counts guest instructions" +
                (host.branches_missing
