@@ -22,13 +22,15 @@ struct UnseenAllowance {
   // instruction. The limits below mean nothing then.
   bool possible = true;
   // A batch must hold fewer than this many instructions and fewer than this many branches:
-  // the instructions-th instruction (branches-th branch) may be the one that shows something.
-  // 0: not a single one may retire unseen.
+  // the instructions-th instruction (branches-th branch) may be the one that shows something
+  // (1: the next one may; no batch but the empty one).
   uint64_t instructions = UINT64_MAX;
   uint64_t branches = UINT64_MAX;
 
   static UnseenAllowance none() { return {false, 0, 0}; }
+  // An empty batch (nothing retired) is always admitted.
   bool admits(const UnseenRetirements& batch) const {
+    if (batch.instructions == 0 && batch.branches == 0) return true;
     return possible && batch.instructions < instructions && batch.branches < branches;
   }
   // What two models (or two events of one) allow together.

@@ -111,6 +111,7 @@ Capabilities baseline(std::span<const Capabilities> members) {
     out.cache_level_filter = out.cache_level_filter && m.cache_level_filter;
     out.cache_latency_filter = out.cache_latency_filter && m.cache_latency_filter;
     out.version = std::min(out.version, m.version);
+    out.branch_prediction = out.branch_prediction && m.branch_prediction;
   }
   if (!out.available) return Capabilities{};
   if (out.dcache_misses && !out.cache_level_filter && !out.cache_latency_filter)

@@ -26,6 +26,11 @@ struct Capabilities {
   bool cache_level_filter = false;  // ECX 30: CLF honoured
   bool cache_latency_filter = false;// ECX 31: MinLatency honoured
   uint8_t version = 1;              // EBX 31:24
+  // Not in CPUID: branch records carry the modelled predictor's verdict (PRD valid, §4.2). An
+  // implementation may not capture it ("on some or all branches"): then no record has it, no
+  // branch trains the predictor, and a host counter of retired branches can count BranchesRetired
+  // between records (DESIGN §4.11).
+  bool branch_prediction = true;
 
   bool operator==(const Capabilities&) const = default;
 

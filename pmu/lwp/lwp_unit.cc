@@ -241,7 +241,9 @@ bool LwpUnit::may_count(uint8_t event_id) const {
 
 bool LwpUnit::counts_cache_misses() const { return may_count(kEventDcacheMisses); }
 
-bool LwpUnit::reads_branch_predictions() const { return may_count(kEventBranchesRetired); }
+bool LwpUnit::reads_branch_predictions() const {
+  return caps_.branch_prediction && may_count(kEventBranchesRetired);
+}
 
 uint64_t LwpUnit::quiet_retirements() const {
   if (lwpcb_ == 0) return UINT64_MAX;
@@ -276,9 +278,16 @@ UnseenAllowance LwpUnit::unseen_allowance() const {
   for (uint32_t i = 0; i < caps_.max_events; ++i) {
     const Slot& s = slots_[i];
     if (!s.active) continue;
-    if (s.event_id != kEventInstructionsRetired) return UnseenAllowance::none();
-    // The counter-th instruction stores the record (0: frozen, the next one does).
-    allowance.instructions = std::min<uint64_t>(allowance.instructions, s.counter);
+    // The counter-th instruction (branch) stores the record (0: frozen, the next one does).
+    const uint64_t shows_at = s.counter == 0 ? 1 : s.counter;
+    if (s.event_id == kEventInstructionsRetired) {
+      allowance.instructions = std::min(allowance.instructions, shows_at);
+    } else if (s.event_id == kEventBranchesRetired && !caps_.branch_prediction &&
+               !(filters_ & lwpcb::kFilterNdb)) {
+      allowance.branches = std::min(allowance.branches, shows_at);
+    } else {
+      return UnseenAllowance::none();
+    }
   }
   return allowance;
 }
@@ -287,8 +296,12 @@ void LwpUnit::retire_unseen(const UnseenRetirements& batch) {
   if (!unseen_allowance().admits(batch))
     throw std::logic_error("LWP: a batch of unseen instructions past what the unit allows");
   if (lwpcb_ == 0 || batch.instructions == 0) return;
-  for (uint32_t i = 0; i < caps_.max_events; ++i)
-    if (slots_[i].active) slots_[i].counter -= static_cast<uint32_t>(batch.instructions);
+  for (uint32_t i = 0; i < caps_.max_events; ++i) {
+    Slot& s = slots_[i];
+    if (!s.active) continue;
+    s.counter -= static_cast<uint32_t>(s.event_id == kEventBranchesRetired ? batch.branches
+                                                                           : batch.instructions);
+  }
   touch();
 }
 

@@ -146,11 +146,13 @@ class LwpUnit {
   // may be a branch and miss the cache up to kMaxCacheMisses times). At least 1.
   uint64_t quiet_retirements() const;
 
-  // Host counting (DESIGN §4.11): how many CPL-3 instructions may retire unseen now, reported
-  // afterwards as one batch. Only InstructionsRetired counts by a number alone: a branch record
-  // carries the modelled predictor's verdict (PRD, §4.2), which every branch trains, and
-  // BranchesRetired with NDB drops direct jumps; DCache needs each access. An LWPCB awaiting
-  // initialisation needs its first instruction. No LWPCB: anything may.
+  // Host counting (DESIGN §4.11): how many CPL-3 instructions (branches) may retire unseen now,
+  // reported afterwards as one batch. InstructionsRetired counts by a number alone, and
+  // BranchesRetired where branch records carry no prediction (Capabilities::branch_prediction
+  // false) and NDB keeps direct jumps: otherwise a branch record carries the modelled
+  // predictor's verdict (PRD, §4.2), which every branch trains, and NDB needs each branch's kind.
+  // DCache needs each access. An LWPCB awaiting initialisation needs its first instruction. No
+  // LWPCB: anything may.
   UnseenAllowance unseen_allowance() const;
   // The batch retired (unseen_allowance().admits(batch), else std::logic_error): the same state
   // as retire() of each of its instructions.
@@ -163,7 +165,8 @@ class LwpUnit {
   // an LWPCB awaits initialisation (its events are not known before the next retirement). A
   // backend may leave its cache model alone otherwise (issue 21: state follows what is in use).
   bool counts_cache_misses() const;
-  // The same for the branch predictor's verdicts (a BranchesRetired slot's records carry them).
+  // The same for the branch predictor's verdicts (a BranchesRetired slot's records carry them,
+  // unless this implementation captures none: Capabilities::branch_prediction).
   bool reads_branch_predictions() const;
 
   // World switch (§5.5.2): save() copies the volatile state and touches no memory; restore()

@@ -39,6 +39,20 @@ TEST_F(LwpUnseen, InstructionsRetiredAllowsUpToTheRecord) {
   EXPECT_EQ(unit->unseen_allowance().instructions, 100u) << "reloaded from the interval";
 }
 
+// A record store that faulted leaves the counter frozen at zero: the next instruction stores it.
+TEST_F(LwpUnseen, AFrozenCounterShowsAtTheNextInstruction) {
+  caps = FullCaps();
+  Start({.slots = {{kInstructions, 10, 0}}});
+  unit->enter_user();
+  mem.unmap(kBufferAddr, 0x8000);
+  RetirePlain(0, 10);
+  ASSERT_EQ(unit->stats().page_faults, 1u);
+  const UnseenAllowance a = unit->unseen_allowance();
+  EXPECT_EQ(a.instructions, 1u) << "no instruction may go unseen, the empty batch may";
+  EXPECT_TRUE(a.admits({}));
+  EXPECT_FALSE(a.admits({.instructions = 1}));
+}
+
 TEST_F(LwpUnseen, EventsThatNeedEachInstructionAllowNone) {
   caps = FullCaps();
   // Branch records carry the predictor's verdict, trained by every branch; DCache needs every
@@ -66,6 +80,35 @@ TEST_F(LwpUnseen, BranchRecordsReadThePredictor) {
   EXPECT_FALSE(unit->unseen_allowance().possible);
   ASSERT_EQ(Llwpcb(0), MsrResult::kOk);
   EXPECT_FALSE(unit->reads_branch_predictions());
+}
+
+// An implementation that captures no branch prediction (Capabilities::branch_prediction false):
+// branch records need no predictor, and BranchesRetired allows a batch up to its record, in
+// branches, unless NDB needs each branch's kind.
+TEST_F(LwpUnseen, BranchesWithoutPredictionAllowBranchesUpToTheRecord) {
+  caps = FullCaps();
+  caps.branch_prediction = false;
+  Start({.slots = {{kInstructions, 100, 0}, {kBranches, 30, 0}}});
+  unit->enter_user();
+  EXPECT_FALSE(unit->reads_branch_predictions());
+  UnseenAllowance a = unit->unseen_allowance();
+  ASSERT_TRUE(a.possible);
+  EXPECT_EQ(a.instructions, 100u);
+  EXPECT_EQ(a.branches, 30u);
+  unit->retire_unseen({.instructions = 50, .branches = 29});
+  EXPECT_TRUE(stored.empty());
+  a = unit->unseen_allowance();
+  EXPECT_EQ(a.instructions, 50u);
+  EXPECT_EQ(a.branches, 1u);
+  unit->retire(Branch(RipOf(3), BranchKind::kConditional, true, 0, /*pred_valid=*/false));
+  ASSERT_EQ(stored.size(), 1u);
+  const Rec r = ParseRecord(Bytes(stored[0].bytes));
+  EXPECT_EQ(r.id, kBranches);
+  EXPECT_EQ(r.rip, RipOf(3));
+  EXPECT_EQ(r.dword0 >> 29 & 1, 0u) << "PRD valid clear";
+  Reload(kLwpcbAddr, {.filters = lwpcb::kFilterNdb, .slots = {{kBranches, 30, 0}}});
+  unit->enter_user();
+  EXPECT_EQ(unit->unseen_allowance(), UnseenAllowance::none()) << "NDB: each branch's kind";
 }
 
 TEST_F(LwpUnseen, AnLwpcbAwaitingInitialisationNeedsItsFirstInstruction) {
@@ -96,7 +139,9 @@ TEST(LwpUnseenDifferential, ABatchEqualsItsInstructionsOneByOne) {
       std::unique_ptr<LwpUnit> unit;
       std::vector<StoredRecord> records;
     } batched, each;
-    const Capabilities caps = FullCaps();
+    Capabilities caps = FullCaps();
+    // Half the seeds: no prediction captured, and a BranchesRetired slot counts too.
+    caps.branch_prediction = seed % 2 == 0;
     const UnitConfig config{.core_id = 3, .seed = seed};
     const uint32_t interval = 1 + static_cast<uint32_t>(rng() % 70);
     CbSpec cb{.flags = 1,
@@ -104,6 +149,9 @@ TEST(LwpUnseenDifferential, ABatchEqualsItsInstructionsOneByOne) {
               .random = static_cast<uint8_t>(rng() % 4),
               .threshold = 32,
               .slots = {{kInstructions, interval, static_cast<uint32_t>(rng() % 80)}}};
+    if (!caps.branch_prediction)
+      cb.slots.push_back(
+          {kBranches, 1 + static_cast<uint32_t>(rng() % 20), static_cast<uint32_t>(rng() % 30)});
     for (Side* side : {&batched, &each}) {
       side->mem.map(kLwpcbAddr, 0x2000);
       side->mem.map(kBufferAddr, 0x8000);
@@ -123,28 +171,37 @@ TEST(LwpUnseenDifferential, ABatchEqualsItsInstructionsOneByOne) {
       ASSERT_EQ(a, each.unit->unseen_allowance());
       ASSERT_TRUE(a.possible);
       // Unseen instructions never reach the stepper's models: nothing may read them then.
-      ASSERT_FALSE(batched.unit->counts_cache_misses() ||
-                   batched.unit->reads_branch_predictions());
-      const uint64_t n = a.instructions == 0 ? 0 : rng() % a.instructions;
-      batched.unit->retire_unseen({.instructions = n, .branches = n / 3});
+      ASSERT_FALSE(batched.unit->counts_cache_misses() || batched.unit->reads_branch_predictions());
+      const uint64_t n = a.instructions == 0 ? 0 : rng() % std::min<uint64_t>(a.instructions, 200);
+      const uint64_t b = std::min(a.branches, n + 1) == 0 ? 0 : rng() % std::min(a.branches, n + 1);
+      SCOPED_TRACE("round " + std::to_string(round) + ": allowance " +
+                   std::to_string(a.instructions) + "/" + std::to_string(a.branches) + ", batch " +
+                   std::to_string(n) + "/" + std::to_string(b));
+      ASSERT_TRUE(a.admits({.instructions = n, .branches = b}));
+      ASSERT_NO_THROW(batched.unit->retire_unseen({.instructions = n, .branches = b}));
+      // The same instructions one by one: b branches of any kind at random places, the others
+      // plain or loads that miss.
+      static constexpr BranchKind kKinds[] = {BranchKind::kConditional, BranchKind::kDirectJump,
+                                              BranchKind::kIndirectJump, BranchKind::kCall,
+                                              BranchKind::kReturn};
+      uint64_t branches_left = b;
       for (uint64_t i = 0; i < n; ++i, ++rip) {
-        switch (rng() % 3) {
-          case 0:
-            each.unit->retire(Plain(RipOf(rip)));
-            break;
-          case 1:
-            each.unit->retire(Branch(RipOf(rip), BranchKind::kConditional, rng() % 2));
-            break;
-          default:
-            each.unit->retire(Load(RipOf(rip), 0x30000, 300, DataSource::kDram));
-            break;
+        if (branches_left > 0 && (n - i == branches_left || rng() % 2 == 0)) {
+          --branches_left;
+          each.unit->retire(Branch(RipOf(rip), kKinds[rng() % 5], rng() % 2));
+        } else if (rng() % 2) {
+          each.unit->retire(Plain(RipOf(rip)));
+        } else {
+          each.unit->retire(Load(RipOf(rip), 0x30000, 300, DataSource::kDram));
         }
       }
       ASSERT_EQ(each.records.size(), batched.records.size()) << "an allowed batch stores nothing";
       ASSERT_EQ(batched.unit->state(), each.unit->state());
-      // One instruction both see (it may store the record, raise the threshold interrupt).
-      batched.unit->retire(Plain(RipOf(rip)));
-      each.unit->retire(Plain(RipOf(rip)));
+      // One instruction both see (it may store a record, raise the threshold interrupt).
+      const RetiredInstruction seen =
+          rng() % 2 ? Plain(RipOf(rip)) : Branch(RipOf(rip), BranchKind::kConditional, true);
+      batched.unit->retire(seen);
+      each.unit->retire(seen);
       ++rip;
       ASSERT_EQ(batched.unit->state(), each.unit->state());
       ASSERT_EQ(batched.sink.vectors, each.sink.vectors);

@@ -110,6 +110,50 @@ TEST_F(HostBackend, ASkidPastTheMarginIsReportedAndFallsBackToStepping) {
   EXPECT_EQ(counted(r), counted(precise));
 }
 
+// LWP branches retired where the profile's LWP captures no branch prediction (lwp
+// branch_prediction false: PRD valid 0 in every record, which the proposal allows): a
+// retired-branch host counter counts them between records, and the records are the precise
+// backend's for every skid up to the margin.
+TEST_F(HostBackend, LwpBranchRecordsWithoutPredictionAreThePreciseBackends) {
+  const std::string profile = temp("lwp-branches.json");
+  {
+    std::ofstream out(profile);
+    out << R"({
+  "name": "lwp-branches", "description": "instructions and branches, no prediction captured",
+  "vendor": "AuthenticAMD", "family": "0x15", "model": "0x10", "stepping": 1,
+  "max_basic_leaf": "0xD", "max_extended_leaf": "0x8000001E",
+  "features": ["fpu", "tsc", "msr", "pae", "cx8", "apic", "sep", "pge", "cmov", "pat", "clfsh",
+               "mmx", "fxsr", "sse", "sse2", "syscall", "nx", "lm"],
+  "address_sizes": {"physical": 48, "linear": 48},
+  "lwp": {"events": ["IRE", "BRE"], "max_events": 2, "branch_prediction": false},
+  "cache": {"l1d": {"size_kib": 16, "ways": 4, "latency_cycles": 4},
+            "l2": {"size_kib": 1024, "ways": 16, "latency_cycles": 20},
+            "dram_latency_cycles": 220}
+})";
+  }
+  const std::string precise_trace = temp("lwp_branches.precise.jsonl");
+  const Result precise =
+      run_program(profile, {"--backend", "precise"}, precise_trace, {program("lwp_demo")});
+  ASSERT_EQ(precise.status, 0) << dump(precise);
+  const std::string expected = slurp(precise_trace);
+  ASSERT_NE(expected.find("\"event\":2"), std::string::npos) << expected;
+  // The trace's flags are the record's bits 31:16: PRD valid (bit 29) is 0x2000 there.
+  const std::regex flags("\"flags\":(\\d+)");
+  for (std::sregex_iterator it(expected.begin(), expected.end(), flags), end; it != end; ++it)
+    EXPECT_EQ(std::stoul((*it)[1]) & 0x2000, 0u) << "no record has PRD valid: " << it->str();
+  for (uint64_t skid : {0u, 128u}) {
+    SCOPED_TRACE("skid " + std::to_string(skid));
+    const std::string trace = temp("lwp_branches.double" + std::to_string(skid) + ".jsonl");
+    const Result r = run_program(profile, with_double(skid), trace, {program("lwp_demo")});
+    ASSERT_EQ(r.status, 0) << dump(r);
+    EXPECT_EQ(slurp(trace), expected);
+    const HostLine h = host_line(r);
+    ASSERT_TRUE(h.found) << dump(r);
+    EXPECT_EQ(h.overshoots, 0u);
+    EXPECT_GT(h.unseen, counted(r) * 3 / 4) << dump(r);
+  }
+}
+
 // NetBurst instr_retired at T0_USR with overflow PMIs (the kernel's handler reloads -PERIOD):
 // the PMIs come at the same instructions, so the program's counts and PMI numbers are the same.
 TEST_F(HostBackend, NetburstPmisAreThePreciseBackendsForEverySkidUpToTheMargin) {

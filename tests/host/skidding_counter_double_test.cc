@@ -8,6 +8,13 @@
 namespace vmm {
 namespace {
 
+FreeRun Periods(std::optional<uint64_t> instructions, std::optional<uint64_t> branches = {}) {
+  FreeRun run;
+  run.instruction_period = instructions;
+  run.branch_period = branches;
+  return run;
+}
+
 pmu::RetiredInstruction User(bool branch = false) {
   pmu::RetiredInstruction i;
   i.cpl = 3;
@@ -34,7 +41,7 @@ TEST(SkiddingCounterDouble, CountsNothingUnarmed) {
 TEST(SkiddingCounterDouble, TheKickComesSkidInstructionsAfterThePeriod) {
   for (uint64_t skid : {0u, 1u, 7u, 128u, 129u}) {
     SkiddingCounterDouble counter(skid);
-    counter.arm({.instruction_period = 100});
+    counter.arm(Periods(100));
     EXPECT_EQ(counter.instructions_to_kick(), 100u);
     EXPECT_EQ(RunToKick(counter), 100 + skid) << "skid " << skid;
     const pmu::UnseenRetirements counted = counter.disarm();
@@ -46,7 +53,7 @@ TEST(SkiddingCounterDouble, TheKickComesSkidInstructionsAfterThePeriod) {
 
 TEST(SkiddingCounterDouble, InstructionsToKickNeverOvershootsTheKick) {
   SkiddingCounterDouble counter(5);
-  counter.arm({.instruction_period = 20});
+  counter.arm(Periods(20));
   uint64_t retired = 0;
   while (true) {
     const uint64_t room = counter.instructions_to_kick();
@@ -55,7 +62,9 @@ TEST(SkiddingCounterDouble, InstructionsToKickNeverOvershootsTheKick) {
     for (uint64_t i = 0; i < room && !kicked; ++i) {
       kicked = counter.count(User());
       ++retired;
-      if (kicked) EXPECT_EQ(i + 1, room) << "the kick is the last instruction of the room";
+      if (kicked) {
+        EXPECT_EQ(i + 1, room) << "the kick is the last instruction of the room";
+      }
     }
     if (kicked) break;
   }
@@ -64,7 +73,7 @@ TEST(SkiddingCounterDouble, InstructionsToKickNeverOvershootsTheKick) {
 
 TEST(SkiddingCounterDouble, KernelInstructionsAreNotCounted) {
   SkiddingCounterDouble counter(0);
-  counter.arm({.instruction_period = 3});
+  counter.arm(Periods(3));
   pmu::RetiredInstruction kernel = User();
   kernel.cpl = 0;
   for (int i = 0; i < 10; ++i) EXPECT_FALSE(counter.count(kernel));
@@ -75,7 +84,7 @@ TEST(SkiddingCounterDouble, KernelInstructionsAreNotCounted) {
 
 TEST(SkiddingCounterDouble, ABranchPeriodOverflowsAtItsBranch) {
   SkiddingCounterDouble counter(2);
-  counter.arm({.branch_period = 10});
+  counter.arm(Periods(std::nullopt, 10));
   EXPECT_EQ(RunToKick(counter, 4), 4 * 10 + 2);
   const pmu::UnseenRetirements counted = counter.disarm();
   EXPECT_EQ(counted.instructions, 42u);

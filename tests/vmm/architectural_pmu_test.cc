@@ -163,6 +163,25 @@ TEST(ArchitecturalPmu, ProfilesCompareAndBaselineIt) {
   EXPECT_FALSE(compute_baseline({big, none}).profile->architectural_pmu);
 }
 
+// The LWP capability that is not in CPUID (lwp.branch_prediction) compares and baselines too.
+TEST(LwpBranchPrediction, WrittenComparedAndBaselined) {
+  const std::string lwp = R"({"events": ["BRE"], "max_events": 1, "branch_prediction": false})";
+  std::string text = IntelProfile("null", "quiet");
+  text.insert(text.find("  \"architectural_pmu\""), "  \"lwp\": " + lwp + ",\n");
+  const CpuProfile quiet = Parsed(text);
+  ASSERT_FALSE(quiet.lwp.branch_prediction);
+  EXPECT_FALSE(Parsed(to_profile_json(quiet)).lwp.branch_prediction);
+  CpuProfile loud = quiet;
+  loud.name = "loud";
+  loud.lwp.branch_prediction = true;
+  EXPECT_EQ(migration_refusals(quiet, loud),
+            std::vector<std::string>{"LWP branch_prediction false != true"});
+  EXPECT_EQ(migration_refusals(loud, quiet),
+            std::vector<std::string>{"LWP branch_prediction true != false"});
+  EXPECT_FALSE(compute_baseline({quiet, loud}).profile->lwp.branch_prediction);
+  EXPECT_TRUE(compute_baseline({loud, loud}).profile->lwp.branch_prediction);
+}
+
 TEST(ArchitecturalPmu, WrittenAndDescribed) {
   const CpuProfile p = Parsed(IntelProfile(kV2));
   const CpuProfile again = Parsed(to_profile_json(p));

@@ -242,6 +242,30 @@ TEST(Parse, EnablePolicyDefaultsToEverythingOffered) {
   EXPECT_EQ(r.profile->lwp_interrupt_vector, 0xF0);
 }
 
+// lwp.branch_prediction (DESIGN §4.11): true unless a profile says its LWP captures none; it
+// travels through the writer, shows in the description, must match on a migration destination
+// and is ANDed by a baseline.
+TEST(Parse, LwpBranchPredictionIsCapturedUnlessSaidOtherwise) {
+  const char* without = "  \"lwp\": {\"events\": [\"BRE\"], \"max_events\": 1},";
+  const char* with_false =
+      "  \"lwp\": {\"events\": [\"BRE\"], \"max_events\": 1, \"branch_prediction\": false},";
+  ProfileResult captured = parse_profile(ProfileWith({without}), "t.json");
+  ProfileResult not_captured = parse_profile(ProfileWith({with_false}), "t.json");
+  ASSERT_TRUE(captured.ok() && not_captured.ok()) << captured.error << not_captured.error;
+  EXPECT_TRUE(captured.profile->lwp.branch_prediction);
+  EXPECT_FALSE(not_captured.profile->lwp.branch_prediction);
+  EXPECT_EQ(captured.profile->lwp.edx(), not_captured.profile->lwp.edx()) << "not in CPUID";
+  EXPECT_THAT(describe_profile(*not_captured.profile),
+              HasSubstr("branch records without prediction"));
+  EXPECT_THAT(describe_profile(*captured.profile),
+              ::testing::Not(HasSubstr("branch records without prediction")));
+  ProfileResult wrong =
+      parse_profile(ProfileWith({"  \"lwp\": {\"events\": [\"BRE\"], \"max_events\": 1, "
+                                 "\"branch_prediction\": 0},"}),
+                    "t.json");
+  EXPECT_THAT(wrong.error, HasSubstr("lwp.branch_prediction"));
+}
+
 TEST(Parse, HexStringsAndNumbersAreTheSame) {
   ProfileResult a = parse_profile(
       ProfileWith({"  \"stepping\": \"0xA\",", "  \"misc_enable\": \"0x1880\","}), "t.json");

@@ -44,7 +44,8 @@ std::string describe_lwp(const CpuProfile& p) {
   s += "               latency counters " + std::to_string(c.cache_max_bits) + " bits" +
        (c.data_address ? ", data address" : "") +
        (c.cache_latency_filter ? ", latency filter" : "") +
-       (c.cache_level_filter ? ", cache-level filter" : "") + "\n";
+       (c.cache_level_filter ? ", cache-level filter" : "") +
+       (c.branch_prediction ? "" : ", branch records without prediction") + "\n";
   s += "               enable policy " + policy_names(p.lwp_enable_policy);
   if (p.lwp_enable_policy & lwp::msr0::kInterrupt) s += ", vector " + hex(p.lwp_interrupt_vector);
   s += " (LWPMSR0 " + hex(p.lwp_enable_policy) + ")\n";

@@ -53,6 +53,10 @@ void lwp(Reasons& out, const pmu::lwp::Capabilities& saw, const pmu::lwp::Capabi
   };
   for (const LwpEventName& e : kLwpEvents) flag(e.name, e.offered);
   for (const LwpFlagName& f : kLwpFlags) flag(f.key, f.member);
+  if (saw.branch_prediction != has.branch_prediction)
+    out.push_back(std::string("LWP branch_prediction ") +
+                  (saw.branch_prediction ? "true" : "false") +
+                  " != " + (has.branch_prediction ? "true" : "false"));
   at_least(out, "LWP max_events", saw.max_events, has.max_events);
   at_least(out, "LWP cache_max_bits", saw.cache_max_bits, has.cache_max_bits);
 }

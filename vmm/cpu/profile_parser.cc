@@ -254,9 +254,10 @@ class ProfileParser {
     if (v == nullptr) return;  // no LWP: Capabilities{} has available == false
     const Json& o = *v;
     r_.expect_object(o, "lwp");
-    r_.check_keys(o, "lwp", {"available", "version", "interrupt", "events", "max_events",
-                             "cache_max_bits", "data_address", "cache_level_filter",
-                             "cache_latency_filter", "enable_policy", "interrupt_vector"});
+    r_.check_keys(o, "lwp",
+                  {"available", "version", "interrupt", "events", "max_events", "cache_max_bits",
+                   "data_address", "cache_level_filter", "cache_latency_filter",
+                   "branch_prediction", "enable_policy", "interrupt_vector"});
     auto flag = [&](const char* key) {
       const Json* f = ProfileFields::optional(o, key);
       return f != nullptr && r_.boolean(*f, ProfileFields::child("lwp", key));
@@ -284,6 +285,8 @@ class ProfileParser {
     c.data_address = flag("data_address");
     c.cache_level_filter = flag("cache_level_filter");
     c.cache_latency_filter = flag("cache_latency_filter");
+    if (const Json* f = ProfileFields::optional(o, "branch_prediction"))
+      c.branch_prediction = r_.boolean(*f, "lwp.branch_prediction");
     if (const std::optional<std::string> why = lwp::validate(c)) r_.fail("lwp", "lwp: " + *why);
     parse_lwp_policy(o, p);
   }

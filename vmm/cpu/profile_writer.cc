@@ -56,6 +56,7 @@ Json lwp(const CpuProfile& p) {
               {"cache_level_filter", c.cache_level_filter},
               {"cache_latency_filter", c.cache_latency_filter},
               {"enable_policy", policy}};
+  if (!c.branch_prediction) out["branch_prediction"] = false;  // true is the parser's default
   // The vector only means something with INT in the policy (the profile holds 0 otherwise).
   if (p.lwp_enable_policy & pmu::lwp::msr0::kInterrupt)
     out["interrupt_vector"] = hex(p.lwp_interrupt_vector);
