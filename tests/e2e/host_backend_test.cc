@@ -52,6 +52,12 @@ class HostBackend : public pmuvm_e2e::GuestTest {
          std::stoull(m[4]), std::stoull(m[5]), true};
     return h;
   }
+  // Writes `text` to this test's scratch file `name`; returns its path.
+  static std::string scratch_file(const std::string& name, const std::string& text) {
+    const std::string path = temp(name);
+    std::ofstream(path) << text;
+    return path;
+  }
   static uint64_t counted(const Result& r) {
     static const std::regex line("pmuvm: vcpu0: exits \\d+, .* counted instructions (\\d+)");
     std::smatch m;
@@ -115,10 +121,7 @@ TEST_F(HostBackend, ASkidPastTheMarginIsReportedAndFallsBackToStepping) {
 // retired-branch host counter counts them between records, and the records are the precise
 // backend's for every skid up to the margin.
 TEST_F(HostBackend, LwpBranchRecordsWithoutPredictionAreThePreciseBackends) {
-  const std::string profile = temp("lwp-branches.json");
-  {
-    std::ofstream out(profile);
-    out << R"({
+  const std::string profile = scratch_file("lwp-branches.json", R"({
   "name": "lwp-branches", "description": "instructions and branches, no prediction captured",
   "vendor": "AuthenticAMD", "family": "0x15", "model": "0x10", "stepping": 1,
   "max_basic_leaf": "0xD", "max_extended_leaf": "0x8000001E",
@@ -129,8 +132,7 @@ TEST_F(HostBackend, LwpBranchRecordsWithoutPredictionAreThePreciseBackends) {
   "cache": {"l1d": {"size_kib": 16, "ways": 4, "latency_cycles": 4},
             "l2": {"size_kib": 1024, "ways": 16, "latency_cycles": 20},
             "dram_latency_cycles": 220}
-})";
-  }
+})");
   const std::string precise_trace = temp("lwp_branches.precise.jsonl");
   const Result precise =
       run_program(profile, {"--backend", "precise"}, precise_trace, {program("lwp_demo")});
@@ -230,10 +232,7 @@ TEST_F(HostBackend, WithoutAHostPmuHostIsAUsageErrorAndAutoSaysWhy) {
 // A profile with an architectural PMU (CPUID 0xA) gets KVM's vPMU where the host has a PMU; here
 // it has none, so the leaf is dropped with the reason and the guest sees no PMU.
 TEST_F(HostBackend, TheGuestsArchitecturalPmuComesFromKvmOrIsDroppedWithTheReason) {
-  const std::string profile = temp("core.json");
-  {
-    std::ofstream out(profile);
-    out << R"({
+  const std::string profile = scratch_file("core.json", R"({
   "name": "core", "description": "an Intel core with an architectural PMU",
   "vendor": "GenuineIntel", "family": "0x6", "model": "0x1A", "stepping": 5,
   "max_basic_leaf": "0xB", "max_extended_leaf": "0x80000008",
@@ -245,8 +244,7 @@ TEST_F(HostBackend, TheGuestsArchitecturalPmuComesFromKvmOrIsDroppedWithTheReaso
   "cache": {"l1d": {"size_kib": 32, "ways": 8, "latency_cycles": 4},
             "l2": {"size_kib": 256, "ways": 8, "latency_cycles": 10},
             "dram_latency_cycles": 200}
-})";
-  }
+})");
   const Result r = run({"run", "--cpu", profile, "--log-level", "info", "--", program("hello")});
   ASSERT_EQ(r.status, 0) << dump(r);
   const bool dropped =
