@@ -28,7 +28,16 @@ void Machine::Impl::arm_free_run(Vcpu& v) {
     allowance.instructions = std::min(allowance.instructions, *to_pause);
   const std::optional<FreeRun> run = plan_free_run(allowance, options.host_backend->free_run);
   if (!run) return;
-  v.host_counters->arm(*run);
+  try {
+    v.host_counters->arm(*run);
+  } catch (const VmmError& e) {
+    // The start-up probe opened the same counter on the main thread; should the vCPU thread's
+    // fail, the run goes on exactly, stepped.
+    spdlog::warn("vCPU {}: {}; this vCPU counts by stepping from now on", v.kvm->index(),
+                 e.what());
+    v.host_fell_back = true;
+    return;
+  }
   v.free_run = run;
   ++v.host_stats.free_runs;
 }
