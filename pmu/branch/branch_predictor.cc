@@ -42,36 +42,29 @@ BranchInfo BranchPredictor::outcome(BranchKind kind, uint64_t fall_through, uint
 
 BranchInfo BranchPredictor::resolve(BranchKind kind, bool direct, uint64_t rip,
                                     uint64_t fall_through, uint64_t next_rip) {
-  BranchInfo info;
-  info.kind = kind;
-  info.next_rip = next_rip;
+  BranchInfo info = outcome(kind, fall_through, next_rip);
   info.prediction_valid = kind != BranchKind::kNone;
   switch (kind) {
     case BranchKind::kNone:
       return info;
     case BranchKind::kConditional: {
       uint8_t& c = counters_[hash(rip, kCounterEntries)];
-      info.taken = next_rip != fall_through;
       info.predicted_correctly = (c >= 2) == info.taken;
       if (info.taken && c < 3) ++c;
       if (!info.taken && c > 0) --c;
       return info;
     }
     case BranchKind::kDirectJump:
-      info.taken = true;
       info.predicted_correctly = true;
       return info;
     case BranchKind::kIndirectJump:
-      info.taken = true;
       info.predicted_correctly = predict_indirect(rip, next_rip);
       return info;
     case BranchKind::kCall:
-      info.taken = true;
       info.predicted_correctly = direct || predict_indirect(rip, next_rip);
       push_return(fall_through);
       return info;
     case BranchKind::kReturn: {
-      info.taken = true;
       if (return_depth_ == 0) {
         info.predicted_correctly = false;
         return info;

@@ -30,8 +30,6 @@ class SkiddingCounterDouble : public HostCounters {
   // armed; UINT64_MAX when not armed.
   uint64_t instructions_to_kick() const;
 
-  uint64_t skid() const { return skid_; }
-
  private:
   const uint64_t skid_;
   std::optional<FreeRun> run_;
