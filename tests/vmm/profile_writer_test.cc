@@ -55,6 +55,18 @@ TEST(ProfileWriter, EveryShippedProfileRoundTrips) {
   }
 }
 
+// The brand a profile without one gets ("pmuvm " + its name) fits CPUID's 47 characters also for
+// the longest name (64): before, it was 70 characters, written out as such, and refused when read
+// back — a snapshot or migration of such a VM could not be restored (manifest_fuzz found it).
+TEST(ProfileWriter, TheDefaultBrandOfALongNameRoundTrips) {
+  const std::string name(64, 'n');
+  std::string text = ProfileWith({});
+  text.replace(text.find("\"name\": \"t\""), 11, "\"name\": \"" + name + "\"");
+  const CpuProfile p = Parsed(text);
+  EXPECT_EQ(p.brand, ("pmuvm " + name).substr(0, 47));
+  ExpectRoundTrip(p);
+}
+
 TEST(ProfileWriter, ComputedBaselinesRoundTrip) {
   ExpectRoundTrip(Baseline({"amd-lwp", "amd-lwp-lite"}));
   ExpectRoundTrip(Baseline({"amd-lwp-lite", "amd-lwp"}));

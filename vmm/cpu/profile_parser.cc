@@ -204,7 +204,9 @@ class ProfileParser {
                            ProfileFields::hex(p.family) + " allows models 0x0..0xf");
     if (const Json* v = ProfileFields::optional(root, "stepping"))
       p.stepping = static_cast<uint32_t>(r_.unsigned_value(*v, "stepping", 0, 0xF, true));
-    p.brand = "pmuvm " + p.name;
+    // Without a brand of its own a profile shows "pmuvm NAME", cut to what CPUID holds (a name
+    // may be 64 characters): a longer default was written out and then refused when read back.
+    p.brand = ("pmuvm " + p.name).substr(0, kMaxBrandLength);
     if (const Json* v = ProfileFields::optional(root, "brand")) {
       p.brand = r_.string(*v, "brand");
       if (p.brand.size() > kMaxBrandLength || !printable_ascii(p.brand))
