@@ -7,9 +7,19 @@
 #include "pmu/rate_limited_interrupt_sink.h"
 #include "vmm/api/api_routes.h"
 #include "vmm/machine_limits.h"
+#include "vmm/precise/stepper_kind.h"
 
 namespace vmm {
 namespace {
+
+// --stepper: every stepper that counts, and auto (kvm).
+std::vector<std::string> stepper_choices() {
+  std::vector<std::string> names;
+  for (const StepperName& s : kStepperNames)
+    if (s.kind != StepperKind::kNone) names.push_back(s.name);
+  names.push_back("auto");
+  return names;
+}
 
 constexpr const char* kRunFooter =
     "Programs follow the first `--`; further `--` separate programs, each a static ELF64 run as "
@@ -144,7 +154,7 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
                       "code where only instruction/branch events count), kvm-single (the same, "
                       "one exit per instruction: the cross-check), guest (the bundled kernel "
                       "single-steps its profiled tasks and reports each step), auto (kvm)")
-      ->check(CLI::IsMember({"kvm", "kvm-single", "guest", "auto"}))
+      ->check(CLI::IsMember(stepper_choices()))
       ->capture_default_str();
   run_cmd->add_option("--vcpus", run.vcpus, "Number of vCPUs")
       ->check(CLI::Range(uint32_t{1}, limits::kMaxVcpus))

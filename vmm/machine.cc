@@ -32,8 +32,6 @@
 namespace vmm {
 namespace {
 
-// A Linux guest's panic() ends with this console line (kernel/panic.c); the run ends there.
-constexpr std::string_view kLinuxPanicEnd = "---[ end Kernel panic - not syncing: ";
 constexpr int kKickSignal = SIGUSR1;
 // SIGINT/SIGTERM: the run stops between instructions with status 128 + N and says where each
 // vCPU was (a hung guest can be looked at, not just killed). Set by the handler, polled by the
@@ -93,42 +91,20 @@ Machine::Impl::Impl(MachineOptions o)
     : options(std::move(o)),
       ram(options.mem_mib << 20),
       progress(options.pause_on_output, options.pause_at_instructions) {
-  if (options.restore) return;  // RAM comes from the snapshot or the migration stream
-  if (is_linux()) {
-    const MachineOptions::LinuxGuest& g = *options.linux_guest;
-    LinuxBootOptions boot{g.cmdline, g.initrd, g.initrd_name, options.vcpus,
-                          encode_cpuid_signature(options.profile.family, options.profile.model,
-                                                 options.profile.stepping),
-                          0 /* feature flags: Linux reads only the APIC IDs and CPU flags */};
-    auto loaded_linux = load_linux(ram, g.bzimage, g.image, options.kernel_name, boot);
-    if (auto* error = std::get_if<std::string>(&loaded_linux)) throw UsageError(*error);
-    linux_boot = std::get<LinuxBoot>(loaded_linux);
-    return;
-  }
-  auto result = load_guest(ram, options.kernel, options.kernel_name, options.programs,
-                           BootParameters{options.vcpus, pv_features(),
-                                          options.timer_hz ? options.timer_hz : PMUVM_TIMER_OFF});
-  if (auto* error = std::get_if<std::string>(&result)) throw UsageError(*error);
-  loaded = std::get<LoadedGuest>(result);
+  // RAM of a restored VM comes from the snapshot or the migration stream.
+  guest_kind = options.restore
+                   ? restored_guest_kind(options.restore->manifest.linux_guest)
+                   : load_guest_kind(options, ram, pv_features()).value_or_throw();
+  for (const Status& claimed : {io_bus.insert(Serial16550::kCom1Base, Serial16550::kPortCount, serial),
+                                io_bus.insert(CmosRtc::kIndexPort, 2, cmos),
+                                io_bus.insert(I8042Reset::kDataPort, 1, i8042),
+                                io_bus.insert(I8042Reset::kCommandPort, 1, i8042),
+                                io_bus.insert(PMUVM_PORT_EXIT, 1, exit_port),
+                                io_bus.insert(PMUVM_PORT_CONSOLE, 1, block_console)})
+    claimed.throw_if_error();
 }
 
 uint32_t Machine::Impl::pv_features() const { return pv_features_for(options.stepper); }
-
-void Machine::Impl::console_output(char c) {
-  std::fputc(c, stdout);
-  if (c != '\n') {
-    if (console_line.size() < kConsoleLineLimit) console_line.push_back(c);
-    return;
-  }
-  std::fflush(stdout);
-  if (auto reason = progress.on_console_line(console_line)) output_pause = std::move(reason);
-  if (is_linux() && console_line.rfind(kLinuxPanicEnd, 0) == 0) {
-    std::string reason = console_line.substr(kLinuxPanicEnd.size());
-    if (const size_t end = reason.rfind(" ]---"); end != std::string::npos) reason.resize(end);
-    fail("Linux guest kernel panic: " + reason);
-  }
-  console_line.clear();
-}
 
 void Machine::Impl::fail(const std::string& reason) {
   {
@@ -278,7 +254,7 @@ void Machine::Impl::vcpu_loop(Vcpu& v) {
       const uint64_t sent = v.interrupts.sent;
       v.limited->poll();  // storm protection: release held interrupts when allowed
       v.interrupts.deliver_pending_pmi();  // a PMI waiting for the guest to unmask LVTPC
-      if (r >= 0 && !dispatch(v)) return;  // r < 0: EINTR/EAGAIN, a kick; re-check stop
+      if (r >= 0 && !dispatch(v)) break;  // r < 0: EINTR/EAGAIN, a kick; re-check stop
       if (v.kvm_stepper) interrupt_window(v, v.interrupts.sent != sent, r < 0);
       v.release_at_ns = v.limited->next_release_ns().value_or(0);
     }
@@ -288,8 +264,8 @@ void Machine::Impl::vcpu_loop(Vcpu& v) {
   }
 }
 
-void Machine::Impl::create_vcpus(const LoadedGuest& guest) {
-  const LongModeState boot = is_linux() ? setup_long_mode_for_linux(ram) : setup_long_mode(ram);
+void Machine::Impl::create_vcpus() {
+  const LongModeState boot = guest_kind->set_up_long_mode(ram);
   if (!options.restore) {
     guest_cpuid = build_guest_cpuid(supported_cpuid(*kvm), options.profile, pv_features());
   } else {
@@ -315,16 +291,8 @@ void Machine::Impl::create_vcpus(const LoadedGuest& guest) {
     auto v = std::make_unique<Vcpu>();
     v->kvm = std::make_unique<KvmVcpu>(*vm, i);
     v->kvm->set_cpuid(to_kvm(cpuid_for_vcpu(table, i)));  // APIC ID = the vCPU index
-    if (options.restore) {
-      // State comes from the snapshot (apply_state), boot registers not at all.
-    } else if (is_linux()) {
-      // Linux starts its application processors itself (INIT/SIPI through the in-kernel
-      // LAPIC); until then they wait, as KVM leaves them.
-      if (i == 0) v->kvm->enter_long_mode(boot, linux_boot.entry, 0, linux_boot.zero_page);
-    } else {
-      v->kvm->enter_long_mode(boot, guest.kernel_entry, guest.boot_info, i);
-      if (i > 0) v->kvm->make_runnable();
-    }
+    // A restored vCPU's state comes from the snapshot (apply_state).
+    if (!options.restore) guest_kind->set_boot_registers(*v->kvm, i, boot);
     if (options.profile.misc_enable && !options.restore)
       v->kvm->set_msr(kMsrMiscEnable, *options.profile.misc_enable);
     v->interrupts.vm = vm.get();
@@ -392,12 +360,12 @@ void Machine::Impl::set_up_kvm() {
   if (vm) return;
   kvm = std::make_unique<KvmSystem>(options.kvm_device);
   vm = std::make_unique<KvmVm>(*kvm, ram);
-  if (is_linux()) {
+  if (guest_kind->has_pit()) {
     vm->create_pit();  // Linux calibrates its TSC and LAPIC timer against it
     serial.set_irq_callback(
         [this](bool level) { vm->set_irq_line(Serial16550::kCom1Irq, level); });
   }
-  create_vcpus(loaded);
+  create_vcpus();
 }
 
 int Machine::Impl::run() {
@@ -627,10 +595,7 @@ MachineOptions options_from_manifest(const SnapshotManifest& m) {
   o.mem_mib = m.mem_mib;
   o.seed = m.seed;
   o.timer_hz = m.timer_hz;
-  o.stepper = m.stepper == "kvm"          ? MachineOptions::Stepper::kKvm
-              : m.stepper == "kvm-single" ? MachineOptions::Stepper::kKvmSingle
-              : m.stepper == "guest"      ? MachineOptions::Stepper::kGuest
-                                          : MachineOptions::Stepper::kNone;
+  o.stepper = parse_stepper(m.stepper).value_or(StepperKind::kNone);  // parse_manifest checked it
   if (m.linux_guest) o.linux_guest.emplace();  // the run loop's Linux rules; nothing to load
   o.kernel_name = m.kernel;
   o.max_interrupts_per_second = m.max_interrupt_rate;

@@ -15,75 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "vmm/boot/guest_loader.h"
-#include "vmm/boot/linux_boot.h"
-#include "vmm/cpu/cpu_profile.h"
-#include "vmm/host/free_run.h"
+#include "vmm/machine/machine_options.h"
 #include "vmm/memory/guest_ram.h"
 #include "vmm/snapshot/snapshot_manifest.h"
 #include "vmm/snapshot/state_sections.h"
 
 namespace vmm {
-
-struct MachineOptions {
-  CpuProfile profile;
-  uint32_t vcpus = 1;
-  uint64_t mem_mib = 256;
-  uint64_t seed = 0;
-  uint32_t timer_hz = 100;  // the bundled kernel's tick; 0 = none (not used by Linux)
-  ElfImage kernel;  // the bundled kernel (or an ELF one), unless linux_guest is set
-  // A Linux guest (DESIGN §4.9) instead: the whole bzImage, its checked setup header, the initrd
-  // and the command line. No programs then; Linux runs what its initramfs holds.
-  struct LinuxGuest {
-    std::vector<uint8_t> bzimage;
-    BzImage image;
-    std::vector<uint8_t> initrd;
-    std::string initrd_name;
-    std::string cmdline;
-  };
-  std::optional<LinuxGuest> linux_guest;
-  std::string kernel_name = "bundled kernel";
-  std::vector<GuestProgram> programs;
-  uint32_t max_interrupts_per_second = 10000;  // storm protection (pmu/rate_limited_interrupt_sink.h)
-  // The precise backend's stepper (DESIGN §4.7): KVM single-step (every CPL), or the bundled
-  // kernel single-steps its profiled tasks and reports each step. kNone: no counting backend
-  // (LWP state only, no records).
-  // kKvm steps blocks where it can (DESIGN §4.7); kKvmSingle stops after every instruction.
-  enum class Stepper { kNone, kKvm, kKvmSingle, kGuest };
-  Stepper stepper = Stepper::kKvm;
-  // The host backend (DESIGN §4.11; needs the KVM stepper): between event boundaries the guest
-  // runs unseen while host counters count. nullopt: the precise backend steps everything.
-  struct HostBackend {
-    // The counter double instead of the host PMU (vmm/host/skidding_counter_double.h): its
-    // overflows come `double_skid` instructions late.
-    bool counter_double = false;
-    uint64_t double_skid = 0;
-    FreeRunOptions free_run;
-  };
-  std::optional<HostBackend> host_backend;
-  std::string lwp_report;  // "" = none, "-" = stdout, else a file
-  std::string lwp_trace;   // "" = none, else a JSON-lines file
-  std::string kvm_device = "/dev/kvm";
-  std::string api_socket;  // "" = none; else the HTTP API's Unix socket (DESIGN §4.10)
-  bool start_paused = false;  // every vCPU parked before its first instruction until vm.resume
-  // Progress points at which the VM pauses itself until vm.resume (vmm/progress_pauses.h).
-  std::vector<std::string> pause_on_output;
-  std::optional<uint64_t> pause_at_instructions;
-  bool stats = false;  // at exit, one line per vCPU on stderr (DESIGN §4.6 --stats)
-  uint64_t debug_pause_every = 0;  // pause and resume the VM every N exits of vCPU 0 (0: never)
-
-  // A VM that resumes from a snapshot or an incoming migration instead of booting: nothing is
-  // loaded, RAM is filled by the caller (Machine::ram()) before run(), and run() loads this
-  // state into KVM and the models. The manifest's machine and CPU override the options above.
-  struct Restore {
-    SnapshotManifest manifest;
-    StateSections state;
-    // Called after the state is loaded and before any vCPU runs (a migration's ready/commit
-    // hand-shake; it throws to abandon the VM).
-    std::function<void()> before_start;
-  };
-  std::optional<Restore> restore;
-};
 
 // The options a snapshot's manifest fixes (machine and CPU); the caller adds its own outputs.
 MachineOptions options_from_manifest(const SnapshotManifest& manifest);

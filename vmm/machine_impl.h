@@ -27,10 +27,10 @@
 
 #include "pmu/rate_limited_interrupt_sink.h"
 #include "vmm/cpu/cpuid_table.h"
-#include "vmm/devices/cmos_rtc.h"
-#include "vmm/devices/i8042_reset.h"
+#include "vmm/devices/guest_console.h"
+#include "vmm/devices/io_bus.h"
 #include "vmm/devices/lvt_performance_counter.h"
-#include "vmm/devices/serial_16550.h"
+#include "vmm/devices/port_devices.h"
 #include "vmm/host/free_run.h"
 #include "vmm/host/host_counters.h"
 #include "vmm/host/perf_host_counters.h"
@@ -39,6 +39,7 @@
 #include "vmm/kvm/kvm_vcpu.h"
 #include "vmm/log_budget.h"
 #include "vmm/machine.h"
+#include "vmm/machine/guest_kind.h"
 #include "vmm/machine_control.h"
 #include "vmm/precise/guest_assisted_stepper.h"
 #include "vmm/precise/step_controller.h"
@@ -187,19 +188,21 @@ inline std::string describe_registers(KvmVcpu& vcpu) {
 struct Machine::Impl : MachineControl {
   MachineOptions options;
   GuestRam ram;
-  LoadedGuest loaded;
   std::unique_ptr<KvmSystem> kvm;
   std::unique_ptr<KvmVm> vm;
   SteadyClock clock;
-  Serial16550 serial{[this](char c) { console_output(c); }};
-  std::mutex serial_lock;  // serial, rtc and console_line
-  CmosRtc rtc;
-  I8042Reset i8042;
-  std::string console_line;  // the console's current line (Linux panics, --pause-on-output)
-  // What is kept of a console line (its start): no more, and no newline, which ends a line.
-  static constexpr size_t kConsoleLineLimit = 4096;
-  std::optional<std::string> output_pause;  // a console line reached a pause point (handle_io)
-  LinuxBoot linux_boot;
+  std::unique_ptr<GuestKind> guest_kind;  // bundled kernel or Linux (load_guest_kind)
+  ProgressPauses progress;  // run --pause-on-output / --pause-at-instructions
+  // The devices, on the port I/O bus (each locks its own state).
+  GuestConsole console{progress, [this](std::string_view line) {
+                         return guest_kind->panic_reason(line);
+                       }};
+  SerialPort serial{console};
+  CmosPort cmos;
+  ResetPort i8042;
+  ExitPort exit_port;
+  BlockConsolePort block_console{ram, console};
+  IoBus io_bus;
 
   struct Vcpu {
     std::unique_ptr<KvmVcpu> kvm;
@@ -282,7 +285,6 @@ struct Machine::Impl : MachineControl {
   uint32_t pause_depth = 0;   // nested pause() calls (a user's vm.pause, then a snapshot)
   uint32_t parked = 0;        // vCPU threads waiting in park()
   bool migrated_away = false; // handed over to a migration destination: no report here
-  ProgressPauses progress;     // run --pause-on-output / --pause-at-instructions
   bool progress_paused = false;  // paused itself there; the API takes it as the user's pause
   std::vector<CpuidEntry> guest_cpuid;  // the table the guest sees (before per-vCPU APIC IDs)
   std::mutex stop_lock;  // with stop_signal: wakes the release ticker at the end of the run
@@ -300,16 +302,10 @@ struct Machine::Impl : MachineControl {
   // Asked once: spdlog's level check goes through its registry, a visible cost at every step.
   const bool trace_steps = spdlog::should_log(spdlog::level::trace);
 
-  bool is_linux() const { return options.linux_guest.has_value(); }
-
   // ---- Building and running the VM (machine.cc) -----------------------------------------------
 
   explicit Impl(MachineOptions o);
   uint32_t pv_features() const;
-
-  // COM1's output: to stdout, flushed per line. A Linux panic's last line ends the run (status 3)
-  // instead of leaving it hanging in the panic loop. Called under serial_lock.
-  void console_output(char c);
 
   void fail(const std::string& reason);
 
@@ -346,7 +342,7 @@ struct Machine::Impl : MachineControl {
   void debug_pauser();
 
   void vcpu_loop(Vcpu& v);
-  void create_vcpus(const LoadedGuest& guest);
+  void create_vcpus();
 
   int run();
   void set_up_kvm();
@@ -357,16 +353,15 @@ struct Machine::Impl : MachineControl {
 
   // ---- KVM exits (machine_exits.cc) -----------------------------------------------------------
 
-  void handle_io(Vcpu& v);
-  void write_console_block(uint32_t gpa);
-  void handle_msr(Vcpu& v, bool write);
+  // The vCPU's RDMSR / WRMSR (ExitContext): nullopt / false for a #GP.
+  std::optional<uint64_t> read_msr(Vcpu& v, uint32_t msr);
+  bool write_msr(Vcpu& v, uint32_t msr, uint64_t value);
   uint32_t linux_task(uint64_t cr3);
 
-  // The fatal exit's message tail: the exits before it, oldest first (ExitHistory).
-  static std::string last_exits(const Vcpu& v);
-
-  // Returns false when the vCPU must stop.
+  // Handles the exit (vmm/machine/exit_handler.h) and acts on what it asks; false when the vCPU
+  // must stop.
   bool dispatch(Vcpu& v);
+  class VcpuExitContext;  // the vCPU as the exit handler sees it
 
   // ---- The KVM stepper (machine_stepping.cc) --------------------------------------------------
 

@@ -14,21 +14,6 @@
 #include "vmm/vmm_error.h"
 
 namespace vmm {
-namespace {
-
-// The stepper as a snapshot's manifest names it (options_from_manifest reads it back).
-const char* stepper_name(MachineOptions::Stepper stepper) {
-  switch (stepper) {
-    case MachineOptions::Stepper::kKvm: return "kvm";
-    case MachineOptions::Stepper::kKvmSingle: return "kvm-single";
-    case MachineOptions::Stepper::kGuest: return "guest";
-    case MachineOptions::Stepper::kNone: break;
-  }
-  return "none";
-}
-
-}  // namespace
-
 void Machine::Impl::park() {
   std::unique_lock<std::mutex> lock(pause_lock);
   ++parked;
@@ -49,8 +34,7 @@ bool Machine::Impl::pause() {
   if (stop) return false;
   // Everything the guest printed so far is in the output files now: what a snapshot or a
   // migration resumes continues exactly after it (the tests compare both halves).
-  std::lock_guard<std::mutex> s(serial_lock);
-  std::fflush(stdout);
+  console.flush();
   std::lock_guard<std::mutex> r(report_lock);
   if (trace.is_open()) trace.flush();
   return true;
@@ -87,7 +71,7 @@ SnapshotManifest Machine::Impl::manifest() {
   m.seed = options.seed;
   m.timer_hz = options.timer_hz;
   m.stepper = stepper_name(options.stepper);
-  m.linux_guest = is_linux();
+  m.linux_guest = guest_kind->linux_guest();
   m.kernel = options.kernel_name;
   m.max_interrupt_rate = options.max_interrupts_per_second;
   m.profile = options.profile;
@@ -107,7 +91,7 @@ std::vector<std::byte> Machine::Impl::archived(T& value) {
 // pmu/netburst/save_state.h).
 StateSections Machine::Impl::capture_state() {
   StateSections s;
-  VmArchState vm_state = vm->save_state(is_linux());
+  VmArchState vm_state = vm->save_state(guest_kind->has_pit());
   s.add_component("vm.kvm", VmArchState::kStateVersion, archived(vm_state));
   const std::vector<uint32_t> msrs = kvm->msrs_to_save();
   for (auto& vp : vcpus) {
@@ -127,12 +111,11 @@ StateSections Machine::Impl::capture_state() {
       s.add_component(p + "guest_stepper", GuestAssistedStepper::kStateVersion,
                       archived(*v.guest_stepper));
   }
-  {
-    std::lock_guard<std::mutex> g(serial_lock);
-    s.add_component("devices.serial", Serial16550::kStateVersion, archived(serial));
-    s.add_component("devices.cmos", CmosRtc::kStateVersion, archived(rtc));
-    s.add_component("devices.console", kConsoleLineStateVersion, archived(console_line));
-  }
+  // The vCPUs are parked: nothing prints or touches a device meanwhile (each locks itself).
+  s.add_component("devices.serial", SerialPort::kStateVersion, archived(serial));
+  s.add_component("devices.cmos", CmosPort::kStateVersion, archived(cmos));
+  std::string line = console.line();
+  s.add_component("devices.console", kConsoleLineStateVersion, archived(line));
   {
     std::lock_guard<std::mutex> g(report_lock);
     s.add_component("report.lwp", LwpReport::kStateVersion, archived(report));
@@ -162,7 +145,7 @@ void Machine::Impl::apply_state(const StateSections& s) {
   VmArchState vm_state;
   read("vm.kvm", VmArchState::kStateVersion, vm_state);
   const std::vector<uint32_t> msrs = kvm->msrs_to_save();  // what a restore may set
-  if (is_linux() != vm_state.pit.has_value())
+  if (guest_kind->has_pit() != vm_state.pit.has_value())
     throw UsageError("the snapshot's device state does not match its guest kind");
   for (auto& vp : vcpus) {
     Vcpu& v = *vp;
@@ -201,12 +184,11 @@ void Machine::Impl::apply_state(const StateSections& s) {
     v.debug_unknown = true;
   }
   vm->restore_state(vm_state);
-  read("devices.serial", Serial16550::kStateVersion, serial);
-  read("devices.cmos", CmosRtc::kStateVersion, rtc);
-  read("devices.console", kConsoleLineStateVersion, console_line);
-  if (console_line.size() > kConsoleLineLimit || console_line.find('\n') != std::string::npos)
-    throw UsageError("the snapshot's devices.console state is not one console line of at most " +
-                     std::to_string(kConsoleLineLimit) + " bytes");
+  read("devices.serial", SerialPort::kStateVersion, serial);
+  read("devices.cmos", CmosPort::kStateVersion, cmos);
+  std::string line;
+  read("devices.console", kConsoleLineStateVersion, line);
+  console.restore_line(std::move(line)).throw_if_error();
   read("report.lwp", LwpReport::kStateVersion, report);
   read("report.linux_tasks", kLinuxTasksStateVersion, linux_tasks);
   if (linux_tasks.size() > LwpReport::kMaxTasks)
@@ -220,7 +202,7 @@ nlohmann::json Machine::Impl::describe() {
           {"config", {{"vcpus", options.vcpus},
                       {"mem_mib", options.mem_mib},
                       {"cpu", options.profile.name},
-                      {"guest", is_linux() ? "linux" : "bundled"},
+                      {"guest", guest_kind->name()},
                       {"kernel", options.kernel_name},
                       {"seed", options.seed},
                       {"stepper", stepper_name(options.stepper)}}}};

@@ -231,15 +231,11 @@ int run(const vmm::RunCommand& cmd) {
         .free_run = {.skid_margin = cmd.skid_margin, .count_branches = backend.count_branches}};
   // Every stepper counts identically (tests/e2e). auto = kvm (block stepping): on SVM and VMX
   // hosts KVM's debug exits stop at every CPL and need nothing from the guest kernel.
-  options.stepper = cmd.stepper == "guest"        ? vmm::MachineOptions::Stepper::kGuest
-                    : cmd.stepper == "kvm-single" ? vmm::MachineOptions::Stepper::kKvmSingle
-                                                  : vmm::MachineOptions::Stepper::kKvm;
-  if (options.linux_guest && cmd.stepper == "guest")
+  options.stepper = vmm::parse_stepper(cmd.stepper).value_or(vmm::StepperKind::kKvm);
+  if (options.linux_guest && options.stepper == vmm::StepperKind::kGuest)
     throw vmm::UsageError("--stepper guest needs the bundled kernel's help; a Linux guest is "
                           "counted with --stepper kvm (the default)");
-  const char* stepper_name = cmd.stepper == "guest"        ? "guest-assisted"
-                             : cmd.stepper == "kvm-single" ? "KVM single-step"
-                                                           : "KVM block-step";
+  const char* stepper_name = vmm::stepper_description(options.stepper);
   if (!backend.host)
     spdlog::info("counting backend: precise, {} stepper ({})", stepper_name, backend.why);
   else if (backend.counter_double)

@@ -10,6 +10,7 @@
 #include "vmm/cpu/profile_writer.h"
 #include "vmm/json/json_text.h"
 #include "vmm/machine_limits.h"
+#include "vmm/precise/stepper_kind.h"
 #include "vmm/snapshot/file_checksum.h"
 #include "vmm/snapshot/state_sections.h"
 
@@ -97,8 +98,7 @@ SnapshotManifest read_fields(const Json& j) {
     throw BadField{"machine.kernel", "is not a printable name of at most 4096 bytes"};
   m.max_interrupt_rate =
       whole_number<uint32_t>(number("max_interrupt_rate"), "machine.max_interrupt_rate");
-  if (m.stepper != "kvm" && m.stepper != "kvm-single" && m.stepper != "guest" &&
-      m.stepper != "none")
+  if (!parse_stepper(m.stepper))
     throw BadField{"machine.stepper", "is \"" + m.stepper + "\", not a stepper this pmuvm has"};
   // The command line's ranges: a manifest cannot ask for a machine `run` could not make.
   if (m.vcpus == 0 || m.vcpus > limits::kMaxVcpus)

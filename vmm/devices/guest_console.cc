@@ -1,0 +1,46 @@
+#include "vmm/devices/guest_console.h"
+
+namespace vmm {
+
+IoEffect GuestConsole::print(std::string_view text) {
+  IoEffect effect;
+  std::lock_guard<std::mutex> g(lock_);
+  for (char c : text) {
+    std::fputc(c, out_);
+    if (c == '\n') {
+      end_line(effect);
+    } else if (line_.size() < kLineLimit) {
+      line_.push_back(c);
+    }
+  }
+  return effect;
+}
+
+void GuestConsole::end_line(IoEffect& effect) {
+  std::fflush(out_);
+  if (auto reason = progress_.on_console_line(line_)) effect.merge(IoEffect::pause(*reason));
+  if (panic_)
+    if (auto reason = panic_(line_)) effect.merge(IoEffect::fail(*reason));
+  line_.clear();
+}
+
+void GuestConsole::flush() {
+  std::lock_guard<std::mutex> g(lock_);
+  std::fflush(out_);
+}
+
+std::string GuestConsole::line() const {
+  std::lock_guard<std::mutex> g(lock_);
+  return line_;
+}
+
+Status GuestConsole::restore_line(std::string line) {
+  if (line.size() > kLineLimit || line.find('\n') != std::string::npos)
+    return Error::usage("the snapshot's devices.console state is not one console line of at most " +
+                        std::to_string(kLineLimit) + " bytes");
+  std::lock_guard<std::mutex> g(lock_);
+  line_ = std::move(line);
+  return {};
+}
+
+}  // namespace vmm
