@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "pmu/state_archive.h"
+#include "vmm/machine/state_components.h"
 #include "vmm/machine_impl.h"
 #include "vmm/vmm_error.h"
 
@@ -18,17 +18,17 @@ void Machine::Impl::park() {
   std::unique_lock<std::mutex> lock(pause_lock);
   ++parked;
   pause_changed.notify_all();
-  pause_changed.wait(lock, [&] { return !pause_requested || stop; });
+  pause_changed.wait(lock, [&] { return !pause_requested_ || stop; });
   --parked;
 }
 
 bool Machine::Impl::pause() {
   std::unique_lock<std::mutex> lock(pause_lock);
   if (pause_depth++ == 0) {
-    pause_requested = true;
-    for (auto& v : vcpus) kick(*v);
+    pause_requested_ = true;
+    for (auto& v : vcpus) v->kick();
   }
-  // Also when nested: a pause the VM took itself at a progress point (pause_at_progress) may
+  // Also when nested: a pause the VM took itself at a progress_ point (pause_at_progress) may
   // still have vCPUs on their way to park().
   pause_changed.wait(lock, [&] { return parked == vcpus.size() || stop; });
   if (stop) return false;
@@ -44,10 +44,10 @@ void Machine::Impl::pause_at_progress(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(pause_lock);
     ++pause_depth;
-    pause_requested = true;
+    pause_requested_ = true;
     progress_paused = true;
   }
-  for (auto& v : vcpus) kick(*v);  // this vCPU parks at the top of its loop
+  for (auto& v : vcpus) v->kick();  // this vCPU parks at the top of its loop
   // Said whatever the log level: the answer to an option the user gave.
   std::fprintf(stderr, "pmuvm: paused: %s; vm.resume continues\n", reason.c_str());
 }
@@ -60,57 +60,33 @@ bool Machine::Impl::take_progress_pause() {
 void Machine::Impl::resume() {
   std::lock_guard<std::mutex> lock(pause_lock);
   if (pause_depth == 0 || --pause_depth > 0) return;
-  pause_requested = false;
+  pause_requested_ = false;
   pause_changed.notify_all();
 }
 
 SnapshotManifest Machine::Impl::manifest() {
   SnapshotManifest m;
-  m.vcpus = options.vcpus;
-  m.mem_mib = options.mem_mib;
-  m.seed = options.seed;
-  m.timer_hz = options.timer_hz;
-  m.stepper = stepper_name(options.stepper);
-  m.linux_guest = guest_kind->linux_guest();
-  m.kernel = options.kernel_name;
-  m.max_interrupt_rate = options.max_interrupts_per_second;
-  m.profile = options.profile;
+  m.vcpus = options_.vcpus;
+  m.mem_mib = options_.mem_mib;
+  m.seed = options_.seed;
+  m.timer_hz = options_.timer_hz;
+  m.stepper = stepper_name(options_.stepper);
+  m.linux_guest = guest_kind_->linux_guest();
+  m.kernel = options_.kernel_name;
+  m.max_interrupt_rate = options_.max_interrupts_per_second;
+  m.profile = options_.profile;
   m.cpuid = guest_cpuid;
   return m;
 }
 
-template <typename T>
-std::vector<std::byte> Machine::Impl::archived(T& value) {
-  pmu::StateWriter w;
-  w(value);
-  return w.take();
-}
-
-// One section per component, each with its own version (StateSections::add_component); the LWP
-// unit and the NetBurst PMU save their own versioned formats (pmu/lwp/save_area.h,
-// pmu/netburst/save_state.h).
+// One section per component, each with its own version (StateSections::add_component); each
+// vCPU runner saves its own ("vcpuN.*").
 StateSections Machine::Impl::capture_state() {
   StateSections s;
-  VmArchState vm_state = vm->save_state(guest_kind->has_pit());
+  VmArchState vm_state = vm->save_state(guest_kind_->has_pit());
   s.add_component("vm.kvm", VmArchState::kStateVersion, archived(vm_state));
   const std::vector<uint32_t> msrs = kvm->msrs_to_save();
-  for (auto& vp : vcpus) {
-    Vcpu& v = *vp;
-    const std::string p = "vcpu" + std::to_string(v.kvm->index()) + ".";
-    VcpuArchState arch = v.kvm->save_state(msrs);
-    s.add_component(p + "kvm", VcpuArchState::kStateVersion, archived(arch));
-    s.add(p + "lwp", v.control->save_state());
-    if (auto netburst = v.control->save_netburst_state()) s.add(p + "netburst", *netburst);
-    VcpuCounts counts = v.counts();
-    s.add_component(p + "counts", VcpuCounts::kStateVersion, archived(counts));
-    s.add_component(p + "interrupt_limit", pmu::RateLimitedInterruptSink::kStateVersion,
-                    archived(*v.limited));
-    if (v.kvm_stepper)
-      s.add_component(p + "kvm_stepper", StepController::kStateVersion, archived(*v.kvm_stepper));
-    if (v.guest_stepper)
-      s.add_component(p + "guest_stepper", GuestAssistedStepper::kStateVersion,
-                      archived(*v.guest_stepper));
-  }
+  for (auto& v : vcpus) v->save_state(s, msrs);
   // The vCPUs are parked: nothing prints or touches a device meanwhile (each locks itself).
   s.add_component("devices.serial", SerialPort::kStateVersion, archived(serial));
   s.add_component("devices.cmos", CmosPort::kStateVersion, archived(cmos));
@@ -125,72 +101,20 @@ StateSections Machine::Impl::capture_state() {
 }
 
 void Machine::Impl::apply_state(const StateSections& s) {
-  auto section = [&](const std::string& name) -> const std::vector<std::byte>& {
-    const std::vector<std::byte>* bytes = s.find(name);
-    if (!bytes) throw UsageError("the snapshot has no " + name + " state");
-    return *bytes;
-  };
-  // Component `name` at `version` into `value`, all of it.
-  auto read = [&](const std::string& name, uint16_t version, auto& value) {
-    auto archive = s.component(name, version);
-    if (auto* error = std::get_if<std::string>(&archive)) throw UsageError(*error);
-    try {
-      pmu::StateReader r(std::get<std::span<const std::byte>>(archive));
-      r(value);
-      r.expect_end();
-    } catch (const pmu::StateFormatError& e) {
-      throw UsageError("the snapshot's " + name + " state: " + e.what());
-    }
-  };
   VmArchState vm_state;
-  read("vm.kvm", VmArchState::kStateVersion, vm_state);
+  read_component(s, "vm.kvm", VmArchState::kStateVersion, vm_state);
   const std::vector<uint32_t> msrs = kvm->msrs_to_save();  // what a restore may set
-  if (guest_kind->has_pit() != vm_state.pit.has_value())
+  if (guest_kind_->has_pit() != vm_state.pit.has_value())
     throw UsageError("the snapshot's device state does not match its guest kind");
-  for (auto& vp : vcpus) {
-    Vcpu& v = *vp;
-    const std::string p = "vcpu" + std::to_string(v.kvm->index()) + ".";
-    VcpuArchState arch;
-    read(p + "kvm", VcpuArchState::kStateVersion, arch);
-    v.kvm->restore_state(arch, msrs);
-    v.kvm->load_exit_state();
-    if (auto error = v.control->restore_state(section(p + "lwp")))
-      throw UsageError("the snapshot's " + p + "lwp state: " + *error);
-    if (auto error = v.control->restore_netburst_state(s.find(p + "netburst")))
-      throw UsageError("the snapshot's " + p + "netburst state: " + *error);
-    if (v.kvm_stepper && v.guest_stepper) throw std::logic_error("two steppers");
-    VcpuCounts counts;
-    read(p + "counts", VcpuCounts::kStateVersion, counts);
-    v.set_counts(counts);
-    read(p + "interrupt_limit", pmu::RateLimitedInterruptSink::kStateVersion, *v.limited);
-    // Held interrupts come from the PMU models the profile has: threshold vectors from LWP with
-    // its interrupt, NMIs and PMIs from NetBurst.
-    if (!v.limited->held_vectors().empty() &&
-        !(options.profile.lwp.available && options.profile.lwp.interrupt))
-      throw UsageError("the snapshot's " + p +
-                       "interrupt_limit state holds a threshold "
-                       "interrupt, but CPU profile " +
-                       options.profile.name + " has no LWP interrupt");
-    if (v.limited->holds_nmi_or_pmi() && !options.profile.netburst)
-      throw UsageError("the snapshot's " + p +
-                       "interrupt_limit state holds a PMI, but CPU "
-                       "profile " +
-                       options.profile.name + " has no NetBurst PMU");
-    // The stepper the snapshot's manifest named is the one this machine was built with
-    // (restore checks it), so its section is there; a crafted one without it is refused here.
-    if (v.kvm_stepper) read(p + "kvm_stepper", StepController::kStateVersion, *v.kvm_stepper);
-    if (v.guest_stepper)
-      read(p + "guest_stepper", GuestAssistedStepper::kStateVersion, *v.guest_stepper);
-    v.debug_unknown = true;
-  }
+  for (auto& v : vcpus) v->restore_state(s, msrs);
   vm->restore_state(vm_state);
-  read("devices.serial", SerialPort::kStateVersion, serial);
-  read("devices.cmos", CmosPort::kStateVersion, cmos);
+  read_component(s, "devices.serial", SerialPort::kStateVersion, serial);
+  read_component(s, "devices.cmos", CmosPort::kStateVersion, cmos);
   std::string line;
-  read("devices.console", kConsoleLineStateVersion, line);
+  read_component(s, "devices.console", kConsoleLineStateVersion, line);
   console.restore_line(std::move(line)).throw_if_error();
-  read("report.lwp", LwpReport::kStateVersion, report);
-  read("report.linux_tasks", kLinuxTasksStateVersion, linux_tasks);
+  read_component(s, "report.lwp", LwpReport::kStateVersion, report);
+  read_component(s, "report.linux_tasks", kLinuxTasksStateVersion, linux_tasks);
   if (linux_tasks.size() > LwpReport::kMaxTasks)
     throw UsageError("the snapshot's report.linux_tasks state: " +
                      std::to_string(linux_tasks.size()) + " Linux address spaces (at most " +
@@ -199,41 +123,18 @@ void Machine::Impl::apply_state(const StateSections& s) {
 
 nlohmann::json Machine::Impl::describe() {
   return {{"state", stop ? "ended" : "running"},
-          {"config", {{"vcpus", options.vcpus},
-                      {"mem_mib", options.mem_mib},
-                      {"cpu", options.profile.name},
-                      {"guest", guest_kind->name()},
-                      {"kernel", options.kernel_name},
-                      {"seed", options.seed},
-                      {"stepper", stepper_name(options.stepper)}}}};
+          {"config", {{"vcpus", options_.vcpus},
+                      {"mem_mib", options_.mem_mib},
+                      {"cpu", options_.profile.name},
+                      {"guest", guest_kind_->name()},
+                      {"kernel", options_.kernel_name},
+                      {"seed", options_.seed},
+                      {"stepper", stepper_name(options_.stepper)}}}};
 }
 
 nlohmann::json Machine::Impl::pmu_state() {
   nlohmann::json out = nlohmann::json::array();
-  for (auto& vp : vcpus) {
-    Vcpu& v = *vp;
-    pmu::lwp::LwpUnit& lwp = v.control->lwp();
-    const pmu::lwp::UnitStats& st = lwp.stats();
-    nlohmann::json j = {
-        {"vcpu", v.kvm->index()},
-        {"counted_instructions", v.counted},
-        {"lwp",
-         {{"lwpmsr0", lwp.lwpmsr0()},
-          {"lwpcb", lwp.lwpcb_address()},
-          {"records_stored", st.records_stored},
-          {"records_missed", st.records_missed},
-          {"interrupts", st.interrupts},
-          {"page_faults", st.page_faults}}}};
-    if (pmu::netburst::NetburstPmu* nb = v.control->netburst()) {
-      const pmu::netburst::PmuState s = nb->state();
-      j["netburst"] = {{"counters", std::vector<uint64_t>(s.counters.begin(),
-                                                          s.counters.begin() + s.counter_count)},
-                       {"cccrs", std::vector<uint32_t>(s.cccrs.begin(),
-                                                       s.cccrs.begin() + s.counter_count)},
-                       {"escrs", s.escrs}};
-    }
-    out.push_back(j);
-  }
+  for (auto& v : vcpus) out.push_back(v->pmu_state());
   return {{"vcpus", out}};
 }
 

@@ -13,60 +13,60 @@
 
 #include <algorithm>
 
-#include "vmm/machine_impl.h"
+#include "vmm/machine/vcpu_runner.h"
 
 namespace vmm {
 
-void Machine::Impl::arm_free_run(Vcpu& v) {
-  if (!v.host_counters || v.free_run || v.host_fell_back) return;
+void VcpuRunner::arm_free_run() {
+  if (!host_counters_ || free_run_ || host_fell_back_) return;
   // Nothing counts: the precise backend counts nothing either (and with the double nothing
   // would be stepped to count).
-  if (step_scope(v) == StepScope::kNothing) return;
-  pmu::UnseenAllowance allowance = v.control->unseen_allowance();
+  if (step_scope() == StepScope::kNothing) return;
+  pmu::UnseenAllowance allowance = control_->unseen_allowance();
   // A --pause-at-instructions point is a boundary too.
-  if (const std::optional<uint64_t> to_pause = progress.instructions_to_pause())
+  if (const std::optional<uint64_t> to_pause = host_.progress().instructions_to_pause())
     allowance.instructions = std::min(allowance.instructions, *to_pause);
-  const std::optional<FreeRun> run = plan_free_run(allowance, options.host_backend->free_run);
+  const std::optional<FreeRun> run = plan_free_run(allowance, host_.options().host_backend->free_run);
   if (!run) return;
   try {
-    v.host_counters->arm(*run);
+    host_counters_->arm(*run);
   } catch (const VmmError& e) {
     // The start-up probe opened the same counter on the main thread; should the vCPU thread's
     // fail, the run goes on exactly, stepped.
-    spdlog::warn("vCPU {}: {}; this vCPU counts by stepping from now on", v.kvm->index(),
+    spdlog::warn("vCPU {}: {}; this vCPU counts by stepping from now on", index(),
                  e.what());
-    v.host_fell_back = true;
+    host_fell_back_ = true;
     return;
   }
-  v.free_run = run;
-  ++v.host_stats.free_runs;
+  free_run_ = run;
+  ++host_stats_.free_runs;
 }
 
-void Machine::Impl::end_free_run(Vcpu& v) {
-  if (!v.free_run) return;
-  const FreeRun run = *std::exchange(v.free_run, std::nullopt);
-  const pmu::UnseenRetirements counted = v.host_counters->disarm();
+void VcpuRunner::end_free_run() {
+  if (!free_run_) return;
+  const FreeRun run = *std::exchange(free_run_, std::nullopt);
+  const pmu::UnseenRetirements counted = host_counters_->disarm();
   // Ended by the overflow (a kick), or by another exit before it.
   if ((run.instruction_period && counted.instructions >= *run.instruction_period) ||
       (run.branch_period && counted.branches >= *run.branch_period))
-    ++v.host_stats.overflow_ends;
+    ++host_stats_.overflow_ends;
   const FreeRunAccount account = account_free_run(run, counted);
-  v.control->retire_unseen(account.batch);
-  v.host_stats.unseen_instructions += account.batch.instructions;
-  count_instructions(v, account.batch.instructions);
-  if (account.overshot()) retire_past_boundary(v, account.past);
+  control_->retire_unseen(account.batch);
+  host_stats_.unseen_instructions += account.batch.instructions;
+  count_instructions(account.batch.instructions);
+  if (account.overshot()) retire_past_boundary(account.past);
 }
 
-void Machine::Impl::retire_past_boundary(Vcpu& v, const pmu::UnseenRetirements& past) {
-  v.host_fell_back = true;
-  ++v.host_stats.overshoots;
-  const uint64_t rip = v.kvm->exit_regs().rip;
-  const kvm_sregs sregs = v.kvm->exit_sregs();
+void VcpuRunner::retire_past_boundary(const pmu::UnseenRetirements& past) {
+  host_fell_back_ = true;
+  ++host_stats_.overshoots;
+  const uint64_t rip = kvm_->exit_regs().rip;
+  const kvm_sregs sregs = kvm_->exit_sregs();
   spdlog::warn(
       "vCPU {}: the host counters' overflow came {} instruction(s) past an event "
       "boundary (a skid beyond the margin of {}): what it shows (a record, a PMI) comes "
       "late, at rip {:#x}; this vCPU is stepped from now on",
-      v.kvm->index(), past.instructions, options.host_backend->free_run.skid_margin, rip);
+      index(), past.instructions, host_.options().host_backend->free_run.skid_margin, rip);
   // Which of them were branches, and where, is unknown: the branches come first.
   pmu::RetiredInstruction late;
   late.rip = rip;
@@ -85,7 +85,7 @@ void Machine::Impl::retire_past_boundary(Vcpu& v, const pmu::UnseenRetirements& 
       }
       chunk.push_back(late);
     }
-    retire_all(v, chunk, sregs.ss.dpl, sregs.cr3);
+    retire_all(chunk, sregs.ss.dpl, sregs.cr3);
   }
 }
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <utility>
 
-#include "vmm/machine_impl.h"
+#include "vmm/machine/vcpu_runner.h"
 
 namespace vmm {
 namespace {
@@ -69,148 +69,148 @@ kvm_guest_debug to_kvm(const DebugConfig& c) {
 
 }  // namespace
 
-StepScope Machine::Impl::step_scope(const Vcpu& v) {
-  const pmu::netburst::NetburstPmu* netburst = v.control->netburst();
+StepScope VcpuRunner::step_scope() const {
+  const pmu::netburst::NetburstPmu* netburst = control_->netburst();
   if (netburst && netburst->wants_kernel_events()) return StepScope::kEveryCpl;
-  if (v.control->lwp().wants_events() || (netburst && netburst->wants_events()))
+  if (control_->lwp().wants_events() || (netburst && netburst->wants_events()))
     return StepScope::kUserCode;
   return StepScope::kNothing;
 }
 
-uint64_t Machine::Impl::quiet_retirements(Vcpu& v) {
-  uint64_t quiet = v.control->lwp().quiet_retirements();
-  if (const pmu::netburst::NetburstPmu* netburst = v.control->netburst())
+uint64_t VcpuRunner::quiet_retirements() {
+  uint64_t quiet = control_->lwp().quiet_retirements();
+  if (const pmu::netburst::NetburstPmu* netburst = control_->netburst())
     quiet = std::min(quiet, netburst->quiet_retirements());
-  if (const std::optional<uint64_t> to_pause = progress.instructions_to_pause())
+  if (const std::optional<uint64_t> to_pause = host_.progress().instructions_to_pause())
     quiet = std::min(quiet, *to_pause);
   return quiet;
 }
 
-void Machine::Impl::update_stepping(Vcpu& v) {
-  VcpuStepTarget target(*v.kvm);
-  // A host PMU counts a free run: nothing is stepped until it ends (machine_host_backend.cc).
-  const StepScope scope = running_unseen(v) ? StepScope::kNothing : step_scope(v);
-  if (scope != v.kvm_stepper->scope() || v.debug_unknown) {
-    v.kvm_stepper->set_scope(scope, target);
-    v.guest_debug = VcpuStepTarget::guest_debug_registers(*v.kvm);
+void VcpuRunner::update_stepping() {
+  VcpuStepTarget target(*kvm_);
+  // A host PMU counts a free run: nothing is stepped until it ends (vcpu_host_backend.cc).
+  const StepScope scope = running_unseen() ? StepScope::kNothing : step_scope();
+  if (scope != kvm_stepper_->scope() || debug_unknown_) {
+    kvm_stepper_->set_scope(scope, target);
+    guest_debug_ = VcpuStepTarget::guest_debug_registers(*kvm_);
   }
   // A block ends where the PMU models would show something (a record, a PMI): they have counted
   // everything retired so far.
-  if (v.kvm_stepper->block_pending()) {
-    VcpuStepTarget at(*v.kvm, &v.guest_debug);
+  if (kvm_stepper_->block_pending()) {
+    VcpuStepTarget at(*kvm_, &guest_debug_);
     // In the double's free run a block ends where its overflow signal is due.
     const uint64_t limit =
-        v.free_run ? v.counter_double->instructions_to_kick() : quiet_retirements(v);
-    if (v.kvm_stepper->extend_block(limit, at)) v.kvm->set_resume_flag();
+        free_run_ ? counter_double_->instructions_to_kick() : quiet_retirements();
+    if (kvm_stepper_->extend_block(limit, at)) kvm_->set_resume_flag();
   }
-  const DebugConfig desired = v.kvm_stepper->desired(v.guest_debug);
-  const bool unknown = std::exchange(v.debug_unknown, false);
-  if (desired == v.applied_debug && !unknown && !v.kvm_stepper->must_rearm()) return;
-  const bool was_stepping = v.applied_debug.single_step;
-  v.kvm->set_guest_debug(to_kvm(desired));
-  v.applied_debug = desired;
+  const DebugConfig desired = kvm_stepper_->desired(guest_debug_);
+  const bool unknown = std::exchange(debug_unknown_, false);
+  if (desired == applied_debug_ && !unknown && !kvm_stepper_->must_rearm()) return;
+  const bool was_stepping = applied_debug_.single_step;
+  kvm_->set_guest_debug(to_kvm(desired));
+  applied_debug_ = desired;
   // Ending KVM's single-step clears TF, also the guest's own (StepController::guest_trap_flag).
-  if (was_stepping && !desired.single_step && v.kvm_stepper->guest_trap_flag())
-    v.kvm->set_trap_flag();
+  if (was_stepping && !desired.single_step && kvm_stepper_->guest_trap_flag())
+    kvm_->set_trap_flag();
 }
 
-void Machine::Impl::on_step(Vcpu& v) {
-  const kvm_run* run = v.kvm->run_state();
-  VcpuStepTarget target(*v.kvm);
+void VcpuRunner::on_step() {
+  const kvm_run* run = kvm_->run_state();
+  VcpuStepTarget target(*kvm_);
   const uint8_t cpl = target.cpl();
   const GuestRegisters at = target.registers();
-  const StepOutcome out = v.kvm_stepper->on_debug_exit(target, run->debug.arch.dr6, v.applied_debug);
-  if (trace_steps)
+  const StepOutcome out = kvm_stepper_->on_debug_exit(target, run->debug.arch.dr6, applied_debug_);
+  if (trace_steps_)
     spdlog::trace("vCPU {}: debug exit at rip {:#x} CPL {} dr6 {:#x}: {} retired, mode {}{}",
-                  v.kvm->index(), at.rip, cpl, run->debug.arch.dr6, out.retired.size(),
-                  static_cast<int>(v.kvm_stepper->mode()),
+                  index(), at.rip, cpl, run->debug.arch.dr6, out.retired.size(),
+                  static_cast<int>(kvm_stepper_->mode()),
                   out.deliver_debug ? fmt::format(", #DB for the guest ({:#x})", *out.deliver_debug) : "");
   if (out.deliver_debug) {
-    const GuestDebugRegisters g = VcpuStepTarget::guest_debug_registers(*v.kvm);
-    if (!v.kvm->inject_debug_exception(delivered_dr6(g.dr6, *out.deliver_debug)))
-      if (const LogBudget::Verdict said = v.dropped_debug_warnings.take();
+    const GuestDebugRegisters g = VcpuStepTarget::guest_debug_registers(*kvm_);
+    if (!kvm_->inject_debug_exception(delivered_dr6(g.dr6, *out.deliver_debug)))
+      if (const LogBudget::Verdict said = dropped_debug_warnings_.take();
           said != LogBudget::Verdict::kQuiet)
         spdlog::warn(
             "vCPU {}: the guest's #DB (DR6 bits {:#x}) met a pending exception and was "
             "dropped{}",
-            v.kvm->index(), *out.deliver_debug, LogBudget::suffix(said));
+            index(), *out.deliver_debug, LogBudget::suffix(said));
   }
   if (out.entered_user) {
-    v.control->enter_user(at.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
+    control_->enter_user(at.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
     // The kernel may have changed the guest's own breakpoints on its way (ptrace, perf).
-    v.guest_debug = VcpuStepTarget::guest_debug_registers(*v.kvm);
+    guest_debug_ = VcpuStepTarget::guest_debug_registers(*kvm_);
   }
-  retire_all(v, out.retired, cpl, at.cr3);
-  if (out.resume_flag) v.kvm->set_resume_flag();
+  retire_all(out.retired, cpl, at.cr3);
+  if (out.resume_flag) kvm_->set_resume_flag();
 }
 
-void Machine::Impl::other_exit(Vcpu& v) {
-  VcpuStepTarget target(*v.kvm);
-  v.kvm_stepper->on_other_exit(target);
+void VcpuRunner::other_exit() {
+  VcpuStepTarget target(*kvm_);
+  kvm_stepper_->on_other_exit(target);
 }
 
-void Machine::Impl::kicked(Vcpu& v) {
-  VcpuStepTarget target(*v.kvm);
-  v.kvm_stepper->on_kick(target);
+void VcpuRunner::kicked() {
+  VcpuStepTarget target(*kvm_);
+  kvm_stepper_->on_kick(target);
 }
 
-void Machine::Impl::interrupt_window(Vcpu& v, bool raised, bool kicked) {
-  if (!v.kvm_stepper->holds_interrupts()) {
+void VcpuRunner::interrupt_window(bool raised, bool kicked) {
+  if (!kvm_stepper_->holds_interrupts()) {
     if (raised)
       spdlog::debug("vCPU {}: an interrupt was raised while interrupts are not held (mode {})",
-                    v.kvm->index(), static_cast<int>(v.kvm_stepper->mode()));
-    v.holding_since_ns = 0;
-    v.window_owed = false;
+                    index(), static_cast<int>(kvm_stepper_->mode()));
+    holding_since_ns_ = 0;
+    window_owed_ = false;
     return;
   }
-  v.window_owed |= raised;
+  window_owed_ |= raised;
   // The clock is read every kExitsPerClockRead exits while nothing is owed: reading it at every
   // exit was a visible part of a step under QEMU's TCG (the nested host), and a window that
   // becomes due a few exits late changes no count. A kick (the release ticker's: no look for a
   // while) always looks.
-  if (!v.window_owed && !kicked && v.holding_since_ns != 0 &&
-      ++v.exits_without_clock < kExitsPerClockRead)
+  if (!window_owed_ && !kicked && holding_since_ns_ != 0 &&
+      ++exits_without_clock_ < kExitsPerClockRead)
     return;
-  v.exits_without_clock = 0;
-  const uint64_t now = clock.now_ns();
-  if (v.holding_since_ns == 0) v.holding_since_ns = now;
-  if (!v.window_owed) {
-    if (now - v.holding_since_ns < kInterruptWindowNs) return;
+  exits_without_clock_ = 0;
+  const uint64_t now = host_.clock().now_ns();
+  if (holding_since_ns_ == 0) holding_since_ns_ = now;
+  if (!window_owed_) {
+    if (now - holding_since_ns_ < kInterruptWindowNs) return;
     // Held a while: a window only where something waits (each window costs an exit), and every
     // kForcedWindowNs regardless (an interrupt the LAPIC check does not see: the PIC's ExtINT).
-    v.holding_since_ns = now;
-    if (!v.kvm->interrupt_pending() && now - v.last_window_ns < kForcedWindowNs) return;
+    holding_since_ns_ = now;
+    if (!kvm_->interrupt_pending() && now - last_window_ns_ < kForcedWindowNs) return;
   }
-  VcpuStepTarget target(*v.kvm, &v.guest_debug);
-  if (!v.kvm_stepper->open_interrupt_window(target)) {  // at the next chance
+  VcpuStepTarget target(*kvm_, &guest_debug_);
+  if (!kvm_stepper_->open_interrupt_window(target)) {  // at the next chance
     if (raised)
       spdlog::debug("vCPU {}: an interrupt was raised at rip {:#x} CPL {}; its window waits",
-                    v.kvm->index(), target.registers().rip, target.cpl());
+                    index(), target.registers().rip, target.cpl());
     return;
   }
-  if (trace_steps)
-    spdlog::trace("vCPU {}: interrupt window ({})", v.kvm->index(),
-                  v.window_owed ? "an interrupt was raised" : "interrupts held too long");
-  v.window_owed = false;
-  v.holding_since_ns = 0;
-  v.last_window_ns = now;
+  if (trace_steps_)
+    spdlog::trace("vCPU {}: interrupt window ({})", index(),
+                  window_owed_ ? "an interrupt was raised" : "interrupts held too long");
+  window_owed_ = false;
+  holding_since_ns_ = 0;
+  last_window_ns_ = now;
 }
 
-void Machine::Impl::retire_all(Vcpu& v, const RetiredInstructions& retired,
+void VcpuRunner::retire_all(const RetiredInstructions& retired,
                                uint8_t cpl, uint64_t cr3) {
-  if (v.free_run) {  // the double's free run: it counts them, the models do not see them
+  if (free_run_) {  // the double's free run: it counts them, the models do not see them
     bool overflow = false;
-    for (const pmu::RetiredInstruction& insn : retired) overflow |= v.counter_double->count(insn);
-    if (overflow) end_free_run(v);
+    for (const pmu::RetiredInstruction& insn : retired) overflow |= counter_double_->count(insn);
+    if (overflow) end_free_run();
     return;
   }
   for (size_t i = 0; i < retired.size(); ++i) {
-    v.control->retire(retired[i], cr3);
-    if (retired[i].cpl == 3) count_instruction(v);
+    control_->retire(retired[i], cr3);
+    if (retired[i].cpl == 3) count_instruction();
     const bool last = i + 1 == retired.size();
-    deliver_page_fault(v, [&](const VcpuPageFaults::Fault& f) {
-      if (!last || cpl != 3 || !v.kvm->inject_page_fault(f.linear, f.error_code)) return false;
-      v.kvm_stepper->on_exception_injected();  // into the kernel: no TF in its frame
+    deliver_page_fault([&](const VcpuPageFaults::Fault& f) {
+      if (!last || cpl != 3 || !kvm_->inject_page_fault(f.linear, f.error_code)) return false;
+      kvm_stepper_->on_exception_injected();  // into the kernel: no TF in its frame
       return true;
     });
   }

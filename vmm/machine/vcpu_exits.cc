@@ -1,0 +1,108 @@
+// A vCPU's exits: the exit handler (vmm/machine/exit_handler.h) decides from the kvm_run page;
+// this file gives it the vCPU (its MSRs: the PMU models and pmuvm's paravirtual MSRs; its
+// stepper; its registers) and acts on what it returns.
+#include <spdlog/spdlog.h>
+
+#include <optional>
+#include <string>
+
+#include "guest/abi/pmuvm_abi.h"
+#include "vmm/machine/exit_handler.h"
+#include "vmm/machine/vcpu_runner.h"
+
+namespace vmm {
+namespace {
+
+constexpr uint32_t kMsrLwpcbAddress = 0xC0000106;  // LWPMSR1
+
+}  // namespace
+
+// CPL is SS.DPL (architecturally equal to it; AMD keeps CPL there, and KVM's SVM code reports it
+// so). A selector's RPL is what the guest loaded, not the privilege level.
+bool VcpuRunner::write_msr(uint32_t msr, uint64_t value) {
+  const kvm_sregs s = kvm_->exit_sregs();
+  const StepContext ctx{s.cr3, s.fs.base, s.gs.base};
+  switch (msr) {
+    case PMUVM_MSR_USER_ENTRY:
+      // Offered to the bundled kernel without the KVM stepper, which needs no announcement.
+      control_->enter_user(s.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
+      if (guest_stepper_)
+        if (auto retired = guest_stepper_->on_user_entry(value, ctx)) {
+          control_->retire(*retired, s.cr3);
+          // A SYSCALL counted late: its next boundary was in the kernel (pmuvm_abi.h).
+          deliver_page_fault([](const VcpuPageFaults::Fault&) { return false; });
+        }
+      return true;
+    case PMUVM_MSR_STEP:
+      if (!guest_stepper_) break;  // not offered: #GP, the kernel stops stepping
+      if (auto retired = guest_stepper_->on_step(value, ctx)) {
+        control_->retire(*retired, s.cr3);
+        count_instruction();
+        // The #DB handler's frame is the boundary after the instruction: the kernel handles it
+        // as a user #PF when the VMM marks it (PMUVM_VECTOR_LWP_PAGE_FAULT).
+        deliver_page_fault([&](const VcpuPageFaults::Fault& f) {
+          if (!guest_stepper_->mark_page_fault(value, f.error_code)) return false;
+          kvm_->set_cr2(f.linear);
+          return true;
+        });
+      }
+      return true;
+    case PMUVM_MSR_TASK: task_ = static_cast<uint32_t>(value); return true;
+    default: break;
+  }
+  // A guest that names no tasks (Linux): an LWPCB loaded on a context switch or by LLWPCB belongs
+  // to the process whose address space is current, numbered in the order they first profile (a
+  // page-table root the kernel reuses for a later process keeps its number).
+  if (host_.guest_kind().tasks_by_address_space() && msr == kMsrLwpcbAddress && value != 0)
+    task_ = host_.task_of_address_space(s.cr3);
+  const MsrOutcome o = control_->write_msr(msr, value, s.ss.dpl, s.cr3);
+  return o.handled && !o.general_protection;
+}
+
+std::optional<uint64_t> VcpuRunner::read_msr(uint32_t msr) {
+  const std::optional<uint64_t>& misc_enable = host_.options().profile.misc_enable;
+  if (msr == kMsrMiscEnable && misc_enable) return *misc_enable;
+  const kvm_sregs s = kvm_->exit_sregs();
+  const MsrOutcome o = control_->read_msr(msr, s.ss.dpl, s.cr3);
+  if (!o.handled || o.general_protection) return std::nullopt;
+  return o.value;
+}
+
+// The vCPU as the exit handler sees it.
+class VcpuExits : public ExitContext {
+ public:
+  explicit VcpuExits(VcpuRunner& v) : v_(v) {}
+  uint32_t index() const override { return v_.index(); }
+  std::optional<uint64_t> read_msr(uint32_t msr) override { return v_.read_msr(msr); }
+  bool write_msr(uint32_t msr, uint64_t value) override {
+    return v_.write_msr(msr, value);
+  }
+  void debug_exit() override { v_.on_step(); }
+  std::string registers() override { return describe_registers(*v_.kvm_); }
+  bool registers_are_reset_state() override {
+    return v_.kvm_->regs().rip == 0xFFF0 && v_.kvm_->sregs().cs.selector == 0xF000;
+  }
+  std::string last_exits() override {
+    return "\nthe last exits of this vCPU before it (the fatal one last):\n" + v_.exits_.describe();
+  }
+  LogBudget& mmio_warnings() override { return v_.mmio_warnings_; }
+
+ private:
+  VcpuRunner& v_;
+};
+
+bool VcpuRunner::dispatch() {
+  VcpuExits context(*this);
+  const ExitAction action =
+      handle_exit(*kvm_->run_state(), context, host_.io_bus(), host_.guest_kind());
+  switch (action.kind) {
+    case ExitAction::Kind::kResume: return true;
+    // Acted on here, outside every device lock: pausing waits for the other vCPUs to park.
+    case ExitAction::Kind::kPause: host_.pause_at_progress(action.text); return true;
+    case ExitAction::Kind::kEndRun: host_.finish(action.status); return false;
+    case ExitAction::Kind::kFail: host_.fail(action.text); return false;
+  }
+  return true;
+}
+
+}  // namespace vmm
