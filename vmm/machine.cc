@@ -102,33 +102,7 @@ Machine::Impl::Impl(MachineOptions o)
 
 uint32_t Machine::Impl::pv_features() const { return pv_features_for(options_.stepper); }
 
-void Machine::Impl::fail(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> g(failure_lock);
-    if (failure.empty()) failure = reason;
-  }
-  finish(PMUVM_EXIT_PANIC);
-}
-
-void Machine::Impl::finish(int status) {
-  if (stop.exchange(true)) return;
-  exit_status = status;
-  {
-    std::lock_guard<std::mutex> g(pause_lock);
-    pause_changed.notify_all();  // parked vCPUs end too
-  }
-  for (auto& v : vcpus) v->kick();
-  std::lock_guard<std::mutex> g(stop_lock);
-  stop_signal.notify_all();
-}
-
-void Machine::Impl::interrupted_by(int sig) {
-  {
-    std::lock_guard<std::mutex> g(failure_lock);
-    if (failure.empty()) interrupted_signal = sig;
-  }
-  finish(128 + sig);
-}
+void Machine::Impl::fail(const std::string& reason) { lifecycle_.fail(reason, PMUVM_EXIT_PANIC); }
 
 void Machine::Impl::exit_taken(uint32_t index) {
   if (!options_.debug_pause_every || index != 0 || ++debug_exits % options_.debug_pause_every != 0)
@@ -155,8 +129,8 @@ void Machine::Impl::debug_pauser() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(debug_pause_lock);
-      debug_pause_due.wait(lock, [&] { return debug_pauses_owed > 0 || stop; });
-      if (stop) return;
+      debug_pause_due.wait(lock, [&] { return debug_pauses_owed > 0 || lifecycle_.ended(); });
+      if (lifecycle_.ended()) return;
       --debug_pauses_owed;
     }
     if (pause()) ++debug_pauses;
@@ -166,12 +140,9 @@ void Machine::Impl::debug_pauser() {
 
 void Machine::Impl::release_ticker() {
   std::vector<uint64_t> watched_since(vcpus.size(), 0);  // holding_since_ns at the last wake-up
-  std::unique_lock<std::mutex> lock(stop_lock);
-  while (!stop) {
+  while (!lifecycle_.ended()) {
     if (const int sig = g_stop_signal.load()) {
-      lock.unlock();
-      interrupted_by(sig);
-      lock.lock();
+      lifecycle_.interrupt(sig);
       continue;
     }
     const uint64_t now = clock_.now_ns();
@@ -202,7 +173,7 @@ void Machine::Impl::release_ticker() {
         next = std::min(next, at);
       }
     }
-    stop_signal.wait_for(lock, std::chrono::nanoseconds(next - now));
+    lifecycle_.wait_for_end(next - now);
   }
 }
 
@@ -303,10 +274,6 @@ int Machine::Impl::run() {
   spdlog::info("{} {} with {} vCPU(s), {} MiB, CPU profile {}",
                options_.restore ? "resuming" : "booting", options_.kernel_name, options_.vcpus,
                options_.mem_mib, options_.profile.name);
-  if (options_.start_paused) {  // the user's pause, taken before anything ran (vm.resume ends it)
-    pause_requested_ = true;
-    pause_depth = 1;
-  }
   timeline::mark(timeline::Mark::kKvmReady);
   std::vector<std::thread> threads;
   for (auto& v : vcpus) threads.emplace_back([&v] { v->run(); });
@@ -314,7 +281,7 @@ int Machine::Impl::run() {
   if (options_.debug_pause_every) pauser = std::thread([this] { debug_pauser(); });
   // The API socket serves while the vCPUs run; stopped (and its socket removed) before the
   // machine goes away, so no call reaches a machine that is gone.
-  MachineApi api(*this, options_.start_paused);
+  MachineApi api(*this);
   std::optional<api::ApiServer> server;
   if (!options_.api_socket.empty()) {
     server.emplace(options_.api_socket, api);
@@ -338,15 +305,14 @@ int Machine::Impl::run() {
                  static_cast<unsigned long long>(options_.debug_pause_every),
                  static_cast<unsigned long long>(debug_pauses));
   if (server) server->stop();
-  if (interrupted_signal) {
-    spdlog::warn("stopped by signal {} ({}); exit status {}", interrupted_signal,
-                 strsignal(interrupted_signal), 128 + interrupted_signal);
+  if (const int sig = lifecycle_.interrupted_by()) {
+    spdlog::warn("stopped by signal {} ({}); exit status {}", sig, strsignal(sig), 128 + sig);
     for (auto& v : vcpus)
       spdlog::warn("vCPU {} was at {}", v->index(), describe_registers(v->kvm()));
   }
   for (auto& v : vcpus) v->log_rate_limit();
 
-  if (migrated_away) {
+  if (lifecycle_.state() == VmLifecycle::State::kHandedOver) {
     spdlog::info("the VM now runs at the migration destination; this process ends with 0");
     return 0;
   }
@@ -354,8 +320,8 @@ int Machine::Impl::run() {
   for (auto& v : vcpus) v->log_closing_lines();
   if (options_.stats)
     for (auto& v : vcpus) v->print_stats();
-  if (!failure.empty()) throw VmmError(failure);
-  return exit_status;
+  if (const std::string failure = lifecycle_.failure(); !failure.empty()) throw VmmError(failure);
+  return lifecycle_.exit_status();
 }
 
 void Machine::Impl::write_report() {

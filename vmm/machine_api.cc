@@ -13,23 +13,10 @@ using api::error_response;
 
 ApiResponse MachineApi::ping() { return ApiResponse{200, {{"version", "pmuvm 0.11"}}}; }
 
-void MachineApi::adopt_progress_pause() {
-  if (!machine_.take_progress_pause()) return;
-  if (paused_by_user_) machine_.resume();  // paused twice over: one pause is enough
-  paused_by_user_ = true;
-}
+ApiResponse MachineApi::info() { return ApiResponse{200, machine_.describe()}; }
 
-ApiResponse MachineApi::info() {
-  adopt_progress_pause();
-  nlohmann::json j = machine_.describe();
-  if (paused_by_user_) j["state"] = "paused";
-  if (gone_) j["state"] = "ended";
-  return ApiResponse{200, j};
-}
-
-std::optional<std::string> MachineApi::while_paused(
-    const std::function<std::optional<std::string>()>& work) {
-  // The pause pause_machine() took is given back however `work` ends: an exception (a snapshot
+Status MachineApi::while_paused(const std::function<Status()>& work) {
+  // The hold pause_machine() took is given back however `work` ends: an exception (a snapshot
   // whose manifest cannot be written, say) becomes the request's error, not a VM paused for good.
   struct ResumeAtExit {
     MachineControl& machine;
@@ -38,46 +25,35 @@ std::optional<std::string> MachineApi::while_paused(
   try {
     return work();
   } catch (const std::exception& e) {
-    return std::string(e.what());
+    return Error::vmm(e.what());
   }
 }
 
-bool MachineApi::pause_machine() {
-  if (machine_.pause()) return true;
-  machine_.resume();  // owed even when the run ended meanwhile (MigratableVm::pause)
-  return false;
-}
-
 ApiResponse MachineApi::pause() {
-  adopt_progress_pause();
-  if (gone_) return error_response(409, "the VM has ended");
-  if (paused_by_user_) return error_response(409, "the VM is already paused");
-  if (!pause_machine()) return error_response(409, "the VM has ended");
-  paused_by_user_ = true;
+  if (Status s = machine_.lifecycle().pause_by_user(); !s) return error_response(409, s.error().message);
   return ApiResponse{200, {{"state", "paused"}}};
 }
 
 ApiResponse MachineApi::resume() {
-  adopt_progress_pause();
-  if (gone_) return error_response(409, "the VM has ended");
-  if (!paused_by_user_) return error_response(409, "the VM is not paused");
-  machine_.resume();
-  paused_by_user_ = false;
+  if (Status s = machine_.lifecycle().resume_by_user(); !s)
+    return error_response(409, s.error().message);
   return ApiResponse{200, {{"state", "running"}}};
 }
 
 ApiResponse MachineApi::snapshot(const std::string& destination_url) {
-  adopt_progress_pause();
-  if (gone_) return error_response(409, "the VM has ended");
+  if (machine_.lifecycle().ended()) return error_response(409, "the VM has ended");
   const std::optional<std::string> dir = file_url_path(destination_url);
   if (!dir) return error_response(400, "destination_url must be file:///DIR");
   // Nested inside a user's pause: the VM stays paused afterwards.
-  if (!pause_machine()) return error_response(409, "the VM has ended");
+  if (!machine_.pause()) return error_response(409, "the VM has ended");
   const auto start = std::chrono::steady_clock::now();
-  const std::optional<std::string> error = while_paused([&] { return write_snapshot_dir(*dir, machine_); });
+  const Status written = while_paused([&]() -> Status {
+    if (std::optional<std::string> error = write_snapshot_dir(*dir, machine_)) return Error::vmm(*error);
+    return {};
+  });
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (error) return error_response(500, "snapshot failed: " + *error);
+  if (!written) return error_response(500, "snapshot failed: " + written.error().message);
   spdlog::info("snapshot written to {} in {:.1f} ms", *dir, ms);
   return ApiResponse{200, {{"destination", *dir},
                            {"memory_bytes", machine_.guest_ram().size()},
@@ -85,8 +61,7 @@ ApiResponse MachineApi::snapshot(const std::string& destination_url) {
 }
 
 ApiResponse MachineApi::send_migration(const std::string& destination_url) {
-  adopt_progress_pause();
-  if (gone_) return error_response(409, "the VM has ended");
+  if (machine_.lifecycle().ended()) return error_response(409, "the VM has ended");
   const std::string path = unix_url_path(destination_url);
   if (path.empty()) return error_response(400, "destination_url must be unix:PATH");
   // A VM the user paused migrates too; its pre-copy rounds then find nothing dirty.
@@ -103,29 +78,23 @@ ApiResponse MachineApi::send_migration(const std::string& destination_url) {
   }
   spdlog::info("migrated to {}: {} pre-copy round(s), downtime {:.1f} ms, total {:.1f} ms", path,
                out.stats.pages_per_round.size(), out.stats.downtime_ms, out.stats.total_ms);
-  gone_ = true;
   machine_.handed_over();
   return ApiResponse{200, stats};
 }
 
 ApiResponse MachineApi::shutdown() {
-  adopt_progress_pause();
-  if (gone_) return error_response(409, "the VM has ended");
-  gone_ = true;
-  machine_.shut_down();
+  if (Status s = machine_.shut_down(); !s) return error_response(409, s.error().message);
   return ApiResponse{200, {{"state", "ended"}}};
 }
 
 ApiResponse MachineApi::pmu() {
-  adopt_progress_pause();
-  if (gone_) return error_response(409, "the VM has ended");
-  if (!pause_machine()) return error_response(409, "the VM has ended");
+  if (!machine_.pause()) return error_response(409, "the VM has ended");
   nlohmann::json j;
-  const std::optional<std::string> error = while_paused([&]() -> std::optional<std::string> {
+  const Status read = while_paused([&]() -> Status {
     j = machine_.pmu_state();
-    return std::nullopt;
+    return {};
   });
-  if (error) return error_response(500, "vm.pmu failed: " + *error);
+  if (!read) return error_response(500, "vm.pmu failed: " + read.error().message);
   return ApiResponse{200, j};
 }
 

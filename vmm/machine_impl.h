@@ -30,6 +30,7 @@
 #include "vmm/machine/guest_kind.h"
 #include "vmm/machine/vcpu_host.h"
 #include "vmm/machine/vcpu_runner.h"
+#include "vmm/machine/vm_lifecycle.h"
 #include "vmm/machine_control.h"
 #include "vmm/progress_pauses.h"
 #include "vmm/report/lwp_report.h"
@@ -66,21 +67,10 @@ struct Machine::Impl : MachineControl, VcpuHost {
 
   std::vector<std::unique_ptr<VcpuRunner>> vcpus;
 
-  std::atomic<bool> stop{false};
-  // Parking every vCPU between instructions (pause(), snapshots, migration).
-  std::mutex pause_lock;
-  std::condition_variable pause_changed;
-  std::atomic<bool> pause_requested_{false};
-  uint32_t pause_depth = 0;   // nested pause() calls (a user's vm.pause, then a snapshot)
-  uint32_t parked = 0;        // vCPU threads waiting in park()
-  bool migrated_away = false; // handed over to a migration destination: no report here
-  bool progress_paused = false;  // paused itself there; the API takes it as the user's pause
+  // Running, paused, ended or handed over, and the vCPUs parked for pauses and holds.
+  VmLifecycle lifecycle_{options_.vcpus, [this] { for (auto& v : vcpus) v->kick(); },
+                         options_.start_paused};
   std::vector<CpuidEntry> guest_cpuid;  // the table the guest sees (before per-vCPU APIC IDs)
-  std::mutex stop_lock;  // with stop_signal: wakes the release ticker at the end of the run
-  std::condition_variable stop_signal;
-  std::atomic<int> exit_status{0};
-  std::mutex failure_lock;
-  std::string failure;  // a VMM failure ends the run with status 3
 
   std::mutex report_lock;
   LwpReport report;
@@ -99,11 +89,11 @@ struct Machine::Impl : MachineControl, VcpuHost {
   const IoBus& io_bus() const override { return io_bus_; }
   const GuestKind& guest_kind() const override { return *guest_kind_; }
   ProgressPauses& progress() override { return progress_; }
-  void finish(int status) override;
+  void finish(int status) override { lifecycle_.end(status); }
   void fail(const std::string& reason) override;
-  bool stopping() const override { return stop; }
-  bool pause_requested() const override { return pause_requested_; }
-  void park() override;
+  bool stopping() const override { return lifecycle_.ended(); }
+  bool pause_requested() const override { return lifecycle_.must_park(); }
+  void park(uint32_t index) override { lifecycle_.park(index); }
   // A progress point was reached (ProgressPauses): every vCPU parks at its next boundary, as for
   // vm.pause, and stays there until vm.resume. Called on a vCPU thread, which parks too.
   void pause_at_progress(const std::string& reason) override;
@@ -111,9 +101,6 @@ struct Machine::Impl : MachineControl, VcpuHost {
   // (the guest must not grow this map without bound).
   uint32_t task_of_address_space(uint64_t cr3) override;
   void exit_taken(uint32_t index) override;
-
-  void interrupted_by(int sig);
-  int interrupted_signal = 0;
 
   // Wakes each vCPU when interrupts its rate limiter held may go out (storm protection must
   // delay interrupts, never lose or strand them).
@@ -135,9 +122,10 @@ struct Machine::Impl : MachineControl, VcpuHost {
 
   // ---- Pausing, snapshots and migration (MigratableVm; machine_state.cc) ----------------------
 
+  // MigratableVm's pause is a hold (VmLifecycle::hold): nested in a user's pause.
   bool pause() override;
-  void resume() override;
-  bool take_progress_pause() override;
+  void resume() override { lifecycle_.release(); }
+  VmLifecycle& lifecycle() override { return lifecycle_; }
   GuestRam& guest_ram() override { return ram; }
   SnapshotManifest manifest() override;
   StateSections capture_state() override;
@@ -148,7 +136,7 @@ struct Machine::Impl : MachineControl, VcpuHost {
 
   nlohmann::json describe() override;
   nlohmann::json pmu_state() override;
-  void shut_down() override;
+  Status shut_down() override;
   void handed_over() override;
   void set_dirty_tracking(bool on) override;
   std::vector<uint64_t> take_dirty_pages() override;

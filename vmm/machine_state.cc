@@ -14,24 +14,8 @@
 #include "vmm/vmm_error.h"
 
 namespace vmm {
-void Machine::Impl::park() {
-  std::unique_lock<std::mutex> lock(pause_lock);
-  ++parked;
-  pause_changed.notify_all();
-  pause_changed.wait(lock, [&] { return !pause_requested_ || stop; });
-  --parked;
-}
-
 bool Machine::Impl::pause() {
-  std::unique_lock<std::mutex> lock(pause_lock);
-  if (pause_depth++ == 0) {
-    pause_requested_ = true;
-    for (auto& v : vcpus) v->kick();
-  }
-  // Also when nested: a pause the VM took itself at a progress_ point (pause_at_progress) may
-  // still have vCPUs on their way to park().
-  pause_changed.wait(lock, [&] { return parked == vcpus.size() || stop; });
-  if (stop) return false;
+  if (!lifecycle_.hold()) return false;
   // Everything the guest printed so far is in the output files now: what a snapshot or a
   // migration resumes continues exactly after it (the tests compare both halves).
   console.flush();
@@ -41,27 +25,9 @@ bool Machine::Impl::pause() {
 }
 
 void Machine::Impl::pause_at_progress(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> lock(pause_lock);
-    ++pause_depth;
-    pause_requested_ = true;
-    progress_paused = true;
-  }
-  for (auto& v : vcpus) v->kick();  // this vCPU parks at the top of its loop
+  lifecycle_.pause_at_progress();
   // Said whatever the log level: the answer to an option the user gave.
   std::fprintf(stderr, "pmuvm: paused: %s; vm.resume continues\n", reason.c_str());
-}
-
-bool Machine::Impl::take_progress_pause() {
-  std::lock_guard<std::mutex> lock(pause_lock);
-  return std::exchange(progress_paused, false);
-}
-
-void Machine::Impl::resume() {
-  std::lock_guard<std::mutex> lock(pause_lock);
-  if (pause_depth == 0 || --pause_depth > 0) return;
-  pause_requested_ = false;
-  pause_changed.notify_all();
 }
 
 SnapshotManifest Machine::Impl::manifest() {
@@ -86,7 +52,11 @@ StateSections Machine::Impl::capture_state() {
   VmArchState vm_state = vm->save_state(guest_kind_->has_pit());
   s.add_component("vm.kvm", VmArchState::kStateVersion, archived(vm_state));
   const std::vector<uint32_t> msrs = kvm->msrs_to_save();
-  for (auto& v : vcpus) v->save_state(s, msrs);
+  // Each vCPU's KVM state is read by its own thread (kvm_vcpu.h), parked.
+  std::vector<StateSections> per_vcpu(vcpus.size());
+  lifecycle_.on_each_vcpu([&](uint32_t i) { vcpus[i]->save_state(per_vcpu[i], msrs); });
+  for (const StateSections& part : per_vcpu)
+    for (const auto& [name, bytes] : part.all()) s.add(name, bytes);
   // The vCPUs are parked: nothing prints or touches a device meanwhile (each locks itself).
   s.add_component("devices.serial", SerialPort::kStateVersion, archived(serial));
   s.add_component("devices.cmos", CmosPort::kStateVersion, archived(cmos));
@@ -122,7 +92,8 @@ void Machine::Impl::apply_state(const StateSections& s) {
 }
 
 nlohmann::json Machine::Impl::describe() {
-  return {{"state", stop ? "ended" : "running"},
+  const VmLifecycle::State state = lifecycle_.state();
+  return {{"state", state == VmLifecycle::State::kHandedOver ? "ended" : VmLifecycle::name(state)},
           {"config", {{"vcpus", options_.vcpus},
                       {"mem_mib", options_.mem_mib},
                       {"cpu", options_.profile.name},
@@ -138,15 +109,14 @@ nlohmann::json Machine::Impl::pmu_state() {
   return {{"vcpus", out}};
 }
 
-void Machine::Impl::shut_down() {
+Status Machine::Impl::shut_down() {
+  if (Status s = lifecycle_.shut_down(); !s) return s;
   spdlog::info("vm.shutdown: the run ends (status 0)");
-  finish(0);
+  return {};
 }
 
-void Machine::Impl::handed_over() {
-  migrated_away = true;
-  finish(0);
-}
+// A run that ended meanwhile (a signal during the migration) stays ended.
+void Machine::Impl::handed_over() { (void)lifecycle_.hand_over(); }
 
 void Machine::Impl::set_dirty_tracking(bool on) {
   ram.set_write_tracking(on);

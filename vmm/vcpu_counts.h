@@ -1,6 +1,6 @@
 // The per-vCPU bookkeeping a snapshot carries beside the models' own state (section vcpuN.counts):
 // instructions counted, the guest task running, a PMI waiting for the guest to take it, and the
-// LWP #PF traps delivered or dropped. The machine's Vcpu keeps these in several places and saves
+// LWP #PF traps delivered or dropped. A vCPU's runner keeps these in several places and saves
 // them through this one struct, so the format has one definition that a test can reach
 // (tests/snapshot/golden_state_test.cc).
 #pragma once

@@ -19,21 +19,26 @@ class FakeMachine : public MachineControl {
   SnapshotManifest manifest() override { throw std::runtime_error("the kernel path is not UTF-8"); }
   bool pause() override {
     ++pauses;
-    return true;
+    return life_.hold();
   }
-  void resume() override { ++resumes; }
+  void resume() override {
+    ++resumes;
+    life_.release();
+  }
+  VmLifecycle& lifecycle() override { return life_; }
   StateSections capture_state() override { return {}; }
   void set_dirty_tracking(bool) override {}
   std::vector<uint64_t> take_dirty_pages() override { return {}; }
   nlohmann::json describe() override { return {{"state", "running"}}; }
   nlohmann::json pmu_state() override { throw std::runtime_error("unreadable"); }
-  void shut_down() override {}
+  Status shut_down() override { return life_.shut_down(); }
   void handed_over() override {}
 
   int pauses = 0, resumes = 0;
 
  private:
   GuestRam ram_{1 << 20};
+  VmLifecycle life_{0, [] {}};  // no vCPUs: every hold is immediate
 };
 
 std::string fresh_dir(const std::string& name) {

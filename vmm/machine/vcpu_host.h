@@ -29,8 +29,8 @@ class VcpuHost {
   virtual bool stopping() const = 0;
   // Every vCPU is asked to park between instructions (a pause, a snapshot, a migration).
   virtual bool pause_requested() const = 0;
-  // The vCPU's thread waits here while a pause is requested (or until the run ends).
-  virtual void park() = 0;
+  // vCPU `index`'s thread waits here while a pause is requested (or until the run ends).
+  virtual void park(uint32_t index) = 0;
   // A progress point was reached: the whole VM pauses, as for vm.pause (called on a vCPU thread,
   // which parks at the top of its loop).
   virtual void pause_at_progress(const std::string& reason) = 0;

@@ -104,7 +104,7 @@ void VcpuRunner::run() {
       const bool pausing = host_.pause_requested();
       if (pausing && !needs_completion_) {
         end_free_run();  // a snapshot saves the models with everything counted
-        host_.park();
+        host_.park(index());
         continue;
       }
       // A vCPU on its way to being parked only completes its last exit (immediate_exit: no

@@ -97,9 +97,10 @@ class VcpuRunner {
   std::atomic<uint64_t>& release_at_ns() { return release_at_ns_; }
   uint64_t holding_since_ns() const { return holding_since_ns_.load(); }
 
-  // Snapshot / migration of this vCPU (parked): its KVM state, models, counts, rate limiter and
-  // stepper as sections "vcpuN.*". restore_state throws UsageError naming a section that is
-  // missing or does not fit.
+  // Snapshot / migration of this vCPU: its KVM state, models, counts, rate limiter and stepper as
+  // sections "vcpuN.*". save_state runs on the vCPU's own thread while it is parked
+  // (VmLifecycle::on_each_vcpu); restore_state before its thread starts, and throws UsageError
+  // naming a section that is missing or does not fit.
   void save_state(StateSections& s, const std::vector<uint32_t>& msrs);
   void restore_state(const StateSections& s, const std::vector<uint32_t>& msrs);
   // vm.pmu: LWP and NetBurst state and the counted instructions (parked).

@@ -77,8 +77,8 @@ MigrationOutcome migrate_to(const std::string& path, MigratableVm& vm, uint32_t 
     }
 
     const auto pause_start = Clock::now();
-    paused = true;
     if (!vm.pause()) throw MigrationError("the guest's run ended during the migration");
+    paused = true;
     const double pause_ms = ms_since(pause_start);
     std::vector<uint64_t> rest = vm.take_dirty_pages();
     rest.insert(rest.end(), pages.begin(), pages.end());

@@ -21,7 +21,7 @@ class MigratableVm {
   // Stops every vCPU between instructions (pending I/O and MSR accesses completed) and returns
   // once all are parked; resume() lets them go on. Nested: a VM the user paused stays paused.
   // Returns false when the run has ended instead (the guest exited meanwhile): then there is
-  // nothing to save or hand over; resume() is still owed.
+  // nothing to save or hand over, and nothing to resume.
   virtual bool pause() = 0;
   virtual void resume() = 0;
   // Everything but RAM, while paused: KVM vCPU and device state, the PMU models, the steppers,
