@@ -4,9 +4,10 @@
 //      --minimal-vm: open /dev/kvm, one VM, one 4 KiB slot, one vCPU, real-mode `hlt`, exit;
 //      raw ioctls, no pmuvm code), interleaved, median, both exec'ed from copies in memory (the
 //      nested KVM host's 9p root reads a binary's pages again at every exec, which a host's page
-//      cache does not; pmuvm exec'ed from its file is printed for scale); and where pmuvm's time goes: runs of
-//      `pmuvm run --stats -- hello` split by its timeline line (vmm/startup_timeline.h) into
-//      process start, options, guest load, KVM set-up, guest run, teardown and exit;
+//      cache does not; pmuvm exec'ed from its file is printed for scale); and where pmuvm's time
+//      goes: runs of `pmuvm run --stats -- hello` split by its timeline line
+//      (vmm/startup_timeline.h) into process start, options, guest load, KVM set-up, guest run,
+//      teardown and exit;
 //  (b) one trapped WRMSR of LWPMSR1 (0xC0000106) handled by pmuvm's own code (VcpuControlBlock::
 //      write_msr, reached exactly as vmm/machine_exits.cc reaches it) vs a bare PIO exit with a
 //      trivial handler, per exit, median of rounds;
@@ -154,7 +155,8 @@ std::string cpu_model() {
 bool cpu_flag(const std::string& flag) {
   std::istringstream in(read_file("/proc/cpuinfo"));
   for (std::string line; std::getline(in, line);)
-    if (line.rfind("flags", 0) == 0) return (line + " ").find(" " + flag + " ") != std::string::npos;
+    if (line.rfind("flags", 0) == 0)
+      return (line + " ").find(" " + flag + " ") != std::string::npos;
   return false;
 }
 
@@ -164,11 +166,13 @@ std::string host_line() {
   const bool qemu_cpu = model.find("QEMU Virtual CPU") != std::string::npos;
   std::string where;
   if (nested)
-    where = "inside tools/kvm-host's nested KVM host (QEMU/TCG AMD-SVM; kernel command line has "
-            "kvmhost.run=): every figure includes TCG emulation, compare ratios only";
+    where =
+        "inside tools/kvm-host's nested KVM host (QEMU/TCG AMD-SVM; kernel command line has "
+        "kvmhost.run=): every figure includes TCG emulation, compare ratios only";
   else if (qemu_cpu)
-    where = "on /dev/kvm of a QEMU-emulated CPU (not tools/kvm-host's marker, but the CPU is "
-            "QEMU's): figures include QEMU's emulation";
+    where =
+        "on /dev/kvm of a QEMU-emulated CPU (not tools/kvm-host's marker, but the CPU is "
+        "QEMU's): figures include QEMU's emulation";
   else
     where = "directly on this machine's /dev/kvm";
   return "host: " + where + "\n      CPU model \"" + model + "\"";
@@ -177,7 +181,7 @@ std::string host_line() {
 // ---------------------------------------------------------------------------------------------
 // (a) and (c): child processes.
 struct ChildRun {
-  bool ok = false;  // exited 0
+  bool ok = false;   // exited 0
   std::string what;  // why not
   double seconds = 0;
   long maxrss_kib = 0;
@@ -284,7 +288,8 @@ void hold_shared_libraries(const std::string& exe, std::string& note) {
   std::istringstream lines(listing.out);
   int held = 0;
   for (std::string line; std::getline(lines, line);) {
-    // "\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x...)" or "\t/lib64/ld-linux-x86-64.so.2 (0x...)"
+    // "\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x...)" or "\t/lib64/ld-linux-x86-64.so.2
+    // (0x...)"
     const size_t arrow = line.find("=> ");
     const size_t start = arrow != std::string::npos ? arrow + 3 : line.find('/');
     if (start == std::string::npos || start >= line.size() || line[start] != '/') continue;
@@ -349,8 +354,7 @@ std::vector<double> phases_of(const ChildRun& r) {
   const size_t at = r.err.find(key);
   if (at == std::string::npos) return {};
   std::istringstream in(r.err.substr(at + key.size(), r.err.find('\n', at) - at - key.size()));
-  std::vector<double> marks = {
-      std::chrono::duration<double>(r.spawned.time_since_epoch()).count()};
+  std::vector<double> marks = {std::chrono::duration<double>(r.spawned.time_since_epoch()).count()};
   for (std::string name, value; in >> name >> value;) marks.push_back(std::stod(value));
   marks.push_back(std::chrono::duration<double>(r.reaped.time_since_epoch()).count());
   if (marks.size() != std::size(kPhaseNames) + 1) return {};
@@ -397,7 +401,7 @@ std::vector<uint8_t> exit_loop_code(uint32_t n) {
     c.insert(c.end(), {0x31, 0xD2});      // xor edx, edx
     c.push_back(0xBB), imm32(n);          // mov ebx, n
     const size_t loop = c.size();
-    c.insert(c.end(), {0x0F, 0x30});      // wrmsr
+    c.insert(c.end(), {0x0F, 0x30});  // wrmsr
     loop_back(loop);
   };
   const size_t top = c.size();
@@ -421,7 +425,7 @@ std::vector<uint8_t> exit_loop_code(uint32_t n) {
 
 struct ExitCosts {
   std::vector<double> msr_us, pio_us, bare_msr_us;  // per exit, one value per round
-  double sregs_us = 0, write_msr_us = 0;  // the handler's parts, timed outside KVM_RUN
+  double sregs_us = 0, write_msr_us = 0;            // the handler's parts, timed outside KVM_RUN
   uint64_t msr_exits = 0, pio_exits = 0, bare_msr_exits = 0;
 };
 
@@ -475,19 +479,22 @@ ExitCosts measure_exits(uint32_t n, int rounds) {
         } else if (port == kPortMsrPhaseEnd) {
           const Clock::time_point now = Clock::now();
           if (in_round && done >= 0)
-            costs.msr_us.push_back(std::chrono::duration<double, std::micro>(now - phase_start).count() / n);
+            costs.msr_us.push_back(
+                std::chrono::duration<double, std::micro>(now - phase_start).count() / n);
           phase_start = now;
         } else if (port == kPortPioPhaseEnd) {
           const Clock::time_point now = Clock::now();
           if (in_round && done >= 0)
-            costs.pio_us.push_back(std::chrono::duration<double, std::micro>(now - phase_start).count() / n);
+            costs.pio_us.push_back(
+                std::chrono::duration<double, std::micro>(now - phase_start).count() / n);
           phase_start = now;
           bare_msr_phase = true;
         } else if (port == kPortRoundStart) {
           const Clock::time_point now = Clock::now();
           if (in_round) {
             if (done >= 0)
-              costs.bare_msr_us.push_back(std::chrono::duration<double, std::micro>(now - phase_start).count() / n);
+              costs.bare_msr_us.push_back(
+                  std::chrono::duration<double, std::micro>(now - phase_start).count() / n);
             ++done;
           }
           in_round = true;
@@ -516,7 +523,8 @@ ExitCosts measure_exits(uint32_t n, int rounds) {
   for (int i = 0; i < kModelReps; ++i)
     if (control.write_msr(kMsrLwpcb, 0, 0, real_cr3).general_protection)
       throw std::runtime_error("write_msr #GP");
-  costs.write_msr_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kModelReps;
+  costs.write_msr_us =
+      std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kModelReps;
   return costs;
 }
 
@@ -538,7 +546,8 @@ void usage() {
       "tools/kvm-host/run where there is none). Defaults: --pmuvm bazel-bin/vmm/pmuvm\n"
       "--hello bazel-bin/guest/programs/hello (relative to the working directory), --runs 5\n"
       "(process runs per kind, interleaved, after one warm-up each), --exits 2000 (exits per\n"
-      "phase), --rounds 15 (rounds of both phases after one warm-up), --timeout 300 (per process).\n");
+      "phase), --rounds 15 (rounds of both phases after one warm-up), --timeout 300 (per "
+      "process).\n");
 }
 
 }  // namespace
@@ -555,13 +564,20 @@ int main(int argc, char** argv) try {
       return argv[++i];
     };
     if (a == "--minimal-vm") return minimal_vm();
-    if (a == "--pmuvm") opt.pmuvm = value();
-    else if (a == "--hello") opt.hello = value();
-    else if (a == "--runs") opt.runs = std::max(1, std::stoi(value()));
-    else if (a == "--exits") opt.exits = static_cast<uint32_t>(std::max(100, std::stoi(value())));
-    else if (a == "--rounds") opt.rounds = std::max(1, std::stoi(value()));
-    else if (a == "--timeout") opt.timeout_s = std::stod(value());
-    else if (a == "--help" || a == "-h") return usage(), 0;
+    if (a == "--pmuvm")
+      opt.pmuvm = value();
+    else if (a == "--hello")
+      opt.hello = value();
+    else if (a == "--runs")
+      opt.runs = std::max(1, std::stoi(value()));
+    else if (a == "--exits")
+      opt.exits = static_cast<uint32_t>(std::max(100, std::stoi(value())));
+    else if (a == "--rounds")
+      opt.rounds = std::max(1, std::stoi(value()));
+    else if (a == "--timeout")
+      opt.timeout_s = std::stod(value());
+    else if (a == "--help" || a == "-h")
+      return usage(), 0;
     else {
       std::fprintf(stderr, "kvm_bench: unknown argument %s (see --help)\n", a.c_str());
       return 2;
@@ -572,9 +588,10 @@ int main(int argc, char** argv) try {
   {
     const int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
     if (fd < 0) {
-      std::fprintf(stderr, "kvm_bench: cannot open /dev/kvm: %s — nothing measured; run it through "
-                  "tools/kvm-host/run -- %s\n",
-                  std::strerror(errno), argv[0]);
+      std::fprintf(stderr,
+                   "kvm_bench: cannot open /dev/kvm: %s — nothing measured; run it through "
+                   "tools/kvm-host/run -- %s\n",
+                   std::strerror(errno), argv[0]);
       return 1;
     }
     std::printf("pmuvm kvm_bench — KVM API %d\n", ioctl(fd, KVM_GET_API_VERSION, 0));
@@ -591,15 +608,28 @@ int main(int argc, char** argv) try {
   std::vector<Series> series = {
       {"minimal KVM process (--minimal-vm)", {self, "--minimal-vm"}, {}, {}, {}},
       {"pmuvm run -- hello", {pmuvm, "run", "--", opt.hello}, {}, {}, {}},
-      {"pmuvm run --mem 1024 -- hello", {pmuvm, "run", "--mem", "1024", "--", opt.hello}, {}, {}, {}},
+      {"pmuvm run --mem 1024 -- hello",
+       {pmuvm, "run", "--mem", "1024", "--", opt.hello},
+       {},
+       {},
+       {}},
       {"pmuvm profiles (no VM: start-up share)", {pmuvm, "profiles"}, {}, {}, {}},
-      {"pmuvm run --stats -- hello (breakdown)", {pmuvm, "run", "--stats", "--", opt.hello}, {}, {}, {}},
-      {"pmuvm run -- hello, exec'ed from " + opt.pmuvm, {opt.pmuvm, "run", "--", opt.hello}, {}, {}, {}},
+      {"pmuvm run --stats -- hello (breakdown)",
+       {pmuvm, "run", "--stats", "--", opt.hello},
+       {},
+       {},
+       {}},
+      {"pmuvm run -- hello, exec'ed from " + opt.pmuvm,
+       {opt.pmuvm, "run", "--", opt.hello},
+       {},
+       {},
+       {}},
   };
   for (const std::string& path : {opt.pmuvm, opt.hello})
     if (access(path.c_str(), R_OK) != 0)
-      std::printf("note: %s: %s (build it: bazel build -c opt //vmm:pmuvm //guest/programs:hello)\n",
-                  path.c_str(), std::strerror(errno));
+      std::printf(
+          "note: %s: %s (build it: bazel build -c opt //vmm:pmuvm //guest/programs:hello)\n",
+          path.c_str(), std::strerror(errno));
   for (const std::string& exe : {self, pmuvm}) hold_shared_libraries(exe, copy_note);
   const long spawner_rss_kib = self_rss_kib();
   // The interleaved rounds hold the series run from copies in memory, each round in a new order
@@ -614,7 +644,8 @@ int main(int argc, char** argv) try {
   std::vector<size_t> order(series.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   const size_t from_file = series.size() - 1;
-  for (int i = 0; i <= 2 * opt.runs + 1; ++i) {  // i == 0, opt.runs + 1: warm-up (page cache, 9p, loader)
+  for (int i = 0; i <= 2 * opt.runs + 1;
+       ++i) {  // i == 0, opt.runs + 1: warm-up (page cache, 9p, loader)
     const bool interleaved = i <= opt.runs;
     if (interleaved) std::shuffle(order.begin(), order.end(), shuffle_rng);
     for (size_t k : interleaved ? order : std::vector<size_t>{from_file}) {
@@ -634,14 +665,18 @@ int main(int argc, char** argv) try {
   }
   auto report_failure = [&](const Series& s) {
     std::printf("  %-44s FAILED: %s\n", s.label.c_str(), s.failure->what.c_str());
-    if (!s.failure->err.empty()) std::printf("      stderr (last lines):\n%s", tail(s.failure->err).c_str());
-    if (!s.failure->out.empty()) std::printf("      stdout (last lines):\n%s", tail(s.failure->out).c_str());
+    if (!s.failure->err.empty())
+      std::printf("      stderr (last lines):\n%s", tail(s.failure->err).c_str());
+    if (!s.failure->out.empty())
+      std::printf("      stdout (last lines):\n%s", tail(s.failure->out).c_str());
     complete = false;
   };
 
-  std::printf("\n(a) process wall time, spawn to reap; median of %d interleaved runs each, order "
-              "shuffled per round, the run from its file after them (after one warm-up run "
-              "each)\n", opt.runs);
+  std::printf(
+      "\n(a) process wall time, spawn to reap; median of %d interleaved runs each, order "
+      "shuffled per round, the run from its file after them (after one warm-up run "
+      "each)\n",
+      opt.runs);
   for (const Series* s : {&series[0], &series[1]}) {
     if (s->failure) {
       report_failure(*s);
@@ -652,7 +687,8 @@ int main(int argc, char** argv) try {
   }
   if (!series[0].failure && !series[1].failure) {
     const double ratio = median(series[1].seconds) / median(series[0].seconds);
-    std::printf("  %-44s %9.2fx  goal <= 2x: %s\n", "ratio pmuvm / minimal", ratio, verdict(ratio <= 2));
+    std::printf("  %-44s %9.2fx  goal <= 2x: %s\n", "ratio pmuvm / minimal", ratio,
+                verdict(ratio <= 2));
   }
   std::printf("  for scale, not in the ratio:\n");
   for (const Series* s : {&series[2], &series[3], &series[5]}) {
@@ -663,13 +699,15 @@ int main(int argc, char** argv) try {
     std::printf("  %-44s %9.2f ms   runs: %s ms\n", s->label.c_str(), median(s->seconds) * 1e3,
                 join_ms(s->seconds).c_str());
   }
-  std::printf("  (minimal: open /dev/kvm, KVM_CREATE_VM, one 4 KiB slot, one vCPU, real-mode hlt "
-              "-> KVM_EXIT_HLT; this binary re-exec'd, raw ioctls)\n");
-  std::printf("  %s\n", copy_note.empty()
-                            ? "(both run from copies in memory (memfd), as from a host's page cache: "
-                              "the nested KVM host's 9p root re-reads a binary's pages at every exec; "
-                              "the last line above is pmuvm exec'ed from its file)"
-                            : copy_note.c_str());
+  std::printf(
+      "  (minimal: open /dev/kvm, KVM_CREATE_VM, one 4 KiB slot, one vCPU, real-mode hlt "
+      "-> KVM_EXIT_HLT; this binary re-exec'd, raw ioctls)\n");
+  std::printf("  %s\n",
+              copy_note.empty()
+                  ? "(both run from copies in memory (memfd), as from a host's page cache: "
+                    "the nested KVM host's 9p root re-reads a binary's pages at every exec; "
+                    "the last line above is pmuvm exec'ed from its file)"
+                  : copy_note.c_str());
   if (const Series& b = series[4]; b.failure) {
     report_failure(b);
   } else {
@@ -681,9 +719,10 @@ int main(int argc, char** argv) try {
       std::printf("  breakdown FAILED: a run printed no complete timeline line\n");
       complete = false;
     } else {
-      std::printf("  where `%s` spends it (its --stats timeline between spawn and reap; median "
-                  "of each phase over the same %zu runs, whole run %.2f ms):\n",
-                  "pmuvm run --stats -- hello", b.runs.size(), median(b.seconds) * 1e3);
+      std::printf(
+          "  where `%s` spends it (its --stats timeline between spawn and reap; median "
+          "of each phase over the same %zu runs, whole run %.2f ms):\n",
+          "pmuvm run --stats -- hello", b.runs.size(), median(b.seconds) * 1e3);
       for (size_t i = 0; i < per_phase.size(); ++i)
         std::printf("    %-58s %8.2f ms   runs: %s ms\n", kPhaseNames[i],
                     median(per_phase[i]) * 1e3, join_ms(per_phase[i]).c_str());
@@ -691,31 +730,38 @@ int main(int argc, char** argv) try {
   }
 
   // (b)
-  std::printf("\n(b) per-exit round trip on pmuvm's KVM layer (GuestRam, KvmSystem/KvmVm/KvmVcpu, "
-              "setup_long_mode, MSR filter {0xC0000105, 2}),\n"
-              "    64-bit guest code at CPL 0, IF=0; median of %d rounds (after one warm-up), each "
-              "round %u exits of each kind\n"
-              "    back to back in the order listed; each phase also includes one marker PIO exit "
-              "(+1/%u)\n", opt.rounds, opt.exits, opt.exits);
+  std::printf(
+      "\n(b) per-exit round trip on pmuvm's KVM layer (GuestRam, KvmSystem/KvmVm/KvmVcpu, "
+      "setup_long_mode, MSR filter {0xC0000105, 2}),\n"
+      "    64-bit guest code at CPL 0, IF=0; median of %d rounds (after one warm-up), each "
+      "round %u exits of each kind\n"
+      "    back to back in the order listed; each phase also includes one marker PIO exit "
+      "(+1/%u)\n",
+      opt.rounds, opt.exits, opt.exits);
   try {
     const ExitCosts c = measure_exits(opt.exits, opt.rounds);
     const double msr = median(c.msr_us), pio = median(c.pio_us), bare = median(c.bare_msr_us);
     std::printf("  %-58s %9.2f µs\n", "WRMSR LWPMSR1 (0xC0000106) = 0, pmuvm's handler", msr);
-    std::printf("      (LLWPCB 0 = disable: valid at CPL 0 without a user-mapped LWPCB; each exit\n"
-                "       handled as vmm/machine_exits.cc handle_msr does: CPL and CR3 from the synced registers,\n"
-                "       then VcpuControlBlock::write_msr; every one returned handled, no #GP)\n");
+    std::printf(
+        "      (LLWPCB 0 = disable: valid at CPL 0 without a user-mapped LWPCB; each exit\n"
+        "       handled as vmm/machine_exits.cc handle_msr does: CPL and CR3 from the synced "
+        "registers,\n"
+        "       then VcpuControlBlock::write_msr; every one returned handled, no #GP)\n");
     std::printf("  %-58s %9.2f µs\n", "OUT dx, al: bare PIO exit, trivial handler", pio);
     std::vector<double> paired;  // per round: both phases ran back to back, so drift cancels
     for (size_t i = 0; i < c.msr_us.size() && i < c.pio_us.size(); ++i)
       paired.push_back(c.msr_us[i] / c.pio_us[i]);
     std::printf("  %-58s %9.2fx  goal <= 1.3x: %s  (median of per-round ratios %.2fx)\n",
-                "ratio pmuvm WRMSR / bare PIO", msr / pio, verdict(msr / pio <= 1.3), median(paired));
+                "ratio pmuvm WRMSR / bare PIO", msr / pio, verdict(msr / pio <= 1.3),
+                median(paired));
     std::printf("  breakdown:\n");
     std::printf("  %-58s %9.2f µs  (%.2fx PIO: KVM's own WRMSR exit path)\n",
                 "same WRMSR, trivial handler (no pmuvm code)", bare, bare / pio);
     if (cpu_flag("svm") && !cpu_flag("nrip_save"))
-      std::printf("      (this AMD CPU has no nrip_save: KVM must decode each WRMSR to skip it, while\n"
-                  "       an OUT exit reports the next RIP itself; hardware with NRIPS does not pay that)\n");
+      std::printf(
+          "      (this AMD CPU has no nrip_save: KVM must decode each WRMSR to skip it, while\n"
+          "       an OUT exit reports the next RIP itself; hardware with NRIPS does not pay "
+          "that)\n");
     std::printf("  %-58s %9.2f µs  (%.2fx: pmuvm's share)\n", "pmuvm WRMSR - trivial WRMSR",
                 msr - bare, msr / bare);
     std::printf("  %-58s %9.2f µs = synced sregs %.2f + write_msr %.3f\n",
@@ -727,19 +773,22 @@ int main(int argc, char** argv) try {
       for (double x : v) std::snprintf(b, sizeof b, " %.1f", x), s += b;
       return s;
     };
-    std::printf("  rounds (µs/exit): pmuvm WRMSR%s | PIO%s | trivial WRMSR%s\n", list(c.msr_us).c_str(),
-                list(c.pio_us).c_str(), list(c.bare_msr_us).c_str());
-    std::printf("  exits handled: %llu pmuvm WRMSR, %llu PIO, %llu trivial WRMSR (warm-up included)\n",
-                static_cast<unsigned long long>(c.msr_exits), static_cast<unsigned long long>(c.pio_exits),
-                static_cast<unsigned long long>(c.bare_msr_exits));
+    std::printf("  rounds (µs/exit): pmuvm WRMSR%s | PIO%s | trivial WRMSR%s\n",
+                list(c.msr_us).c_str(), list(c.pio_us).c_str(), list(c.bare_msr_us).c_str());
+    std::printf(
+        "  exits handled: %llu pmuvm WRMSR, %llu PIO, %llu trivial WRMSR (warm-up included)\n",
+        static_cast<unsigned long long>(c.msr_exits), static_cast<unsigned long long>(c.pio_exits),
+        static_cast<unsigned long long>(c.bare_msr_exits));
   } catch (const std::exception& e) {
     std::printf("  FAILED: %s\n", e.what());
     complete = false;
   }
 
   // (c)
-  std::printf("\n(c) peak RSS (includes the guest pages it touched): ru_maxrss from wait4, max of "
-              "the %d runs of (a)\n", opt.runs);
+  std::printf(
+      "\n(c) peak RSS (includes the guest pages it touched): ru_maxrss from wait4, max of "
+      "the %d runs of (a)\n",
+      opt.runs);
   auto max_mib = [](const std::vector<long>& kib) {
     return kib.empty() ? 0.0 : *std::max_element(kib.begin(), kib.end()) / 1024.0;
   };
@@ -751,24 +800,28 @@ int main(int argc, char** argv) try {
     }
     const double mib = max_mib(s->maxrss_kib);
     const double guest = s == &series[1] ? vmm::RunCommand{}.mem_mib : 1024;  // pmuvm's default
-    std::printf("  %-44s %9.1f MiB  (guest RAM %.0f MiB; goal <= %.0f + 32 MiB: %s; "
-                "<= 32 MiB counting touched guest pages too: %s)\n",
-                s->label.c_str(), mib, guest, guest, verdict(mib <= guest + 32), verdict(mib <= 32));
+    std::printf(
+        "  %-44s %9.1f MiB  (guest RAM %.0f MiB; goal <= %.0f + 32 MiB: %s; "
+        "<= 32 MiB counting touched guest pages too: %s)\n",
+        s->label.c_str(), mib, guest, guest, verdict(mib <= guest + 32), verdict(mib <= 32));
   }
   if (!minimal.failure)
-    std::printf("  %-44s %9.1f MiB  (reference)\n", minimal.label.c_str(), max_mib(minimal.maxrss_kib));
-  std::printf("  Nothing is subtracted. Guest RAM is an anonymous mapping, resident only where touched,\n"
-              "  and those pages are in the figure; their number is not visible from outside and is\n"
-              "  not subtracted. ru_maxrss is also at least this spawner's RSS at spawn (%.1f MiB;\n"
-              "  Linux carries it across fork/exec); a figure near that is the floor, not pmuvm.\n",
-              spawner_rss_kib / 1024.0);
+    std::printf("  %-44s %9.1f MiB  (reference)\n", minimal.label.c_str(),
+                max_mib(minimal.maxrss_kib));
+  std::printf(
+      "  Nothing is subtracted. Guest RAM is an anonymous mapping, resident only where touched,\n"
+      "  and those pages are in the figure; their number is not visible from outside and is\n"
+      "  not subtracted. ru_maxrss is also at least this spawner's RSS at spawn (%.1f MiB;\n"
+      "  Linux carries it across fork/exec); a figure near that is the floor, not pmuvm.\n",
+      spawner_rss_kib / 1024.0);
   if (!complete) {
     std::printf("\nkvm_bench: incomplete — see FAILED lines above\n");
     return 1;
   }
   return 0;
 } catch (const std::invalid_argument&) {
-  std::fprintf(stderr, "kvm_bench: a numeric option has a value that is not a number (see --help)\n");
+  std::fprintf(stderr,
+               "kvm_bench: a numeric option has a value that is not a number (see --help)\n");
   return 2;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "kvm_bench: %s\n", e.what());

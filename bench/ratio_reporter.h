@@ -21,7 +21,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     ConsoleReporter::ReportRuns(runs);
   }
   // Prints "label: numerator / denominator = X" for each pair; missing benchmarks are skipped.
-  void print_ratios(const std::vector<std::pair<std::string, std::pair<std::string, std::string>>>& pairs) const {
+  void print_ratios(
+      const std::vector<std::pair<std::string, std::pair<std::string, std::string>>>& pairs) const {
     std::printf("\nratios (same run):\n");
     for (const auto& [label, nd] : pairs) {
       auto n = ns_.find(nd.first), d = ns_.find(nd.second);

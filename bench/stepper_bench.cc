@@ -122,15 +122,16 @@ Spawned spawn(std::vector<std::string> argv) {
 // The stepper's stops: debug exits, from --stats' second line (the KVM stepper's).
 long long debug_exits(const std::string& err) {
   std::smatch m;
-  if (std::regex_search(err, m, std::regex(R"(exits by kind: debug (\d+))"))) return std::stoll(m[1]);
+  if (std::regex_search(err, m, std::regex(R"(exits by kind: debug (\d+))")))
+    return std::stoll(m[1]);
   return -1;
 }
 
 PmuvmRun run_pmuvm(const std::string& pmuvm, const std::string& program, const std::string& stepper,
                    const std::string& mode, const std::string& scale = "1") {
   PmuvmRun r;
-  const Spawned p = spawn({pmuvm, "run", "--stats", "--stepper", stepper, "--", program, scale,
-                           "0", mode});
+  const Spawned p =
+      spawn({pmuvm, "run", "--stats", "--stepper", stepper, "--", program, scale, "0", mode});
   r.seconds = p.seconds;
   r.error = p.error;
   std::smatch m;
@@ -138,7 +139,10 @@ PmuvmRun run_pmuvm(const std::string& pmuvm, const std::string& program, const s
   const std::string& o = p.out;
   // --stats (DESIGN §4.6): every VM exit, the stops that counted one instruction or a block,
   // and the counted instructions.
-  if (std::regex_search(s, m, std::regex(R"(vcpu0: exits (\d+), single steps (\d+), blocks (\d+), counted instructions (\d+))"))) {
+  if (std::regex_search(
+          s, m,
+          std::regex(
+              R"(vcpu0: exits (\d+), single steps (\d+), blocks (\d+), counted instructions (\d+))"))) {
     r.exits = std::stoll(m[1]);
     r.steps = std::stoll(m[2]) + std::stoll(m[3]);
     r.counted = std::stoll(m[4]);
@@ -154,14 +158,16 @@ PmuvmRun run_pmuvm(const std::string& pmuvm, const std::string& program, const s
 
 // (4): block_loops SHAPE under kvm and kvm-single.
 void block_loops(const std::string& pmuvm, const std::string& program) {
-  std::printf("(4) block_loops SHAPE N under --stepper kvm (blocks) and kvm-single (the loop's TSC "
-              "ticks; stops = debug exits over the whole run)\n");
+  std::printf(
+      "(4) block_loops SHAPE N under --stepper kvm (blocks) and kvm-single (the loop's TSC "
+      "ticks; stops = debug exits over the whole run)\n");
   struct Shape {
     const char* name;
     const char* iterations;
     double block, goal;
   };
-  for (const Shape& shape : {Shape{"tight", "20000", 2, 1.2 / 2}, Shape{"straight", "5000", 20, 0.1}}) {
+  for (const Shape& shape :
+       {Shape{"tight", "20000", 2, 1.2 / 2}, Shape{"straight", "5000", 20, 0.1}}) {
     double ticks[2] = {0, 0};
     int i = 0;
     for (const char* stepper : {"kvm", "kvm-single"}) {
@@ -179,12 +185,12 @@ void block_loops(const std::string& pmuvm, const std::string& program) {
         ++i;
         continue;
       }
-      std::printf("  %-8s %-10s %7.2f s  %8lld counted  %8lld stops  stops/counted %.3f%s  "
-                  "loop %.0f ticks\n",
-                  shape.name, stepper, p.seconds, counted, stops,
-                  static_cast<double>(stops) / counted,
-                  i == 0 ? (" (goal <= " + std::to_string(shape.goal).substr(0, 4) + ")").c_str() : "",
-                  ticks[i]);
+      std::printf(
+          "  %-8s %-10s %7.2f s  %8lld counted  %8lld stops  stops/counted %.3f%s  "
+          "loop %.0f ticks\n",
+          shape.name, stepper, p.seconds, counted, stops, static_cast<double>(stops) / counted,
+          i == 0 ? (" (goal <= " + std::to_string(shape.goal).substr(0, 4) + ")").c_str() : "",
+          ticks[i]);
       ++i;
     }
     if (ticks[0] > 0 && ticks[1] > 0)
@@ -205,19 +211,21 @@ void linux_program(const std::string& pmuvm, const std::string& kernel, const st
                            "-e r52001e0000000000:u busybox sh /etc/sort_check"});
   std::smatch m;
   double instructions = -1, branches = -1;
-  if (std::regex_search(p.out, m, std::regex(R"((\d+);;instructions:u;)"))) instructions = std::stod(m[1]);
-  if (std::regex_search(p.out, m, std::regex(R"((\d+);;r52001e0000000000:u;)"))) branches = std::stod(m[1]);
+  if (std::regex_search(p.out, m, std::regex(R"((\d+);;instructions:u;)")))
+    instructions = std::stod(m[1]);
+  if (std::regex_search(p.out, m, std::regex(R"((\d+);;r52001e0000000000:u;)")))
+    branches = std::stod(m[1]);
   const long long stops = debug_exits(p.err);
   if (!p.error.empty() || instructions <= 0 || branches <= 0 || stops < 0) {
     std::printf("(5) FAILED: %s%s\n", p.error.c_str(), p.out.c_str());
     return;
   }
   const double block = instructions / branches;
-  std::printf("(5) (c) busybox seq | sort -rn | md5sum under perf stat, intel-netburst, --stepper kvm: "
-              "%.2f s, %.0f user instructions, %.0f branches (mean basic block %.2f), %lld stops: "
-              "stops/counted %.3f (goal <= 1.2 / %.2f = %.3f)\n",
-              p.seconds, instructions, branches, block, stops, stops / instructions, block,
-              1.2 / block);
+  std::printf(
+      "(5) (c) busybox seq | sort -rn | md5sum under perf stat, intel-netburst, --stepper kvm: "
+      "%.2f s, %.0f user instructions, %.0f branches (mean basic block %.2f), %lld stops: "
+      "stops/counted %.3f (goal <= 1.2 / %.2f = %.3f)\n",
+      p.seconds, instructions, branches, block, stops, stops / instructions, block, 1.2 / block);
 }
 
 // (6): the host backend through the counter double against the precise backend.
@@ -231,10 +239,16 @@ void host_backend(const std::string& pmuvm, const std::string& programs) {
     std::vector<std::string> skids;  // up to the margin
   };
   const Case cases[] = {
-      {"lwp_demo, amd-lwp-lite", {"--cpu", "amd-lwp-lite", "--skid-margin", "128"},
-       {programs + "lwp_demo", "1", "0", "timed"}, 4096, {"0", "64", "128"}},
-      {"netburst_sampler 400 1000, intel-netburst", {"--cpu", "intel-netburst", "--skid-margin",
-       "16"}, {programs + "netburst_sampler", "400", "1000"}, 1000, {"0", "8", "16"}},
+      {"lwp_demo, amd-lwp-lite",
+       {"--cpu", "amd-lwp-lite", "--skid-margin", "128"},
+       {programs + "lwp_demo", "1", "0", "timed"},
+       4096,
+       {"0", "64", "128"}},
+      {"netburst_sampler 400 1000, intel-netburst",
+       {"--cpu", "intel-netburst", "--skid-margin", "16"},
+       {programs + "netburst_sampler", "400", "1000"},
+       1000,
+       {"0", "8", "16"}},
   };
   for (const Case& c : cases) {
     auto args = [&](std::vector<std::string> backend) {
@@ -248,7 +262,8 @@ void host_backend(const std::string& pmuvm, const std::string& programs) {
     const Spawned precise = spawn(args({"--backend", "precise"}));
     std::smatch m;
     long long exits = -1, counted = -1;
-    if (std::regex_search(precise.err, m, std::regex(R"(vcpu0: exits (\d+), .* counted instructions (\d+))"))) {
+    if (std::regex_search(precise.err, m,
+                          std::regex(R"(vcpu0: exits (\d+), .* counted instructions (\d+))"))) {
       exits = std::stoll(m[1]);
       counted = std::stoll(m[2]);
     }
@@ -256,25 +271,28 @@ void host_backend(const std::string& pmuvm, const std::string& programs) {
       std::printf("  %s: precise run FAILED: %s\n", c.what, precise.error.c_str());
       continue;
     }
-    std::printf("  %s: precise %.2f s, %lld exits / %lld counted = %.4f\n", c.what,
-                precise.seconds, exits, counted, static_cast<double>(exits) / counted);
+    std::printf("  %s: precise %.2f s, %lld exits / %lld counted = %.4f\n", c.what, precise.seconds,
+                exits, counted, static_cast<double>(exits) / counted);
     for (const std::string& skid : c.skids) {
-      const Spawned d = spawn(args({"--backend", "host", "--host-counters", "double",
-                                    "--double-skid", skid, c.cpu_and_margin[2],
-                                    c.cpu_and_margin[3]}));
+      const Spawned d =
+          spawn(args({"--backend", "host", "--host-counters", "double", "--double-skid", skid,
+                      c.cpu_and_margin[2], c.cpu_and_margin[3]}));
       if (!d.error.empty() ||
-          !std::regex_search(d.err, m, std::regex(R"(host backend: free runs (\d+), ended by overflow (\d+), unseen instructions (\d+), overshoots (\d+), exits with a host PMU (\d+) \(([0-9.]+) per counted)"))) {
+          !std::regex_search(
+              d.err, m,
+              std::regex(
+                  R"(host backend: free runs (\d+), ended by overflow (\d+), unseen instructions (\d+), overshoots (\d+), exits with a host PMU (\d+) \(([0-9.]+) per counted)"))) {
         std::printf("    skid %-4s FAILED: %s\n", skid.c_str(),
                     d.error.empty() ? "no host backend line" : d.error.c_str());
         continue;
       }
       const long long pmu_exits = std::stoll(m[5]);
-      std::printf("    skid %-4s %lld overflows, %lld of %lld instructions unseen, %lld overshot: "
-                  "%lld exits with a host PMU = %s per counted (precise / host %.1f; one kick per "
-                  "%lld-instruction interval alone would be %.5f)\n",
-                  skid.c_str(), std::stoll(m[2]), std::stoll(m[3]), counted, std::stoll(m[4]), pmu_exits,
-                  m[6].str().c_str(), static_cast<double>(exits) / pmu_exits, c.interval,
-                  1.0 / c.interval);
+      std::printf(
+          "    skid %-4s %lld overflows, %lld of %lld instructions unseen, %lld overshot: "
+          "%lld exits with a host PMU = %s per counted (precise / host %.1f; one kick per "
+          "%lld-instruction interval alone would be %.5f)\n",
+          skid.c_str(), std::stoll(m[2]), std::stoll(m[3]), counted, std::stoll(m[4]), pmu_exits,
+          m[6].str().c_str(), static_cast<double>(exits) / pmu_exits, c.interval, 1.0 / c.interval);
     }
   }
 }
@@ -296,7 +314,8 @@ int main(int argc, char** argv) try {
   // Unprofiled, the phases take milliseconds: run them 100 times over (SCALE 100; the work is
   // linear in SCALE) so that first-touch page faults and host noise do not decide the ratio.
   constexpr int kUnprofiledScale = 100;
-  PmuvmRun unprofiled = run_pmuvm(pmuvm, program, "kvm", "unprofiled", std::to_string(kUnprofiledScale));
+  PmuvmRun unprofiled =
+      run_pmuvm(pmuvm, program, "kvm", "unprofiled", std::to_string(kUnprofiledScale));
   if (unprofiled.ticks > 0) unprofiled.ticks /= kUnprofiledScale;
   std::vector<std::pair<std::string, PmuvmRun>> runs;
   for (const char* stepper : {"kvm", "kvm-single", "guest"})
@@ -304,8 +323,10 @@ int main(int argc, char** argv) try {
   const double raw_after = raw_steps_per_second(3.0);
   const double raw = (raw_before + raw_after) / 2;
 
-  std::printf("(1) raw KVM single-step, CPL-0 nop loop, KVM_SET_GUEST_DEBUG once: %.0f steps/s before, "
-              "%.0f after, mean %.0f (%.1f µs/step)\n", raw_before, raw_after, raw, 1e6 / raw);
+  std::printf(
+      "(1) raw KVM single-step, CPL-0 nop loop, KVM_SET_GUEST_DEBUG once: %.0f steps/s before, "
+      "%.0f after, mean %.0f (%.1f µs/step)\n",
+      raw_before, raw_after, raw, 1e6 / raw);
   std::printf("(2) pmuvm run --stepper S -- %s 1 0 timed (whole run: boot, stepping, exit)\n",
               program.c_str());
   for (const auto& [stepper, r] : runs) {
@@ -314,12 +335,14 @@ int main(int argc, char** argv) try {
       continue;
     }
     const double exits = static_cast<double>(r.exits);
-    std::printf("  %-10s %7.2f s  %9lld exits, %9lld counting stops  %9lld counted  "
-                "exits/counted %.3f  %7.0f exits/s = %.2f x raw\n",
-                stepper.c_str(), r.seconds, r.exits, r.steps, r.counted, exits / r.counted,
-                exits / r.seconds, exits / r.seconds / raw);
+    std::printf(
+        "  %-10s %7.2f s  %9lld exits, %9lld counting stops  %9lld counted  "
+        "exits/counted %.3f  %7.0f exits/s = %.2f x raw\n",
+        stepper.c_str(), r.seconds, r.exits, r.steps, r.counted, exits / r.counted,
+        exits / r.seconds, exits / r.seconds / raw);
   }
-  if (!unprofiled.error.empty()) std::printf("  unprofiled run FAILED: %s\n", unprofiled.error.c_str());
+  if (!unprofiled.error.empty())
+    std::printf("  unprofiled run FAILED: %s\n", unprofiled.error.c_str());
   std::printf("(3) lwp_demo compute phases, TSC ticks: unprofiled %lld (SCALE %d, divided by %d)\n",
               unprofiled.ticks, kUnprofiledScale, kUnprofiledScale);
   for (const auto& [stepper, r] : runs)

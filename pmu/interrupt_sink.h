@@ -20,8 +20,8 @@ class InterruptSink {
   // as the guest programmed the LVT performance-counter entry (LVTPC): nothing while masked (it
   // stays pending until unmasked), NMI or a fixed vector per the delivery mode. Intel hardware
   // also sets LVTPC.mask on delivery; a VMM that can write the register does so (pmuvm on KVM
-  // cannot without disturbing the LAPIC timer: vmm/machine/vcpu_interrupts.h). Used by counter-overflow PMUs
-  // (NetBurst).
+  // cannot without disturbing the LAPIC timer: vmm/machine/vcpu_interrupts.h). Used by
+  // counter-overflow PMUs (NetBurst).
   virtual void raise_performance_interrupt() = 0;
 };
 

@@ -32,9 +32,12 @@ bool RateLimitedInterruptSink::take_slot() {
 
 void RateLimitedInterruptSink::deliver_now(int kind, uint8_t vector) {
   ++delivered_;
-  if (kind == kNmi) inner_.deliver_nmi();
-  else if (kind == kPmi) inner_.raise_performance_interrupt();
-  else inner_.deliver_vector(vector);
+  if (kind == kNmi)
+    inner_.deliver_nmi();
+  else if (kind == kPmi)
+    inner_.raise_performance_interrupt();
+  else
+    inner_.deliver_vector(vector);
 }
 
 void RateLimitedInterruptSink::deliver_vector(uint8_t vector) {

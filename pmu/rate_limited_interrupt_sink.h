@@ -45,7 +45,7 @@ class RateLimitedInterruptSink : public InterruptSink {
   // can sit in a halt without exiting uses this to wake it at that time (machine.cc).
   std::optional<uint64_t> next_release_ns() const;
 
- // Snapshot / migration: what is held and the counts. The delivery-time history is steady-clock
+  // Snapshot / migration: what is held and the counts. The delivery-time history is steady-clock
   // time of this process and means nothing elsewhere: a restored limiter starts a fresh window.
   // The version of what archive() saves: bump it with any change to that (snapshot sections,
   // vmm/snapshot/state_sections.h).

@@ -12,17 +12,17 @@ namespace pmu {
 // ring transitions are not branches: a backend reports them with kind == kNone.
 enum class BranchKind : uint8_t {
   kNone = 0,
-  kConditional,     // Jcc, JrCXZ, LOOPx: taken or not taken
-  kDirectJump,      // JMP rel8/rel32: unconditional, RIP-relative (the only kind NDB drops)
-  kIndirectJump,    // JMP r/m
-  kCall,            // CALL rel32 or CALL r/m
-  kReturn,          // RET, RET imm16
+  kConditional,   // Jcc, JrCXZ, LOOPx: taken or not taken
+  kDirectJump,    // JMP rel8/rel32: unconditional, RIP-relative (the only kind NDB drops)
+  kIndirectJump,  // JMP r/m
+  kCall,          // CALL rel32 or CALL r/m
+  kReturn,        // RET, RET imm16
 };
 
 struct BranchInfo {
   BranchKind kind = BranchKind::kNone;
-  bool taken = false;          // always true for unconditional transfers
-  uint64_t next_rip = 0;       // the target if taken, the fall-through address if not
+  bool taken = false;     // always true for unconditional transfers
+  uint64_t next_rip = 0;  // the target if taken, the fall-through address if not
   bool prediction_valid = false;
   bool predicted_correctly = false;  // meaningful only when prediction_valid
 };
@@ -32,24 +32,24 @@ struct BranchInfo {
 // has no encoding in Figure 4 and is reported as 0 ("no valid status").
 enum class DataSource : uint8_t {
   kNoValidStatus = 0,
-  kLocalL3 = 1,        // a cache on the Northbridge (LWPCB filter bit NBC)
-  kRemoteCache = 2,    // another CPU's cache or a remote L3 (RDC)
-  kDram = 3,           // RAM
-  kOther = 7,          // MMIO, config space, PCI, APIC (OTH)
-  kL2 = 8,             // internal only: encodes as 0 in an event record
+  kLocalL3 = 1,      // a cache on the Northbridge (LWPCB filter bit NBC)
+  kRemoteCache = 2,  // another CPU's cache or a remote L3 (RDC)
+  kDram = 3,         // RAM
+  kOther = 7,        // MMIO, config space, PCI, APIC (OTH)
+  kL2 = 8,           // internal only: encodes as 0 in an event record
 };
 
 struct CacheMiss {
-  uint64_t data_address = 0;   // linear address of the lowest byte that missed
-  uint32_t latency_cycles = 0; // total latency in core cycles, unrounded
+  uint64_t data_address = 0;    // linear address of the lowest byte that missed
+  uint32_t latency_cycles = 0;  // total latency in core cycles, unrounded
   DataSource source = DataSource::kNoValidStatus;
 };
 
 struct RetiredInstruction {
   static constexpr int kMaxCacheMisses = 2;
 
-  uint64_t rip = 0;   // linear address of the instruction (CS base already added)
-  uint8_t cpl = 3;    // privilege level the instruction executed at
+  uint64_t rip = 0;  // linear address of the instruction (CS base already added)
+  uint8_t cpl = 3;   // privilege level the instruction executed at
   // Core cycles the instruction is modelled to take (>= 1): the precise backend charges one per
   // instruction plus the latency of its cache misses; the host backend reports measured cycles.
   uint32_t cycles = 1;

@@ -73,7 +73,7 @@ class StateWriter {
       put(static_cast<std::underlying_type_t<T>>(v));
     } else if constexpr (std::is_integral_v<T>) {
       put_u64(static_cast<uint64_t>(v), sizeof(T));
-    } else if constexpr (requires(T& t, StateWriter& w) { t.archive(w); }) {
+    } else if constexpr (requires(T & t, StateWriter & w) { t.archive(w); }) {
       const_cast<T&>(v).archive(*this);  // archive() only reads its fields when writing
     } else {
       put_other(v);
@@ -165,7 +165,7 @@ class StateReader {
       v = static_cast<T>(u);
     } else if constexpr (std::is_integral_v<T>) {
       v = static_cast<T>(get_u64(sizeof(T)));
-    } else if constexpr (requires(T& t, StateReader& r) { t.archive(r); }) {
+    } else if constexpr (requires(T & t, StateReader & r) { t.archive(r); }) {
       v.archive(*this);
     } else {
       get_other(v);

@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   bazel-bootstrap          # the build (offline recipe: DESIGN.md §3)
   g++ clang libclang-rt-14-dev  # C++20 compiler; clang + sanitizer runtimes for the fuzzer
+  clang-format-14                # the C++ layout check (tools/check_format.sh, .clang-format)
   libspdlog-dev libfmt-dev       # logging
   libgtest-dev libgmock-dev      # unit and end-to-end tests
   libbenchmark-dev               # bench/

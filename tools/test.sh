@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds everything, runs every test
-# (unit, conformance, property, end-to-end), runs each fuzzer for FUZZ_SECONDS (default 20),
-# and closes with one line `N passed, N failed` summed over all test cases. Prints how long each
-# phase and each test target took.
+# (unit, conformance, property, end-to-end), checks the C++ layout (tools/check_format.sh), runs
+# each fuzzer for FUZZ_SECONDS (default 20), and closes with one line `N passed, N failed` summed
+# over all test cases. Prints how long each phase and each test target took.
 #
 #   tools/test.sh                          everything (CI: .ci/run)
 #   tools/test.sh --repeat N TARGET...     only TARGET(s), N runs each in a row, no cached
@@ -60,6 +60,12 @@ fi
 
 extra=()
 if ((repeat == 0)); then
+  # The layout of the C++ (.clang-format), one case of the closing line.
+  echo "== format"
+  format_result=pass
+  tools/check_format.sh || format_result=fail
+  extra+=(--extra "format.clang_format=$format_result")
+
   # Every fuzz target of tests/fuzz/BUILD, built with --config=fuzz in its own output base,
   # FUZZ_SECONDS each (their seeds already ran as tests above, in this build).
   echo "== fuzzing: every target for ${FUZZ_SECONDS:=20} s"

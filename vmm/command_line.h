@@ -25,8 +25,8 @@ struct ProgramArgs {
 
 struct RunCommand {
   std::string cpu = "amd-lwp";
-  std::string backend = "auto";   // precise | host | auto
-  std::string stepper = "auto";   // kvm | guest | auto (precise backend, DESIGN §4.7)
+  std::string backend = "auto";  // precise | host | auto
+  std::string stepper = "auto";  // kvm | guest | auto (precise backend, DESIGN §4.7)
   // The host backend (DESIGN §4.11): its counters, the double's skid, the skid margin.
   std::string host_counters = "perf";  // perf | double
   uint64_t double_skid = 0;
@@ -36,16 +36,16 @@ struct RunCommand {
   uint64_t mem_mib = 256;
   uint64_t seed = 1;
   uint32_t timer_hz = 100;
-  std::string kernel;             // "" = the bundled kernel; an ELF kernel or a Linux bzImage
-  std::string initrd;             // Linux only (DESIGN §4.9)
+  std::string kernel;  // "" = the bundled kernel; an ELF kernel or a Linux bzImage
+  std::string initrd;  // Linux only (DESIGN §4.9)
   std::string cmdline = "console=ttyS0";  // Linux only
   bool cmdline_given = false;
   std::string log_level = "warn";
-  std::string lwp_report;         // "" none, "-" stdout, else file
-  std::string lwp_trace;          // "" none, else file
+  std::string lwp_report;  // "" none, "-" stdout, else file
+  std::string lwp_trace;   // "" none, else file
   uint32_t max_interrupt_rate = 10000;
   std::string kvm_device = "/dev/kvm";
-  std::string api_socket;         // "" none, else the API socket's path (DESIGN §4.10)
+  std::string api_socket;  // "" none, else the API socket's path (DESIGN §4.10)
   std::vector<ProgramArgs> programs;
   // A live migration's destination (DESIGN §4.10): "unix:PATH"; the machine comes from the
   // source, so no kernel, programs or machine-shape options go with it.
@@ -55,7 +55,7 @@ struct RunCommand {
   // Progress points at which the VM pauses itself (vmm/progress_pauses.h; need --api-socket).
   std::vector<std::string> pause_on_output;
   std::optional<uint64_t> pause_at_instructions;
-  bool stats = false;  // at exit, one line of counting statistics per vCPU on stderr
+  bool stats = false;              // at exit, one line of counting statistics per vCPU on stderr
   uint64_t debug_pause_every = 0;  // debug: pause and resume the VM every N exits of vCPU 0
 };
 
@@ -73,9 +73,9 @@ struct RestoreCommand {
 
 struct ProfilesCommand {
   enum class Mode { kList, kDescribe, kBaseline, kCheckMigration } mode = Mode::kList;
-  std::string name;                         // kDescribe: the profile name or file
-  std::vector<std::string> baseline;        // kBaseline: two or more names or files
-  std::vector<std::string> check_migration; // kCheckMigration: FROM, TO
+  std::string name;                          // kDescribe: the profile name or file
+  std::vector<std::string> baseline;         // kBaseline: two or more names or files
+  std::vector<std::string> check_migration;  // kCheckMigration: FROM, TO
 };
 
 // One call to the API socket of a running pmuvm (vmm/api/ctl.h runs it).
@@ -91,8 +91,8 @@ struct ParsedCommandLine {
   RestoreCommand restore;
   ProfilesCommand profiles;
   CtlCommand ctl;
-  int exit_status = 0;   // for kExit: 0 after --help, 2 after a usage error
-  std::string message;   // for kExit: what to print (help text or the one-line error)
+  int exit_status = 0;  // for kExit: 0 after --help, 2 after a usage error
+  std::string message;  // for kExit: what to print (help text or the one-line error)
 };
 
 ParsedCommandLine parse_command_line(const std::vector<std::string>& argv);

@@ -62,8 +62,8 @@ std::vector<CpuidEntry> supported_cpuid(const KvmSystem& kvm) {
 // bits. Asked at a migration's hello (host_cpuid_refusals) and again when the VM is built.
 std::vector<std::string> cpuid_refusals(const KvmSystem& kvm, const SnapshotManifest& m,
                                         uint32_t pv_features) {
-  return cpuid_bits_missing(m.cpuid,
-                            filter_guest_cpuid(supported_cpuid(kvm), m.profile, pv_features).entries);
+  return cpuid_bits_missing(
+      m.cpuid, filter_guest_cpuid(supported_cpuid(kvm), m.profile, pv_features).entries);
 }
 
 // The profile's NetBurst PMU as the model takes it, if it has one.
@@ -88,15 +88,15 @@ Machine::Impl::Impl(MachineOptions o)
       ram(options_.mem_mib << 20),
       progress_(options_.pause_on_output, options_.pause_at_instructions) {
   // RAM of a restored VM comes from the snapshot or the migration stream.
-  guest_kind_ = options_.restore
-                   ? restored_guest_kind(options_.restore->manifest.linux_guest)
-                   : load_guest_kind(options_, ram, pv_features()).value_or_throw();
-  for (const Status& claimed : {io_bus_.insert(Serial16550::kCom1Base, Serial16550::kPortCount, serial),
-                                io_bus_.insert(CmosRtc::kIndexPort, 2, cmos),
-                                io_bus_.insert(I8042Reset::kDataPort, 1, i8042),
-                                io_bus_.insert(I8042Reset::kCommandPort, 1, i8042),
-                                io_bus_.insert(PMUVM_PORT_EXIT, 1, exit_port),
-                                io_bus_.insert(PMUVM_PORT_CONSOLE, 1, block_console)})
+  guest_kind_ = options_.restore ? restored_guest_kind(options_.restore->manifest.linux_guest)
+                                 : load_guest_kind(options_, ram, pv_features()).value_or_throw();
+  for (const Status& claimed :
+       {io_bus_.insert(Serial16550::kCom1Base, Serial16550::kPortCount, serial),
+        io_bus_.insert(CmosRtc::kIndexPort, 2, cmos),
+        io_bus_.insert(I8042Reset::kDataPort, 1, i8042),
+        io_bus_.insert(I8042Reset::kCommandPort, 1, i8042),
+        io_bus_.insert(PMUVM_PORT_EXIT, 1, exit_port),
+        io_bus_.insert(PMUVM_PORT_CONSOLE, 1, block_console)})
     claimed.throw_if_error();
 }
 
@@ -223,7 +223,8 @@ void Machine::Impl::create_vcpus() {
     vcpus.push_back(std::move(v));
   }
   // The PMU MSRs pmuvm implements: LWP, MISC_ENABLE, the NetBurst range, the PV MSRs.
-  vm->set_msr_filter({{0xC0000105, 2}, {kMsrMiscEnable, 1}, {0x300, 0x100}, {PMUVM_MSR_FIRST, PMUVM_MSR_COUNT}});
+  vm->set_msr_filter(
+      {{0xC0000105, 2}, {kMsrMiscEnable, 1}, {0x300, 0x100}, {PMUVM_MSR_FIRST, PMUVM_MSR_COUNT}});
 }
 
 void Machine::Impl::set_up_kvm() {
@@ -232,8 +233,7 @@ void Machine::Impl::set_up_kvm() {
   vm = std::make_unique<KvmVm>(*kvm, ram);
   if (guest_kind_->has_pit()) {
     vm->create_pit();  // Linux calibrates its TSC and LAPIC timer against it
-    serial.set_irq_callback(
-        [this](bool level) { vm->set_irq_line(Serial16550::kCom1Irq, level); });
+    serial.set_irq_callback([this](bool level) { vm->set_irq_line(Serial16550::kCom1Irq, level); });
   }
   create_vcpus();
 }
@@ -261,12 +261,12 @@ int Machine::Impl::run() {
   // The kick signal only has to interrupt KVM_RUN, which returns EINTR whatever the flags say.
   // SA_RESTART keeps it from breaking anything else the vCPU thread may be doing, such as a
   // console write() on stdout (EINTR there would set the stream's error flag and lose output).
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = [](int) {};
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaction(kKickSignal, &sa, nullptr);
-  struct sigaction stop_sa{};
+  struct sigaction stop_sa {};
   stop_sa.sa_handler = [](int sig) { g_stop_signal = sig; };
   sigemptyset(&stop_sa.sa_mask);
   sigaction(SIGINT, &stop_sa, nullptr);
@@ -301,7 +301,8 @@ int Machine::Impl::run() {
   for (std::thread& t : threads) t.join();
   timeline::mark(timeline::Mark::kGuestEnded);
   if (options_.debug_pause_every)  // said whatever the log level: the answer to an option given
-    std::fprintf(stderr, "pmuvm: --debug-pause-every %llu: the VM was paused and resumed %llu times\n",
+    std::fprintf(stderr,
+                 "pmuvm: --debug-pause-every %llu: the VM was paused and resumed %llu times\n",
                  static_cast<unsigned long long>(options_.debug_pause_every),
                  static_cast<unsigned long long>(debug_pauses));
   if (server) server->stop();
@@ -337,11 +338,14 @@ void Machine::Impl::write_report() {
 
 Machine::Machine(MachineOptions options_) : impl_(std::make_unique<Impl>(std::move(options_))) {}
 GuestRam& Machine::ram() { return impl_->ram; }
-void Machine::set_restored_state(StateSections state) { impl_->options_.restore->state = std::move(state); }
+void Machine::set_restored_state(StateSections state) {
+  impl_->options_.restore->state = std::move(state);
+}
 
 std::vector<std::string> host_cpuid_refusals(const SnapshotManifest& m,
                                              const std::string& kvm_device) {
-  return cpuid_refusals(KvmSystem(kvm_device), m, pv_features_for(options_from_manifest(m).stepper));
+  return cpuid_refusals(KvmSystem(kvm_device), m,
+                        pv_features_for(options_from_manifest(m).stepper));
 }
 
 MachineOptions options_from_manifest(const SnapshotManifest& m) {

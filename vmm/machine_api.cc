@@ -30,7 +30,8 @@ Status MachineApi::while_paused(const std::function<Status()>& work) {
 }
 
 ApiResponse MachineApi::pause() {
-  if (Status s = machine_.lifecycle().pause_by_user(); !s) return error_response(409, s.error().message);
+  if (Status s = machine_.lifecycle().pause_by_user(); !s)
+    return error_response(409, s.error().message);
   return ApiResponse{200, {{"state", "paused"}}};
 }
 
@@ -48,16 +49,17 @@ ApiResponse MachineApi::snapshot(const std::string& destination_url) {
   if (!machine_.pause()) return error_response(409, "the VM has ended");
   const auto start = std::chrono::steady_clock::now();
   const Status written = while_paused([&]() -> Status {
-    if (std::optional<std::string> error = write_snapshot_dir(*dir, machine_)) return Error::vmm(*error);
+    if (std::optional<std::string> error = write_snapshot_dir(*dir, machine_))
+      return Error::vmm(*error);
     return {};
   });
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!written) return error_response(500, "snapshot failed: " + written.error().message);
   spdlog::info("snapshot written to {} in {:.1f} ms", *dir, ms);
-  return ApiResponse{200, {{"destination", *dir},
-                           {"memory_bytes", machine_.guest_ram().size()},
-                           {"milliseconds", ms}}};
+  return ApiResponse{
+      200,
+      {{"destination", *dir}, {"memory_bytes", machine_.guest_ram().size()}, {"milliseconds", ms}}};
 }
 
 ApiResponse MachineApi::send_migration(const std::string& destination_url) {
@@ -73,8 +75,8 @@ ApiResponse MachineApi::send_migration(const std::string& destination_url) {
                           {"downtime_ms", out.stats.downtime_ms}};
   if (!out.handed_over) {
     spdlog::warn("migration to {} failed, the VM runs on here: {}", path, out.error);
-    return ApiResponse{409, {{"error", "migration failed, the VM runs on here: " + out.error},
-                             {"stats", stats}}};
+    return ApiResponse{
+        409, {{"error", "migration failed, the VM runs on here: " + out.error}, {"stats", stats}}};
   }
   spdlog::info("migrated to {}: {} pre-copy round(s), downtime {:.1f} ms, total {:.1f} ms", path,
                out.stats.pages_per_round.size(), out.stats.downtime_ms, out.stats.total_ms);

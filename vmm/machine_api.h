@@ -1,7 +1,7 @@
 // The API socket's calls (DESIGN §4.10) on a running Machine: vm.pause/resume (the user's pause
-// in the machine's VmLifecycle, apart from the short holds of snapshots and migrations), vm.snapshot into a
-// snapshot directory, vm.send-migration with the pre-copy figures in the answer, vm.info,
-// vm.pmu, vm.shutdown. The HTTP side (vmm/api) has already checked every request.
+// in the machine's VmLifecycle, apart from the short holds of snapshots and migrations),
+// vm.snapshot into a snapshot directory, vm.send-migration with the pre-copy figures in the answer,
+// vm.info, vm.pmu, vm.shutdown. The HTTP side (vmm/api) has already checked every request.
 #pragma once
 
 #include <functional>

@@ -53,11 +53,10 @@ struct Machine::Impl : MachineControl, VcpuHost {
   std::unique_ptr<KvmVm> vm;
   SteadyClock clock_;
   std::unique_ptr<GuestKind> guest_kind_;  // bundled kernel or Linux (load_guest_kind)
-  ProgressPauses progress_;  // run --pause-on-output / --pause-at-instructions
+  ProgressPauses progress_;                // run --pause-on-output / --pause-at-instructions
   // The devices, on the port I/O bus (each locks its own state).
-  GuestConsole console{progress_, [this](std::string_view line) {
-                         return guest_kind_->panic_reason(line);
-                       }};
+  GuestConsole console{progress_,
+                       [this](std::string_view line) { return guest_kind_->panic_reason(line); }};
   SerialPort serial{console};
   CmosPort cmos;
   ResetPort i8042;
@@ -68,7 +67,10 @@ struct Machine::Impl : MachineControl, VcpuHost {
   std::vector<std::unique_ptr<VcpuRunner>> vcpus;
 
   // Running, paused, ended or handed over, and the vCPUs parked for pauses and holds.
-  VmLifecycle lifecycle_{options_.vcpus, [this] { for (auto& v : vcpus) v->kick(); },
+  VmLifecycle lifecycle_{options_.vcpus,
+                         [this] {
+                           for (auto& v : vcpus) v->kick();
+                         },
                          options_.start_paused};
   std::vector<CpuidEntry> guest_cpuid;  // the table the guest sees (before per-vCPU APIC IDs)
 

@@ -7,7 +7,7 @@
 
 namespace vmm::limits {
 
-inline constexpr uint32_t kMaxVcpus = 16;     // the bundled kernel's MAX_CPUS
+inline constexpr uint32_t kMaxVcpus = 16;  // the bundled kernel's MAX_CPUS
 inline constexpr uint64_t kMinMemMib = 4;
 inline constexpr uint64_t kMaxMemMib = 65536;
 inline constexpr uint32_t kMaxTimerHz = 10000;

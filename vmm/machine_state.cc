@@ -86,21 +86,22 @@ void Machine::Impl::apply_state(const StateSections& s) {
   read_component(s, "report.lwp", LwpReport::kStateVersion, report);
   read_component(s, "report.linux_tasks", kLinuxTasksStateVersion, linux_tasks);
   if (linux_tasks.size() > LwpReport::kMaxTasks)
-    throw UsageError("the snapshot's report.linux_tasks state: " +
-                     std::to_string(linux_tasks.size()) + " Linux address spaces (at most " +
-                     std::to_string(LwpReport::kMaxTasks) + ")");
+    throw UsageError(
+        "the snapshot's report.linux_tasks state: " + std::to_string(linux_tasks.size()) +
+        " Linux address spaces (at most " + std::to_string(LwpReport::kMaxTasks) + ")");
 }
 
 nlohmann::json Machine::Impl::describe() {
   const VmLifecycle::State state = lifecycle_.state();
   return {{"state", state == VmLifecycle::State::kHandedOver ? "ended" : VmLifecycle::name(state)},
-          {"config", {{"vcpus", options_.vcpus},
-                      {"mem_mib", options_.mem_mib},
-                      {"cpu", options_.profile.name},
-                      {"guest", guest_kind_->name()},
-                      {"kernel", options_.kernel_name},
-                      {"seed", options_.seed},
-                      {"stepper", stepper_name(options_.stepper)}}}};
+          {"config",
+           {{"vcpus", options_.vcpus},
+            {"mem_mib", options_.mem_mib},
+            {"cpu", options_.profile.name},
+            {"guest", guest_kind_->name()},
+            {"kernel", options_.kernel_name},
+            {"seed", options_.seed},
+            {"stepper", stepper_name(options_.stepper)}}}};
 }
 
 nlohmann::json Machine::Impl::pmu_state() {

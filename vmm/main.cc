@@ -32,17 +32,19 @@ namespace {
 
 vmm::ElfImage load_elf_or_usage_error(const std::string& path) {
   auto r = vmm::load_elf_file(path);
-  if (auto* error = std::get_if<std::string>(&r)) throw vmm::UsageError(*error);
-  return std::move(std::get<vmm::ElfImage>(r));
+  if (auto* error = r.error_message()) throw vmm::UsageError(*error);
+  return std::move(r.value());
 }
 
 // The whole file, or a usage error naming it. Kernels and initrds are read whole (they are copied
 // into guest RAM whole); the size is checked against the RAM later, with the layout.
 std::vector<uint8_t> read_file_or_usage_error(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw vmm::UsageError(std::string("cannot read ") + what + " " + path + ": " +
-                                 std::strerror(errno));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in)
+    throw vmm::UsageError(std::string("cannot read ") + what + " " + path + ": " +
+                          std::strerror(errno));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
   if (in.bad()) throw vmm::UsageError(std::string("cannot read ") + what + " " + path);
   return bytes;
 }
@@ -54,7 +56,8 @@ void choose_kernel(const vmm::RunCommand& cmd, vmm::MachineOptions& options) {
   options.kernel_name = cmd.kernel;
   if (!vmm::has_linux_boot_header(file)) {
     if (!cmd.initrd.empty() || cmd.cmdline_given)
-      throw vmm::UsageError(cmd.kernel + " is not a Linux bzImage; --initrd and --cmdline are for "
+      throw vmm::UsageError(cmd.kernel +
+                            " is not a Linux bzImage; --initrd and --cmdline are for "
                             "Linux guests");
     if (cmd.programs.empty())
       throw vmm::UsageError("run needs at least one program after `--` (see pmuvm run --help)");
@@ -62,19 +65,19 @@ void choose_kernel(const vmm::RunCommand& cmd, vmm::MachineOptions& options) {
     return;
   }
   auto image = vmm::parse_bzimage(file, cmd.kernel);
-  if (auto* error = std::get_if<std::string>(&image)) throw vmm::UsageError(*error);
+  if (auto* error = image.error_message()) throw vmm::UsageError(*error);
   if (!cmd.programs.empty())
-    throw vmm::UsageError(cmd.kernel + " is a Linux kernel: it runs what its initramfs holds, not "
+    throw vmm::UsageError(cmd.kernel +
+                          " is a Linux kernel: it runs what its initramfs holds, not "
                           "programs after `--` (put them into --initrd)");
   vmm::MachineOptions::LinuxGuest linux_guest;
   linux_guest.bzimage = std::move(file);
-  linux_guest.image = std::get<vmm::BzImage>(image);
+  linux_guest.image = image.value();
   if (!cmd.initrd.empty()) linux_guest.initrd = read_file_or_usage_error(cmd.initrd, "initrd");
   linux_guest.initrd_name = cmd.initrd;
   linux_guest.cmdline = cmd.cmdline;
   options.linux_guest = std::move(linux_guest);
 }
-
 
 void set_up_logging(const std::string& level) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("pmuvm"));
@@ -123,8 +126,8 @@ int restore(const vmm::RestoreCommand& cmd) {
   const std::optional<std::string> dir = vmm::file_url_path(cmd.source);
   if (!dir) throw vmm::UsageError("--source needs file:///DIR, not " + cmd.source);
   auto read = vmm::read_snapshot_dir(*dir);
-  if (auto* error = std::get_if<std::string>(&read)) throw vmm::UsageError("cannot restore: " + *error);
-  vmm::SnapshotOnDisk& snapshot = std::get<vmm::SnapshotOnDisk>(read);
+  if (auto* error = read.error_message()) throw vmm::UsageError("cannot restore: " + *error);
+  vmm::SnapshotOnDisk& snapshot = read.value();
   if (auto reasons = refusals_for(snapshot.manifest, cmd.cpu, cmd.kvm_device); !reasons.empty())
     throw vmm::UsageError("the snapshot's VM cannot run here" +
                           (cmd.cpu.empty() ? std::string() : " as " + cmd.cpu) + ":" +
@@ -135,10 +138,9 @@ int restore(const vmm::RestoreCommand& cmd) {
   const auto start = std::chrono::steady_clock::now();
   if (auto error = vmm::load_snapshot_memory(snapshot, machine.ram()))
     throw vmm::UsageError("cannot restore: " + *error);
-  spdlog::info("read {} bytes of guest memory in {:.1f} ms (checksum checked)",
-               machine.ram().size(),
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                   .count());
+  spdlog::info(
+      "read {} bytes of guest memory in {:.1f} ms (checksum checked)", machine.ram().size(),
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   spdlog::info("restoring the snapshot in {} ({} vCPU(s), {} MiB, CPU profile {})", *dir,
                snapshot.manifest.vcpus, snapshot.manifest.mem_mib, snapshot.manifest.profile.name);
   return machine.run();
@@ -151,7 +153,8 @@ int incoming(const vmm::RunCommand& cmd) {
   try {
     in.emplace(vmm::IncomingMigration::accept_at(vmm::unix_url_path(cmd.incoming)));
     const vmm::SnapshotManifest& m = in->manifest();
-    std::vector<std::string> reasons = refusals_for(m, cmd.cpu_given ? cmd.cpu : "", cmd.kvm_device);
+    std::vector<std::string> reasons =
+        refusals_for(m, cmd.cpu_given ? cmd.cpu : "", cmd.kvm_device);
     // An API socket that cannot be served would fail the VM after the commit, when the source
     // has let it go: refuse it while the source still has it.
     if (!cmd.api_socket.empty())
@@ -206,8 +209,8 @@ int run(const vmm::RunCommand& cmd) {
   options.debug_pause_every = cmd.debug_pause_every;
   if (cmd.kernel.empty()) {
     auto r = vmm::parse_elf(vmm::bundled_kernel(), "bundled kernel");
-    if (auto* error = std::get_if<std::string>(&r)) throw vmm::VmmError(*error);
-    options.kernel = std::move(std::get<vmm::ElfImage>(r));
+    if (auto* error = r.error_message()) throw vmm::VmmError(*error);
+    options.kernel = std::move(r.value());
   } else {
     choose_kernel(cmd, options);
   }
@@ -222,8 +225,8 @@ int run(const vmm::RunCommand& cmd) {
                                     .skid_margin_given = cmd.skid_margin_given};
   const auto chosen = vmm::choose_backend(
       request, cmd.backend == "precise" ? vmm::HostCapabilities{} : vmm::HostCapabilities::probe());
-  if (auto* error = std::get_if<std::string>(&chosen)) throw vmm::UsageError(*error);
-  const vmm::BackendChoice& backend = std::get<vmm::BackendChoice>(chosen);
+  if (auto* error = chosen.error_message()) throw vmm::UsageError(*error);
+  const vmm::BackendChoice& backend = chosen.value();
   if (backend.host)
     options.host_backend = vmm::MachineOptions::HostBackend{
         .counter_double = backend.counter_double,
@@ -233,15 +236,17 @@ int run(const vmm::RunCommand& cmd) {
   // hosts KVM's debug exits stop at every CPL and need nothing from the guest kernel.
   options.stepper = vmm::parse_stepper(cmd.stepper).value_or(vmm::StepperKind::kKvm);
   if (options.linux_guest && options.stepper == vmm::StepperKind::kGuest)
-    throw vmm::UsageError("--stepper guest needs the bundled kernel's help; a Linux guest is "
-                          "counted with --stepper kvm (the default)");
+    throw vmm::UsageError(
+        "--stepper guest needs the bundled kernel's help; a Linux guest is "
+        "counted with --stepper kvm (the default)");
   const char* stepper_name = vmm::stepper_description(options.stepper);
   if (!backend.host)
     spdlog::info("counting backend: precise, {} stepper ({})", stepper_name, backend.why);
   else if (backend.counter_double)
-    spdlog::info("counting backend: host with the counter double (overflows {} instruction(s) "
-                 "late), skid margin {}, {} stepper ({})",
-                 cmd.double_skid, cmd.skid_margin, stepper_name, backend.why);
+    spdlog::info(
+        "counting backend: host with the counter double (overflows {} instruction(s) "
+        "late), skid margin {}, {} stepper ({})",
+        cmd.double_skid, cmd.skid_margin, stepper_name, backend.why);
   else
     spdlog::info("counting backend: host PMU counters, skid margin {}, {} stepper ({})",
                  cmd.skid_margin, stepper_name, backend.why);
@@ -262,7 +267,8 @@ int run(const vmm::RunCommand& cmd) {
 
 int main(int argc, char** argv) {
   vmm::timeline::mark(vmm::timeline::Mark::kMain);
-  const vmm::ParsedCommandLine cl = vmm::parse_command_line(std::vector<std::string>(argv, argv + argc));
+  const vmm::ParsedCommandLine cl =
+      vmm::parse_command_line(std::vector<std::string>(argv, argv + argc));
   try {
     switch (cl.kind) {
       case vmm::ParsedCommandLine::Kind::kExit:
@@ -270,10 +276,8 @@ int main(int argc, char** argv) {
         return cl.exit_status;
       case vmm::ParsedCommandLine::Kind::kProfiles:
         return vmm::run_profiles_command(cl.profiles, std::cout, std::cerr);
-      case vmm::ParsedCommandLine::Kind::kRun:
-        return run(cl.run);
-      case vmm::ParsedCommandLine::Kind::kRestore:
-        return restore(cl.restore);
+      case vmm::ParsedCommandLine::Kind::kRun: return run(cl.run);
+      case vmm::ParsedCommandLine::Kind::kRestore: return restore(cl.restore);
       case vmm::ParsedCommandLine::Kind::kCtl:
         return vmm::api::run_ctl(cl.ctl.api_socket, cl.ctl.verb, cl.ctl.body, std::cout, std::cerr);
     }

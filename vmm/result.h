@@ -47,6 +47,8 @@ class [[nodiscard]] Result {
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   const Error& error() const { return std::get<1>(v_); }
+  // The error's message, or null when it holds a value (for code that passes the text on).
+  const std::string* error_message() const { return ok() ? nullptr : &std::get<1>(v_).message; }
 
   // The value, or the error as its exception (UsageError / VmmError).
   T value_or_throw() && {
@@ -67,6 +69,7 @@ class [[nodiscard]] Result<void> {
   bool ok() const { return !failed_; }
   explicit operator bool() const { return ok(); }
   const Error& error() const { return error_; }
+  const std::string* error_message() const { return failed_ ? &error_.message : nullptr; }
   void throw_if_error() const {
     if (failed_) error_.raise();
   }

@@ -14,12 +14,12 @@
 namespace vmm::timeline {
 
 enum class Mark {
-  kMain,         // main() entered: what came before is the loader and static constructors
-  kOptionsReady, // command line, CPU profile, kernel and programs read and checked
-  kGuestLoaded,  // guest RAM mapped and the guest's images copied into it
-  kKvmReady,     // KVM VM, vCPUs, their registers and devices set up: the vCPU threads start
-  kGuestEnded,   // every vCPU thread has ended (the guest's exit, a failure or a signal)
-  kTornDown,     // report written, machine destroyed: what follows is exit()
+  kMain,          // main() entered: what came before is the loader and static constructors
+  kOptionsReady,  // command line, CPU profile, kernel and programs read and checked
+  kGuestLoaded,   // guest RAM mapped and the guest's images copied into it
+  kKvmReady,      // KVM VM, vCPUs, their registers and devices set up: the vCPU threads start
+  kGuestEnded,    // every vCPU thread has ended (the guest's exit, a failure or a signal)
+  kTornDown,      // report written, machine destroyed: what follows is exit()
   kCount,
 };
 

@@ -11,7 +11,9 @@ VcpuControlBlock::VcpuControlBlock(uint32_t vcpu_index, uint32_t apic_id,
       apic_id_(apic_id),
       memory_(ram),
       // Each vCPU draws its own random stream from the VM seed, reproducibly.
-      lwp_(lwp, pmu::lwp::UnitConfig{static_cast<uint8_t>(apic_id), seed ^ (0x9E37ull * (vcpu_index + 1))},
+      lwp_(lwp,
+           pmu::lwp::UnitConfig{static_cast<uint8_t>(apic_id),
+                                seed ^ (0x9E37ull * (vcpu_index + 1))},
            memory_, interrupts, page_faults) {
   if (netburst) netburst_.emplace(*netburst, interrupts);
 }

@@ -29,9 +29,9 @@ namespace vmm {
 
 // What the run loop does with a trapped MSR access.
 struct MsrOutcome {
-  bool handled = false;        // false: not a PMU MSR this block owns
+  bool handled = false;  // false: not a PMU MSR this block owns
   bool general_protection = false;
-  uint64_t value = 0;          // RDMSR result
+  uint64_t value = 0;  // RDMSR result
 };
 
 class VcpuControlBlock {

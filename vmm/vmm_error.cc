@@ -5,8 +5,6 @@
 
 namespace vmm {
 
-void throw_errno(const std::string& what) {
-  throw VmmError(what + ": " + std::strerror(errno));
-}
+void throw_errno(const std::string& what) { throw VmmError(what + ": " + std::strerror(errno)); }
 
 }  // namespace vmm

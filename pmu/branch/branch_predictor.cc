@@ -45,8 +45,7 @@ BranchInfo BranchPredictor::resolve(BranchKind kind, bool direct, uint64_t rip,
   BranchInfo info = outcome(kind, fall_through, next_rip);
   info.prediction_valid = kind != BranchKind::kNone;
   switch (kind) {
-    case BranchKind::kNone:
-      return info;
+    case BranchKind::kNone: return info;
     case BranchKind::kConditional: {
       uint8_t& c = counters_[hash(rip, kCounterEntries)];
       info.predicted_correctly = (c >= 2) == info.taken;
@@ -54,9 +53,7 @@ BranchInfo BranchPredictor::resolve(BranchKind kind, bool direct, uint64_t rip,
       if (!info.taken && c > 0) --c;
       return info;
     }
-    case BranchKind::kDirectJump:
-      info.predicted_correctly = true;
-      return info;
+    case BranchKind::kDirectJump: info.predicted_correctly = true; return info;
     case BranchKind::kIndirectJump:
       info.predicted_correctly = predict_indirect(rip, next_rip);
       return info;

@@ -47,8 +47,9 @@ class BranchPredictor {
                                std::to_string(return_depth_) + ", top " +
                                std::to_string(return_top_) + " (16 entries)");
       for (uint8_t c : counters_)
-        if (c > 3) throw StateFormatError("branch predictor state: a 2-bit counter holds " +
-                                          std::to_string(c));
+        if (c > 3)
+          throw StateFormatError("branch predictor state: a 2-bit counter holds " +
+                                 std::to_string(c));
     }
   }
 

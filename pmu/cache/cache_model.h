@@ -21,7 +21,7 @@
 namespace pmu::cache {
 
 struct LevelGeometry {
-  uint32_t size_bytes = 0;      // 0 = level absent (only L3 may be absent)
+  uint32_t size_bytes = 0;  // 0 = level absent (only L3 may be absent)
   uint32_t ways = 1;
   uint32_t latency_cycles = 0;  // load-to-use latency when this level supplies the data
 };
@@ -38,7 +38,7 @@ std::optional<std::string> validate(const Geometry& g);
 enum class Level : uint8_t { kL1, kL2, kL3, kDram };
 
 struct AccessResult {
-  Level level = Level::kL1;   // where the data came from
+  Level level = Level::kL1;  // where the data came from
   uint32_t latency_cycles = 0;
 };
 
@@ -93,8 +93,8 @@ class CacheModel {
     uint32_t sets_ = 0, ways_ = 0;
     // sets_ * ways_ each, allocated by the first fill(): a level no access reached costs neither
     // memory nor snapshot bytes (a VM that never profiles, issue 21). Empty = every way invalid.
-    std::vector<uint64_t> tags_;   // kEmpty when invalid
-    std::vector<uint64_t> stamps_; // last-use time per way
+    std::vector<uint64_t> tags_;    // kEmpty when invalid
+    std::vector<uint64_t> stamps_;  // last-use time per way
     uint64_t clock_ = 0;
   };
 

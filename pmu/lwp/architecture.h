@@ -76,7 +76,7 @@ inline constexpr uint32_t kVersion = 1;
 inline constexpr uint32_t kEventRecordSize = 32;  // LWPEventSize for version 1
 inline constexpr uint32_t kLwpcbHeaderSize = 40;
 inline constexpr uint32_t kLwpcbEventSlotSize = 8;
-inline constexpr uint32_t kLwpcbAlignment = 16;   // §5.3 LLWPCB
+inline constexpr uint32_t kLwpcbAlignment = 16;  // §5.3 LLWPCB
 // LWPCBSize is an 8-bit CPUID field: 40 + 8 * MaxEvents <= 255.
 inline constexpr uint32_t kMaxEventSlots = (255 - kLwpcbHeaderSize) / kLwpcbEventSlotSize;  // 26
 
@@ -86,17 +86,18 @@ inline constexpr uint32_t lwpcb_size(uint32_t max_events) {
 
 // LWPCB byte layout, proposal dialect (DESIGN §4.2). Little-endian.
 namespace lwpcb {
-inline constexpr uint32_t kFlags = 0;             // 4, written by LLWPCB
-inline constexpr uint32_t kBufferSize = 4;        // 4: size [27:0], Random [31:28]
-inline constexpr uint32_t kBufferBase = 8;        // 8: low 5 bits ignored
-inline constexpr uint32_t kBufferHeadOffset = 16; // 4, LWP
-inline constexpr uint32_t kBufferTailOffset = 20; // 4, software
-inline constexpr uint32_t kMissedEvents = 24;     // 8, LWP
-inline constexpr uint32_t kThreshold = 32;        // 4, bytes; 0 = no interrupts
-inline constexpr uint32_t kFilters = 36;          // 4
-inline constexpr uint32_t kEventSlots = 40;       // 8 per slot
-inline constexpr uint32_t kSlotInterval = 0;      // within a slot: EventInterval [25:0], EventId [31:26]
-inline constexpr uint32_t kSlotCounter = 4;       // within a slot: EventCounter [25:0]
+inline constexpr uint32_t kFlags = 0;              // 4, written by LLWPCB
+inline constexpr uint32_t kBufferSize = 4;         // 4: size [27:0], Random [31:28]
+inline constexpr uint32_t kBufferBase = 8;         // 8: low 5 bits ignored
+inline constexpr uint32_t kBufferHeadOffset = 16;  // 4, LWP
+inline constexpr uint32_t kBufferTailOffset = 20;  // 4, software
+inline constexpr uint32_t kMissedEvents = 24;      // 8, LWP
+inline constexpr uint32_t kThreshold = 32;         // 4, bytes; 0 = no interrupts
+inline constexpr uint32_t kFilters = 36;           // 4
+inline constexpr uint32_t kEventSlots = 40;        // 8 per slot
+inline constexpr uint32_t kSlotInterval =
+    0;                                       // within a slot: EventInterval [25:0], EventId [31:26]
+inline constexpr uint32_t kSlotCounter = 4;  // within a slot: EventCounter [25:0]
 
 inline constexpr uint32_t kBufferSizeMask = 0x0FFFFFFF;
 inline constexpr int kRandomShift = 28;
@@ -121,13 +122,13 @@ inline constexpr uint32_t flag_for_event(uint8_t event_id) { return 1u << event_
 
 // Event record layout (Figures 1–4).
 namespace record {
-inline constexpr uint32_t kEventId = 0;     // byte
-inline constexpr uint32_t kCoreId = 1;      // byte
-inline constexpr uint32_t kFlags = 0;       // flags are bits 16:31 of the first dword
-inline constexpr uint32_t kData = 4;        // dword: event-specific data (DCache: latency)
-inline constexpr uint32_t kRip = 8;         // qword
-inline constexpr uint32_t kAddress = 16;    // qword: branch next RIP / DCache data address
-inline constexpr uint32_t kReserved = 24;   // qword, zero
+inline constexpr uint32_t kEventId = 0;    // byte
+inline constexpr uint32_t kCoreId = 1;     // byte
+inline constexpr uint32_t kFlags = 0;      // flags are bits 16:31 of the first dword
+inline constexpr uint32_t kData = 4;       // dword: event-specific data (DCache: latency)
+inline constexpr uint32_t kRip = 8;        // qword
+inline constexpr uint32_t kAddress = 16;   // qword: branch next RIP / DCache data address
+inline constexpr uint32_t kReserved = 24;  // qword, zero
 
 // Branch record flags (Figure 3), bits of the first dword.
 inline constexpr uint32_t kBranchPredictionValid = 1u << 29;

@@ -49,8 +49,8 @@ CpuidLeaf cpuid_leaf(const Capabilities& caps, uint64_t lwpmsr0) {
   if (!caps.available) return leaf;
   // EAX uses LWPMSR0's bit positions for EN/IRE/BRE/DME/INT (Table 2 vs Table 3).
   const uint64_t enabled = lwpmsr0 & caps.msr0_allowed();
-  leaf.eax = static_cast<uint32_t>(enabled & (eax::kEnabled | eax::kIre | eax::kBre | eax::kDme |
-                                              eax::kInterrupt));
+  leaf.eax = static_cast<uint32_t>(
+      enabled & (eax::kEnabled | eax::kIre | eax::kBre | eax::kDme | eax::kInterrupt));
   leaf.ebx = (caps.lwpcb_size() << ebx::kLwpcbSizeShift) |
              (kEventRecordSize << ebx::kEventSizeShift) |
              (uint32_t{caps.max_events} << ebx::kMaxEventsShift) |

@@ -15,17 +15,17 @@ struct CpuidLeaf {
 };
 
 struct Capabilities {
-  bool available = false;           // EDX 0
-  bool interrupt = false;           // EDX 1: threshold interrupt available
-  bool instructions_retired = false;// EDX 2: EventId 1
-  bool branches_retired = false;    // EDX 3: EventId 2
-  bool dcache_misses = false;       // EDX 4: EventId 3
-  uint8_t max_events = 0;           // EBX 23:16: event slots in the LWPCB (1..26)
-  uint8_t cache_max_bits = 10;      // ECX 4:0: n, latency counters cap at 2^n - 16 (10..31)
-  bool data_address = false;        // ECX 5: DCache records carry the data address
-  bool cache_level_filter = false;  // ECX 30: CLF honoured
-  bool cache_latency_filter = false;// ECX 31: MinLatency honoured
-  uint8_t version = 1;              // EBX 31:24
+  bool available = false;             // EDX 0
+  bool interrupt = false;             // EDX 1: threshold interrupt available
+  bool instructions_retired = false;  // EDX 2: EventId 1
+  bool branches_retired = false;      // EDX 3: EventId 2
+  bool dcache_misses = false;         // EDX 4: EventId 3
+  uint8_t max_events = 0;             // EBX 23:16: event slots in the LWPCB (1..26)
+  uint8_t cache_max_bits = 10;        // ECX 4:0: n, latency counters cap at 2^n - 16 (10..31)
+  bool data_address = false;          // ECX 5: DCache records carry the data address
+  bool cache_level_filter = false;    // ECX 30: CLF honoured
+  bool cache_latency_filter = false;  // ECX 31: MinLatency honoured
+  uint8_t version = 1;                // EBX 31:24
   // Not in CPUID: branch records carry the modelled predictor's verdict (PRD valid, §4.2). An
   // implementation may not capture it ("on some or all branches"): then no record has it, no
   // branch trains the predictor, and a host counter of retired branches can count BranchesRetired
@@ -34,7 +34,7 @@ struct Capabilities {
 
   bool operator==(const Capabilities&) const = default;
 
-  uint32_t lwpcb_size() const;      // 40 + 8 * max_events (EBX 7:0)
+  uint32_t lwpcb_size() const;  // 40 + 8 * max_events (EBX 7:0)
   bool event_available(uint8_t event_id) const;
   // Largest latency the counters can report: 2^n - 16 (§4.3.1).
   uint32_t max_latency() const;

@@ -14,7 +14,8 @@ constexpr uint64_t kMsr0FeatureBits =
 
 // DESIGN §4.1: with INT set, a vector below 16 would raise an exception vector; #GP instead.
 bool interrupt_vector_invalid(uint64_t msr0_value) {
-  return (msr0_value & msr0::kInterrupt) && ((msr0_value & msr0::kVectorMask) >> msr0::kVectorShift) < 16;
+  return (msr0_value & msr0::kInterrupt) &&
+         ((msr0_value & msr0::kVectorMask) >> msr0::kVectorShift) < 16;
 }
 
 uint64_t slot_counter_address(uint64_t lwpcb, uint32_t slot) {
@@ -23,7 +24,9 @@ uint64_t slot_counter_address(uint64_t lwpcb, uint32_t slot) {
 
 // [base, base + size) lies in one canonical half of the 48-bit address space (size > 0).
 bool canonical_range(uint64_t base, uint64_t size) {
-  auto canonical = [](uint64_t a) { return static_cast<uint64_t>(static_cast<int64_t>(a << 16) >> 16) == a; };
+  auto canonical = [](uint64_t a) {
+    return static_cast<uint64_t>(static_cast<int64_t>(a << 16) >> 16) == a;
+  };
   const uint64_t last = base + (size - 1);
   return last >= base && canonical(base) && canonical(last) && (base >> 63) == (last >> 63);
 }
@@ -324,8 +327,8 @@ void LwpUnit::retire(const RetiredInstruction& insn) {
     switch (s.event_id) {
       case kEventInstructionsRetired: n = 1; break;
       case kEventBranchesRetired:
-        n = insn.is_branch() && !((filters_ & lwpcb::kFilterNdb) &&
-                                  insn.branch.kind == BranchKind::kDirectJump);
+        n = insn.is_branch() &&
+            !((filters_ & lwpcb::kFilterNdb) && insn.branch.kind == BranchKind::kDirectJump);
         break;
       case kEventDcacheMisses:
         for (int m = 0; m < std::min<int>(insn.cache_miss_count, misses.size()); ++m)
@@ -394,8 +397,10 @@ LwpUnit::StoreOutcome LwpUnit::store(const EventRecordBytes& record) {
   if (next == cached_tail_) reread_tail();
   if (next == cached_tail_) {
     // Full: the record just written stays the last one and is overwritten next time.
-    if (increment_missed_events(1)) missed_pending_ = false;
-    else missed_pending_ = true;
+    if (increment_missed_events(1))
+      missed_pending_ = false;
+    else
+      missed_pending_ = true;
     ++stats_.records_missed;
     write_u32(memory_, lwpcb_ + lwpcb::kBufferHeadOffset, head_);
     if (observer_) observer_(StoredRecord{record, address, true});
@@ -447,7 +452,8 @@ SaveArea LwpUnit::save() const {
   sa.counter_count = caps_.max_events;
   for (uint32_t i = 0; i < caps_.max_events; ++i) {
     sa.counters[i] = slots_[i].counter;
-    const bool active = pending_ == PendingInit::kRestore ? (restored_active_ >> i & 1) : slots_[i].active;
+    const bool active =
+        pending_ == PendingInit::kRestore ? (restored_active_ >> i & 1) : slots_[i].active;
     if (active) sa.active_slots |= 1u << i;
   }
   sa.missed_pending = missed_pending_;
@@ -480,8 +486,9 @@ std::optional<std::string> LwpUnit::load_state(const UnitState& state) {
   if (state.lwpmsr0 & ~msr0::kWritableMask)
     return "LWPMSR0 " + hex(state.lwpmsr0) + " has reserved bits set";
   if (state.lwpmsr0 & kMsr0FeatureBits & ~caps_.msr0_allowed())
-    return "LWPMSR0 " + hex(state.lwpmsr0) + " enables LWP features this CPU profile lacks (allowed " +
-           hex(caps_.msr0_allowed()) + ")";
+    return "LWPMSR0 " + hex(state.lwpmsr0) +
+           " enables LWP features this CPU profile lacks (allowed " + hex(caps_.msr0_allowed()) +
+           ")";
   if (interrupt_vector_invalid(state.lwpmsr0))
     return "LWPMSR0 " + hex(state.lwpmsr0) + " has INT with a vector below 16";
   if (state.save_area.counter_count > caps_.max_events)

@@ -100,13 +100,13 @@ struct UnitConfig {
 };
 
 struct UnitStats {
-  uint64_t records_stored = 0;   // records that advanced BufferHeadOffset
-  uint64_t records_missed = 0;   // MissedEvents increments (buffer full)
-  uint64_t interrupts = 0;       // threshold interrupts delivered
-  uint64_t page_faults = 0;      // #PF traps raised by record stores (nothing stored)
-  uint64_t store_faults = 0;     // records discarded: buffer address unreachable (no #PF)
-  uint64_t init_faults = 0;      // deferred initialisations that found a bad LWPCB
-  uint64_t tail_rereads = 0;     // reads of BufferTailOffset after LLWPCB
+  uint64_t records_stored = 0;  // records that advanced BufferHeadOffset
+  uint64_t records_missed = 0;  // MissedEvents increments (buffer full)
+  uint64_t interrupts = 0;      // threshold interrupts delivered
+  uint64_t page_faults = 0;     // #PF traps raised by record stores (nothing stored)
+  uint64_t store_faults = 0;    // records discarded: buffer address unreachable (no #PF)
+  uint64_t init_faults = 0;     // deferred initialisations that found a bad LWPCB
+  uint64_t tail_rereads = 0;    // reads of BufferTailOffset after LLWPCB
   bool operator==(const UnitStats&) const = default;
 };
 
@@ -243,8 +243,8 @@ class LwpUnit {
   uint32_t head_ = 0;
   uint32_t cached_tail_ = 0;
   std::array<Slot, kMaxEventSlots> slots_{};
-  uint32_t restored_slots_ = 0;  // slots whose counters came from a restored save area
-  uint32_t restored_active_ = 0; // which of them were active (bit per slot), for flushes
+  uint32_t restored_slots_ = 0;   // slots whose counters came from a restored save area
+  uint32_t restored_active_ = 0;  // which of them were active (bit per slot), for flushes
   bool missed_pending_ = false;
   Prng prng_;
 

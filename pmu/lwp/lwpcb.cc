@@ -20,10 +20,10 @@ void store_le(std::span<std::byte> b, uint32_t offset, uint64_t v, int n) {
 std::vector<std::byte> encode_lwpcb(const Lwpcb& cb) {
   std::vector<std::byte> out(lwpcb_size(static_cast<uint32_t>(cb.slots.size())));
   store_le(out, lwpcb::kFlags, cb.flags, 4);
-  store_le(out, lwpcb::kBufferSize,
-           (cb.buffer_size & lwpcb::kBufferSizeMask) |
-               (uint32_t{cb.random_bits} << lwpcb::kRandomShift),
-           4);
+  store_le(
+      out, lwpcb::kBufferSize,
+      (cb.buffer_size & lwpcb::kBufferSizeMask) | (uint32_t{cb.random_bits} << lwpcb::kRandomShift),
+      4);
   store_le(out, lwpcb::kBufferBase, cb.buffer_base, 8);
   store_le(out, lwpcb::kBufferHeadOffset, cb.head_offset, 4);
   store_le(out, lwpcb::kBufferTailOffset, cb.tail_offset, 4);

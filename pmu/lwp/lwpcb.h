@@ -23,14 +23,14 @@ struct EventSlot {
 
 struct Lwpcb {
   uint32_t flags = 0;
-  uint32_t buffer_size = 0;   // bytes, BufferSize [27:0]
-  uint8_t random_bits = 0;    // Random [31:28]
-  uint64_t buffer_base = 0;   // as stored; the model ignores the low 5 bits
+  uint32_t buffer_size = 0;  // bytes, BufferSize [27:0]
+  uint8_t random_bits = 0;   // Random [31:28]
+  uint64_t buffer_base = 0;  // as stored; the model ignores the low 5 bits
   uint32_t head_offset = 0;
   uint32_t tail_offset = 0;
   uint64_t missed_events = 0;
   uint32_t threshold = 0;
-  uint32_t filters = 0;       // MinLatency, CLF/NBC/RDC/RAM/OTH, NDB
+  uint32_t filters = 0;  // MinLatency, CLF/NBC/RDC/RAM/OTH, NDB
   std::vector<EventSlot> slots;
 
   bool operator==(const Lwpcb&) const = default;

@@ -64,9 +64,9 @@ std::vector<std::byte> serialize(const UnitState& state) {
 }
 
 std::variant<UnitState, std::string> deserialize(std::span<const std::byte> bytes) {
-  if (bytes.size() < 6) return std::string("LWP save area truncated: ") +
-                               std::to_string(bytes.size()) + " bytes, header needs " +
-                               std::to_string(kFixedSize);
+  if (bytes.size() < 6)
+    return std::string("LWP save area truncated: ") + std::to_string(bytes.size()) +
+           " bytes, header needs " + std::to_string(kFixedSize);
   if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     return std::string("not an LWP save area (bad magic)");
   Reader r(bytes.subspan(4));

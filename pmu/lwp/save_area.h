@@ -24,14 +24,14 @@ enum class PendingInit : uint8_t {
 };
 
 struct SaveArea {
-  uint64_t lwpcb_address = 0;            // 8 bytes (§5.5.2); 0 = LWP off
-  uint32_t head_offset = 0;              // BufferHeadOffset (4 bytes)
+  uint64_t lwpcb_address = 0;                       // 8 bytes (§5.5.2); 0 = LWP off
+  uint32_t head_offset = 0;                         // BufferHeadOffset (4 bytes)
   std::array<uint32_t, kMaxEventSlots> counters{};  // 26-bit counters, one per slot
-  uint8_t counter_count = 0;             // = LWPMaxEvents of the saving unit
+  uint8_t counter_count = 0;                        // = LWPMaxEvents of the saving unit
   // Bit i set: slot i was counting. Not in the proposal's list (it follows from the LWPCB), but
   // it lets a flush before ring 3 write the restored counters without reading the LWPCB.
   uint32_t active_slots = 0;
-  bool missed_pending = false;           // MissedEvents must still be incremented (1 bit)
+  bool missed_pending = false;  // MissedEvents must still be incremented (1 bit)
   PendingInit pending = PendingInit::kNone;
   uint64_t prng_state = 0;
   bool operator==(const SaveArea&) const = default;

@@ -11,18 +11,30 @@ constexpr int E(Escr e) { return static_cast<int>(e); }
 
 using Row = std::array<int, 8>;
 
-constexpr Row kBpuEven = {E(Escr::kBpu0), E(Escr::kIs0),  E(Escr::kMob0), E(Escr::kItlb0),
-                          E(Escr::kPmh0), E(Escr::kIx0),  E(Escr::kFsb0), E(Escr::kBsu0)};
-constexpr Row kBpuOdd = {E(Escr::kBpu1), E(Escr::kIs1),  E(Escr::kMob1), E(Escr::kItlb1),
-                         E(Escr::kPmh1), E(Escr::kIx1),  E(Escr::kFsb1), E(Escr::kBsu1)};
+constexpr Row kBpuEven = {E(Escr::kBpu0), E(Escr::kIs0), E(Escr::kMob0), E(Escr::kItlb0),
+                          E(Escr::kPmh0), E(Escr::kIx0), E(Escr::kFsb0), E(Escr::kBsu0)};
+constexpr Row kBpuOdd = {E(Escr::kBpu1), E(Escr::kIs1), E(Escr::kMob1), E(Escr::kItlb1),
+                         E(Escr::kPmh1), E(Escr::kIx1), E(Escr::kFsb1), E(Escr::kBsu1)};
 constexpr Row kMsEven = {E(Escr::kMs0), E(Escr::kTc0), E(Escr::kTbpu0), kNone,
                          kNone,         kNone,         kNone,           kNone};
 constexpr Row kMsOdd = {E(Escr::kMs1), E(Escr::kTc1), E(Escr::kTbpu1), kNone,
                         kNone,         kNone,         kNone,           kNone};
-constexpr Row kFlameEven = {E(Escr::kFlame0), E(Escr::kFirm0), E(Escr::kSaat0), E(Escr::kU2l0),
-                            kNone,            E(Escr::kDac0),  kNone,           kNone};
-constexpr Row kFlameOdd = {E(Escr::kFlame1), E(Escr::kFirm1), E(Escr::kSaat1), E(Escr::kU2l1),
-                           kNone,            E(Escr::kDac1),  kNone,           kNone};
+constexpr Row kFlameEven = {E(Escr::kFlame0),
+                            E(Escr::kFirm0),
+                            E(Escr::kSaat0),
+                            E(Escr::kU2l0),
+                            kNone,
+                            E(Escr::kDac0),
+                            kNone,
+                            kNone};
+constexpr Row kFlameOdd = {E(Escr::kFlame1),
+                           E(Escr::kFirm1),
+                           E(Escr::kSaat1),
+                           E(Escr::kU2l1),
+                           kNone,
+                           E(Escr::kDac1),
+                           kNone,
+                           kNone};
 constexpr Row kIqEven = {E(Escr::kIq0),  E(Escr::kAlf0), E(Escr::kRat0), E(Escr::kSsu0),
                          E(Escr::kCru0), E(Escr::kCru2), E(Escr::kCru4), kNone};
 constexpr Row kIqOdd = {E(Escr::kIq1),  E(Escr::kAlf1), E(Escr::kRat1), kNone,

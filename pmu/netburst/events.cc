@@ -5,16 +5,21 @@
 namespace pmu::netburst {
 namespace {
 
-constexpr std::array<MaskBit, 4> kInstrRetiredMasks = {{
-    {"NBOGUSNTAG", 0}, {"NBOGUSTAG", 1}, {"BOGUSNTAG", 2}, {"BOGUSTAG", 3}}};
+constexpr std::array<MaskBit, 4> kInstrRetiredMasks = {
+    {{"NBOGUSNTAG", 0}, {"NBOGUSTAG", 1}, {"BOGUSNTAG", 2}, {"BOGUSTAG", 3}}};
 constexpr std::array<MaskBit, 1> kMispredMasks = {{{"NBOGUS", 0}}};
-constexpr std::array<MaskBit, 4> kBranchRetiredMasks = {{
-    {"MMNP", 0}, {"MMNM", 1}, {"MMTP", 2}, {"MMTM", 3}}};
+constexpr std::array<MaskBit, 4> kBranchRetiredMasks = {
+    {{"MMNP", 0}, {"MMNM", 1}, {"MMTP", 2}, {"MMTM", 3}}};
 constexpr std::array<MaskBit, 1> kGlobalPowerMasks = {{{"RUNNING", 0}}};
-constexpr std::array<MaskBit, 9> kBsqMasks = {{
-    {"RD_2ndL_HITS", 0}, {"RD_2ndL_HITE", 1}, {"RD_2ndL_HITM", 2},
-    {"RD_3rdL_HITS", 3}, {"RD_3rdL_HITE", 4}, {"RD_3rdL_HITM", 5},
-    {"RD_2ndL_MISS", 8}, {"RD_3rdL_MISS", 9}, {"WR_2ndL_MISS", 10}}};
+constexpr std::array<MaskBit, 9> kBsqMasks = {{{"RD_2ndL_HITS", 0},
+                                               {"RD_2ndL_HITE", 1},
+                                               {"RD_2ndL_HITM", 2},
+                                               {"RD_3rdL_HITS", 3},
+                                               {"RD_3rdL_HITE", 4},
+                                               {"RD_3rdL_HITM", 5},
+                                               {"RD_2ndL_MISS", 8},
+                                               {"RD_3rdL_MISS", 9},
+                                               {"WR_2ndL_MISS", 10}}};
 
 constexpr EventInfo Ev(std::string_view name, uint8_t event_select, uint8_t escr_select, Escr e0,
                        Escr e1, EventKind kind = EventKind::kUnmodelled,
@@ -31,8 +36,7 @@ constexpr EventInfo Ev(std::string_view name, uint8_t event_select, uint8_t escr
   return info;
 }
 
-constexpr EventInfo Ev1(std::string_view name, uint8_t event_select, uint8_t escr_select,
-                        Escr e0) {
+constexpr EventInfo Ev1(std::string_view name, uint8_t event_select, uint8_t escr_select, Escr e0) {
   EventInfo info = Ev(name, event_select, escr_select, e0, e0);
   info.escr_count = 1;
   return info;
@@ -83,8 +87,7 @@ constexpr std::array<EventInfo, 45> kEvents = {{
     Ev("instr_retired", 0x02, 4, Escr::kCru0, Escr::kCru1, K::kInstrRetired, kInstrRetiredMasks),
     Ev("uops_retired", 0x01, 4, Escr::kCru0, Escr::kCru1),
     Ev("uops_type", 0x02, 2, Escr::kRat0, Escr::kRat1),
-    Ev("branch_retired", 0x06, 5, Escr::kCru2, Escr::kCru3, K::kBranchRetired,
-       kBranchRetiredMasks),
+    Ev("branch_retired", 0x06, 5, Escr::kCru2, Escr::kCru3, K::kBranchRetired, kBranchRetiredMasks),
     Ev("mispred_branch_retired", 0x03, 4, Escr::kCru0, Escr::kCru1, K::kMispredBranchRetired,
        kMispredMasks),
     Ev("x87_assist", 0x03, 5, Escr::kCru2, Escr::kCru3),
@@ -149,16 +152,14 @@ const EventInfo* find_event(std::string_view name) {
 
 uint16_t bsq_reference_bits(const CacheMiss& miss, const EventEnvironment& env) {
   switch (miss.source) {
-    case DataSource::kL2:
-      return mask::kRd2ndlHite;
+    case DataSource::kL2: return mask::kRd2ndlHite;
     case DataSource::kLocalL3:
       return env.third_level_cache ? (mask::kRd2ndlMiss | mask::kRd3rdlHite) : mask::kRd2ndlMiss;
     case DataSource::kDram:
     case DataSource::kRemoteCache:
       return env.third_level_cache ? (mask::kRd2ndlMiss | mask::kRd3rdlMiss) : mask::kRd2ndlMiss;
     case DataSource::kOther:
-    case DataSource::kNoValidStatus:
-      break;
+    case DataSource::kNoValidStatus: break;
   }
   return 0;
 }
@@ -167,8 +168,7 @@ CycleInput event_input(EventKind kind, uint16_t mask, const RetiredInstruction& 
                        const EventEnvironment& env) {
   CycleInput in;
   switch (kind) {
-    case EventKind::kUnmodelled:
-      break;
+    case EventKind::kUnmodelled: break;
     case EventKind::kInstrRetired:
       // Every reported instruction retired on the correct path and carries no tag.
       in.retire_value = (mask & mask::kNbogusNtag) ? 1 : 0;

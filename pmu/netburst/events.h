@@ -90,15 +90,15 @@ const EventInfo* find_event(std::string_view name);
 // Mask bits of the modelled events (exported for tests and tools).
 namespace mask {
 inline constexpr uint16_t kNbogusNtag = 1u << 0, kNbogusTag = 1u << 1, kBogusNtag = 1u << 2,
-                          kBogusTag = 1u << 3;                                // instr_retired
-inline constexpr uint16_t kNbogus = 1u << 0;                                 // mispred_branch_retired
+                          kBogusTag = 1u << 3;  // instr_retired
+inline constexpr uint16_t kNbogus = 1u << 0;    // mispred_branch_retired
 inline constexpr uint16_t kMmnp = 1u << 0, kMmnm = 1u << 1, kMmtp = 1u << 2,
-                          kMmtm = 1u << 3;                                    // branch_retired
-inline constexpr uint16_t kRunning = 1u << 0;                                // global_power_events
+                          kMmtm = 1u << 3;     // branch_retired
+inline constexpr uint16_t kRunning = 1u << 0;  // global_power_events
 inline constexpr uint16_t kRd2ndlHits = 1u << 0, kRd2ndlHite = 1u << 1, kRd2ndlHitm = 1u << 2,
                           kRd3rdlHits = 1u << 3, kRd3rdlHite = 1u << 4, kRd3rdlHitm = 1u << 5,
                           kRd2ndlMiss = 1u << 8, kRd3rdlMiss = 1u << 9,
-                          kWr2ndlMiss = 1u << 10;                             // BSQ_cache_reference
+                          kWr2ndlMiss = 1u << 10;  // BSQ_cache_reference
 }  // namespace mask
 
 struct EventEnvironment {

@@ -4,8 +4,7 @@ namespace pmu::netburst {
 
 uint64_t filtered_increments(const FilterConfig& config, const FilterInput& input,
                              bool& edge_previous) {
-  if (!config.compare)
-    return input.busy_cycles * input.busy_value + input.retire_value;
+  if (!config.compare) return input.busy_cycles * input.busy_value + input.retire_value;
 
   auto passes = [&](uint32_t occurrences) {
     return config.complement ? occurrences <= config.threshold : occurrences > config.threshold;

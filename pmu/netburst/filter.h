@@ -26,9 +26,9 @@ struct FilterConfig {
 };
 
 struct FilterInput {
-  uint64_t busy_cycles = 0;  // cycles before the retirement cycle
-  uint32_t busy_value = 0;   // occurrences in each of them
-  uint32_t retire_value = 0; // occurrences in the retirement cycle
+  uint64_t busy_cycles = 0;   // cycles before the retirement cycle
+  uint32_t busy_value = 0;    // occurrences in each of them
+  uint32_t retire_value = 0;  // occurrences in the retirement cycle
 };
 
 // Increments for one instruction; updates `edge_previous` (the last cycle's comparison output).

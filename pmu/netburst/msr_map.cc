@@ -3,6 +3,8 @@
 namespace pmu::netburst {
 
 const std::array<EscrInfo, kEscrCount>& escr_table() {
+  // A table, one row per line (tools/check_format.sh leaves it).
+  // clang-format off
   static constexpr std::array<EscrInfo, kEscrCount> kTable = {{
       {Escr::kBsu0, 0x3A0, "BSU_ESCR0", false},
       {Escr::kBsu1, 0x3A1, "BSU_ESCR1", false},
@@ -50,6 +52,7 @@ const std::array<EscrInfo, kEscrCount>& escr_table() {
       {Escr::kCru4, 0x3E0, "CRU_ESCR4", false},
       {Escr::kCru5, 0x3E1, "CRU_ESCR5", false},
   }};
+  // clang-format on
   return kTable;
 }
 
@@ -63,19 +66,18 @@ std::optional<Escr> escr_at(uint32_t msr) {
 
 std::string_view counter_name(int n) {
   static constexpr std::array<std::string_view, kMaxCounters> kNames = {
-      "BPU_COUNTER0",   "BPU_COUNTER1",   "BPU_COUNTER2",   "BPU_COUNTER3",
-      "MS_COUNTER0",    "MS_COUNTER1",    "MS_COUNTER2",    "MS_COUNTER3",
-      "FLAME_COUNTER0", "FLAME_COUNTER1", "FLAME_COUNTER2", "FLAME_COUNTER3",
-      "IQ_COUNTER0",    "IQ_COUNTER1",    "IQ_COUNTER2",    "IQ_COUNTER3",
-      "IQ_COUNTER4",    "IQ_COUNTER5"};
+      "BPU_COUNTER0",   "BPU_COUNTER1",   "BPU_COUNTER2", "BPU_COUNTER3",   "MS_COUNTER0",
+      "MS_COUNTER1",    "MS_COUNTER2",    "MS_COUNTER3",  "FLAME_COUNTER0", "FLAME_COUNTER1",
+      "FLAME_COUNTER2", "FLAME_COUNTER3", "IQ_COUNTER0",  "IQ_COUNTER1",    "IQ_COUNTER2",
+      "IQ_COUNTER3",    "IQ_COUNTER4",    "IQ_COUNTER5"};
   return n >= 0 && n < kMaxCounters ? kNames[n] : std::string_view();
 }
 
 std::string_view cccr_name(int n) {
   static constexpr std::array<std::string_view, kMaxCounters> kNames = {
-      "BPU_CCCR0",   "BPU_CCCR1",   "BPU_CCCR2",   "BPU_CCCR3",   "MS_CCCR0",    "MS_CCCR1",
-      "MS_CCCR2",    "MS_CCCR3",    "FLAME_CCCR0", "FLAME_CCCR1", "FLAME_CCCR2", "FLAME_CCCR3",
-      "IQ_CCCR0",    "IQ_CCCR1",    "IQ_CCCR2",    "IQ_CCCR3",    "IQ_CCCR4",    "IQ_CCCR5"};
+      "BPU_CCCR0", "BPU_CCCR1", "BPU_CCCR2",   "BPU_CCCR3",   "MS_CCCR0",    "MS_CCCR1",
+      "MS_CCCR2",  "MS_CCCR3",  "FLAME_CCCR0", "FLAME_CCCR1", "FLAME_CCCR2", "FLAME_CCCR3",
+      "IQ_CCCR0",  "IQ_CCCR1",  "IQ_CCCR2",    "IQ_CCCR3",    "IQ_CCCR4",    "IQ_CCCR5"};
   return n >= 0 && n < kMaxCounters ? kNames[n] : std::string_view();
 }
 

@@ -31,21 +31,59 @@ inline constexpr uint32_t kCccrMsrBase = 0x360;     // CCCR n at 0x360 + n
 
 // The 45 ESCRs, in address order. The enumerator is the index used by tables and saved state.
 enum class Escr : uint8_t {
-  kBsu0, kBsu1, kFsb0, kFsb1, kFirm0, kFirm1, kFlame0, kFlame1,
-  kDac0, kDac1, kMob0, kMob1, kPmh0, kPmh1, kSaat0, kSaat1,
-  kU2l0, kU2l1, kBpu0, kBpu1, kIs0, kIs1, kItlb0, kItlb1,
-  kCru0, kCru1, kIq0, kIq1, kRat0, kRat1, kSsu0,
-  kMs0, kMs1, kTbpu0, kTbpu1, kTc0, kTc1,
-  kIx0, kIx1, kAlf0, kAlf1, kCru2, kCru3,
-  kCru4, kCru5,
+  kBsu0,
+  kBsu1,
+  kFsb0,
+  kFsb1,
+  kFirm0,
+  kFirm1,
+  kFlame0,
+  kFlame1,
+  kDac0,
+  kDac1,
+  kMob0,
+  kMob1,
+  kPmh0,
+  kPmh1,
+  kSaat0,
+  kSaat1,
+  kU2l0,
+  kU2l1,
+  kBpu0,
+  kBpu1,
+  kIs0,
+  kIs1,
+  kItlb0,
+  kItlb1,
+  kCru0,
+  kCru1,
+  kIq0,
+  kIq1,
+  kRat0,
+  kRat1,
+  kSsu0,
+  kMs0,
+  kMs1,
+  kTbpu0,
+  kTbpu1,
+  kTc0,
+  kTc1,
+  kIx0,
+  kIx1,
+  kAlf0,
+  kAlf1,
+  kCru2,
+  kCru3,
+  kCru4,
+  kCru5,
 };
 inline constexpr int kEscrCount = 45;
 
 struct EscrInfo {
   Escr id;
   uint32_t msr;
-  std::string_view name;   // SDM name without the MSR_ prefix, e.g. "CRU_ESCR0"
-  bool model_specific;     // IQ_ESCR0/1: present only when Config::iq_escrs
+  std::string_view name;  // SDM name without the MSR_ prefix, e.g. "CRU_ESCR0"
+  bool model_specific;    // IQ_ESCR0/1: present only when Config::iq_escrs
 };
 
 // All 45 ESCRs in address order (index = static_cast<int>(Escr)).

@@ -144,8 +144,7 @@ uint64_t NetburstPmu::quiet_retirements() const {
     // takes many); cycle-based and cache events may add more than one per instruction.
     if (s.filter.compare && s.filter.complement) return 1;
     switch (s.kind) {
-      case EventKind::kUnmodelled:
-        break;  // never increments without Complement
+      case EventKind::kUnmodelled: break;  // never increments without Complement
       case EventKind::kBranchRetired:
       case EventKind::kMispredBranchRetired:
       case EventKind::kInstrRetired:
@@ -153,8 +152,7 @@ uint64_t NetburstPmu::quiet_retirements() const {
         quiet = std::min(quiet, counter_mask_ - counters_[n] + 1);
         break;
       case EventKind::kGlobalPowerEvents:
-      case EventKind::kBsqCacheReference:
-        return 1;
+      case EventKind::kBsqCacheReference: return 1;
     }
   }
   return quiet;
@@ -173,8 +171,7 @@ UnseenCount unseen_count(const Setup& s) {
   if (!s.usr) return UnseenCount::kNothing;  // a CPL-3 instruction has no occurrences then
   constexpr uint16_t kAllBranches = mask::kMmnp | mask::kMmnm | mask::kMmtp | mask::kMmtm;
   switch (s.kind) {
-    case EventKind::kUnmodelled:
-      return UnseenCount::kNothing;
+    case EventKind::kUnmodelled: return UnseenCount::kNothing;
     case EventKind::kInstrRetired:
       return (s.mask & mask::kNbogusNtag) ? UnseenCount::kPerInstruction : UnseenCount::kNothing;
     case EventKind::kBranchRetired:
@@ -184,8 +181,7 @@ UnseenCount unseen_count(const Setup& s) {
                                                      : UnseenCount::kNeedsDetail;
     case EventKind::kMispredBranchRetired:
     case EventKind::kGlobalPowerEvents:
-    case EventKind::kBsqCacheReference:
-      return UnseenCount::kNeedsDetail;
+    case EventKind::kBsqCacheReference: return UnseenCount::kNeedsDetail;
   }
   return UnseenCount::kNeedsDetail;
 }
@@ -270,9 +266,8 @@ void NetburstPmu::retire(const RetiredInstruction& insn) {
     CycleInput in;
     if (qualified) in = event_input(s.kind, s.mask, insn, environment_);
     bool previous = (edge_previous_ >> n) & 1;
-    const uint64_t increments =
-        filtered_increments(s.filter, FilterInput{busy_cycles, in.busy_value, in.retire_value},
-                            previous);
+    const uint64_t increments = filtered_increments(
+        s.filter, FilterInput{busy_cycles, in.busy_value, in.retire_value}, previous);
     edge_previous_ = (edge_previous_ & ~(1u << n)) | (previous ? 1u << n : 0u);
     advance(n, increments);
   }

@@ -101,10 +101,10 @@ struct Stats {
 // event").
 struct CounterView {
   bool exists = false;
-  bool counting = false;          // Enable, or a live cascade
-  std::optional<Escr> escr;       // the ESCR its ESCR select names for it
+  bool counting = false;             // Enable, or a live cascade
+  std::optional<Escr> escr;          // the ESCR its ESCR select names for it
   const EventInfo* event = nullptr;  // the event that ESCR selects, if any
-  bool counts_events = false;     // binding valid, event modelled, active thread counts
+  bool counts_events = false;        // binding valid, event modelled, active thread counts
 };
 
 class NetburstPmu {
@@ -172,7 +172,9 @@ class NetburstPmu {
     FilterConfig filter;
   };
 
-  bool exists(int counter) const { return counter >= 0 && counter < static_cast<int>(config_.counters); }
+  bool exists(int counter) const {
+    return counter >= 0 && counter < static_cast<int>(config_.counters);
+  }
   bool escr_exists(Escr e) const { return config_.iq_escrs || !escr_info(e).model_specific; }
   uint32_t counting_mask() const;
   void rebuild_setups();

@@ -111,10 +111,8 @@ TEST_F(ApiServerTest, WrongMethodIs405WithAllow) {
 TEST_F(ApiServerTest, MalformedJsonIs400) {
   for (const char* body :
        {"{", "{\"destination_url\": }", "nul", "{\"a\":1}}", "\xff\xfe", "{\"a\":1e99999}"}) {
-    expect_error(http_request(socket_, "PUT", "/api/v1/vm.snapshot", body), 400,
-                 "body at 1:");
-    expect_error(http_request(socket_, "PUT", "/api/v1/vm.pause", body), 400,
-                 "body at 1:");
+    expect_error(http_request(socket_, "PUT", "/api/v1/vm.snapshot", body), 400, "body at 1:");
+    expect_error(http_request(socket_, "PUT", "/api/v1/vm.pause", body), 400, "body at 1:");
   }
   for (const char* body : {"[]", "\"file:///x\"", "1", "null"})
     expect_error(http_request(socket_, "PUT", "/api/v1/vm.snapshot", body), 400,
@@ -284,8 +282,10 @@ TEST_F(ApiServerTest, ExpectContinueIsAnsweredBeforeTheBody) {
   const std::string body = R"({"destination_url": "file:///d"})";
   int fd = connect_unix(socket_);
   ASSERT_GE(fd, 0);
-  send_all(fd, "PUT /api/v1/vm.snapshot HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  send_all(fd,
+           "PUT /api/v1/vm.snapshot HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+           "Content-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n");
   const std::string go_ahead = "HTTP/1.1 100 Continue\r\n\r\n";
   std::string got(go_ahead.size(), '\0');
   ASSERT_EQ(recv(fd, got.data(), got.size(), MSG_WAITALL), static_cast<ssize_t>(got.size()));

@@ -31,13 +31,13 @@ std::vector<uint8_t> fake_bzimage(size_t payload = 64 * 1024) {
 
 BzImage parse_ok(const std::vector<uint8_t>& file) {
   auto r = parse_bzimage(file, "bz");
-  if (auto* e = std::get_if<std::string>(&r)) ADD_FAILURE() << *e;
-  return std::get<BzImage>(r);
+  if (auto* e = r.error_message()) ADD_FAILURE() << *e;
+  return r.value();
 }
 
 std::string parse_error(const std::vector<uint8_t>& file) {
   auto r = parse_bzimage(file, "bz");
-  return std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : "(parsed)";
+  return !r.ok() ? r.error().message : "(parsed)";
 }
 
 TEST(LinuxBootTest, ParsesTheSetupHeader) {
@@ -58,10 +58,14 @@ TEST(LinuxBootTest, SetupSectsZeroMeansFour) {
 
 TEST(LinuxBootTest, RefusesWhatCannotBoot) {
   std::vector<uint8_t> elf(4096, 0);
-  std::memcpy(elf.data(), "\x7f" "ELF", 4);
+  std::memcpy(elf.data(),
+              "\x7f"
+              "ELF",
+              4);
   EXPECT_FALSE(has_linux_boot_header(elf));
   EXPECT_NE(parse_error(elf).find("not a Linux bzImage"), std::string::npos);
-  EXPECT_NE(parse_error(std::vector<uint8_t>(100, 0)).find("not a Linux bzImage"), std::string::npos);
+  EXPECT_NE(parse_error(std::vector<uint8_t>(100, 0)).find("not a Linux bzImage"),
+            std::string::npos);
 
   std::vector<uint8_t> b = fake_bzimage();
   put_le<uint16_t>(b, 0x1FE, 0);
@@ -94,8 +98,8 @@ TEST(LinuxBootTest, WritesKernelZeroPageCommandLineAndE820) {
   LinuxBootOptions o;
   o.cmdline = "console=ttyS0 -- init arg";
   auto r = load_linux(ram, file, image, "bz", o);
-  ASSERT_TRUE(std::holds_alternative<LinuxBoot>(r)) << std::get<std::string>(r);
-  const LinuxBoot boot = std::get<LinuxBoot>(r);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const LinuxBoot boot = r.value();
   EXPECT_EQ(boot.entry, 0x1000200u);  // 64-bit entry: load address + 0x200
   EXPECT_EQ(boot.zero_page, linux_layout::kZeroPage);
   // The protected-mode kernel, byte for byte, at pref_address.
@@ -107,18 +111,22 @@ TEST(LinuxBootTest, WritesKernelZeroPageCommandLineAndE820) {
   EXPECT_EQ(get<uint32_t>(ram, zp + 0x202), 0x53726448u);  // "HdrS"
   EXPECT_EQ(get<uint16_t>(ram, zp + 0x206), 0x020F);
   EXPECT_EQ(get<uint64_t>(ram, zp + 0x258), 0x1000000u);
-  EXPECT_EQ(get<uint8_t>(ram, zp + 0x210), 0xFF);          // type_of_loader: undefined
-  EXPECT_EQ(get<uint8_t>(ram, zp + 0x211), 0x81);          // LOADED_HIGH | CAN_USE_HEAP
+  EXPECT_EQ(get<uint8_t>(ram, zp + 0x210), 0xFF);  // type_of_loader: undefined
+  EXPECT_EQ(get<uint8_t>(ram, zp + 0x211), 0x81);  // LOADED_HIGH | CAN_USE_HEAP
   EXPECT_EQ(get<uint32_t>(ram, zp + 0x228), linux_layout::kCommandLine);
-  EXPECT_EQ(get<uint32_t>(ram, zp + 0x218), 0u);           // no initrd
+  EXPECT_EQ(get<uint32_t>(ram, zp + 0x218), 0u);  // no initrd
   EXPECT_EQ(get<uint32_t>(ram, zp + 0x21C), 0u);
   char cmdline[64] = {};
   ASSERT_TRUE(ram.read(linux_layout::kCommandLine, std::as_writable_bytes(std::span(cmdline))));
   EXPECT_STREQ(cmdline, "console=ttyS0 -- init arg");
   // e820: base memory (without the MP table's KiB), the reserved KiB, RAM from 1 MiB on.
   ASSERT_EQ(get<uint8_t>(ram, zp + 0x1E8), 3);
-  struct Entry { uint64_t addr, size; uint32_t type; };
-  const Entry want[] = {{0, 0x9FC00, 1}, {0x9FC00, 0x400, 2}, {0x100000, (256u << 20) - 0x100000, 1}};
+  struct Entry {
+    uint64_t addr, size;
+    uint32_t type;
+  };
+  const Entry want[] = {
+      {0, 0x9FC00, 1}, {0x9FC00, 0x400, 2}, {0x100000, (256u << 20) - 0x100000, 1}};
   for (size_t i = 0; i < 3; ++i) {
     const uint64_t e = zp + 0x2D0 + i * 20;
     EXPECT_EQ(get<uint64_t>(ram, e), want[i].addr) << i;
@@ -131,7 +139,7 @@ TEST(LinuxBootTest, RamAboveTheHoleIsAFourthE820Entry) {
   GuestRam ram(4ull << 30);  // 3 GiB low + 1 GiB above 4 GiB
   const std::vector<uint8_t> file = fake_bzimage();
   auto r = load_linux(ram, file, parse_ok(file), "bz", LinuxBootOptions{});
-  ASSERT_TRUE(std::holds_alternative<LinuxBoot>(r));
+  ASSERT_TRUE(r.ok());
   const uint64_t zp = linux_layout::kZeroPage;
   ASSERT_EQ(get<uint8_t>(ram, zp + 0x1E8), 4);
   EXPECT_EQ(get<uint64_t>(ram, zp + 0x2D0 + 2 * 20 + 8), 0xC0000000u - 0x100000);
@@ -148,8 +156,8 @@ TEST(LinuxBootTest, InitrdGoesToTheTopOfRamPageAligned) {
   o.initrd = initrd;
   o.initrd_name = "rd";
   auto r = load_linux(ram, file, parse_ok(file), "bz", o);
-  ASSERT_TRUE(std::holds_alternative<LinuxBoot>(r)) << std::get<std::string>(r);
-  const LinuxBoot boot = std::get<LinuxBoot>(r);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const LinuxBoot boot = r.value();
   EXPECT_EQ(boot.initrd, (64u << 20) - 12288);  // 10000 bytes → three pages below the top
   EXPECT_EQ(boot.initrd_size, 10000u);
   EXPECT_EQ(get<uint32_t>(ram, linux_layout::kZeroPage + 0x218), boot.initrd);
@@ -167,8 +175,8 @@ TEST(LinuxBootTest, InitrdBelowInitrdAddrMax) {
   LinuxBootOptions o;
   o.initrd = initrd;
   auto r = load_linux(ram, file, parse_ok(file), "bz", o);
-  ASSERT_TRUE(std::holds_alternative<LinuxBoot>(r));
-  EXPECT_EQ(std::get<LinuxBoot>(r).initrd, (32u << 20) - 4096);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value().initrd, (32u << 20) - 4096);
 }
 
 TEST(LinuxBootTest, RefusesWhatDoesNotFitAndWritesNothing) {
@@ -177,8 +185,8 @@ TEST(LinuxBootTest, RefusesWhatDoesNotFitAndWritesNothing) {
   {
     GuestRam ram(16 << 20);  // kernel at 16 MiB + 8 MiB init_size
     auto r = load_linux(ram, file, image, "bz", LinuxBootOptions{});
-    ASSERT_TRUE(std::holds_alternative<std::string>(r));
-    EXPECT_NE(std::get<std::string>(r).find("raise --mem"), std::string::npos);
+    ASSERT_TRUE(!r.ok());
+    EXPECT_NE(r.error().message.find("raise --mem"), std::string::npos);
     EXPECT_EQ(get<uint32_t>(ram, linux_layout::kZeroPage + 0x202), 0u);
   }
   {
@@ -188,11 +196,11 @@ TEST(LinuxBootTest, RefusesWhatDoesNotFitAndWritesNothing) {
     o.initrd = initrd;
     o.initrd_name = "big.cpio";
     auto r = load_linux(ram, file, image, "bz", o);
-    ASSERT_TRUE(std::holds_alternative<std::string>(r));
-    EXPECT_NE(std::get<std::string>(r).find("big.cpio: the initrd (9 MiB) does not fit"),
-              std::string::npos) << std::get<std::string>(r);
-    EXPECT_NE(std::get<std::string>(r).find("at least 34 MiB"), std::string::npos)
-        << std::get<std::string>(r);
+    ASSERT_TRUE(!r.ok());
+    EXPECT_NE(r.error().message.find("big.cpio: the initrd (9 MiB) does not fit"),
+              std::string::npos)
+        << r.error().message;
+    EXPECT_NE(r.error().message.find("at least 34 MiB"), std::string::npos) << r.error().message;
     EXPECT_EQ(get<uint32_t>(ram, linux_layout::kZeroPage + 0x202), 0u);
   }
   {
@@ -200,8 +208,8 @@ TEST(LinuxBootTest, RefusesWhatDoesNotFitAndWritesNothing) {
     LinuxBootOptions o;
     o.cmdline = std::string(2048, 'x');  // cmdline_size 2047
     auto r = load_linux(ram, file, image, "bz", o);
-    ASSERT_TRUE(std::holds_alternative<std::string>(r));
-    EXPECT_NE(std::get<std::string>(r).find("at most 2047"), std::string::npos);
+    ASSERT_TRUE(!r.ok());
+    EXPECT_NE(r.error().message.find("at most 2047"), std::string::npos);
   }
 }
 
@@ -242,7 +250,7 @@ TEST(MpTableTest, IsWhatMpparseReads) {
   EXPECT_EQ(t[e], 1);
   EXPECT_EQ(std::memcmp(&t[e + 2], "ISA   ", 6), 0);
   e += 8;
-  EXPECT_EQ(t[e], 2);   // IOAPIC
+  EXPECT_EQ(t[e], 2);      // IOAPIC
   EXPECT_EQ(t[e + 1], 3);  // ID after the CPUs'
   EXPECT_EQ(t[e + 3], 1);
   EXPECT_EQ(get<uint32_t>(ram, at + e + 4), 0xFEC00000u);
@@ -258,7 +266,7 @@ TEST(MpTableTest, IsWhatMpparseReads) {
   EXPECT_EQ(t[e + 1], 3);  // ExtINT
   EXPECT_EQ(t[e + 7], 0);  // LINT0
   EXPECT_EQ(t[e + 8], 4);
-  EXPECT_EQ(t[e + 9], 1);  // NMI
+  EXPECT_EQ(t[e + 9], 1);   // NMI
   EXPECT_EQ(t[e + 15], 1);  // LINT1
   EXPECT_EQ(e + 16, t.size());
 }

@@ -17,7 +17,8 @@ TEST(BranchPredictorTest, LoopBranchLearnsTakenAndMispredictsExit) {
   // A loop back-edge at 0x1000 (fall-through 0x1002, target 0x0ff0), taken 5 times then not.
   std::vector<bool> correct;
   for (int i = 0; i < 5; ++i)
-    correct.push_back(p.resolve(BranchKind::kConditional, true, 0x1000, 0x1002, 0x0ff0).predicted_correctly);
+    correct.push_back(
+        p.resolve(BranchKind::kConditional, true, 0x1000, 0x1002, 0x0ff0).predicted_correctly);
   BranchInfo exit = p.resolve(BranchKind::kConditional, true, 0x1000, 0x1002, 0x1002);
   // Counter starts weakly not-taken (1): first taken mispredicted, then 2, 3, 3, 3 -> correct.
   EXPECT_EQ(correct, (std::vector<bool>{false, true, true, true, true}));
@@ -38,9 +39,12 @@ TEST(BranchPredictorTest, DirectUnconditionalAlwaysCorrectAndTaken) {
 
 TEST(BranchPredictorTest, IndirectJumpPredictsLastTarget) {
   BranchPredictor p;
-  EXPECT_FALSE(p.resolve(BranchKind::kIndirectJump, false, 0x5000, 0x5002, 0x6000).predicted_correctly);
-  EXPECT_TRUE(p.resolve(BranchKind::kIndirectJump, false, 0x5000, 0x5002, 0x6000).predicted_correctly);
-  EXPECT_FALSE(p.resolve(BranchKind::kIndirectJump, false, 0x5000, 0x5002, 0x7000).predicted_correctly);
+  EXPECT_FALSE(
+      p.resolve(BranchKind::kIndirectJump, false, 0x5000, 0x5002, 0x6000).predicted_correctly);
+  EXPECT_TRUE(
+      p.resolve(BranchKind::kIndirectJump, false, 0x5000, 0x5002, 0x6000).predicted_correctly);
+  EXPECT_FALSE(
+      p.resolve(BranchKind::kIndirectJump, false, 0x5000, 0x5002, 0x7000).predicted_correctly);
 }
 
 TEST(BranchPredictorTest, ReturnStackPairsCallsAndReturns) {
@@ -59,7 +63,8 @@ TEST(BranchPredictorTest, ReturnStackOverflowLosesOldestEntries) {
     p.resolve(BranchKind::kCall, true, 0x100 + i * 16, 0x105 + i * 16, 0x1000);
   int correct = 0;
   for (int i = BranchPredictor::kReturnStackDepth + 1; i >= 0; --i)
-    correct += p.resolve(BranchKind::kReturn, false, 0x2000, 0x2001, 0x105 + i * 16).predicted_correctly;
+    correct +=
+        p.resolve(BranchKind::kReturn, false, 0x2000, 0x2001, 0x105 + i * 16).predicted_correctly;
   EXPECT_EQ(correct, BranchPredictor::kReturnStackDepth);
 }
 
@@ -74,7 +79,8 @@ TEST(BranchPredictorTest, ResetForgetsHistory) {
   BranchPredictor p;
   p.resolve(BranchKind::kIndirectJump, false, 0x5000, 0x5002, 0x6000);
   p.reset();
-  EXPECT_FALSE(p.resolve(BranchKind::kIndirectJump, false, 0x5000, 0x5002, 0x6000).predicted_correctly);
+  EXPECT_FALSE(
+      p.resolve(BranchKind::kIndirectJump, false, 0x5000, 0x5002, 0x6000).predicted_correctly);
 }
 
 // A crafted snapshot must not place the return stack's next push (8 bytes) outside the stack, nor

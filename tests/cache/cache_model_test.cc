@@ -39,10 +39,10 @@ TEST(CacheModelTest, LruEvictsLeastRecentlyUsedWay) {
   // Lines 0, 2, 4 all map to L1 set 0 (2 sets).
   c.load(0 * 64, 8);
   c.load(2 * 64, 8);
-  c.load(0 * 64, 8);            // line 0 most recent
-  c.load(4 * 64, 8);            // evicts line 2 from L1
+  c.load(0 * 64, 8);  // line 0 most recent
+  c.load(4 * 64, 8);  // evicts line 2 from L1
   EXPECT_FALSE(c.load(0 * 64, 8).has_value());
-  auto m = c.load(2 * 64, 8);   // back from L2
+  auto m = c.load(2 * 64, 8);  // back from L2
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->source, DataSource::kL2);
   EXPECT_EQ(m->latency_cycles, 12u);
@@ -73,16 +73,16 @@ TEST(CacheModelTest, StridedWorkingSetLargerThanL3MissesEveryTime) {
 
 TEST(CacheModelTest, MisalignedLoadReportsLowestMissingAddressAndFarthestLevel) {
   CacheModel c(tiny());
-  c.load(0x40, 8);                     // second line warm in L1
-  auto m = c.load(0x3C, 8);            // spans 0x00 line (cold) and 0x40 line (L1)
+  c.load(0x40, 8);           // second line warm in L1
+  auto m = c.load(0x3C, 8);  // spans 0x00 line (cold) and 0x40 line (L1)
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->data_address, 0x3Cu);
   EXPECT_EQ(m->source, DataSource::kDram);
   CacheModel d(tiny());
-  d.load(0x00, 8);                     // first line warm
+  d.load(0x00, 8);  // first line warm
   auto n = d.load(0x3C, 8);
   ASSERT_TRUE(n.has_value());
-  EXPECT_EQ(n->data_address, 0x40u);   // only the second line missed
+  EXPECT_EQ(n->data_address, 0x40u);  // only the second line missed
 }
 
 TEST(CacheModelTest, NoL3GoesStraightToDram) {

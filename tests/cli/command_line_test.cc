@@ -71,10 +71,10 @@ TEST(CommandLineTest, HelpDocumentsEveryRunOption) {
   auto c = parse({"run", "--help"});
   EXPECT_EQ(c.kind, ParsedCommandLine::Kind::kExit);
   EXPECT_EQ(c.exit_status, 0);
-  for (const char* option : {"--cpu", "--backend", "--vcpus", "--mem", "--seed", "--kernel",
-                             "--initrd", "--cmdline", "port 0x510", "reboot -f",
-                             "--log-level", "--lwp-report", "--lwp-trace", "--max-interrupt-rate",
-                             "--api-socket", "Exit status"})
+  for (const char* option :
+       {"--cpu", "--backend", "--vcpus", "--mem", "--seed", "--kernel", "--initrd", "--cmdline",
+        "port 0x510", "reboot -f", "--log-level", "--lwp-report", "--lwp-trace",
+        "--max-interrupt-rate", "--api-socket", "Exit status"})
     EXPECT_NE(c.message.find(option), std::string::npos) << option;
   auto top = parse({"--help"});
   EXPECT_EQ(top.exit_status, 0);
@@ -85,7 +85,8 @@ TEST(CommandLineTest, HelpDocumentsEveryRunOption) {
 // A Linux guest: --kernel alone is enough (whether it is a bzImage is the file's business,
 // checked by main.cc); --initrd/--cmdline need --kernel.
 TEST(CommandLineTest, LinuxOptions) {
-  auto c = parse({"run", "--kernel", "bzImage", "--initrd", "rd.cpio", "--cmdline", "console=ttyS0 -- x"});
+  auto c = parse(
+      {"run", "--kernel", "bzImage", "--initrd", "rd.cpio", "--cmdline", "console=ttyS0 -- x"});
   ASSERT_EQ(c.kind, ParsedCommandLine::Kind::kRun) << c.message;
   EXPECT_EQ(c.run.kernel, "bzImage");
   EXPECT_EQ(c.run.initrd, "rd.cpio");
@@ -96,8 +97,9 @@ TEST(CommandLineTest, LinuxOptions) {
   ASSERT_EQ(d.kind, ParsedCommandLine::Kind::kRun);
   EXPECT_EQ(d.run.cmdline, "console=ttyS0");
   EXPECT_FALSE(d.run.cmdline_given);
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"run", "--initrd", "rd.cpio", "--", "hello"}, {"run", "--cmdline", "quiet", "--", "hello"}}) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"run", "--initrd", "rd.cpio", "--", "hello"},
+                                             {"run", "--cmdline", "quiet", "--", "hello"}}) {
     auto e = parse(args);
     EXPECT_EQ(e.exit_status, 2);
     EXPECT_EQ(e.message, "pmuvm: --initrd and --cmdline need --kernel BZIMAGE (a Linux guest)");
@@ -145,9 +147,9 @@ TEST(CommandLineTest, Ctl) {
 
 TEST(CommandLineTest, CtlUsageErrors) {
   for (auto args : std::vector<std::vector<std::string>>{
-           {"ctl", "vm.pause"},                                   // no socket
-           {"ctl", "--api-socket", "p.sock"},                     // no verb
-           {"ctl", "--api-socket"},                               // no socket path
+           {"ctl", "vm.pause"},                // no socket
+           {"ctl", "--api-socket", "p.sock"},  // no verb
+           {"ctl", "--api-socket"},            // no socket path
            {"ctl", "--api-socket", "p.sock", "vm.pause", "{}", "extra"},
            {"ctl", "--api-socket", "p.sock", "--bogus", "vm.pause"}}) {
     auto c = parse(args);
@@ -251,14 +253,16 @@ TEST(CommandLineTest, IncomingAndRestore) {
   EXPECT_EQ(p.run.programs[0].args, std::vector<std::string>{"x"});
   EXPECT_EQ(parse({"run", "--pause-on-output", "x", "--", "a.elf"}).message,
             "pmuvm: --pause-on-output needs --api-socket (only vm.resume can continue the VM)");
-  EXPECT_EQ(parse({"run", "--pause-at-instructions", "9", "--", "a.elf"}).message,
-            "pmuvm: --pause-at-instructions needs --api-socket (only vm.resume can continue the VM)");
+  EXPECT_EQ(
+      parse({"run", "--pause-at-instructions", "9", "--", "a.elf"}).message,
+      "pmuvm: --pause-at-instructions needs --api-socket (only vm.resume can continue the VM)");
   EXPECT_EQ(parse({"run", "--api-socket", "/a", "--pause-on-output", "", "--", "a.elf"}).message,
             "pmuvm: --pause-on-output needs a text (every line contains the empty one)");
   EXPECT_EQ(parse({"run", "--api-socket", "/a", "--pause-at-instructions", "0", "--", "a.elf"})
-                .exit_status, 2);
-  auto in2 = parse({"run", "--incoming", "unix:/m", "--api-socket", "/a", "--pause-at-instructions",
-                    "77"});
+                .exit_status,
+            2);
+  auto in2 = parse(
+      {"run", "--incoming", "unix:/m", "--api-socket", "/a", "--pause-at-instructions", "77"});
   ASSERT_EQ(in2.kind, ParsedCommandLine::Kind::kRun) << in2.message;
   EXPECT_EQ(in2.run.pause_at_instructions, 77u);
 

@@ -29,8 +29,10 @@ std::vector<std::string> loaded_objects(const std::string& binary) {
     std::string s(line);
     if (s.find("linux-vdso") != std::string::npos) continue;
     while (!s.empty() && (s.back() == '\n' || s.front() == '\t' || s.front() == ' ')) {
-      if (s.back() == '\n') s.pop_back();
-      else s.erase(0, 1);
+      if (s.back() == '\n')
+        s.pop_back();
+      else
+        s.erase(0, 1);
     }
     if (!s.empty()) objects.push_back(s);
   }

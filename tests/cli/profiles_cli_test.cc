@@ -22,7 +22,10 @@ TEST(ProfilesCli, CheckMigrationStatus) {
   auto refused = run({"profiles", "--check-migration", "amd-lwp", "amd-lwp-lite"});
   EXPECT_EQ(refused.status, 1);
   EXPECT_EQ(refused.out.rfind("migration from amd-lwp to amd-lwp-lite: refused\n  model 0x1 != "
-                              "0x10\n", 0), 0u) << refused.out;
+                              "0x10\n",
+                              0),
+            0u)
+      << refused.out;
   auto accepted = run({"profiles", "--check-migration", "amd-lwp-lite", "amd-lwp-lite"});
   EXPECT_EQ(accepted.status, 0);
   EXPECT_EQ(accepted.out, "migration from amd-lwp-lite to amd-lwp-lite: accepted\n");

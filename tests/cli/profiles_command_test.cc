@@ -52,8 +52,8 @@ TEST(ProfilesCommand, BaselineIsTheComputedProfileAsJsonAfterLibvirtAgreed) {
   const Output o = Baseline({"amd-lwp", "amd-lwp-lite"});
   EXPECT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(o.err, "libvirt virConnectBaselineCPU agrees: 45 x86 features\n");
-  const ProfileResult want = compute_baseline({*builtin_profile("amd-lwp").profile,
-                                               *builtin_profile("amd-lwp-lite").profile});
+  const ProfileResult want = compute_baseline(
+      {*builtin_profile("amd-lwp").profile, *builtin_profile("amd-lwp-lite").profile});
   ASSERT_TRUE(want.ok()) << want.error;
   EXPECT_EQ(o.out, to_profile_json(*want.profile));
 }
@@ -77,8 +77,9 @@ TEST(ProfilesCommand, BaselineErrors) {
   EXPECT_EQ(unknown.err.rfind("pmuvm: unknown CPU profile 'pentium-9'", 0), 0u) << unknown.err;
   const std::string bad = TempFile("bad.json", "{\n  \"name\": \"x\",\n  \"vendor\": ,\n}\n");
   EXPECT_EQ(Baseline({"amd-lwp", bad}).err,
-            "pmuvm: " + bad + ":3:13: JSON syntax error while parsing value - unexpected ','; "
-                             "expected '[', '{', or a literal\n");
+            "pmuvm: " + bad +
+                ":3:13: JSON syntax error while parsing value - unexpected ','; "
+                "expected '[', '{', or a literal\n");
   // libvirt refuses two vendors: status 3 with libvirt's message, and nothing on stdout.
   const Output vendors = Baseline({"amd-lwp", "intel-netburst"});
   EXPECT_EQ(vendors.status, 3);

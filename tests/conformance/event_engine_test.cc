@@ -97,7 +97,8 @@ TEST_F(EngineTest, InstructionRecordImageInBuffer) {
   MakeUnit();
   Start(One(kEventInstructionsRetired, 1));
   unit->retire(Plain(0x00007FFFDEADBEE0ull));
-  EXPECT_EQ(mem.peek(kBufferAddr, 32), Bytes(encode_instructions_retired(0x2A, 0x00007FFFDEADBEE0ull)));
+  EXPECT_EQ(mem.peek(kBufferAddr, 32),
+            Bytes(encode_instructions_retired(0x2A, 0x00007FFFDEADBEE0ull)));
   const Rec r = RecordAt(kBufferAddr, 0);
   EXPECT_EQ(r.id, 1);
   EXPECT_EQ(r.core, 0x2A);
@@ -142,7 +143,7 @@ TEST_F(EngineTest, BranchKindsCounted) {
   EXPECT_EQ(RecordAt(kBufferAddr, 0).dword0, 0xE0000302u);
   EXPECT_EQ(RecordAt(kBufferAddr, 0).address, 0x500000u);
   EXPECT_EQ(RecordAt(kBufferAddr, 32).dword0, 0x20000302u);  // not taken, mispredicted
-  EXPECT_EQ(RecordAt(kBufferAddr, 32).address, RipOf(3));     // fall-through
+  EXPECT_EQ(RecordAt(kBufferAddr, 32).address, RipOf(3));    // fall-through
   EXPECT_EQ(RecordAt(kBufferAddr, 96).dword0, 0x80000302u);  // taken, no prediction info
 }
 
@@ -187,14 +188,13 @@ TEST_F(EngineTest, DcacheMissRecordFromUnit) {
   // dword0 = 3 | 1<<8 | 1<<28 | 2<<29 = 0x50000103; latency 288 = 0x120
   EXPECT_EQ(mem.peek(kBufferAddr, 32),
             (std::vector<std::byte>{
-                std::byte{0x03}, std::byte{0x01}, std::byte{0x00}, std::byte{0x50},
-                std::byte{0x20}, std::byte{0x01}, std::byte{0}, std::byte{0},
-                std::byte{0x08}, std::byte{0x10}, std::byte{0x40}, std::byte{0},
-                std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
-                std::byte{0xF8}, std::byte{0x7F}, std::byte{0}, std::byte{0},
-                std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
-                std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
-                std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0}}));
+                std::byte{0x03}, std::byte{0x01}, std::byte{0x00}, std::byte{0x50}, std::byte{0x20},
+                std::byte{0x01}, std::byte{0},    std::byte{0},    std::byte{0x08}, std::byte{0x10},
+                std::byte{0x40}, std::byte{0},    std::byte{0},    std::byte{0},    std::byte{0},
+                std::byte{0},    std::byte{0xF8}, std::byte{0x7F}, std::byte{0},    std::byte{0},
+                std::byte{0},    std::byte{0},    std::byte{0},    std::byte{0},    std::byte{0},
+                std::byte{0},    std::byte{0},    std::byte{0},    std::byte{0},    std::byte{0},
+                std::byte{0},    std::byte{0}}));
 }
 
 // §4.3: each load directly caused by the instruction counts; the record is for the miss that
@@ -226,9 +226,9 @@ TEST_F(EngineTest, MinLatencyFilter) {
 
 // §5.4 MinLatency: "If MinLatency*16 exceeds this maximum value, the maximum is used instead."
 TEST_F(EngineTest, MinLatencyCappedAtMaximumLatency) {
-  Start(One(kEventDcacheMisses, 1, /*MinLatency=*/255));  // 4080 > 1008 (n = 10)
-  unit->retire(Load(RipOf(0), 0x9000, 1000, DataSource::kDram));   // 992: below the cap
-  unit->retire(Load(RipOf(1), 0x9000, 5000, DataSource::kDram));   // 1008: eligible
+  Start(One(kEventDcacheMisses, 1, /*MinLatency=*/255));          // 4080 > 1008 (n = 10)
+  unit->retire(Load(RipOf(0), 0x9000, 1000, DataSource::kDram));  // 992: below the cap
+  unit->retire(Load(RipOf(1), 0x9000, 5000, DataSource::kDram));  // 1008: eligible
   unit->retire(Load(RipOf(2), 0x9000, 1008, DataSource::kLocalL3));
   EXPECT_EQ(Indices(), (std::vector<int>{1, 2}));
   EXPECT_EQ(RecordAt(kBufferAddr, 0).data, 1008u);
@@ -251,8 +251,8 @@ TEST_F(EngineTest, CacheLevelFilterSelectsSources) {
   MakeUnit();
   SetMsr0(kMsr0AllFeatures | msr0_vector(kVector));
   const DataSource all[] = {DataSource::kNoValidStatus, DataSource::kLocalL3,
-                            DataSource::kRemoteCache, DataSource::kDram, DataSource::kOther,
-                            DataSource::kL2};
+                            DataSource::kRemoteCache,   DataSource::kDram,
+                            DataSource::kOther,         DataSource::kL2};
   struct Case {
     uint32_t bits;
     std::vector<int> expect;  // indices into `all`
@@ -263,8 +263,7 @@ TEST_F(EngineTest, CacheLevelFilterSelectsSources) {
       {lwpcb::kFilterRam, {3}},
       {lwpcb::kFilterOth, {4}},
       {lwpcb::kFilterNbc | lwpcb::kFilterRam, {1, 3}},
-      {lwpcb::kFilterNbc | lwpcb::kFilterRdc | lwpcb::kFilterRam | lwpcb::kFilterOth,
-       {1, 2, 3, 4}},
+      {lwpcb::kFilterNbc | lwpcb::kFilterRdc | lwpcb::kFilterRam | lwpcb::kFilterOth, {1, 2, 3, 4}},
       {0, {}},
   };
   for (const Case& c : cases) {
@@ -432,7 +431,6 @@ TEST_F(EngineTest, GenerationBumpsWhenCounting) {
   RetirePlain(0, 1);
   EXPECT_NE(unit->generation(), g0);
 }
-
 
 // quiet_retirements (lwp_unit.h): a block stepper retires that many instructions at once, so no
 // record may fall before the last of them, and for instructions retired it is exactly the one

@@ -20,10 +20,8 @@ std::vector<std::byte> B(std::initializer_list<int> v) {
 // Figure 2: id 1, CoreId, 2:7 reserved, 8:15 RIP, 16:31 reserved.
 TEST(EventRecord, InstructionsRetiredByteImage) {
   auto r = encode_instructions_retired(0x07, 0x00007FFF12345678ull);
-  EXPECT_EQ(Bytes(r), B({0x01, 0x07, 0, 0, 0, 0, 0, 0,
-                         0x78, 0x56, 0x34, 0x12, 0xFF, 0x7F, 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(Bytes(r), B({0x01, 0x07, 0, 0, 0, 0, 0, 0, 0x78, 0x56, 0x34, 0x12, 0xFF, 0x7F, 0, 0,
+                         0,    0,    0, 0, 0, 0, 0, 0, 0,    0,    0,    0,    0,    0,    0, 0}));
   EXPECT_EQ(r.size(), 32u);
 }
 
@@ -31,20 +29,17 @@ TEST(EventRecord, InstructionsRetiredByteImage) {
 TEST(EventRecord, BranchTakenPredictedByteImage) {
   BranchInfo b{BranchKind::kConditional, true, 0xFFFFFFFF80001000ull, true, true};
   auto r = encode_branch_retired(0xA5, 0x401000, b);
-  EXPECT_EQ(Bytes(r), B({0x02, 0xA5, 0x00, 0xE0, 0, 0, 0, 0,
-                         0x00, 0x10, 0x40, 0, 0, 0, 0, 0,
-                         0x00, 0x10, 0x00, 0x80, 0xFF, 0xFF, 0xFF, 0xFF,
-                         0, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(Bytes(r),
+            B({0x02, 0xA5, 0x00, 0xE0, 0,    0,    0,    0,    0x00, 0x10, 0x40, 0, 0, 0, 0, 0,
+               0x00, 0x10, 0x00, 0x80, 0xFF, 0xFF, 0xFF, 0xFF, 0,    0,    0,    0, 0, 0, 0, 0}));
 }
 
 // Figure 3: not taken -> bit 31 clear, bytes 16:23 = fall-through; no prediction info -> 29 clear.
 TEST(EventRecord, BranchNotTakenWithoutPredictionInfo) {
   BranchInfo b{BranchKind::kConditional, false, 0x401006, false, false};
   auto r = encode_branch_retired(0, 0x401004, b);
-  EXPECT_EQ(Bytes(r), B({0x02, 0x00, 0x00, 0x00, 0, 0, 0, 0,
-                         0x04, 0x10, 0x40, 0, 0, 0, 0, 0,
-                         0x06, 0x10, 0x40, 0, 0, 0, 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(Bytes(r), B({0x02, 0x00, 0x00, 0x00, 0, 0, 0, 0, 0x04, 0x10, 0x40, 0, 0, 0, 0, 0,
+                         0x06, 0x10, 0x40, 0,    0, 0, 0, 0, 0,    0,    0,    0, 0, 0, 0, 0}));
 }
 
 // Figure 3: mispredicted but valid prediction info -> bits 29 and 31 only (byte 3 = 0xA0);
@@ -73,10 +68,9 @@ TEST(EventRecord, DcacheMissByteImage) {
   CacheMiss m{0x00007F0000001234ull, 300, DataSource::kDram};
   auto r = encode_dcache_miss(0x03, 0x401234, m, true, 1008);
   // dword0 = 3 | 3<<8 | 1<<28 | 3<<29 = 0x70000303; latency 300 -> 288 = 0x120
-  EXPECT_EQ(Bytes(r), B({0x03, 0x03, 0x00, 0x70, 0x20, 0x01, 0x00, 0x00,
-                         0x34, 0x12, 0x40, 0, 0, 0, 0, 0,
-                         0x34, 0x12, 0x00, 0x00, 0x00, 0x7F, 0x00, 0x00,
-                         0, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(Bytes(r),
+            B({0x03, 0x03, 0x00, 0x70, 0x20, 0x01, 0x00, 0x00, 0x34, 0x12, 0x40, 0, 0, 0, 0, 0,
+               0x34, 0x12, 0x00, 0x00, 0x00, 0x7F, 0x00, 0x00, 0,    0,    0,    0, 0, 0, 0, 0}));
 }
 
 // Figure 4 data source codes: 0 none, 1 local L3 (NB), 2 remote, 3 DRAM, 7 other; L2 has none -> 0.
@@ -102,10 +96,9 @@ TEST(EventRecord, DcacheDataSourceCodes) {
 TEST(EventRecord, DcacheWithoutDataAddressSupport) {
   CacheMiss m{0x00007F0000001234ull, 64, DataSource::kLocalL3};
   auto r = encode_dcache_miss(0x09, 0x401234, m, false, 1008);
-  EXPECT_EQ(Bytes(r), B({0x03, 0x09, 0x00, 0x20, 0x40, 0x00, 0x00, 0x00,
-                         0x34, 0x12, 0x40, 0, 0, 0, 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0,
-                         0, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(Bytes(r),
+            B({0x03, 0x09, 0x00, 0x20, 0x40, 0x00, 0x00, 0x00, 0x34, 0x12, 0x40, 0, 0, 0, 0, 0,
+               0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0, 0, 0, 0, 0}));
 }
 
 // §4.3.1: latency rounded down to a multiple of 16, saturating at 2^n - 16.
@@ -137,10 +130,9 @@ TEST(EventRecord, DcacheRecordLatencyCapped) {
 // Figure 1: decode_record splits any record into its generic fields.
 TEST(EventRecord, DecodeRecordGenericFields) {
   EventRecordBytes raw{};
-  const auto img = B({0x02, 0x11, 0x34, 0xE0, 0x78, 0x56, 0x34, 0x12,
-                      1, 2, 3, 4, 5, 6, 7, 8,
-                      9, 10, 11, 12, 13, 14, 15, 16,
-                      17, 18, 19, 20, 21, 22, 23, 24});
+  const auto img =
+      B({0x02, 0x11, 0x34, 0xE0, 0x78, 0x56, 0x34, 0x12, 1,  2,  3,  4,  5,  6,  7,  8,
+         9,    10,   11,   12,   13,   14,   15,   16,   17, 18, 19, 20, 21, 22, 23, 24});
   std::copy(img.begin(), img.end(), raw.begin());
   DecodedRecord d = decode_record(raw);
   EXPECT_EQ(d.event_id, 2);

@@ -202,7 +202,8 @@ TEST_F(LlwpcbTest, GpLeavesActiveLwpUnchanged) {
 TEST_F(LlwpcbTest, FlagsAreEnPlusActiveEvents) {
   CbSpec cb;
   cb.flags = 0x7FFFFFF0;
-  cb.slots = {{kEventDcacheMisses, 10, 0}, {kEventInstructionsRetired, 10, 0},
+  cb.slots = {{kEventDcacheMisses, 10, 0},
+              {kEventInstructionsRetired, 10, 0},
               {kEventBranchesRetired, 10, 0}};
   PokeLwpcb(mem, kLwpcbAddr, cb);
   ASSERT_EQ(Llwpcb(kLwpcbAddr), MsrResult::kOk);
@@ -238,8 +239,8 @@ TEST_F(LlwpcbTest, FlagsIntRequiresMsr0IntAndThreshold) {
 TEST_F(LlwpcbTest, ActiveEventsAreRequestedAndEnabledInLwpmsr0) {
   SetMsr0(msr0::kEnabled | msr0::kIre | msr0::kDme | msr0_vector(kVector));
   CbSpec cb;
-  cb.slots = {{kEventInstructionsRetired, 1, 0}, {kEventBranchesRetired, 1, 0},
-              {kEventDcacheMisses, 1, 0}};
+  cb.slots = {
+      {kEventInstructionsRetired, 1, 0}, {kEventBranchesRetired, 1, 0}, {kEventDcacheMisses, 1, 0}};
   PokeLwpcb(mem, kLwpcbAddr, cb);
   ASSERT_EQ(Llwpcb(kLwpcbAddr), MsrResult::kOk);
   EXPECT_EQ(CbU32(0), 0x0000000Bu);
@@ -284,7 +285,8 @@ TEST_F(LlwpcbTest, SlotsBeyondMaxEventsIgnored) {
   EXPECT_EQ(RecordAt(kBufferAddr, 32).id, kEventInstructionsRetired);
 }
 
-// §5.3 duplicates: "only the earliest one in the LWPCB is used" (its interval, not the later one's).
+// §5.3 duplicates: "only the earliest one in the LWPCB is used" (its interval, not the later
+// one's).
 TEST_F(LlwpcbTest, DuplicateEventIdEarliestWins) {
   CbSpec cb;
   cb.slots = {{kEventInstructionsRetired, 3, 0}, {kEventInstructionsRetired, 2, 0}};
@@ -305,7 +307,8 @@ TEST_F(LlwpcbTest, DuplicateEventIdEarliestWins) {
 // lwp_unit.h: the earliest slot owns the id even with interval 0 (then the event is off).
 TEST_F(LlwpcbTest, DuplicateEventIdEarliestWinsEvenWithIntervalZero) {
   CbSpec cb;
-  cb.slots = {{kEventInstructionsRetired, 0, 0}, {kEventInstructionsRetired, 2, 0},
+  cb.slots = {{kEventInstructionsRetired, 0, 0},
+              {kEventInstructionsRetired, 2, 0},
               {kEventBranchesRetired, 1, 0}};
   PokeLwpcb(mem, kLwpcbAddr, cb);
   ASSERT_EQ(Llwpcb(kLwpcbAddr), MsrResult::kOk);
@@ -395,7 +398,8 @@ TEST_F(LlwpcbTest, NewLlwpcbFlushesOldLwpcb) {
   EXPECT_EQ(stored.size(), 1u) << "IR no longer counted";
 }
 
-// §5.3 SLWPCB: "Flushes the current state of LWP into the LWPCB ... returns the address"; LWP stays on.
+// §5.3 SLWPCB: "Flushes the current state of LWP into the LWPCB ... returns the address"; LWP stays
+// on.
 TEST_F(LlwpcbTest, SlwpcbFlushesAndKeepsRunning) {
   CbSpec cb;
   cb.slots = {{kEventInstructionsRetired, 4, 0}};

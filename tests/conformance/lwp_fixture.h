@@ -48,9 +48,9 @@ inline constexpr uint64_t kMsr0AllFeatures =
 inline constexpr uint8_t kVector = 0x42;
 inline constexpr uint64_t msr0_vector(uint8_t v) { return uint64_t{v} << msr0::kVectorShift; }
 
-inline constexpr uint64_t kLwpcbAddr = 0x10000;    // one page, writable
-inline constexpr uint64_t kLwpcbAddr2 = 0x11000;   // a second LWPCB page
-inline constexpr uint64_t kBufferAddr = 0x20000;   // ring buffers: 0x20000..0x27FFF mapped
+inline constexpr uint64_t kLwpcbAddr = 0x10000;   // one page, writable
+inline constexpr uint64_t kLwpcbAddr2 = 0x11000;  // a second LWPCB page
+inline constexpr uint64_t kBufferAddr = 0x20000;  // ring buffers: 0x20000..0x27FFF mapped
 inline constexpr uint64_t kBuffer2Addr = 0x24000;
 inline constexpr uint64_t kRip0 = 0x401000;
 
@@ -130,8 +130,7 @@ inline RetiredInstruction Plain(uint64_t rip, uint8_t cpl = 3) {
   return insn;
 }
 inline RetiredInstruction Branch(uint64_t rip, BranchKind kind, bool taken = true,
-                                 uint64_t next = 0, bool pred_valid = false,
-                                 bool pred_ok = false) {
+                                 uint64_t next = 0, bool pred_valid = false, bool pred_ok = false) {
   RetiredInstruction insn = Plain(rip);
   insn.branch.kind = kind;
   insn.branch.taken = taken;
@@ -162,8 +161,7 @@ class LwpFixture : public ::testing::Test {
   }
 
   void SetMsr0(uint64_t value) {
-    ASSERT_EQ(unit->write_msr(kMsrLwpFeatureEnable, value, 0), MsrResult::kOk)
-        << std::hex << value;
+    ASSERT_EQ(unit->write_msr(kMsrLwpFeatureEnable, value, 0), MsrResult::kOk) << std::hex << value;
   }
 
   MsrResult Llwpcb(uint64_t address, uint8_t cpl = 3) {

@@ -60,8 +60,7 @@ TEST_F(Lwpmsr0Test, AcceptsAllAvailableFeaturesAndVector) {
   ASSERT_EQ(unit->write_msr(kMsrLwpFeatureEnable, v, 0), MsrResult::kOk);
   EXPECT_EQ(unit->lwpmsr0(), v);
   EXPECT_EQ(ReadMsr0(), v);
-  ASSERT_EQ(unit->write_msr(kMsrLwpFeatureEnable, msr0::kEnabled | msr0::kBre, 0),
-            MsrResult::kOk);
+  ASSERT_EQ(unit->write_msr(kMsrLwpFeatureEnable, msr0::kEnabled | msr0::kBre, 0), MsrResult::kOk);
   EXPECT_EQ(ReadMsr0(), msr0::kEnabled | msr0::kBre);
   ASSERT_EQ(unit->write_msr(kMsrLwpFeatureEnable, msr0::kVectorMask, 0), MsrResult::kOk);
   EXPECT_EQ(ReadMsr0(), 0xFF0000000000ull);
@@ -86,8 +85,7 @@ TEST_F(Lwpmsr0Test, PerFeatureGpAgainstEdx) {
     MakeUnit();
     const uint64_t ok = (kMsr0AllFeatures & ~c.bit) | msr0_vector(kVector);
     EXPECT_EQ(unit->write_msr(kMsrLwpFeatureEnable, ok, 0), MsrResult::kOk) << std::hex << c.bit;
-    EXPECT_EQ(unit->write_msr(kMsrLwpFeatureEnable, ok | c.bit, 0),
-              MsrResult::kGeneralProtection)
+    EXPECT_EQ(unit->write_msr(kMsrLwpFeatureEnable, ok | c.bit, 0), MsrResult::kGeneralProtection)
         << std::hex << c.bit;
     EXPECT_EQ(unit->write_msr(kMsrLwpFeatureEnable, msr0::kEnabled | c.bit, 0),
               MsrResult::kGeneralProtection)
@@ -138,9 +136,9 @@ TEST_F(Lwpmsr0Test, InterruptVectorBelowSixteenGp) {
               MsrResult::kOk)
         << "vector " << vector << " without INT";
   }
-  EXPECT_EQ(unit->write_msr(kMsrLwpFeatureEnable,
-                            msr0::kEnabled | msr0::kInterrupt | msr0_vector(16), 0),
-            MsrResult::kOk);
+  EXPECT_EQ(
+      unit->write_msr(kMsrLwpFeatureEnable, msr0::kEnabled | msr0::kInterrupt | msr0_vector(16), 0),
+      MsrResult::kOk);
 }
 
 // §5.1/§5.2.1: user code sees LWPMSR0 in CPUID 0x8000001C EAX; EBX/ECX/EDX are the capabilities.

@@ -14,8 +14,9 @@ namespace pmu::lwp::conformance {
 namespace {
 
 using Fault = RecordingPageFaultSink::Fault;
-constexpr uint32_t kNotPresent = page_fault::kUser | page_fault::kWrite;                 // 0x6
-constexpr uint32_t kReadOnly = page_fault::kUser | page_fault::kWrite | page_fault::kPresent;  // 0x7
+constexpr uint32_t kNotPresent = page_fault::kUser | page_fault::kWrite;  // 0x6
+constexpr uint32_t kReadOnly =
+    page_fault::kUser | page_fault::kWrite | page_fault::kPresent;  // 0x7
 
 class PageFaultTrapTest : public LwpFixture {
  protected:
@@ -61,7 +62,7 @@ TEST_F(PageFaultTrapTest, NotPresentPageTrapsAndNextOccurrenceStores) {
   EXPECT_TRUE(page_faults.faults.empty());
   RetireExpectingTrap(Plain(RipOf(4)), {kBufferAddr, kNotPresent});
   EXPECT_EQ(CbHead(), 0u);
-  EXPECT_EQ(CbU64(24), 0u);  // MissedEvents
+  EXPECT_EQ(CbU64(24), 0u);    // MissedEvents
   mem.map(kBufferAddr, 4096);  // what the guest's #PF handler does
   RetirePlain(5, 6);
   ASSERT_EQ(stored.size(), 2u);

@@ -13,8 +13,7 @@ namespace {
 
 class RingTest : public LwpFixture {
  protected:
-  static CbSpec Ring(uint32_t size, uint32_t head = 0, uint32_t tail = 0,
-                     uint32_t threshold = 0) {
+  static CbSpec Ring(uint32_t size, uint32_t head = 0, uint32_t tail = 0, uint32_t threshold = 0) {
     CbSpec cb;
     cb.buffer_size = size;
     cb.head = head;
@@ -116,10 +115,10 @@ TEST_F(RingTest, MissedEventsIsReadModifyWriteInMemory) {
 TEST_F(RingTest, TailRereadWhenFullFindsSpace) {
   Start(Ring(128));
   for (int i = 0; i < 3; ++i) One(i);  // head 96
-  SetTail(64);                          // software consumed two records
-  One(3);                               // at 96, head wraps to 0
-  One(4);                               // at 0, head 32
-  One(5);                               // at 32, head would be 64 == tail: missed
+  SetTail(64);                         // software consumed two records
+  One(3);                              // at 96, head wraps to 0
+  One(4);                              // at 0, head 32
+  One(5);                              // at 32, head would be 64 == tail: missed
   ASSERT_EQ(stored.size(), 6u);
   EXPECT_FALSE(stored[3].missed);
   EXPECT_FALSE(stored[4].missed);
@@ -227,11 +226,11 @@ TEST_F(RingTest, NoInterruptWithoutIntOrThreshold) {
 TEST_F(RingTest, Lwpmsr0IntCheckedAtEachInterrupt) {
   Start(Ring(256, 0, 0, 32));
   SetMsr0(msr0::kEnabled | msr0::kIre | msr0_vector(kVector));  // OS withdraws INT
-  One(0);  // used 32
+  One(0);                                                       // used 32
   EXPECT_TRUE(sink.vectors.empty());
   SetTail(32);
   SetMsr0(kMsr0AllFeatures | msr0_vector(kVector));  // INT back
-  One(1);  // head 64, used 32 again
+  One(1);                                            // head 64, used 32 again
   EXPECT_EQ(sink.vectors, (std::vector<uint8_t>{kVector}));
 }
 

@@ -36,8 +36,8 @@ CbSpec BusyCb(uint64_t buffer = kBufferAddr) {
   cb.buffer_size = 512;
   cb.threshold = 96;
   cb.random = 3;
-  cb.slots = {{kEventInstructionsRetired, 9, 0}, {kEventBranchesRetired, 4, 0},
-              {kEventDcacheMisses, 2, 0}};
+  cb.slots = {
+      {kEventInstructionsRetired, 9, 0}, {kEventBranchesRetired, 4, 0}, {kEventDcacheMisses, 2, 0}};
   return cb;
 }
 

@@ -34,7 +34,7 @@ TEST(CmosRtcTest, StatusRegistersSayReadableNow) {
   EXPECT_EQ(reg(rtc, 0x0A) & 0x80, 0);  // no update in progress
   EXPECT_EQ(reg(rtc, 0x0B), 0x02);      // 24-hour, BCD
   EXPECT_EQ(reg(rtc, 0x0C), 0x00);
-  EXPECT_EQ(reg(rtc, 0x0D), 0x80);      // valid RAM and time (bit 6 clear)
+  EXPECT_EQ(reg(rtc, 0x0D), 0x80);  // valid RAM and time (bit 6 clear)
   rtc.write(CmosRtc::kIndexPort, 0x0D);
   rtc.write(CmosRtc::kDataPort, 0x00);  // read-only
   EXPECT_EQ(reg(rtc, 0x0D), 0x80);

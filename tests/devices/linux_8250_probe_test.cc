@@ -15,8 +15,21 @@
 namespace vmm {
 namespace {
 
-enum Reg : int { kRx = 0, kTx = 0, kDll = 0, kIer = 1, kDlm = 1, kIir = 2, kFcr = 2, kEfr = 2,
-                 kLcr = 3, kMcr = 4, kLsr = 5, kMsr = 6, kScr = 7 };
+enum Reg : int {
+  kRx = 0,
+  kTx = 0,
+  kDll = 0,
+  kIer = 1,
+  kDlm = 1,
+  kIir = 2,
+  kFcr = 2,
+  kEfr = 2,
+  kLcr = 3,
+  kMcr = 4,
+  kLsr = 5,
+  kMsr = 6,
+  kScr = 7
+};
 
 // What Linux concludes about the port.
 struct Probe {
@@ -35,7 +48,10 @@ class Linux8250 {
   void out(int reg, int value) { uart_.write(static_cast<uint16_t>(base_ + reg), value & 0xFF); }
 
   unsigned dl_read() { return in(kDll) | in(kDlm) << 8; }
-  void dl_write(unsigned dl) { out(kDll, dl & 0xFF); out(kDlm, dl >> 8 & 0xFF); }
+  void dl_write(unsigned dl) {
+    out(kDll, dl & 0xFF);
+    out(kDlm, dl >> 8 & 0xFF);
+  }
 
   // autoconfig(); skip_test = UPF_SKIP_TEST (set for the legacy COM1-3 table, clear otherwise).
   Probe autoconfig(bool skip_test) {
@@ -43,9 +59,9 @@ class Linux8250 {
     // IER existence test.
     const uint8_t scratch = in(kIer);
     out(kIer, 0);
-    const uint8_t scratch2 = in(kIer) & 0x0F;
+    const uint8_t scratch2 = in(kIer)&0x0F;
     out(kIer, 0x0F);
-    const uint8_t scratch3 = in(kIer) & 0x0F;
+    const uint8_t scratch3 = in(kIer)&0x0F;
     out(kIer, scratch);
     p.ier_test_passed = scratch2 == 0 && scratch3 == 0x0F;
     if (!p.ier_test_passed) return p;
@@ -54,7 +70,7 @@ class Linux8250 {
     const uint8_t save_lcr = in(kLcr);
     if (!skip_test) {
       out(kMcr, 0x10 | 0x08 | 0x02);  // LOOP | OUT2 | RTS
-      p.loop_msr = in(kMsr) & 0xF0;
+      p.loop_msr = in(kMsr)&0xF0;
       out(kMcr, save_mcr);
       p.loop_test_passed = p.loop_msr == (0x80 | 0x10);  // DCD | CTS
       if (!p.loop_test_passed) return p;
@@ -64,7 +80,7 @@ class Linux8250 {
     out(kEfr, 0);
     out(kLcr, 0);
     out(kFcr, 0x01);
-    switch (in(kIir) & 0xC0) {
+    switch (in(kIir)&0xC0) {
       case 0x00: autoconfig_8250(p); break;
       case 0x80: p.type = "16550"; break;
       case 0xC0: autoconfig_16550a(p); break;
@@ -132,11 +148,11 @@ class Linux8250 {
     // TI16750: IIR bit 5 with the 64-byte FIFO enabled under DLAB only.
     out(kLcr, 0);
     out(kFcr, 0x01 | 0x20);
-    const uint8_t st1 = in(kIir) & 0xE0;
+    const uint8_t st1 = in(kIir)&0xE0;
     out(kFcr, 0x01);
     out(kLcr, 0x80);
     out(kFcr, 0x01 | 0x20);
-    const uint8_t st2 = in(kIir) & 0xE0;
+    const uint8_t st2 = in(kIir)&0xE0;
     out(kFcr, 0x01);
     out(kLcr, 0);
     if (st1 == 0xC0 && st2 == 0xE0) {
@@ -146,9 +162,9 @@ class Linux8250 {
     // XScale: IER bit 6 (UUE) writable.
     const uint8_t iersave = in(kIer);
     out(kIer, iersave & ~0x40);
-    if (!(in(kIer) & 0x40)) {
+    if (!(in(kIer)&0x40)) {
       out(kIer, iersave | 0x40);
-      if (in(kIer) & 0x40) {
+      if (in(kIer)&0x40) {
         p.type = "XScale";
         return;
       }
@@ -171,7 +187,7 @@ class Linux8250 {
     out(kLcr, 0x03);
     for (int i = 0; i < 256; ++i) out(kTx, i);
     int count = 0;
-    while ((in(kLsr) & 0x01) && count < 256) {
+    while ((in(kLsr)&0x01) && count < 256) {
       in(kRx);
       ++count;
     }
@@ -189,7 +205,7 @@ class Linux8250 {
   bool autoconfig_irq(const std::vector<bool>& irq_log) {
     const uint8_t save_mcr = in(kMcr);
     const uint8_t save_ier = in(kIer);
-    out(kMcr, 0x04 | 0x08);  // OUT1 | OUT2
+    out(kMcr, 0x04 | 0x08);                  // OUT1 | OUT2
     const size_t probe_on = irq_log.size();  // probe_irq_on()
     out(kMcr, 0);
     out(kMcr, 0x01 | 0x02 | 0x08);  // DTR | RTS | OUT2
@@ -266,7 +282,7 @@ class Linux8250 {
 
   bool wait_for_lsr(uint8_t bits) {
     for (int i = 0; i < 10000; ++i)
-      if ((in(kLsr) & bits) == bits) return true;
+      if ((in(kLsr)&bits) == bits) return true;
     return false;
   }
 
@@ -308,7 +324,7 @@ class Linux8250 {
       const uint8_t iir = in(kIir);
       if (iir & 0x01) continue;
       const uint8_t lsr = in(kLsr);
-      in(kMsr);  // serial8250_modem_status()
+      in(kMsr);                             // serial8250_modem_status()
       if ((lsr & 0x20) && (ier_ & 0x02)) {  // serial8250_tx_chars()
         for (int n = 0; n < 16 && !pending.empty(); ++n) {
           out(kTx, pending.front());
@@ -408,8 +424,7 @@ TEST_P(Linux8250Test, ConsoleAndTtyOutputAfterSetTermios) {
   EXPECT_EQ(uart_.read(0x3FA), 0xC1);
 }
 
-INSTANTIATE_TEST_SUITE_P(EarlyConsoleMcr, Linux8250Test,
-                         ::testing::Values(0x00, 0x03, 0x0B));
+INSTANTIATE_TEST_SUITE_P(EarlyConsoleMcr, Linux8250Test, ::testing::Values(0x00, 0x03, 0x0B));
 
 }  // namespace
 }  // namespace vmm

@@ -121,7 +121,7 @@ TEST_F(SerialTest, FcrEnablesFifosAndIirShowsThem) {
   uart_.write(FCR, 0x21);            // 64-byte FIFO bit of a 16750: not here
   EXPECT_EQ(uart_.read(IIR) & 0xE0, 0xC0);
   uart_.write(LCR, 0x80);
-  uart_.write(FCR, 0x21);            // not even with DLAB set
+  uart_.write(FCR, 0x21);  // not even with DLAB set
   EXPECT_EQ(uart_.read(IIR) & 0xE0, 0xC0);
   uart_.write(LCR, 0x03);
   uart_.write(FCR, 0x00);
@@ -142,14 +142,16 @@ TEST_F(SerialTest, LoopbackKeepsBytesInsideAndReceivesThem) {
 }
 
 TEST_F(SerialTest, LoopbackMapsModemControlToModemStatus) {
-  struct Case { uint8_t mcr, msr_status; };
+  struct Case {
+    uint8_t mcr, msr_status;
+  };
   const Case cases[] = {
-      {0x10, 0x00},         // all outputs off
-      {0x11, 0x20},         // DTR  -> DSR
-      {0x12, 0x10},         // RTS  -> CTS
-      {0x14, 0x40},         // OUT1 -> RI
-      {0x18, 0x80},         // OUT2 -> DCD
-      {0x1A, 0x90},         // Linux autoconfig(): LOOP|OUT2|RTS must give DCD|CTS
+      {0x10, 0x00},  // all outputs off
+      {0x11, 0x20},  // DTR  -> DSR
+      {0x12, 0x10},  // RTS  -> CTS
+      {0x14, 0x40},  // OUT1 -> RI
+      {0x18, 0x80},  // OUT2 -> DCD
+      {0x1A, 0x90},  // Linux autoconfig(): LOOP|OUT2|RTS must give DCD|CTS
       {0x1F, 0xF0},
   };
   for (const Case& c : cases) {
@@ -220,12 +222,12 @@ TEST_F(SerialTest, ThreInterruptIsAcknowledgedByReadingIir) {
   EXPECT_EQ(uart_.read(IIR), 0x01);  // the read acknowledged it
   uart_.write(IER, 0x02);            // rewriting the same value does not re-arm
   EXPECT_EQ(uart_.read(IIR), 0x01);
-  uart_.write(TX, 'a');              // THR empties again at once
+  uart_.write(TX, 'a');  // THR empties again at once
   EXPECT_EQ(uart_.read(IIR), 0x02);
   uart_.write(TX, 'b');
-  uart_.write(IER, 0x00);            // disabling drops it
+  uart_.write(IER, 0x00);  // disabling drops it
   EXPECT_EQ(uart_.read(IIR), 0x01);
-  uart_.write(IER, 0x02);            // re-enabling re-arms it
+  uart_.write(IER, 0x02);  // re-enabling re-arms it
   EXPECT_EQ(uart_.read(IIR), 0x02);
   EXPECT_EQ(out_, "ab");
 }
@@ -244,8 +246,8 @@ TEST_F(SerialTest, ThreAckOnlyWhenThreIsTheReportedSource) {
 TEST_F(SerialTest, InterruptPriorities) {
   uart_.write(MCR, 0x10);
   uart_.write(TX, '1');
-  uart_.write(TX, '2');              // overrun (no FIFO)
-  uart_.write(MCR, 0x11);            // DSR changes: modem status delta
+  uart_.write(TX, '2');    // overrun (no FIFO)
+  uart_.write(MCR, 0x11);  // DSR changes: modem status delta
   uart_.write(IER, 0x0F);
   EXPECT_EQ(uart_.read(IIR), 0x06);  // receiver line status first
   uart_.read(LSR);                   // clears OE
@@ -258,7 +260,7 @@ TEST_F(SerialTest, InterruptPriorities) {
 }
 
 TEST_F(SerialTest, FifoTriggerLevelAndCharacterTimeout) {
-  uart_.write(FCR, 0x47);            // FIFOs on, trigger level 4
+  uart_.write(FCR, 0x47);  // FIFOs on, trigger level 4
   uart_.write(MCR, 0x10);
   uart_.write(IER, 0x01);
   for (char c : std::string("abc")) uart_.write(TX, static_cast<uint8_t>(c));
@@ -273,17 +275,17 @@ TEST_F(SerialTest, FifoTriggerLevelAndCharacterTimeout) {
 
 TEST_F(SerialTest, IrqLineFollowsPendingInterruptGatedByOut2) {
   wire_irq();
-  uart_.write(IER, 0x02);            // pending, but OUT2 is off: the line stays low
+  uart_.write(IER, 0x02);  // pending, but OUT2 is off: the line stays low
   EXPECT_FALSE(uart_.irq_level());
   EXPECT_TRUE(irq_.empty());
-  uart_.write(MCR, 0x08);            // OUT2 connects the line
+  uart_.write(MCR, 0x08);  // OUT2 connects the line
   EXPECT_TRUE(uart_.irq_level());
   EXPECT_EQ(uart_.read(IIR), 0x02);  // acknowledge: line drops
   EXPECT_FALSE(uart_.irq_level());
-  uart_.write(TX, 'a');              // THR empties: line rises again (a new edge)
+  uart_.write(TX, 'a');  // THR empties: line rises again (a new edge)
   EXPECT_TRUE(uart_.irq_level());
-  uart_.write(TX, 'b');              // still pending: no callback for an unchanged level
-  uart_.write(MCR, 0x18);            // loopback disconnects the line
+  uart_.write(TX, 'b');    // still pending: no callback for an unchanged level
+  uart_.write(MCR, 0x18);  // loopback disconnects the line
   EXPECT_FALSE(uart_.irq_level());
   uart_.write(MCR, 0x08);
   EXPECT_TRUE(uart_.irq_level());
@@ -327,7 +329,8 @@ TEST_F(SerialTest, LoadedFifoIndicesAreChecked) {
   auto patched = [&](size_t offset_from_end, uint32_t value) {
     return pmu::testing::with_u32_from_end(good, offset_from_end, value);
   };
-  for (const std::vector<std::byte>& bad : {patched(9, 16), patched(9, 0x40000000), patched(5, 17)}) {
+  for (const std::vector<std::byte>& bad :
+       {patched(9, 16), patched(9, 0x40000000), patched(5, 17)}) {
     Serial16550 target([](char) {});
     pmu::StateReader r(bad);
     EXPECT_THROW(target.archive(r), pmu::StateFormatError);

@@ -18,9 +18,7 @@ using pmuvm_e2e::runfile;
 
 std::string hello() { return runfile("guest/programs/hello"); }
 
-bool one_line(const std::string& s) {
-  return !s.empty() && s.find('\n') == s.size() - 1;
-}
+bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
 
 // The last line of stderr (warnings may precede the error line).
 std::string last_line(const std::string& s) {
@@ -33,7 +31,8 @@ std::string last_line(const std::string& s) {
 TEST(CliErrors, MissingProgram) {
   auto r = run({"run", "--", "/nonexistent/prog.elf"});
   EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(last_line(r.err), "pmuvm: /nonexistent/prog.elf: cannot open (No such file or directory)");
+  EXPECT_EQ(last_line(r.err),
+            "pmuvm: /nonexistent/prog.elf: cannot open (No such file or directory)");
 }
 
 TEST(CliErrors, NonElfProgram) {
@@ -48,7 +47,8 @@ TEST(CliErrors, ProgramOverlappingTheKernel) {
   // A valid static executable linked at 1 MiB, where the bundled kernel lives.
   const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/low.elf";
   auto bytes = pmu::testing::make_elf({{0x100000, 0x1000, 0x10, PF_R | PF_X}}, 0x100000);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   auto r = run({"run", "--", path});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(last_line(r.err).find(path + ": segment 0x100000-0x101000 overlaps the kernel"),
@@ -75,8 +75,10 @@ TEST(CliErrors, UnknownProfileAndBadProfileFile) {
 }
 
 TEST(CliErrors, UsageErrorsAreOneLine) {
-  for (auto args : std::vector<std::vector<std::string>>{
-           {"run"}, {"run", "--vcpus", "0", "--", "x"}, {"bogus"}, {"run", "--backend", "x", "--", "x"}}) {
+  for (auto args : std::vector<std::vector<std::string>>{{"run"},
+                                                         {"run", "--vcpus", "0", "--", "x"},
+                                                         {"bogus"},
+                                                         {"run", "--backend", "x", "--", "x"}}) {
     auto r = run(args);
     EXPECT_EQ(r.status, 2) << ::testing::PrintToString(args);
     EXPECT_TRUE(one_line(r.err)) << r.err;
@@ -105,16 +107,19 @@ TEST(CliErrors, LinuxKernelInputs) {
     std::string error;
   } cases[] = {
       {{"run", "--kvm-device", nokvm, "--kernel", old},
-       "pmuvm: " + old + ": boot protocol 2.06 is too old; pmuvm needs 2.12 or later (Linux 3.8+) "
-       "for the 64-bit entry point"},
+       "pmuvm: " + old +
+           ": boot protocol 2.06 is too old; pmuvm needs 2.12 or later (Linux 3.8+) "
+           "for the 64-bit entry point"},
       {{"run", "--kvm-device", nokvm, "--kernel", ok, "--", hello()},
-       "pmuvm: " + ok + " is a Linux kernel: it runs what its initramfs holds, not programs after "
-       "`--` (put them into --initrd)"},
+       "pmuvm: " + ok +
+           " is a Linux kernel: it runs what its initramfs holds, not programs after "
+           "`--` (put them into --initrd)"},
       {{"run", "--kvm-device", nokvm, "--kernel", hello(), "--initrd", big, "--", hello()},
-       "pmuvm: " + hello() + " is not a Linux bzImage; --initrd and --cmdline are for Linux guests"},
+       "pmuvm: " + hello() +
+           " is not a Linux bzImage; --initrd and --cmdline are for Linux guests"},
       {{"run", "--kvm-device", nokvm, "--mem", "48", "--kernel", ok, "--initrd", big},
        "pmuvm: " + big + ": the initrd (40 MiB) does not fit in RAM beside " + ok +
-       " (needs --mem of at least 65 MiB)"},
+           " (needs --mem of at least 65 MiB)"},
       {{"run", "--kvm-device", nokvm, "--kernel", ok, "--initrd", "/nonexistent/rd"},
        "pmuvm: cannot read initrd /nonexistent/rd: No such file or directory"},
       {{"run", "--kvm-device", nokvm, "--kernel", ok, "--cmdline", std::string(3000, 'x')},
@@ -149,8 +154,9 @@ TEST(Cli, HelpAndProfiles) {
     EXPECT_NE(p.out.find(name), std::string::npos) << name;
   auto d = run({"profiles", "amd-lwp"});
   EXPECT_EQ(d.status, 0);
-  EXPECT_NE(d.out.find("CPUID 0x8000001C eax=0x8000000f ebx=0x01032040 ecx=0xc000002a edx=0x0000001f"),
-            std::string::npos)
+  EXPECT_NE(
+      d.out.find("CPUID 0x8000001C eax=0x8000000f ebx=0x01032040 ecx=0xc000002a edx=0x0000001f"),
+      std::string::npos)
       << d.out;
 }
 

@@ -33,7 +33,8 @@ TEST_F(GuestBoot, SyscallsPreserveRegistersAndReturnTheirResults) {
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
   for (const char* call : {"write", "yield", "lwp_wait(0)", "lwp_info", "unknown syscall 99"})
     EXPECT_NE(r.out.find(std::string("PASS: ") + call + " preserves registers"), std::string::npos)
-        << call << "\n" << r.out;
+        << call << "\n"
+        << r.out;
   EXPECT_NE(r.out.find("syscall_check: write from ring 3\n"), std::string::npos) << r.out;
 }
 
@@ -45,7 +46,8 @@ TEST_F(GuestBoot, ExitStatusIsPropagated) {
 }
 
 TEST_F(GuestBoot, TwoTasksSwitch) {
-  auto r = run({"run", "--", program("yield_ping"), "5", "A", "--", program("yield_ping"), "5", "B"});
+  auto r =
+      run({"run", "--", program("yield_ping"), "5", "A", "--", program("yield_ping"), "5", "B"});
   EXPECT_EQ(r.status, 0) << r.err;
   const size_t a1 = r.out.find("A ping 1/5"), b1 = r.out.find("B ping 1/5"),
                a5 = r.out.find("A ping 5/5");
@@ -126,8 +128,8 @@ TEST_F(GuestBoot, NoLwpProfileHasNoLwp) {
 // A crashed guest is a VMM-level failure: exit status 3, one line with the reason and the
 // vCPU's registers, then the vCPU's last exits (the fatal one last).
 TEST_F(GuestBoot, TripleFaultIsExitThreeWithTheRegisters) {
-  auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_triple_fault"), "--",
-                program("hello")});
+  auto r = run(
+      {"run", "--kernel", runfile("tests/e2e/crash_kernel_triple_fault"), "--", program("hello")});
   EXPECT_EQ(r.status, 3) << r.out << r.err;
   const size_t at = r.err.find("guest triple fault on vCPU 0: ");
   ASSERT_NE(at, std::string::npos) << r.err;
@@ -136,8 +138,9 @@ TEST_F(GuestBoot, TripleFaultIsExitThreeWithTheRegisters) {
   // resets the vCPU on a shutdown, and pmuvm says so instead of passing the reset state off as
   // the crash site.
   const bool crash_site = reason.find(" cr3=0x8000 ") != std::string::npos;
-  const bool said_lost = reason.find("registers lost (KVM on AMD SVM resets the vCPU on a shutdown") !=
-                         std::string::npos;
+  const bool said_lost =
+      reason.find("registers lost (KVM on AMD SVM resets the vCPU on a shutdown") !=
+      std::string::npos;
   EXPECT_TRUE(crash_site != said_lost) << r.err;
   EXPECT_NE(reason.find("rip=0x"), std::string::npos) << r.err;
   // The ud2 is the kernel's first instruction: the shutdown is the vCPU's first and only exit.
@@ -149,8 +152,8 @@ TEST_F(GuestBoot, TripleFaultIsExitThreeWithTheRegisters) {
 }
 
 TEST_F(GuestBoot, KvmInternalErrorIsExitThreeWithTheRegisters) {
-  auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_mmio_fetch"), "--",
-                program("hello")});
+  auto r = run(
+      {"run", "--kernel", runfile("tests/e2e/crash_kernel_mmio_fetch"), "--", program("hello")});
   EXPECT_EQ(r.status, 3) << r.out << r.err;
   EXPECT_NE(r.err.find("KVM internal error"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("rip=0xc0000000"), std::string::npos) << r.err;
@@ -158,8 +161,8 @@ TEST_F(GuestBoot, KvmInternalErrorIsExitThreeWithTheRegisters) {
 
 // A guest decides how many MMIO accesses hit no device: the host's log gets 8 lines, not 100.
 TEST_F(GuestBoot, MmioWithoutADeviceIsLoggedEightTimes) {
-  auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_mmio_reads"), "--",
-                program("hello")});
+  auto r = run(
+      {"run", "--kernel", runfile("tests/e2e/crash_kernel_mmio_reads"), "--", program("hello")});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(occurrences(r.err, "with no device"), 8u) << r.err;
   EXPECT_NE(r.err.find("MMIO read at 0xc0000000 with no device (further ones on this vCPU are not "
@@ -178,10 +181,10 @@ TEST_F(GuestBoot, ConsoleBlocksOutsideRamAreDropped) {
 }
 
 // A hostile kernel loads LWPCBs that straddle the end of RAM or the start of the MMIO hole and
-// announces a return to user mode (which makes pmuvm read them), then writes every MSR pmuvm implements with zero, all ones,
-// single bits and pseudo-random values, reading each back: the VMM stays up, answers what it
-// refuses with the architected #GP, which the guest handles and survives, and its log does not
-// grow with the storm (9 900 MSR exits).
+// announces a return to user mode (which makes pmuvm read them), then writes every MSR pmuvm
+// implements with zero, all ones, single bits and pseudo-random values, reading each back: the VMM
+// stays up, answers what it refuses with the architected #GP, which the guest handles and survives,
+// and its log does not grow with the storm (9 900 MSR exits).
 TEST_P(MsrStorm, TheVmmStaysUpAndTheGuestSeesGp) {
   const auto& [cpu, mem] = GetParam();
   auto r = run({"run", "--cpu", cpu, "--mem", mem, "--kernel",
@@ -241,7 +244,8 @@ TEST_F(GuestBoot, UndeliverablePmisDoNotFloodTheLog) {
 }
 
 TEST_F(GuestBoot, KernelPanicIsExitThree) {
-  auto r = run({"run", "--kernel", runfile("tests/e2e/crash_kernel_panic"), "--", program("hello")});
+  auto r =
+      run({"run", "--kernel", runfile("tests/e2e/crash_kernel_panic"), "--", program("hello")});
   EXPECT_EQ(r.status, 3) << r.out << r.err;
   EXPECT_NE(r.out.find("panic: crash_kernel: deliberate panic"), std::string::npos) << r.out;
 }

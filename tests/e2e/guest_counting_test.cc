@@ -36,14 +36,16 @@ TEST_F(GuestCounting, KnownInstructionSequenceGivesTheExactRecordStream) {
   for (const char* stepper : pmuvm_e2e::kSteppers) {
     auto r = run({"run", "--stepper", stepper, "--", program("lwp_exact")});
     EXPECT_EQ(r.status, 0) << stepper << "\n" << r.out << r.err;
-    EXPECT_NE(r.out.find("lwp_exact: exact record stream"), std::string::npos) << stepper << "\n" << r.out;
+    EXPECT_NE(r.out.find("lwp_exact: exact record stream"), std::string::npos) << stepper << "\n"
+                                                                               << r.out;
     // The stream itself, as lwp_exact's header comment derives it.
     EXPECT_NE(r.out.find("lwp_exact: record 0: event 1 rip=start+15\n"
                          "lwp_exact: record 1: event 2 rip=start+19 target=start+21 taken 1\n"
                          "lwp_exact: record 2: event 1 rip=start+27\n"
                          "lwp_exact: record 3: event 1 rip=start+37\n"),
               std::string::npos)
-        << stepper << "\n" << r.out;
+        << stepper << "\n"
+        << r.out;
   }
 }
 
@@ -79,12 +81,14 @@ TEST_F(GuestCounting, BlockSteppingGivesTheRecordsOfSingleSteppingInABlockPerExi
       const std::string stepper = pmuvm_e2e::kSteppers[i];
       const std::string file = temp(std::string("block_loops.") + shape + "." + stepper + ".jsonl");
       auto r = run({"run", "--stats", "--stepper", stepper, "--lwp-trace", file, "--",
-                    program("block_loops"), shape, "3000"}, 600);
+                    program("block_loops"), shape, "3000"},
+                   600);
       ASSERT_EQ(r.status, 0) << shape << " " << stepper << "\n" << r.out << r.err;
       trace[i] = slurp(file);
       out[i] = program_lines(r.out, "block_loops:");
       std::smatch m;
-      ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(blocks (\d+), counted instructions (\d+))")))
+      ASSERT_TRUE(
+          std::regex_search(r.err, m, std::regex(R"(blocks (\d+), counted instructions (\d+))")))
           << r.err;
       const double blocks = std::stod(m[1]), counted = std::stod(m[2]);
       if (stepper == "kvm") {
@@ -94,12 +98,14 @@ TEST_F(GuestCounting, BlockSteppingGivesTheRecordsOfSingleSteppingInABlockPerExi
         const double exits = std::stod(m[1]);
         EXPECT_GT(blocks, 0) << shape;
         // The loop dominates: 3000 blocks of 2 or 20 (1.2 x 1/2, 2 x 1/20), boot included.
-        EXPECT_LE(exits / counted, std::string(shape) == "tight" ? 0.6 : 0.1) << shape << "\n" << r.err;
+        EXPECT_LE(exits / counted, std::string(shape) == "tight" ? 0.6 : 0.1) << shape << "\n"
+                                                                              << r.err;
       } else {
         EXPECT_EQ(blocks, 0) << shape << " " << stepper;
       }
     }
-    EXPECT_NE(out[0].find(std::string("block_loops: ") + shape + " 3000 iterations"), std::string::npos)
+    EXPECT_NE(out[0].find(std::string("block_loops: ") + shape + " 3000 iterations"),
+              std::string::npos)
         << out[0];
     EXPECT_FALSE(trace[0].empty());
     for (size_t j = 1; j < pmuvm_e2e::kSteppers.size(); ++j) {
@@ -119,14 +125,16 @@ TEST_F(GuestCounting, GeneratedProgramsGiveTheSameRecordsUnderEveryStepper) {
     for (size_t i = 0; i < pmuvm_e2e::kSteppers.size(); ++i) {
       const std::string stepper = pmuvm_e2e::kSteppers[i];
       const std::string file = temp(std::string("block_fuzz.") + seed + "." + stepper + ".jsonl");
-      auto r = run({"run", "--stepper", stepper, "--lwp-trace", file, "--",
-                    program("block_fuzz"), seed, "300"}, 600);
+      auto r = run({"run", "--stepper", stepper, "--lwp-trace", file, "--", program("block_fuzz"),
+                    seed, "300"},
+                   600);
       ASSERT_EQ(r.status, 0) << seed << " " << stepper << "\n" << r.out << r.err;
       trace[i] = slurp(file);
       out[i] = program_lines(r.out, "block_fuzz:");
     }
     EXPECT_NE(out[0].find(std::string("block_fuzz: seed ") + seed + ": 300 snippets"),
-              std::string::npos) << out[0];
+              std::string::npos)
+        << out[0];
     EXPECT_FALSE(trace[0].empty()) << seed;
     for (size_t j = 1; j < pmuvm_e2e::kSteppers.size(); ++j) {
       EXPECT_EQ(trace[0], trace[j]) << "seed " << seed << ": " << pmuvm_e2e::kSteppers[j];
@@ -168,8 +176,8 @@ TEST_F(GuestCounting, CoreIdIsTheApicIdOfTheVcpuThatStoredTheRecord) {
 TEST_F(GuestCounting, SameSeedSameBytesOtherSeedOtherRandomBits) {
   auto trace_for = [&](const std::string& seed, const std::string& tag) {
     const std::string file = temp("seed" + tag + ".jsonl");
-    auto r = run({"run", "--seed", seed, "--lwp-trace", file, "--", program("lwp_demo"), "1", "6"},
-                 600);
+    auto r =
+        run({"run", "--seed", seed, "--lwp-trace", file, "--", program("lwp_demo"), "1", "6"}, 600);
     EXPECT_EQ(r.status, 0) << r.out << r.err;
     return slurp(file);
   };
@@ -218,7 +226,8 @@ class GuestNetburst : public GuestCounting {
 
 TEST_F(GuestNetburst, InstrRetiredAtUserLevelIsExact) {
   for (const char* stepper : pmuvm_e2e::kSteppers)
-    EXPECT_EQ(counted(stepper, {"instr", "1", "usr"}), "netburst_exact: count 1010 pmis 0") << stepper;
+    EXPECT_EQ(counted(stepper, {"instr", "1", "usr"}), "netburst_exact: count 1010 pmis 0")
+        << stepper;
 }
 
 // A REP string instruction retires once, however many iterations it runs (4096 here) and
@@ -230,9 +239,12 @@ TEST_F(GuestNetburst, RepStringInstructionsRetireOnce) {
 
 TEST_F(GuestNetburst, BranchRetiredMasksAreExact) {
   for (const char* stepper : pmuvm_e2e::kSteppers) {
-    EXPECT_EQ(counted(stepper, {"branch", "15", "usr"}), "netburst_exact: count 16 pmis 0") << stepper;
-    EXPECT_EQ(counted(stepper, {"branch", "12", "usr"}), "netburst_exact: count 10 pmis 0") << stepper;  // MMTP|MMTM
-    EXPECT_EQ(counted(stepper, {"branch", "3", "usr"}), "netburst_exact: count 6 pmis 0") << stepper;    // MMNP|MMNM
+    EXPECT_EQ(counted(stepper, {"branch", "15", "usr"}), "netburst_exact: count 16 pmis 0")
+        << stepper;
+    EXPECT_EQ(counted(stepper, {"branch", "12", "usr"}), "netburst_exact: count 10 pmis 0")
+        << stepper;  // MMTP|MMTM
+    EXPECT_EQ(counted(stepper, {"branch", "3", "usr"}), "netburst_exact: count 6 pmis 0")
+        << stepper;  // MMNP|MMNM
   }
 }
 
@@ -244,10 +256,12 @@ TEST_F(GuestNetburst, PresetMinusNGivesOnePmiPerNEvents) {
   // the next user instruction (vmm/precise/step_controller.h).
   for (const char* stepper : pmuvm_e2e::kSteppers) {
     EXPECT_EQ(counted(stepper, {"instr", "1", "usr", "10"}),
-              "netburst_exact: count 1099511627766 pmis 101") << stepper;
+              "netburst_exact: count 1099511627766 pmis 101")
+        << stepper;
     // Period 100: PMIs at 100..1000, then 10 more events after the last reload.
     EXPECT_EQ(counted(stepper, {"instr", "1", "usr", "100"}),
-              "netburst_exact: count 1099511627686 pmis 10") << stepper;
+              "netburst_exact: count 1099511627686 pmis 10")
+        << stepper;
   }
 }
 
@@ -260,7 +274,8 @@ TEST_F(GuestNetburst, PresetMinusNGivesOnePmiPerNEvents) {
 TEST_F(GuestNetburst, PmiOnEveryEventFinishesExactly) {
   for (const char* stepper : pmuvm_e2e::kSteppers)
     EXPECT_EQ(counted(stepper, {"instr", "1", "usr", "1"}),
-              "netburst_exact: count 1099511627775 pmis 1019") << stepper;
+              "netburst_exact: count 1099511627775 pmis 1019")
+        << stepper;
 }
 
 // The same storm under --max-interrupt-rate: the run finishes, PMIs are held back, and none is
@@ -280,8 +295,10 @@ TEST_F(GuestNetburst, PmiStormUnderTheRateLimitFinishesAndAccountsForEveryReques
   ASSERT_EQ(std::sscanf(all.c_str() + at,
                         "--max-interrupt-rate 50/s held back %llu PMU interrupt requests, %llu of "
                         "them coalesced into one already held; %llu delivered",
-                        &held, &coalesced, &delivered), 3) << all;
-  EXPECT_GT(held, 0u) << all;                                // ... because the VMM held them
+                        &held, &coalesced, &delivered),
+            3)
+      << all;
+  EXPECT_GT(held, 0u) << all;  // ... because the VMM held them
   EXPECT_LE(static_cast<unsigned long long>(pmis), delivered) << all;  // and none was lost
   EXPECT_GE(delivered, 20u) << all;
   (void)coalesced;
@@ -309,16 +326,19 @@ TEST_F(GuestNetburst, KernelAndBothLevelsAreExactWithoutATick) {
 // Counter 12 (read 9 instructions later) wrapped through 0: 1010 + 9 - PERIOD.
 TEST_F(GuestNetburst, CascadedCounterStartsAfterItsAlternateOverflows) {
   auto cascade = [](const char* stepper, const char* period) {
-    std::vector<std::string> argv = {"run", "--cpu", "intel-netburst", "--stepper", stepper, "--",
-                                     program("netburst_exact"), "cascade", period};
+    std::vector<std::string> argv = {"run",   "--cpu", "intel-netburst",          "--stepper",
+                                     stepper, "--",    program("netburst_exact"), "cascade",
+                                     period};
     auto r = run(argv);
     EXPECT_EQ(r.status, 0) << stepper << "\n" << r.out << r.err;
     const size_t at = r.out.find("netburst_exact: cascade ");
     return at == std::string::npos ? r.out : r.out.substr(at, r.out.find('\n', at) - at);
   };
   for (const char* stepper : pmuvm_e2e::kSteppers) {
-    EXPECT_EQ(cascade(stepper, "100"), "netburst_exact: cascade count 910 alternate 919") << stepper;
-    EXPECT_EQ(cascade(stepper, "1"), "netburst_exact: cascade count 1009 alternate 1018") << stepper;
+    EXPECT_EQ(cascade(stepper, "100"), "netburst_exact: cascade count 910 alternate 919")
+        << stepper;
+    EXPECT_EQ(cascade(stepper, "1"), "netburst_exact: cascade count 1009 alternate 1018")
+        << stepper;
     EXPECT_EQ(cascade(stepper, "1000"), "netburst_exact: cascade count 10 alternate 19") << stepper;
   }
 }
@@ -346,7 +366,8 @@ TEST_F(GuestCounting, RingBufferPageFaultTrapsAndTheNextOccurrenceStores) {
       "lwp_fault: run 1: record 0: event 1 rip=start+10\n"
       "lwp_fault: run 1: record 1: event 1 rip=start+20\n"
       "lwp_fault: run 1: record 2: event 1 rip=start+30\n"
-      "kernel: task 1 (lwp_fault): demand-zero page 0x7f0000001000: zero page mapped read-only (error 0x4)\n"
+      "kernel: task 1 (lwp_fault): demand-zero page 0x7f0000001000: zero page mapped read-only "
+      "(error 0x4)\n"
       "kernel: task 1 (lwp_fault): demand-zero page 0x7f0000001000: copied on write (error 0x7)\n"
       "lwp_fault: run 2: record 0: event 1 rip=start+10\n"
       "lwp_fault: run 2: record 1: event 1 rip=start+20\n"
@@ -356,7 +377,8 @@ TEST_F(GuestCounting, RingBufferPageFaultTrapsAndTheNextOccurrenceStores) {
   int i = 0;
   for (const char* stepper : pmuvm_e2e::kSteppers) {
     const std::string file = temp(std::string("lwp_fault.") + stepper + ".jsonl");
-    auto r = run({"run", "--stepper", stepper, "--lwp-trace", file, "--", program("lwp_fault")}, 300);
+    auto r =
+        run({"run", "--stepper", stepper, "--lwp-trace", file, "--", program("lwp_fault")}, 300);
     EXPECT_EQ(r.status, 0) << stepper << "\n" << r.out << r.err;
     EXPECT_NE(r.out.find(want_lines), std::string::npos) << stepper << "\n" << r.out;
     trace[i++] = slurp(file);
@@ -368,8 +390,12 @@ TEST_F(GuestCounting, RingBufferPageFaultTrapsAndTheNextOccurrenceStores) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 6u) << trace[0];
-  EXPECT_NE(lines[0].find("\"address\":" + std::to_string(0x7f0000000000ull) + ","), std::string::npos) << lines[0];
-  EXPECT_NE(lines[3].find("\"address\":" + std::to_string(0x7f0000001000ull) + ","), std::string::npos) << lines[3];
+  EXPECT_NE(lines[0].find("\"address\":" + std::to_string(0x7f0000000000ull) + ","),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[3].find("\"address\":" + std::to_string(0x7f0000001000ull) + ","),
+            std::string::npos)
+      << lines[3];
 }
 
 }  // namespace

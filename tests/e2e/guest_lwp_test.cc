@@ -25,9 +25,9 @@ using pmuvm_e2e::slurp;
 struct StepperRun {
   std::string stepper;
   pmuvm_e2e::Result result;
-  std::string lines;  // the program's own console lines ("NAME: ..."), absolute RIPs masked
-  std::string trace;  // --lwp-trace
-  std::string report; // --lwp-report
+  std::string lines;   // the program's own console lines ("NAME: ..."), absolute RIPs masked
+  std::string trace;   // --lwp-trace
+  std::string report;  // --lwp-report
 };
 
 class GuestLwp : public pmuvm_e2e::GuestTest {
@@ -45,23 +45,23 @@ class GuestLwp : public pmuvm_e2e::GuestTest {
       s.stepper = stepper;
       const std::string tag = name + "." + (args.empty() ? "" : args[0]) + "." + stepper;
       const std::string trace = temp(tag + ".jsonl"), report = temp(tag + ".report");
-      std::vector<std::string> argv = {"run", "--stepper", stepper, "--lwp-trace", trace,
-                                       "--lwp-report", report};
+      std::vector<std::string> argv = {"run", "--stepper",    stepper, "--lwp-trace",
+                                       trace, "--lwp-report", report};
       argv.insert(argv.end(), options.begin(), options.end());
       argv.push_back("--");
       argv.push_back(program(name));
       argv.insert(argv.end(), args.begin(), args.end());
       s.result = run(argv);
-      EXPECT_EQ(s.result.status, 0) << name << " " << stepper << "\n" << s.result.out << s.result.err;
+      EXPECT_EQ(s.result.status, 0) << name << " " << stepper << "\n"
+                                    << s.result.out << s.result.err;
       s.lines = program_lines(s.result.out, name + ":");
       s.trace = slurp(trace);
       s.report = slurp(report);
       runs.push_back(std::move(s));
     }
     for (size_t j = 1; j < runs.size(); ++j) {
-      EXPECT_EQ(runs[0].trace, runs[j].trace)
-          << name << ": " << runs[0].stepper << " and " << runs[j].stepper
-          << " stored different records";
+      EXPECT_EQ(runs[0].trace, runs[j].trace) << name << ": " << runs[0].stepper << " and "
+                                              << runs[j].stepper << " stored different records";
       if (same_lines) {
         EXPECT_EQ(runs[0].lines, runs[j].lines) << name << " " << runs[j].stepper;
       }
@@ -88,7 +88,8 @@ class GuestLwp : public pmuvm_e2e::GuestTest {
                                 uint32_t data, uint64_t rip, uint64_t addr) {
     char buf[256];
     std::snprintf(buf, sizeof buf,
-                  "{\"task\":1,\"vcpu\":0,\"address\":%" PRIu64 ",\"missed\":%s,\"event\":%d,"
+                  "{\"task\":1,\"vcpu\":0,\"address\":%" PRIu64
+                  ",\"missed\":%s,\"event\":%d,"
                   "\"core\":0,\"flags\":%u,\"data\":%u,\"rip\":%" PRIu64 ",\"addr\":%" PRIu64 "}\n",
                   address, missed ? "true" : "false", event, flags, data, rip, addr);
     return buf;
@@ -106,14 +107,12 @@ struct Miss {
 // The 22 misses of the sequence: 17 cold DRAM lines, an L3 hit, an L2 hit, an L3 hit, then two
 // loads spanning two lines (both cold: the first address; first line present: the second line).
 const Miss kMisses[] = {
-    {0, 0x0, 240, 3},         {2, 0x20000, 240, 3},   {3, 0x40000, 240, 3},
-    {4, 0x60000, 240, 3},     {5, 0x80000, 240, 3},   {6, 0xa0000, 240, 3},
-    {7, 0xc0000, 240, 3},     {8, 0xe0000, 240, 3},   {9, 0x100000, 240, 3},
-    {10, 0x120000, 240, 3},   {11, 0x140000, 240, 3}, {12, 0x160000, 240, 3},
-    {13, 0x180000, 240, 3},   {14, 0x1a0000, 240, 3}, {15, 0x1c0000, 240, 3},
-    {16, 0x1e0000, 240, 3},   {17, 0x200000, 240, 3}, {18, 0x0, 64, 1},
-    {19, 0x180000, 16, 0},    {20, 0x20000, 64, 1},   {22, 0x107c, 240, 3},
-    {23, 0x1100, 240, 3},
+    {0, 0x0, 240, 3},       {2, 0x20000, 240, 3},   {3, 0x40000, 240, 3},   {4, 0x60000, 240, 3},
+    {5, 0x80000, 240, 3},   {6, 0xa0000, 240, 3},   {7, 0xc0000, 240, 3},   {8, 0xe0000, 240, 3},
+    {9, 0x100000, 240, 3},  {10, 0x120000, 240, 3}, {11, 0x140000, 240, 3}, {12, 0x160000, 240, 3},
+    {13, 0x180000, 240, 3}, {14, 0x1a0000, 240, 3}, {15, 0x1c0000, 240, 3}, {16, 0x1e0000, 240, 3},
+    {17, 0x200000, 240, 3}, {18, 0x0, 64, 1},       {19, 0x180000, 16, 0},  {20, 0x20000, 64, 1},
+    {22, 0x107c, 240, 3},   {23, 0x1100, 240, 3},
 };
 
 std::vector<Miss> misses_where(bool (*keep)(const Miss&)) {
@@ -133,11 +132,14 @@ std::string dcache_lines(const std::string& filters, const std::string& interval
   for (size_t i = 0; i < records.size(); ++i) {
     const Miss& m = records[i];
     char data[32];
-    if (m.data) std::snprintf(data, sizeof data, "%#x", m.data);
-    else std::snprintf(data, sizeof data, "0");
+    if (m.data)
+      std::snprintf(data, sizeof data, "%#x", m.data);
+    else
+      std::snprintf(data, sizeof data, "0");
     std::snprintf(buf, sizeof buf,
                   "lwp_dcache: record %zu: event 3 core 0 load %d rip=X data=area+%s latency %u "
-                  "source %u valid 1\n", i, m.load, data, m.latency, m.source);
+                  "source %u valid 1\n",
+                  i, m.load, data, m.latency, m.source);
     out += buf;
   }
   std::snprintf(buf, sizeof buf, "lwp_dcache: PASS: %zu DCache records\n", records.size());
@@ -173,8 +175,8 @@ TEST_F(GuestLwp, DcacheRecordsCarryRipDataAddressLatencyAndSourceOfTheCacheModel
     if (line.rfind("lwp_dcache: record ", 0) == 0) rips.push_back(hex_after(line, "rip="));
   ASSERT_EQ(rips.size(), all.size());
   for (size_t i = 0; i < all.size(); ++i)
-    expected += trace_line(ring + 32 * i, false, 3, all[i].source << 13 | 1u << 12,
-                           all[i].latency, rips[i], area + all[i].data);
+    expected += trace_line(ring + 32 * i, false, 3, all[i].source << 13 | 1u << 12, all[i].latency,
+                           rips[i], area + all[i].data);
   EXPECT_EQ(runs[0].trace, expected);
 }
 
@@ -192,8 +194,9 @@ TEST_F(GuestLwp, DcacheMinLatencyKeepsMissesAtOrAboveIt) {
 TEST_F(GuestLwp, DcacheCacheLevelFilterKeepsOnlyTheNamedSources) {
   // CLF|NBC: the two L3 hits.
   auto runs = every_stepper("lwp_dcache", {"3000000"});
-  EXPECT_EQ(mask_addresses(runs[0].lines),
-            dcache_lines("0x3000000", "1", misses_where([](const Miss& m) { return m.source == 1; })));
+  EXPECT_EQ(
+      mask_addresses(runs[0].lines),
+      dcache_lines("0x3000000", "1", misses_where([](const Miss& m) { return m.source == 1; })));
   // The report of those two records: one line per load address, equal shares, by address.
   std::vector<uint64_t> rips;
   std::istringstream out(runs[0].result.out);
@@ -204,14 +207,16 @@ TEST_F(GuestLwp, DcacheCacheLevelFilterKeepsOnlyTheNamedSources) {
   std::snprintf(report, sizeof report,
                 "== task 1 lwp_dcache: 0 missed events, 0 threshold interrupts\n"
                 "   DCache misses: 2 records\n"
-                "     %#018" PRIx64 "        1  50.00%% %s\n"
+                "     %#018" PRIx64
+                "        1  50.00%% %s\n"
                 "     %#018" PRIx64 "        1  50.00%% %s\n",
                 rips[0], std::string(30, '#').c_str(), rips[1], std::string(30, '#').c_str());
   for (const StepperRun& s : runs) EXPECT_EQ(s.report, report) << s.stepper;
   // CLF|RAM: DRAM only (the L2 hit has no filter bit, so never under CLF).
   runs = every_stepper("lwp_dcache", {"9000000"});
-  EXPECT_EQ(mask_addresses(runs[0].lines),
-            dcache_lines("0x9000000", "1", misses_where([](const Miss& m) { return m.source == 3; })));
+  EXPECT_EQ(
+      mask_addresses(runs[0].lines),
+      dcache_lines("0x9000000", "1", misses_where([](const Miss& m) { return m.source == 3; })));
   // CLF|RDC|OTH: sources this model never produces: nothing.
   runs = every_stepper("lwp_dcache", {"15000000"});
   EXPECT_EQ(mask_addresses(runs[0].lines), dcache_lines("0x15000000", "1", {}));
@@ -221,8 +226,9 @@ TEST_F(GuestLwp, DcacheCacheLevelFilterKeepsOnlyTheNamedSources) {
 TEST_F(GuestLwp, DcacheBothFiltersMustPassAndTheIntervalCountsEligibleMisses) {
   // CLF|NBC|RAM with MinLatency 5 (80): NBC alone would keep the L3 hits, but 64 < 80.
   auto runs = every_stepper("lwp_dcache", {"b000005"});
-  EXPECT_EQ(mask_addresses(runs[0].lines),
-            dcache_lines("0xb000005", "1", misses_where([](const Miss& m) { return m.source == 3; })));
+  EXPECT_EQ(
+      mask_addresses(runs[0].lines),
+      dcache_lines("0xb000005", "1", misses_where([](const Miss& m) { return m.source == 3; })));
   // Interval 3, no filter: misses 3, 6, ..., 21 of the 22.
   runs = every_stepper("lwp_dcache", {"0", "3"});
   std::vector<Miss> third;
@@ -248,8 +254,8 @@ TEST_F(GuestLwp, FullRingKeepsHeadCountsMissedEventsAndReportsAndTracesThem) {
   const uint64_t first = hex_after(runs[0].result.out, "first insn ");
   ASSERT_NE(first, 0u);
   std::string trace, report =
-      "== task 1 lwp_ring: 4 missed events, 0 threshold interrupts\n"
-      "   instructions retired: 6 records\n";
+                         "== task 1 lwp_ring: 4 missed events, 0 threshold interrupts\n"
+                         "   instructions retired: 6 records\n";
   for (int r = 0; r < 6; ++r) {
     const uint64_t rip = first + 5 * (r + 1) - 1;
     trace += trace_line(ring + 32 * std::min(r, 2), r >= 2, 1, 0, 0, rip, 0);
@@ -286,8 +292,8 @@ TEST_F(GuestLwp, ThresholdInterruptComesOncePerCrossingThroughLwpWait) {
   int n = 0;
   while (std::getline(trace, line)) {
     ASSERT_LT(n, 15) << runs[0].trace;
-    EXPECT_NE(line.find("\"address\":" + std::to_string(ring + slots[n]) + ",\"missed\":" +
-                        (n >= 13 ? "true" : "false") + ",\"event\":1,"),
+    EXPECT_NE(line.find("\"address\":" + std::to_string(ring + slots[n]) +
+                        ",\"missed\":" + (n >= 13 ? "true" : "false") + ",\"event\":1,"),
               std::string::npos)
         << "record " << n << ": " << line;
     ++n;
@@ -323,11 +329,13 @@ TEST_F(GuestLwp, StormUnderALowInterruptRateIsCoalescedCountedAndAddsUp) {
   // 2 interrupts per second: the 21 requests come within milliseconds, so the first two go out,
   // the rest are held and coalesced into one released a second later. Nothing is lost: LWP raised
   // 21 (the report), the guest received 21 - coalesced (lwp_wait), and the VMM's warning says so.
-  auto runs = every_stepper("lwp_ring", {"storm"}, {"--max-interrupt-rate", "2"}, /*same_lines=*/false);
+  auto runs =
+      every_stepper("lwp_ring", {"storm"}, {"--max-interrupt-rate", "2"}, /*same_lines=*/false);
   for (const StepperRun& s : runs) {
     SCOPED_TRACE(s.stepper);
     std::smatch m;
-    ASSERT_TRUE(std::regex_search(s.lines, m, std::regex("21 threshold crossings, lwp_wait total (\\d+)\n")))
+    ASSERT_TRUE(std::regex_search(s.lines, m,
+                                  std::regex("21 threshold crossings, lwp_wait total (\\d+)\n")))
         << s.lines;
     const int received = std::stoi(m[1]);
     ASSERT_TRUE(std::regex_search(

@@ -43,7 +43,8 @@ class GuestTest : public ::testing::Test {
   }
   // Everything a run said, for a failure message.
   static std::string dump(const Result& r) {
-    return "exit status " + std::to_string(r.status) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
+    return "exit status " + std::to_string(r.status) + "\n--- stdout\n" + r.out + "--- stderr\n" +
+           r.err;
   }
 };
 

@@ -104,7 +104,8 @@ class LinuxGuest : public pmuvm_e2e::GuestTest {
     std::istringstream in(got);
     std::string line;
     std::smatch m;
-    const std::regex child("lwp_pair: " + kind + " ([AB]): exact \\((\\d+) records, (\\d+) switches\\)");
+    const std::regex child("lwp_pair: " + kind +
+                           " ([AB]): exact \\((\\d+) records, (\\d+) switches\\)");
     while (std::getline(in, line))
       if (std::regex_match(line, m, child)) {
         (m[1] == "A" ? a : b) += 1;
@@ -143,11 +144,13 @@ TEST_F(LinuxGuest, BootsWithLwpAndExitsThroughThePort) {
 // vector; /proc/cpuinfo has the flag.
 TEST_F(LinuxGuest, KernelReportsLwpAndCpuinfoHasTheFlag) {
   const Result& r = boot("lwp");
-  EXPECT_TRUE(has_line(r, "LWP: proposal dialect, 3 events (IRE BRE DME), interrupt vector 0xf5, "
-                          "3 simultaneous, LWPCB 64 bytes, 32-byte records, version 1"))
+  EXPECT_TRUE(has_line(r,
+                       "LWP: proposal dialect, 3 events (IRE BRE DME), interrupt vector 0xf5, "
+                       "3 simultaneous, LWPCB 64 bytes, 32-byte records, version 1"))
       << dump(r);
-  EXPECT_TRUE(has_line(r, "LWP: LWPMSR0 0xf5008000000f; CPUID 0x8000001c eax 0x8000000f ebx "
-                          "0x1032040 ecx 0xc000002a edx 0x1f"))
+  EXPECT_TRUE(has_line(r,
+                       "LWP: LWPMSR0 0xf5008000000f; CPUID 0x8000001c eax 0x8000000f ebx "
+                       "0x1032040 ecx 0xc000002a edx 0x1f"))
       << dump(r);
   EXPECT_TRUE(has_line(r, "cpuinfo_flags: lwp present")) << dump(r);
   EXPECT_TRUE(has_line(r, "init: cpuinfo_flags exited 0")) << dump(r);
@@ -183,7 +186,8 @@ TEST_F(LinuxGuest, LwpSelfcheckExact) {
   for (const char* name : {"lwp", "lwp-single"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
-    EXPECT_EQ(lines(r, "lwp_selfcheck:"), "lwp_selfcheck: exact record stream (5 records, twice) core 0\n")
+    EXPECT_EQ(lines(r, "lwp_selfcheck:"),
+              "lwp_selfcheck: exact record stream (5 records, twice) core 0\n")
         << dump(r);
     EXPECT_TRUE(has_line(r, "init: lwp_selfcheck exited 0")) << dump(r);
   }
@@ -199,7 +203,8 @@ TEST_F(LinuxGuest, LwpPairPerTaskContexts) {
     expect_exact_pair(r, "child");
     expect_exact_pair(r, "thread");
     EXPECT_EQ(lines(r, "init: lwp_pair exited 0"),
-              "init: lwp_pair exited 0\ninit: lwp_pair exited 0\n") << dump(r);
+              "init: lwp_pair exited 0\ninit: lwp_pair exited 0\n")
+        << dump(r);
   }
 }
 
@@ -239,7 +244,8 @@ TEST_F(LinuxGuest, PerfCountsInstructionsExactly) {
               "perf_count: instructions 8004 expected 8004\n"
               "perf_count: instructions 12 expected 12\n")
         << dump(r);
-    EXPECT_EQ(lines(r, "init: perf_count"), "init: perf_count exited 0\ninit: perf_count exited 0\n")
+    EXPECT_EQ(lines(r, "init: perf_count"),
+              "init: perf_count exited 0\ninit: perf_count exited 0\n")
         << dump(r);
   }
 }
@@ -305,7 +311,8 @@ TEST_F(LinuxGuest, TwoVcpusAndTheWorstStatusIsTheExitStatus) {
 // VMM goes on.
 TEST_F(LinuxGuest, LwpRingPageUnmappedMidRunIsSigsegv) {
   const Result& r = boot("smp");
-  EXPECT_EQ(lines(r, "lwp_ring_unmapped:"), "lwp_ring_unmapped: SIGSEGV at ring + 4096, SEGV_MAPERR\n")
+  EXPECT_EQ(lines(r, "lwp_ring_unmapped:"),
+            "lwp_ring_unmapped: SIGSEGV at ring + 4096, SEGV_MAPERR\n")
       << dump(r);
   EXPECT_TRUE(has_line(r, "init: lwp_ring_unmapped exited 0")) << dump(r);
   EXPECT_TRUE(has_line(r, "init: exit status 1")) << dump(r);  // lwp_sigill's, as above
@@ -322,14 +329,15 @@ Result migrate_linux_twice(const std::vector<std::string>& boot, uint64_t refere
   std::vector<std::string> apis, incomings;
   for (int i = 0; i < 3; ++i) {
     // Short paths: a Unix socket's must fit sun_path (108 bytes), Bazel's TEST_TMPDIR does not.
-    const std::string base = "/tmp/pmuvm-linux-" + std::to_string(getpid()) + "." + std::to_string(i);
+    const std::string base =
+        "/tmp/pmuvm-linux-" + std::to_string(getpid()) + "." + std::to_string(i);
     apis.push_back(base + ".api");
     incomings.push_back(base + ".mig");
   }
   for (int i = 1; i <= 2; ++i) {
     std::filesystem::remove(incomings[i]);  // left by an earlier run: wait for this one's
-    std::vector<std::string> argv = {"run", "--incoming", "unix:" + incomings[i], "--api-socket",
-                                     apis[i], "--lwp-report", "-"};
+    std::vector<std::string> argv = {
+        "run", "--incoming", "unix:" + incomings[i], "--api-socket", apis[i], "--lwp-report", "-"};
     if (i == 1) {
       argv.push_back("--pause-at-instructions");
       argv.push_back(std::to_string(reference_counted / 2));
@@ -349,13 +357,15 @@ Result migrate_linux_twice(const std::vector<std::string>& boot, uint64_t refere
     }
     // It may have paused itself before its API server started.
     if (!pmuvm_e2e::wait_until_listening(apis[i - 1], *hops[i - 1])) {
-      ADD_FAILURE() << "migration " << i << ": the API socket never listened\n" << hops[i - 1]->err();
+      ADD_FAILURE() << "migration " << i << ": the API socket never listened\n"
+                    << hops[i - 1]->err();
       return Result{};
     }
     const Result c = run({"ctl", "--api-socket", apis[i - 1], "vm.send-migration",
                           R"({"destination_url":"unix:)" + incomings[i] + R"("})"});
     if (c.status != 0) {
-      ADD_FAILURE() << "migration " << i << " failed: " << c.out << c.err << hops[i - 1]->wait().err;
+      ADD_FAILURE() << "migration " << i << " failed: " << c.out << c.err
+                    << hops[i - 1]->wait().err;
       return Result{};
     }
     EXPECT_EQ(hops[i - 1]->wait().status, 0);

@@ -1,7 +1,7 @@
 // The KVM stepper under a real OS (DESIGN §4.7, issue 19): a Linux guest counts exactly what a
-// task retires — its signal handlers and their restorer, the vDSO, a REP string once — while the guest's
-// own debugging works as on bare metal (its TF single-step, int3, ptrace single-steps and DR0
-// breakpoints, with exact step and hit counts), under LWP and under NetBurst (Linux's P4 perf
+// task retires — its signal handlers and their restorer, the vDSO, a REP string once — while the
+// guest's own debugging works as on bare metal (its TF single-step, int3, ptrace single-steps and
+// DR0 breakpoints, with exact step and hit counts), under LWP and under NetBurst (Linux's P4 perf
 // driver); Debian's own perf stat counts a program of known instructions exactly; block stepping
 // (the default) and one exit per instruction (--stepper kvm-single) give the same values and
 // records, and pausing the VM every few hundred exits changes nothing; a task moving between two
@@ -40,29 +40,35 @@ struct Boot {
 const std::map<std::string, Boot>& boots() {
   static const std::map<std::string, Boot> all = {
       {"lwp",
-       {{"--cpu", "amd-lwp", "--lwp-trace", "TRACE"}, "guest/linux/initramfs.cpio",
+       {{"--cpu", "amd-lwp", "--lwp-trace", "TRACE"},
+        "guest/linux/initramfs.cpio",
         "console=ttyS0 norandmaps -- " + window_programs("lwp")}},
       // The same boot with one exit per instruction (no blocks), paused and resumed every 300
       // exits: the same lines and records.
       {"lwp-single-paused",
        {{"--cpu", "amd-lwp", "--lwp-trace", "TRACE", "--stepper", "kvm-single",
          "--debug-pause-every", "300"},
-        "guest/linux/initramfs.cpio", "console=ttyS0 norandmaps -- " + window_programs("lwp")}},
+        "guest/linux/initramfs.cpio",
+        "console=ttyS0 norandmaps -- " + window_programs("lwp")}},
       {"netburst",
-       {{"--cpu", "intel-netburst"}, "guest/linux/initramfs_perf.cpio",
+       {{"--cpu", "intel-netburst"},
+        "guest/linux/initramfs_perf.cpio",
         // @perf_checks: Debian's perf stat on loop_known, perf record (-c and -F), report and
         // script on loop_small (guest/linux/perf_checks).
         "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks"}},
       // The same with one exit per instruction: the same exact values.
       {"netburst-single",
-       {{"--cpu", "intel-netburst", "--stepper", "kvm-single"}, "guest/linux/initramfs_perf.cpio",
+       {{"--cpu", "intel-netburst", "--stepper", "kvm-single"},
+        "guest/linux/initramfs_perf.cpio",
         "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks"}},
       // Two vCPUs: a counted task moved between them 10 times by its own sched_setaffinity.
       {"smp-lwp",
-       {{"--cpu", "amd-lwp", "--vcpus", "2"}, "guest/linux/initramfs.cpio",
+       {{"--cpu", "amd-lwp", "--vcpus", "2"},
+        "guest/linux/initramfs.cpio",
         "console=ttyS0 -- migrate_count lwp 10"}},
       {"smp-perf",
-       {{"--cpu", "intel-netburst", "--vcpus", "2"}, "guest/linux/initramfs.cpio",
+       {{"--cpu", "intel-netburst", "--vcpus", "2"},
+        "guest/linux/initramfs.cpio",
         "console=ttyS0 nmi_watchdog=0 -- migrate_count perf 10"}},
   };
   return all;
@@ -85,9 +91,9 @@ class LinuxStepper : public pmuvm_e2e::GuestTest {
   static std::string trace_of(const std::string& name) { return temp(name + ".trace"); }
   // The window programs' lines of a boot in `mode`: each must say its value was exact.
   static void expect_window_programs(const Result& r, const std::string& mode) {
-    EXPECT_EQ(lines(r, "signal_count:"),
-              "signal_count: " + mode + " counted " + (mode == "perf" ? "216" : "212") +
-                  " expected " + (mode == "perf" ? "216" : "212") + "\n")
+    EXPECT_EQ(lines(r, "signal_count:"), "signal_count: " + mode + " counted " +
+                                             (mode == "perf" ? "216" : "212") + " expected " +
+                                             (mode == "perf" ? "216" : "212") + "\n")
         << dump(r);
     EXPECT_EQ(lines(r, "rep_count:"), "rep_count: " + mode + " counted " +
                                           (mode == "perf" ? "9 expected 9" : "5 expected 5") + "\n")
@@ -100,9 +106,11 @@ class LinuxStepper : public pmuvm_e2e::GuestTest {
     EXPECT_EQ(lines(r, "int3_count:"), "int3_count: " + mode + " traps 10 expected 10, counted " +
                                            i3 + " expected " + i3 + "\n")
         << dump(r);
-    EXPECT_EQ(lines(r, "ptrace_check:"),
-              "ptrace_check: " + mode + " step steps 151 expected 151, child's count exact\n"
-              "ptrace_check: " + mode + " bp hits 50 expected 50, child's count exact\n")
+    EXPECT_EQ(lines(r, "ptrace_check:"), "ptrace_check: " + mode +
+                                             " step steps 151 expected 151, child's count exact\n"
+                                             "ptrace_check: " +
+                                             mode +
+                                             " bp hits 50 expected 50, child's count exact\n")
         << dump(r);
     // The vDSO's instructions: their number is what a ptrace tracer single-stepped (the guest's
     // own TF), plus the window's stop.
@@ -115,7 +123,8 @@ class LinuxStepper : public pmuvm_e2e::GuestTest {
     EXPECT_GT(std::stol(m[2]), 2 + (mode == "perf" ? 5 : 1)) << "no instruction of time() counted";
     for (const char* program : {"signal_count", "rep_count", "self_tf", "int3_count", "vdso_count"})
       EXPECT_NE(r.out.find(std::string("init: ") + program + " exited 0"), std::string::npos)
-          << program << "\n" << dump(r);
+          << program << "\n"
+          << dump(r);
   }
 };
 
@@ -135,8 +144,8 @@ TEST_F(LinuxStepper, SingleSteppingAndPausingEveryFewHundredExitsChangeNothing) 
   const Result& paused = boot("lwp-single-paused");
   ASSERT_EQ(plain.status, 0) << dump(plain);
   EXPECT_EQ(paused.status, 0) << dump(paused);
-  for (const char* prefix : {"signal_count:", "rep_count:", "self_tf:", "int3_count:",
-                             "ptrace_check:", "init:"})
+  for (const char* prefix :
+       {"signal_count:", "rep_count:", "self_tf:", "int3_count:", "ptrace_check:", "init:"})
     EXPECT_EQ(lines(paused, prefix), lines(plain, prefix)) << prefix;
   // LWP's records, byte for byte (the same programs at the same addresses: norandmaps), without
   // pmuvm's task numbers: it numbers Linux tasks in the order it first sees their address spaces,
@@ -162,11 +171,13 @@ TEST_F(LinuxStepper, PerfCountsSignalHandlersRepOnceAndTheGuestsOwnDebugging) {
 TEST_F(LinuxStepper, ATaskMovingBetweenVcpusIsCountedExactly) {
   const Result& lwp = boot("smp-lwp");
   EXPECT_EQ(lines(lwp, "migrate_count:"),
-            "migrate_count: lwp counted 136 expected 136, moved 10 times\n") << dump(lwp);
+            "migrate_count: lwp counted 136 expected 136, moved 10 times\n")
+      << dump(lwp);
   EXPECT_EQ(lwp.status, 0) << dump(lwp);
   const Result& perf = boot("smp-perf");
   EXPECT_EQ(lines(perf, "migrate_count:"),
-            "migrate_count: perf counted 140 expected 140, moved 10 times\n") << dump(perf);
+            "migrate_count: perf counted 140 expected 140, moved 10 times\n")
+      << dump(perf);
   EXPECT_EQ(perf.status, 0) << dump(perf);
 }
 
@@ -201,13 +212,15 @@ TEST_F(LinuxStepper, DebiansPerfRecordSamplesEveryPthInstructionExactly) {
     const size_t freq = out.find("# Samples:", out.find("# Samples:") + 1);
     ASSERT_NE(freq, std::string::npos) << dump(r);
     const std::string counted = out.substr(0, freq), frequency = out.substr(freq);
-    EXPECT_NE(counted.find("# Samples: 19  of event 'instructions:u'"), std::string::npos) << dump(r);
+    EXPECT_NE(counted.find("# Samples: 19  of event 'instructions:u'"), std::string::npos)
+        << dump(r);
     EXPECT_NE(counted.find("# Event count (approx.): 19171\n"), std::string::npos) << dump(r);
     static const std::regex symbol_line(R"(\n +([0-9]+)  \[\.\] (\S+) *(?=\n))");
     std::map<std::string, int> by_symbol;
     for (std::sregex_iterator m(counted.begin(), counted.end(), symbol_line), end; m != end; ++m)
       by_symbol[(*m)[2]] += std::stoi((*m)[1]);
-    EXPECT_EQ(by_symbol, (std::map<std::string, int>{{"loop_dec", 10}, {"loop_jnz", 9}})) << dump(r);
+    EXPECT_EQ(by_symbol, (std::map<std::string, int>{{"loop_dec", 10}, {"loop_jnz", 9}}))
+        << dump(r);
     static const std::regex script_line(R"(\n +[0-9a-f]+ (loop_dec|loop_jnz|_start)(?=\n))");
     std::string sampled, expected;
     for (std::sregex_iterator m(counted.begin(), counted.end(), script_line), end; m != end; ++m)
@@ -216,14 +229,17 @@ TEST_F(LinuxStepper, DebiansPerfRecordSamplesEveryPthInstructionExactly) {
     EXPECT_EQ(sampled, expected) << dump(r);
 
     std::map<std::string, int> frequency_symbols;
-    for (std::sregex_iterator m(frequency.begin(), frequency.end(), symbol_line), end; m != end; ++m)
+    for (std::sregex_iterator m(frequency.begin(), frequency.end(), symbol_line), end; m != end;
+         ++m)
       frequency_symbols[(*m)[2]] += std::stoi((*m)[1]);
     EXPECT_FALSE(frequency_symbols.empty()) << dump(r);
     for (const auto& [symbol, samples] : frequency_symbols)
       EXPECT_TRUE(symbol == "_start" || symbol == "loop_dec" || symbol == "loop_jnz")
-          << symbol << " " << samples << "\n" << dump(r);
+          << symbol << " " << samples << "\n"
+          << dump(r);
     EXPECT_EQ(pmuvm_e2e::occurrences(out, "# Total Lost Samples: 0\n"), 2u)
-        << "reports without losses\n" << dump(r);
+        << "reports without losses\n"
+        << dump(r);
   }
 }
 

@@ -89,8 +89,8 @@ class MigrationTest : public GuestTest {
     const std::string trace = temp(name + ".trace");
     // With one exit per instruction: the migrated and restored runs (block stepping, the
     // default) must match it byte for byte, so migration and block stepping are checked at once.
-    std::vector<std::string> args = {"run", "--stats", "--stepper", "kvm-single", "--lwp-report",
-                                     "-", "--lwp-trace", trace};
+    std::vector<std::string> args = {"run",          "--stats", "--stepper",   "kvm-single",
+                                     "--lwp-report", "-",       "--lwp-trace", trace};
     args.insert(args.end(), w.args.begin(), w.args.end());
     Baseline b;
     b.result = run(args, 300);
@@ -111,9 +111,9 @@ class MigrationTest : public GuestTest {
     Hop h{socket_path(name + ".mig"), socket_path(name + ".api"), temp(name + ".trace"), nullptr};
     std::filesystem::remove(h.trace);
     std::filesystem::remove(h.incoming);  // an earlier destination's: not this one's yet
-    std::vector<std::string> args = {"run",          "--incoming", "unix:" + h.incoming,
-                                     "--api-socket", h.api,        "--lwp-report",
-                                     "-",            "--lwp-trace", h.trace};
+    std::vector<std::string> args = {
+        "run",          "--incoming", "unix:" + h.incoming, "--api-socket", h.api,
+        "--lwp-report", "-",          "--lwp-trace",        h.trace};
     args.insert(args.end(), extra.begin(), extra.end());
     h.process = std::make_unique<Child>(args, 300);
     EXPECT_TRUE(wait_for_incoming_socket(h.incoming, *h.process)) << h.process->err();
@@ -125,8 +125,8 @@ class MigrationTest : public GuestTest {
                    const std::vector<std::string>& extra = {}) {
     Hop h{"", socket_path(name + ".api"), temp(name + ".trace"), nullptr};
     std::filesystem::remove(h.trace);
-    std::vector<std::string> args = {"run", "--api-socket", h.api, "--lwp-report", "-",
-                                     "--lwp-trace", h.trace};
+    std::vector<std::string> args = {"run", "--api-socket", h.api,  "--lwp-report",
+                                     "-",   "--lwp-trace",  h.trace};
     if (paused) args.push_back("--paused");
     args.insert(args.end(), extra.begin(), extra.end());
     args.insert(args.end(), w.args.begin(), w.args.end());
@@ -138,8 +138,8 @@ class MigrationTest : public GuestTest {
   static std::string diagnose(const Hop& from, const Hop& to) {
     std::string out = "\n--- source stderr\n" + from.process->err() + "--- destination stderr\n" +
                       to.process->err() + "--- sockets\n";
-    for (const auto& e : std::filesystem::directory_iterator(
-             std::filesystem::path(from.api).parent_path()))
+    for (const auto& e :
+         std::filesystem::directory_iterator(std::filesystem::path(from.api).parent_path()))
       out += e.path().filename().string() + "\n";
     return out;
   }
@@ -198,8 +198,8 @@ class MigrationTest : public GuestTest {
     const std::string api = socket_path(name + ".snap.api"), trace1 = temp(name + ".snap.trace");
     const std::string dir = temp(name + ".snapshot");
     std::filesystem::remove_all(dir);
-    std::vector<std::string> sargs = {"run", "--api-socket", api, "--lwp-report", "-",
-                                      "--lwp-trace", trace1};
+    std::vector<std::string> sargs = {"run", "--api-socket", api,   "--lwp-report",
+                                      "-",   "--lwp-trace",  trace1};
     for (const std::string& a : pause_at(b.at(fraction))) sargs.push_back(a);
     sargs.insert(sargs.end(), w.args.begin(), w.args.end());
     Child source(sargs, 300);
@@ -215,10 +215,11 @@ class MigrationTest : public GuestTest {
     EXPECT_EQ(original.out, b.result.out) << "a snapshot must not disturb the source";
 
     const std::string trace2 = temp(name + ".restored.trace");
-    const Result restored = run({"restore", "--source", "file://" + dir, "--lwp-report", "-",
-                                 "--lwp-trace", trace2}, 300);
+    const Result restored = run(
+        {"restore", "--source", "file://" + dir, "--lwp-report", "-", "--lwp-trace", trace2}, 300);
     EXPECT_EQ(restored.status, b.result.status) << restored.err;
-    EXPECT_EQ(printed + restored.out, b.result.out) << "restored:\n" << restored.out << restored.err;
+    EXPECT_EQ(printed + restored.out, b.result.out) << "restored:\n"
+                                                    << restored.out << restored.err;
     EXPECT_EQ(traced + slurp(trace2), b.trace);
     EXPECT_NE(printed, "");
   }
@@ -229,8 +230,8 @@ class MigrationTest : public GuestTest {
 const Workload kLwp{{"--cpu", "amd-lwp", "--seed", "7", "--", guest_program("lwp_demo"), "1", "4"}};
 // NetBurst sampling: a PMI every 997 user instructions for the whole run, counts printed every 16
 // rounds (160 rounds: each hop between the five migrations prints).
-const Workload kNetburst{{"--cpu", "intel-netburst", "--", guest_program("netburst_sampler"),
-                          "160", "997"}};
+const Workload kNetburst{
+    {"--cpu", "intel-netburst", "--", guest_program("netburst_sampler"), "160", "997"}};
 
 TEST_F(MigrationTest, LwpProgramMigratedFiveTimesIsByteIdentical) { check_migrations(kLwp, "lwp"); }
 
@@ -245,7 +246,6 @@ TEST_F(MigrationTest, LwpProgramSnapshottedAndRestoredIsByteIdentical) {
 TEST_F(MigrationTest, NetburstProgramSnapshottedAndRestoredIsByteIdentical) {
   check_snapshot(kNetburst, "netburst", 0.5);
 }
-
 
 // Every ordered pair of shipped profiles, and the computed baseline of the LWP ones, gets the
 // verdict migration_refusals() predicts (DESIGN §4.10): an accepted VM finishes at the destination
@@ -401,7 +401,8 @@ TEST_F(MigrationTest, DamagedSnapshotsAreRefusedWithTheirReason) {
        [](const std::string& d) {
          std::string m = slurp(d + "/manifest.json");
          const std::regex version("\"version\": [0-9]+");
-         m = std::regex_replace(m, version, "\"version\": 99", std::regex_constants::format_first_only);
+         m = std::regex_replace(m, version, "\"version\": 99",
+                                std::regex_constants::format_first_only);
          std::ofstream(d + "/manifest.json") << m;
        }},
       {"foreign", "not a pmuvm snapshot",
@@ -433,9 +434,9 @@ void craft_state_section(const std::string& dir, const std::string& name,
   const std::span<const std::byte> state(reinterpret_cast<const std::byte*>(state_text.data()),
                                          state_text.size());
   auto parsed = vmm::StateSections::parse(state);
-  ASSERT_TRUE(std::holds_alternative<vmm::StateSections>(parsed)) << std::get<std::string>(parsed);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   vmm::StateSections crafted;
-  for (auto [section, bytes] : std::get<vmm::StateSections>(parsed).all()) {
+  for (auto [section, bytes] : parsed.value().all()) {
     if (section == name) edit(bytes);
     crafted.add(section, std::move(bytes));
   }
@@ -558,7 +559,7 @@ int listen_unix(const std::string& path, int backlog) {
 // is its owner's only (0600: whoever connects first hands the VM its whole state; it was 0755).
 TEST_F(MigrationTest, GarbageOnTheMigrationSocketIsRefused) {
   Hop destination = start_destination("garbage.dst");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(lstat(destination.incoming.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u) << std::oct << (st.st_mode & 07777);
   const int fd = connect_unix(destination.incoming);
@@ -568,7 +569,8 @@ TEST_F(MigrationTest, GarbageOnTheMigrationSocketIsRefused) {
   const Result r = destination.process->wait();
   close(fd);
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("not a pmuvm migration stream (bad frame magic)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not a pmuvm migration stream (bad frame magic)"), std::string::npos)
+      << r.err;
   EXPECT_EQ(r.out, "");
 }
 
@@ -579,7 +581,7 @@ TEST_F(MigrationTest, AnotherUsersConnectionIsClosedAndTheDestinationWaitsOn) {
   Hop destination = start_destination("peer.dst");
   ASSERT_EQ(chmod(destination.incoming.c_str(), 0666), 0);
   const std::string dir = std::filesystem::path(destination.incoming).parent_path();
-  struct stat dir_st{};
+  struct stat dir_st {};
   ASSERT_EQ(stat(dir.c_str(), &dir_st), 0);
   ASSERT_EQ(chmod(dir.c_str(), 0711), 0);  // the test's private socket directory, for nobody
   const pid_t child = fork();
@@ -606,7 +608,8 @@ TEST_F(MigrationTest, AnotherUsersConnectionIsClosedAndTheDestinationWaitsOn) {
   close(fd);
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("refused a connection from uid 65534"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("not a pmuvm migration stream (bad frame magic)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not a pmuvm migration stream (bad frame magic)"), std::string::npos)
+      << r.err;
 }
 
 // A destination that accepts the VM and then drops the connection in the middle of the pages:
@@ -635,7 +638,8 @@ TEST_F(MigrationTest, DroppedConnectionLeavesTheSourceRunning) {
     close(fd);
   });
   Hop source = start_source(w, "drop.src", /*paused=*/true);
-  const Result c = ctl(source.api, "vm.send-migration", R"({"destination_url":"unix:)" + path + R"("})");
+  const Result c =
+      ctl(source.api, "vm.send-migration", R"({"destination_url":"unix:)" + path + R"("})");
   fake.join();
   close(listener);
   EXPECT_EQ(ctl(source.api, "vm.resume").status, 0);
@@ -662,8 +666,10 @@ TEST_F(MigrationTest, DestinationThatCannotServeItsApiSocketRefusesTheVm) {
                        R"({"destination_url":"unix:)" + destination.incoming + R"("})");
   const Result d = destination.process->wait();
   EXPECT_EQ(d.status, 2) << d.err;
-  EXPECT_NE(d.err.find("--api-socket: API socket " + taken + ": another process is listening on it"),
-            std::string::npos) << d.err;
+  EXPECT_NE(
+      d.err.find("--api-socket: API socket " + taken + ": another process is listening on it"),
+      std::string::npos)
+      << d.err;
   EXPECT_EQ(c.status, 1) << c.out;
   EXPECT_NE(c.out.find("another process is listening on it"), std::string::npos) << c.out;
   EXPECT_EQ(ctl(source.api, "vm.resume").status, 0);

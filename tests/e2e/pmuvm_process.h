@@ -45,8 +45,8 @@ class Child {
   Child(const std::vector<std::string>& args, int timeout_seconds = 120) {
     static int serial = 0;
     const char* tmp = std::getenv("TEST_TMPDIR");
-    const std::string base = std::string(tmp ? tmp : "/tmp") + "/pmuvm." + std::to_string(getpid()) +
-                             "." + std::to_string(serial++);
+    const std::string base = std::string(tmp ? tmp : "/tmp") + "/pmuvm." +
+                             std::to_string(getpid()) + "." + std::to_string(serial++);
     out_path_ = base + ".out";
     err_path_ = base + ".err";
     std::vector<std::string> argv = {"/usr/bin/timeout", "--kill-after=5",
@@ -132,7 +132,7 @@ inline bool wait_for_stderr(Child& child, const std::string& text, int timeout_s
 // PATH.new, renamed); a probe connection, as wait_until_listening makes, would be taken for the
 // migration. The caller removed any stale file first.
 inline bool wait_for_incoming_socket(const std::string& path, Child& owner) {
-  struct stat st{};
+  struct stat st {};
   for (int polls = 0; polls < 3000; ++polls) {
     if (::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return true;
     if (owner.ended()) return false;

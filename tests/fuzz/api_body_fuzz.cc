@@ -19,12 +19,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const vmm::api::ApiRoute& route = routes[data[0] % routes.size()];
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   auto checked = vmm::api::check_request_body(route, body);
-  const auto* accepted = std::get_if<vmm::api::RequestBody>(&checked);
+  const auto* accepted = checked.ok() ? &checked.value() : nullptr;
   if (!accepted) return 0;
   const std::string_view url = accepted->destination_url;
   const std::string_view scheme = route.destination_scheme;
-  if (scheme.empty() ? !url.empty()
-                     : !url.starts_with(scheme) || url.size() <= scheme.size() || url[scheme.size()] != '/')
+  if (scheme.empty()
+          ? !url.empty()
+          : !url.starts_with(scheme) || url.size() <= scheme.size() || url[scheme.size()] != '/')
     std::abort();
   return 0;
 }

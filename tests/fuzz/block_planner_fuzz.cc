@@ -78,7 +78,8 @@ vmm::GuestRam& ram() {
     g->write_u64(0x3000 + 3 * 8, 0xA00000 | P | W | U | PS);
     const std::vector<uint8_t> padding(0x1000, 0xCC);
     g->write(kKernel, std::as_bytes(std::span(padding)));
-    const uint8_t swapgs[] = {0x0f, 0x01, 0xf8}, sysret[] = {0x48, 0x0f, 0x07}, iret[] = {0x48, 0xcf};
+    const uint8_t swapgs[] = {0x0f, 0x01, 0xf8}, sysret[] = {0x48, 0x0f, 0x07},
+                  iret[] = {0x48, 0xcf};
     g->write(kKernel + 0x100, std::as_bytes(std::span(swapgs)));
     g->write(kKernel + 0x110, std::as_bytes(std::span(sysret)));
     g->write(kKernel + 0x200, std::as_bytes(std::span(iret)));
@@ -131,7 +132,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // One page of code (the rest of it int3), one of data.
   std::vector<uint8_t> code(0x1000, 0xCC);
   const std::span<const uint8_t> c = in.take(512);
-  std::memcpy(code.data() + (start - kUser), c.data(), std::min<size_t>(c.size(), 0x1000 - (start - kUser)));
+  std::memcpy(code.data() + (start - kUser), c.data(),
+              std::min<size_t>(c.size(), 0x1000 - (start - kUser)));
   g.write(0x800000, std::as_bytes(std::span(code)));
   std::vector<uint8_t> page(0x1000, 0);
   const std::span<const uint8_t> d = in.take(256);

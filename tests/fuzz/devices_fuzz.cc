@@ -1,13 +1,12 @@
 // libFuzzer target for pmuvm's emulated devices (vmm/devices): the guest drives their ports, and
 // a snapshot or migration stream carries their state (DESIGN §4.12). The input: u16 length, then
 // that many bytes of archived state (the 16550's registers and receive FIFO, then the CMOS RAM
-// and index: the archives of the machine's devices.serial and devices.cmos sections), loaded when they form a
-// valid archive (else the devices start from reset); the rest is port accesses, 3 bytes each
-// (port offset, value, read/write + device). Checked: no crash or sanitizer report, and a saved
-// device reloads to the same bytes.
-// Seeds (corpus_devices/): from reset, port accesses; and the state StateWriter saved after a
-// loopback write of 5 bytes into the receive FIFO and a CMOS register B write, then reads of the
-// FIFO, IIR and LSR, DLAB and DLL, CMOS index 0x7F and 0xFF.
+// and index: the archives of the machine's devices.serial and devices.cmos sections), loaded when
+// they form a valid archive (else the devices start from reset); the rest is port accesses, 3 bytes
+// each (port offset, value, read/write + device). Checked: no crash or sanitizer report, and a
+// saved device reloads to the same bytes. Seeds (corpus_devices/): from reset, port accesses; and
+// the state StateWriter saved after a loopback write of 5 bytes into the receive FIFO and a CMOS
+// register B write, then reads of the FIFO, IIR and LSR, DLAB and DLL, CMOS index 0x7F and 0xFF.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -36,10 +35,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint8_t offset = data[at], value = data[at + 1], how = data[at + 2];
     if (how & 2) {
       const uint16_t port = (offset & 1) ? vmm::CmosRtc::kDataPort : vmm::CmosRtc::kIndexPort;
-      if (how & 1) rtc.write(port, value); else (void)rtc.read(port);
+      if (how & 1)
+        rtc.write(port, value);
+      else
+        (void)rtc.read(port);
     } else {
       const uint16_t port = vmm::Serial16550::kCom1Base + offset % vmm::Serial16550::kPortCount;
-      if (how & 1) serial.write(port, value); else (void)serial.read(port);
+      if (how & 1)
+        serial.write(port, value);
+      else
+        (void)serial.read(port);
     }
   }
   pmu::StateWriter w;

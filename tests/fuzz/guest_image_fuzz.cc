@@ -23,14 +23,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<std::byte> bytes(size - 1);
     for (size_t i = 1; i < size; ++i) bytes[i - 1] = static_cast<std::byte>(data[i]);
     auto parsed = vmm::parse_elf(std::move(bytes), "fuzz.elf");
-    const auto* elf = std::get_if<vmm::ElfImage>(&parsed);
+    const auto* elf = parsed.ok() ? &parsed.value() : nullptr;
     if (!elf) return 0;
     (void)vmm::load_guest(ram, *elf, "fuzz.elf", {}, vmm::BootParameters{});
   } else {
     const std::span<const uint8_t> file(data + 1, size - 1);
     if (!vmm::has_linux_boot_header(file)) return 0;
     auto parsed = vmm::parse_bzimage(file, "fuzz.bzImage");
-    const auto* image = std::get_if<vmm::BzImage>(&parsed);
+    const auto* image = parsed.ok() ? &parsed.value() : nullptr;
     if (!image) return 0;
     static const uint8_t initrd[4096] = {0x30, 0x37, 0x30, 0x37};
     vmm::LinuxBootOptions options;

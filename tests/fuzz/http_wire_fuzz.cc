@@ -30,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) std::abort();
   const std::string_view bytes(reinterpret_cast<const char*>(data + 1), size - 1);
-  if (!bytes.empty() && write(fds[1], bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()))
+  if (!bytes.empty() &&
+      write(fds[1], bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()))
     std::abort();
   shutdown(fds[1], SHUT_WR);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -44,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     auto answer = vmm::api::exchange(fds[0], "GET /vm.state HTTP/1.1\r\nHost: pmuvm\r\n\r\n",
                                      deadline, kMaxBody);
-    if (const auto* r = std::get_if<vmm::api::HttpResponse>(&answer); r && r->body.size() > kMaxBody)
+    if (const auto* r = answer.ok() ? &answer.value() : nullptr; r && r->body.size() > kMaxBody)
       std::abort();
   }
   close(fds[0]);

@@ -56,8 +56,8 @@ using pmu::testing::RecordingInterruptSink;
 using pmu::testing::RecordingPageFaultSink;
 namespace lwp = pmu::lwp;
 
-#define FUZZ_CHECK(cond) \
-  do {                   \
+#define FUZZ_CHECK(cond)           \
+  do {                             \
     if (!(cond)) __builtin_trap(); \
   } while (0)
 
@@ -126,7 +126,8 @@ struct Harness {
     allowed.insert({a, caps.lwpcb_size()});
     if (!mapped(a, 16)) return;
     const uint32_t size = mem.peek_u32(a + lwp::lwpcb::kBufferSize) & lwp::lwpcb::kBufferSizeMask;
-    const uint64_t base = mem.peek_u64(a + lwp::lwpcb::kBufferBase) & ~lwp::lwpcb::kBufferBaseIgnoredMask;
+    const uint64_t base =
+        mem.peek_u64(a + lwp::lwpcb::kBufferBase) & ~lwp::lwpcb::kBufferBaseIgnoredMask;
     if (size != 0 && size % 32 == 0) allowed.insert({base, size});
   }
 
@@ -159,7 +160,8 @@ struct Harness {
     FUZZ_CHECK((unit.lwpmsr0() & ~kMsr0Defined) == 0);
     FUZZ_CHECK(sink.nmis == 0);
     for (size_t i = vectors_before; i < sink.vectors.size(); ++i)
-      FUZZ_CHECK(sink.vectors[i] == static_cast<uint8_t>(unit.lwpmsr0() >> lwp::msr0::kVectorShift));
+      FUZZ_CHECK(sink.vectors[i] ==
+                 static_cast<uint8_t>(unit.lwpmsr0() >> lwp::msr0::kVectorShift));
   }
 
   uint64_t address(Input& in) {
@@ -194,13 +196,15 @@ lwp::Capabilities caps_from(Input& in) {
   c.data_address = bits & 16;
   c.cache_level_filter = bits & 32;
   c.cache_latency_filter = bits & 64;
-  if (c.dcache_misses && !c.cache_level_filter && !c.cache_latency_filter) c.cache_latency_filter = true;
+  if (c.dcache_misses && !c.cache_level_filter && !c.cache_latency_filter)
+    c.cache_latency_filter = true;
   c.max_events = static_cast<uint8_t>(1 + in.u8() % lwp::kMaxEventSlots);
   c.cache_max_bits = static_cast<uint8_t>(10 + in.u8() % 22);
   c.version = 1;
   if (lwp::validate(c)) {  // fall back to a profile that is certainly valid
     c = lwp::Capabilities{};
-    c.available = c.interrupt = c.instructions_retired = c.branches_retired = c.dcache_misses = true;
+    c.available = c.interrupt = c.instructions_retired = c.branches_retired = c.dcache_misses =
+        true;
     c.cache_latency_filter = true;
     c.max_events = 3;
   }
@@ -210,8 +214,10 @@ lwp::Capabilities caps_from(Input& in) {
 RetiredInstruction insn_from(Input& in, uint64_t& rip) {
   RetiredInstruction r;
   const uint8_t f = in.u8();
-  if (f & 0x80) rip = in.u64();
-  else rip += 1 + (f & 7);
+  if (f & 0x80)
+    rip = in.u64();
+  else
+    rip += 1 + (f & 7);
   r.rip = rip;
   r.cpl = (f & 0x40) ? static_cast<uint8_t>(in.u8() % 4) : 3;
   const uint8_t kind = (f >> 3) & 7;
@@ -282,9 +288,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 0: {
         const uint8_t mode = in.u8();
         uint64_t v;
-        if (mode & 1) v = in.u64();
-        else v = lwp::msr0::kEnabled | (in.u8() & 0x0Eu) | (uint64_t{in.u8() & 1u} << 31) |
-                 (uint64_t{in.u8()} << lwp::msr0::kVectorShift);
+        if (mode & 1)
+          v = in.u64();
+        else
+          v = lwp::msr0::kEnabled | (in.u8() & 0x0Eu) | (uint64_t{in.u8() & 1u} << 31) |
+              (uint64_t{in.u8()} << lwp::msr0::kVectorShift);
         const uint64_t before = unit.lwpmsr0();
         const lwp::MsrResult r = unit.write_msr(lwp::kMsrLwpFeatureEnable, v, in.u8() % 4);
         FUZZ_CHECK(r != lwp::MsrResult::kNotLwpMsr);
@@ -292,10 +300,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (v & ~kMsr0Defined) FUZZ_CHECK(r == lwp::MsrResult::kGeneralProtection);
         // ... and a value software may write is accepted (DESIGN §4.1: defined bits, features the
         // profile has, INT only with a vector >= 16).
-        if (!(v & ~kMsr0Defined) && !(v & 0xEull & ~(uint64_t{caps.instructions_retired} << 1 |
-                                                      uint64_t{caps.branches_retired} << 2 |
-                                                      uint64_t{caps.dcache_misses} << 3)) &&
-            (!(v & lwp::msr0::kInterrupt) || (caps.interrupt && ((v >> lwp::msr0::kVectorShift) & 0xFF) >= 16)))
+        if (!(v & ~kMsr0Defined) &&
+            !(v & 0xEull &
+              ~(uint64_t{caps.instructions_retired} << 1 | uint64_t{caps.branches_retired} << 2 |
+                uint64_t{caps.dcache_misses} << 3)) &&
+            (!(v & lwp::msr0::kInterrupt) ||
+             (caps.interrupt && ((v >> lwp::msr0::kVectorShift) & 0xFF) >= 16)))
           FUZZ_CHECK(r == lwp::MsrResult::kOk);
         break;
       }
@@ -307,7 +317,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         uint64_t v = 0;
         const lwp::MsrResult r = unit.read_msr(msr, in.u8() % 4, v);
         FUZZ_CHECK((r == lwp::MsrResult::kNotLwpMsr) == !lwp::LwpUnit::is_lwp_msr(msr));
-        if (r == lwp::MsrResult::kOk && msr == lwp::kMsrLwpControlBlock) FUZZ_CHECK(v == unit.lwpcb_address());
+        if (r == lwp::MsrResult::kOk && msr == lwp::kMsrLwpControlBlock)
+          FUZZ_CHECK(v == unit.lwpcb_address());
         break;
       }
       case 2: {
@@ -315,7 +326,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const size_t writes_before = h.mem.writes().size();
         const lwp::MsrResult r = unit.write_msr(lwp::kMsrLwpControlBlock, a, in.u8() % 4);
         FUZZ_CHECK(r != lwp::MsrResult::kNotLwpMsr);
-        if (r == lwp::MsrResult::kGeneralProtection) FUZZ_CHECK(h.mem.writes().size() == writes_before);
+        if (r == lwp::MsrResult::kGeneralProtection)
+          FUZZ_CHECK(h.mem.writes().size() == writes_before);
         if (r == lwp::MsrResult::kOk) h.admit(a);  // Flags is written even when nothing is active
         break;
       }
@@ -394,9 +406,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 13: {
         const uint64_t page = kPages[in.u8() % kPageCount];
         switch (in.u8() % 4) {
-          case 0: h.mem.map(page, kPage, true); h.pages.insert(page); break;
-          case 1: h.mem.map(page, kPage, false); h.pages.insert(page); break;
-          case 2: h.mem.unmap(page, kPage); h.pages.erase(page); break;
+          case 0:
+            h.mem.map(page, kPage, true);
+            h.pages.insert(page);
+            break;
+          case 1:
+            h.mem.map(page, kPage, false);
+            h.pages.insert(page);
+            break;
+          case 2:
+            h.mem.unmap(page, kPage);
+            h.pages.erase(page);
+            break;
           case 3: h.mem.set_writable(page, kPage, false); break;
         }
         break;
@@ -404,8 +425,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 14: unit.reset(); break;
       case 15: {
         const uint64_t a = unit.lwpcb_address();
-        if (a != 0 && h.mapped(a, 24)) h.mem.poke_u32(a + lwp::lwpcb::kBufferTailOffset,
-                                                      h.mem.peek_u32(a + lwp::lwpcb::kBufferHeadOffset));
+        if (a != 0 && h.mapped(a, 24))
+          h.mem.poke_u32(a + lwp::lwpcb::kBufferTailOffset,
+                         h.mem.peek_u32(a + lwp::lwpcb::kBufferHeadOffset));
         break;
       }
     }

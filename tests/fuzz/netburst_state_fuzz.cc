@@ -30,8 +30,8 @@ uint64_t overflow_bits(const pmu::netburst::NetburstPmu& pmu) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const auto parsed = pmu::netburst::deserialize(
-      std::span(reinterpret_cast<const std::byte*>(data + 1), size - 1));
+  const auto parsed =
+      pmu::netburst::deserialize(std::span(reinterpret_cast<const std::byte*>(data + 1), size - 1));
   if (!std::holds_alternative<pmu::netburst::PmuState>(parsed)) return 0;
   const pmu::netburst::PmuState& state = std::get<pmu::netburst::PmuState>(parsed);
   pmu::netburst::Config config;

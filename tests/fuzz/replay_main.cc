@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "replay: cannot read %s\n", p.c_str());
       return 1;
     }
-    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   }
   std::printf("replay: %zu inputs ran through the target\n", inputs.size());

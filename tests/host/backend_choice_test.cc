@@ -21,17 +21,17 @@ const HostCapabilities kPmuWithoutBranches{.instructions_missing = std::nullopt,
 
 BackendChoice Chosen(const BackendRequest& request, const HostCapabilities& host) {
   auto r = choose_backend(request, host);
-  if (auto* error = std::get_if<std::string>(&r)) {
+  if (auto* error = r.error_message()) {
     ADD_FAILURE() << *error;
     return {};
   }
-  return std::get<BackendChoice>(r);
+  return r.value();
 }
 
 std::string Refusal(const BackendRequest& request, const HostCapabilities& host) {
   auto r = choose_backend(request, host);
-  if (auto* error = std::get_if<std::string>(&r)) return *error;
-  ADD_FAILURE() << "accepted: " << std::get<BackendChoice>(r).why;
+  if (auto* error = r.error_message()) return *error;
+  ADD_FAILURE() << "accepted: " << r.value().why;
   return "";
 }
 

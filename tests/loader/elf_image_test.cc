@@ -16,16 +16,15 @@ namespace {
 using Seg = pmu::testing::ElfSegmentSpec;
 using pmu::testing::make_elf;
 
-std::string error_of(std::variant<ElfImage, std::string> r) {
-  return std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : "";
-}
+std::string error_of(Result<ElfImage> r) { return !r.ok() ? r.error().message : ""; }
 
 TEST(ElfImageTest, ParsesStaticExecutable) {
-  auto r = parse_elf(make_elf({{0x400000, 0x2000, 0x100, PF_R | PF_X}, {0x600000, 0x1000, 0x10, PF_R | PF_W}},
-                              0x400010),
-                     "prog");
-  ASSERT_TRUE(std::holds_alternative<ElfImage>(r)) << error_of(r);
-  const ElfImage& img = std::get<ElfImage>(r);
+  auto r = parse_elf(
+      make_elf({{0x400000, 0x2000, 0x100, PF_R | PF_X}, {0x600000, 0x1000, 0x10, PF_R | PF_W}},
+               0x400010),
+      "prog");
+  ASSERT_TRUE(r.ok()) << error_of(r);
+  const ElfImage& img = r.value();
   EXPECT_EQ(img.entry, 0x400010u);
   ASSERT_EQ(img.segments.size(), 2u);
   EXPECT_TRUE(img.segments[0].executable);
@@ -63,10 +62,10 @@ TEST(ElfImageTest, RejectsBrokenSegments) {
   EXPECT_EQ(error_of(parse_elf(truncated, "p")), "p: segment 0 lies outside the file");
   EXPECT_EQ(error_of(parse_elf(make_elf({{0x400000, 0x10, 0x20, PF_R | PF_X}}, 0x400000), "p")),
             "p: segment 0 has filesz > memsz");
-  EXPECT_EQ(error_of(parse_elf(make_elf({{0x400000, 0x2000, 0x10, PF_R | PF_X},
-                                         {0x401000, 0x1000, 0x10, PF_R}},
-                                        0x400000),
-                               "p")),
+  EXPECT_EQ(error_of(parse_elf(
+                make_elf({{0x400000, 0x2000, 0x10, PF_R | PF_X}, {0x401000, 0x1000, 0x10, PF_R}},
+                         0x400000),
+                "p")),
             "p: loadable segments overlap");
   EXPECT_EQ(error_of(parse_elf(make_elf({{0xFFFFFFFFFFFFF000ull, 0x2000, 0x10, PF_R | PF_X}},
                                         0xFFFFFFFFFFFFF000ull),

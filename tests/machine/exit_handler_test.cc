@@ -80,9 +80,8 @@ class ExitHandlerTest : public ::testing::Test {
   ProgressPauses progress_{{"checkpoint"}, std::nullopt};
   const GuestKind* console_kind_ = bundled_.get();
   std::FILE* out_ = std::tmpfile();
-  GuestConsole console_{progress_,
-                        [this](std::string_view line) { return console_kind_->panic_reason(line); },
-                        out_};
+  GuestConsole console_{
+      progress_, [this](std::string_view line) { return console_kind_->panic_reason(line); }, out_};
   SerialPort com1_{console_};
   ResetPort i8042_;
   ExitPort exit_port_;

@@ -72,8 +72,8 @@ TEST(IoBus, RefusesEmptyWrappingAndOverlappingRanges) {
   EXPECT_FALSE(bus.insert(0xF0, 0x11, d).ok());   // reaches into it from below
   EXPECT_FALSE(bus.insert(0x100, 0x10, d).ok());
   EXPECT_EQ(bus.insert(0x108, 2, d).error().kind, Error::Kind::kVmm);
-  EXPECT_TRUE(bus.insert(0xF0, 0x10, d).ok());   // right below it
-  EXPECT_TRUE(bus.insert(0x110, 1, d).ok());     // right above it
+  EXPECT_TRUE(bus.insert(0xF0, 0x10, d).ok());  // right below it
+  EXPECT_TRUE(bus.insert(0x110, 1, d).ok());    // right above it
 }
 
 // The console's output in a temporary file.

@@ -161,7 +161,8 @@ TEST(VmLifecycle, AHandOverEndsTheRunAsHandedOver) {
 }
 
 TEST(VmLifecycle, StartsPausedWhenAsked) {
-  VmLifecycle life(1, [] {}, /*paused=*/true);
+  VmLifecycle life(
+      1, [] {}, /*paused=*/true);
   EXPECT_EQ(life.state(), State::kPaused);
   EXPECT_TRUE(life.must_park());
 }

@@ -57,7 +57,7 @@ TEST(GuestRam, TheHoleIsNotRam) {
   EXPECT_FALSE(ram.contains(4 * GiB - 4, 8));  // spans out of the hole
   EXPECT_TRUE(ram.contains(4 * GiB, 8));
   EXPECT_TRUE(ram.contains(6 * GiB - 8, 8));
-  EXPECT_FALSE(ram.contains(6 * GiB - 4, 8));  // past the end
+  EXPECT_FALSE(ram.contains(6 * GiB - 4, 8));     // past the end
   EXPECT_FALSE(ram.contains(UINT64_MAX - 3, 8));  // wraps
 }
 
@@ -70,7 +70,7 @@ TEST(GuestRam, HighAddressesReachTheirOwnBytes) {
   EXPECT_EQ(v, 0x1122334455667788u);
   EXPECT_EQ(ram.host(4 * GiB + 0x1000, 8), ram.host_base() + 3 * GiB + 0x1000);
   ASSERT_TRUE(ram.read_u64(0x1000, v));
-  EXPECT_EQ(v, 0xAABBu);  // the high write did not alias low RAM
+  EXPECT_EQ(v, 0xAABBu);                             // the high write did not alias low RAM
   EXPECT_FALSE(ram.write_u64(3 * GiB + 0x1000, 1));  // the hole takes no writes
 }
 

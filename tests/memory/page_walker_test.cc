@@ -46,8 +46,8 @@ TEST_F(PageWalkerTest, Translates4KiBPage) {
 TEST_F(PageWalkerTest, Translates2MiBAnd1GiBPages) {
   set(kPml4, 0, kPdpt | P | W | U);
   set(kPdpt, 0, kPd | P | W | U);
-  set(kPd, 1, 0x600000 | P | W | U | PS);          // 0x200000..0x3fffff -> 0x600000
-  set(kPdpt, 1, 0x0 | P | U | PS);                 // 1 GiB at 0x40000000 -> 0, read-only
+  set(kPd, 1, 0x600000 | P | W | U | PS);  // 0x200000..0x3fffff -> 0x600000
+  set(kPdpt, 1, 0x0 | P | U | PS);         // 1 GiB at 0x40000000 -> 0, read-only
   auto t2 = translate(ram_, kPml4, 0x212345);
   ASSERT_TRUE(t2.has_value());
   EXPECT_EQ(t2->gpa, 0x612345u);
@@ -61,9 +61,9 @@ TEST_F(PageWalkerTest, Translates2MiBAnd1GiBPages) {
 
 TEST_F(PageWalkerTest, NotPresentAndNonCanonicalFail) {
   map_4k(P | W | U);
-  EXPECT_FALSE(translate(ram_, kPml4, 0x402000).has_value());        // PTE 2 empty
+  EXPECT_FALSE(translate(ram_, kPml4, 0x402000).has_value());            // PTE 2 empty
   EXPECT_FALSE(translate(ram_, kPml4, 0x0000800000000000).has_value());  // non-canonical
-  EXPECT_FALSE(translate(ram_, kPml4, 0x7f0000000000).has_value());  // PML4E empty
+  EXPECT_FALSE(translate(ram_, kPml4, 0x7f0000000000).has_value());      // PML4E empty
 }
 
 TEST_F(PageWalkerTest, PermissionsAreAndedOverLevels) {
@@ -80,7 +80,7 @@ TEST_F(PageWalkerTest, TablesOutsideRamFailWithoutTouchingHostMemory) {
   set(kPml4, 0, 0x7FFFFFF000ull | P | W | U);  // PDPT far beyond 16 MiB of RAM
   EXPECT_FALSE(translate(ram_, kPml4, 0x400000).has_value());
   map_4k(P | W | U);
-  set(kPt, 0, 0x7FFFFFF000ull | P | W | U);     // leaf outside RAM
+  set(kPt, 0, 0x7FFFFFF000ull | P | W | U);  // leaf outside RAM
   std::vector<std::byte> buf(8);
   EXPECT_FALSE(memory_.read(0x400000, buf));
   EXPECT_FALSE(memory_.user_writable(0x400000, 8));
@@ -137,7 +137,8 @@ TEST_F(PageWalkerTest, ProbeUserWriteReportsWhy) {
   EXPECT_TRUE(is(probe(0x0000800000000000, 8), WriteFault::kUnreachable, 0x0000800000000000));
   set(kPml4, 1, kPdpt | P | W | U | PS);  // PS in a PML4E is reserved
   EXPECT_TRUE(is(probe(0x8000000000, 8), WriteFault::kUnreachable, 0x8000000000));
-  EXPECT_TRUE(is(probe(0xFFFFFFFFFFFFFFF0ull, 0x20), WriteFault::kUnreachable, 0xFFFFFFFFFFFFFFF0ull));
+  EXPECT_TRUE(
+      is(probe(0xFFFFFFFFFFFFFFF0ull, 0x20), WriteFault::kUnreachable, 0xFFFFFFFFFFFFFFF0ull));
   EXPECT_TRUE(is(probe(0x123, 0), WriteFault::kNone, 0));
 }
 

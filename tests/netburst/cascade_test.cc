@@ -62,10 +62,10 @@ TEST_F(NetburstCascade, CascadedCounterRaisesItsOwnPmi) {
   Program(kIqCounter1, kCruEscr0, kInstrUser, MakeCccr(kSelCru01), kCounterMask);
   Program(kIqCounter3, kCruEscr1, kInstrUser,
           (MakeCccr(kSelCru01, kOvfPmiT0) & ~kEnable) | kCascade, kCounterMask - 1);
-  Run(Plain());      // IQ_COUNTER1 overflows
-  Run(Plain());      // IQ_COUNTER3 counts 1
+  Run(Plain());  // IQ_COUNTER1 overflows
+  Run(Plain());  // IQ_COUNTER3 counts 1
   EXPECT_EQ(sink.pmis, 0);
-  Run(Plain());      // ...and wraps on the 2nd: the PMI comes with it (default timing)
+  Run(Plain());  // ...and wraps on the 2nd: the PMI comes with it (default timing)
   EXPECT_EQ(sink.pmis, 1);
   Run(Plain(), 5);
   EXPECT_EQ(sink.pmis, 1);

@@ -14,7 +14,7 @@ std::vector<RetiredInstruction> MixedStream() {
   s.push_back(Plain(3));
   s.push_back(Plain(0));
   s.push_back(Branch(true, false, 3));
-  s.push_back(Plain(1));          // CPL 1 is "user" for T0_USR
+  s.push_back(Plain(1));  // CPL 1 is "user" for T0_USR
   s.push_back(Branch(false, true, 0));
   s.push_back(Load({DataSource::kL2}, 3));
   s.push_back(Plain(0));
@@ -91,7 +91,8 @@ TEST_F(NetburstEvents, BranchRetiredEachMaskSelectsTakenTimesPredicted) {
     uint64_t expected;
   } kCases[] = {{0x1, 2}, {0x2, 3}, {0x4, 4}, {0x8, 5}, {0x5, 6}, {0xA, 8}, {0xF, 14}, {0x0, 0}};
   for (const auto& c : kCases) {
-    Program(kIqCounter1, kCruEscr2, MakeEscr(kBranchRetired, c.mask, true, true), MakeCccr(kSelCru23));
+    Program(kIqCounter1, kCruEscr2, MakeEscr(kBranchRetired, c.mask, true, true),
+            MakeCccr(kSelCru23));
     RunAll(pmu, s);
     EXPECT_EQ(Count(kIqCounter1), c.expected) << "mask " << c.mask;
   }
@@ -109,7 +110,8 @@ TEST_F(NetburstEvents, BranchWithoutPredictionCountsAsPredicted) {
 }
 
 TEST_F(NetburstEvents, MispredBranchRetiredCountsMispredictedBranches) {
-  Program(kIqCounter0, kCruEscr0, MakeEscr(kMispredBranchRetired, 0x1, true, true), MakeCccr(kSelCru01));
+  Program(kIqCounter0, kCruEscr0, MakeEscr(kMispredBranchRetired, 0x1, true, true),
+          MakeCccr(kSelCru01));
   RunAll(pmu, MixedStream());
   EXPECT_EQ(Count(kIqCounter0), 2u);
 }
@@ -143,13 +145,16 @@ class NetburstBsq : public ::testing::TestWithParam<BsqCase> {};
 TEST_P(NetburstBsq, BsqCacheReferenceMaskCountsFromL1dMisses) {
   const BsqCase& c = GetParam();
   // Misses: 3 x L2, 2 x L3, 4 x DRAM (one instruction has two), 1 x remote, 1 x MMIO.
-  std::vector<RetiredInstruction> s = {
-      Load({DataSource::kL2}),           Load({DataSource::kL2, DataSource::kDram}),
-      Load({DataSource::kL2}),           Load({DataSource::kLocalL3}),
-      Load({DataSource::kLocalL3}, 0),   Load({DataSource::kDram}),
-      Load({DataSource::kDram, DataSource::kDram}),
-      Load({DataSource::kRemoteCache}),  Load({DataSource::kOther}),
-      Plain()};
+  std::vector<RetiredInstruction> s = {Load({DataSource::kL2}),
+                                       Load({DataSource::kL2, DataSource::kDram}),
+                                       Load({DataSource::kL2}),
+                                       Load({DataSource::kLocalL3}),
+                                       Load({DataSource::kLocalL3}, 0),
+                                       Load({DataSource::kDram}),
+                                       Load({DataSource::kDram, DataSource::kDram}),
+                                       Load({DataSource::kRemoteCache}),
+                                       Load({DataSource::kOther}),
+                                       Plain()};
   for (bool l3 : {false, true}) {
     Config config;
     config.third_level_cache = l3;
@@ -170,8 +175,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BsqCase{"RD_2ndL_HITM", 0x004, 0, 0}, BsqCase{"RD_3rdL_HITS", 0x008, 0, 0},
                       BsqCase{"RD_3rdL_HITE", 0x010, 0, 2}, BsqCase{"RD_3rdL_HITM", 0x020, 0, 0},
                       BsqCase{"RD_2ndL_MISS", 0x100, 7, 7}, BsqCase{"RD_3rdL_MISS", 0x200, 0, 5},
-                      BsqCase{"WR_2ndL_MISS", 0x400, 0, 0},
-                      BsqCase{"all 2ndL hits", 0x007, 3, 3},
+                      BsqCase{"WR_2ndL_MISS", 0x400, 0, 0}, BsqCase{"all 2ndL hits", 0x007, 3, 3},
                       BsqCase{"2ndL hit or miss", 0x107, 10, 10},
                       BsqCase{"3rdL miss or 2ndL miss", 0x300, 7, 7},
                       BsqCase{"undefined bits", 0xF8C0, 0, 0}),
@@ -211,8 +215,8 @@ TEST_F(NetburstEvents, ActiveThreadNoneOrBothCountsNothingSingleOrAnyCounts) {
 }
 
 TEST_F(NetburstEvents, DisabledCounterCountsNothingAndWantsNoEvents) {
-  Program(kIqCounter0, kCruEscr0, MakeEscr(kInstrRetired, 1, true, true), MakeCccr(kSelCru01) & ~kEnable,
-          42);
+  Program(kIqCounter0, kCruEscr0, MakeEscr(kInstrRetired, 1, true, true),
+          MakeCccr(kSelCru01) & ~kEnable, 42);
   EXPECT_FALSE(pmu.wants_events());
   RunAll(pmu, MixedStream());
   EXPECT_EQ(Count(kIqCounter0), 42u);

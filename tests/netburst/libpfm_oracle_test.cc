@@ -110,8 +110,8 @@ bool Mispredicted(const RetiredInstruction& i) {
 }
 
 // Occurrences of event/mask in one cycle of `i` (last = its retirement cycle).
-uint32_t Occurrences(const std::string& event, const std::string& mask,
-                     const RetiredInstruction& i, bool last) {
+uint32_t Occurrences(const std::string& event, const std::string& mask, const RetiredInstruction& i,
+                     bool last) {
   if (event == "global_power_events") return mask == "RUNNING" ? 1 : 0;
   if (!last) return 0;
   if (event == "instr_retired") return mask == "NBOGUSNTAG" ? 1 : 0;
@@ -119,8 +119,8 @@ uint32_t Occurrences(const std::string& event, const std::string& mask,
     return i.branch.kind != BranchKind::kNone && Mispredicted(i) ? 1 : 0;
   if (event == "branch_retired") {
     if (i.branch.kind == BranchKind::kNone) return 0;
-    const char* kind = i.branch.taken ? (Mispredicted(i) ? "MMTM" : "MMTP")
-                                      : (Mispredicted(i) ? "MMNM" : "MMNP");
+    const char* kind =
+        i.branch.taken ? (Mispredicted(i) ? "MMTM" : "MMTP") : (Mispredicted(i) ? "MMNM" : "MMNP");
     return mask == kind ? 1 : 0;
   }
   if (event == "BSQ_cache_reference") {  // default profile: no 3rd-level cache
@@ -173,7 +173,9 @@ std::vector<RetiredInstruction> Stream() {
       case 0: i = Plain(cpl, 1 + n % 4); break;
       case 1: i = Branch(n % 3 != 0, n % 4 == 1, cpl, kinds[n % 5]); break;
       case 2: i = Load({DataSource::kL2}, cpl, 1 + n % 3); break;
-      case 3: i = Load({DataSource::kDram, n % 2 ? DataSource::kL2 : DataSource::kLocalL3}, cpl, 5); break;
+      case 3:
+        i = Load({DataSource::kDram, n % 2 ? DataSource::kL2 : DataSource::kLocalL3}, cpl, 5);
+        break;
       default: i = Branch(n % 2 == 0, n % 3 == 0, cpl, BranchKind::kConditional); break;
     }
     if (n % 13 == 0) i.cycles = 0;
@@ -199,8 +201,11 @@ std::vector<PfmEvent> PfmNetburstEvents() {
     pfm_event_info_t info{};
     info.size = sizeof info;
     if (pfm_get_event_info(i, PFM_OS_NONE, &info) != PFM_SUCCESS) continue;
-    PfmEvent e{i, info.name, static_cast<unsigned>(info.code & 0xFF),
-               static_cast<unsigned>(info.code >> 8), {}};
+    PfmEvent e{i,
+               info.name,
+               static_cast<unsigned>(info.code & 0xFF),
+               static_cast<unsigned>(info.code >> 8),
+               {}};
     for (int a = 0; a < info.nattrs; ++a) {
       pfm_event_attr_info_t ai{};
       ai.size = sizeof ai;
@@ -242,8 +247,8 @@ TEST(NetburstLibpfmOracle, EventTableAgreesWithLibpfmOnEventAndEscrSelects) {
 TEST(NetburstLibpfmOracle, EveryModelledEventMaskAndModifierDecodesAndCountsAlike) {
   InitPfm();
   const std::vector<RetiredInstruction> stream = Stream();
-  const char* const kModifiers[] = {"", ":u", ":k", ":cmpl", ":thr=1", ":e", ":u:e",
-                                    ":k:cmpl:thr=2"};
+  const char* const kModifiers[] = {"",       ":u", ":k",   ":cmpl",
+                                    ":thr=1", ":e", ":u:e", ":k:cmpl:thr=2"};
   int checked = 0, nonzero = 0;
   for (const PfmEvent& p : PfmNetburstEvents()) {
     const auto placement = Placements().find(p.name);

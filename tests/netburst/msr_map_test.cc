@@ -71,7 +71,8 @@ TEST(NetburstMsrMap, FewerCountersMakeTheirCountersAndCccrsGp) {
 TEST(NetburstMsrMap, AddressesOutsideTheBlockAreNotMine) {
   RecordingInterruptSink sink;
   NetburstPmu pmu(Config{}, sink);
-  for (uint32_t msr : {0x0u, 0x2FFu, 0x400u, 0x1A0u, 0x186u, 0xC0000105u, 0x4B564D00u, 0x40000040u}) {
+  for (uint32_t msr :
+       {0x0u, 0x2FFu, 0x400u, 0x1A0u, 0x186u, 0xC0000105u, 0x4B564D00u, 0x40000040u}) {
     uint64_t v = 0;
     EXPECT_EQ(pmu.rdmsr(msr, v), MsrResult::kNotNetburstMsr) << std::hex << msr;
     EXPECT_EQ(pmu.wrmsr(msr, 0), MsrResult::kNotNetburstMsr) << std::hex << msr;

@@ -54,8 +54,8 @@ inline constexpr uint64_t MakeCccr(unsigned select, uint64_t flags = 0) {
 inline constexpr uint64_t Threshold(unsigned t) { return uint64_t{t} << 20; }
 
 // Event selects and CCCR ESCR-select values of the modelled events (SDM appendix A).
-inline constexpr unsigned kInstrRetired = 0x02, kMispredBranchRetired = 0x03,
-                          kBranchRetired = 0x06, kGlobalPower = 0x13, kBsqCacheRef = 0x0C;
+inline constexpr unsigned kInstrRetired = 0x02, kMispredBranchRetired = 0x03, kBranchRetired = 0x06,
+                          kGlobalPower = 0x13, kBsqCacheRef = 0x0C;
 inline constexpr unsigned kSelCru01 = 4, kSelCru23 = 5, kSelFsb = 6, kSelBsu = 7;
 
 inline constexpr uint64_t kCounterMask = (uint64_t{1} << 40) - 1;

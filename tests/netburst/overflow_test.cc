@@ -66,8 +66,8 @@ TEST_F(NetburstOverflow, PmiComesWithTheNextEventCountAfterTheOverflow) {
 
 TEST_F(NetburstOverflow, OverflowInsideOneInstructionsCyclesRaisesAtOnce) {
   // RUNNING over a 10-cycle instruction: wrap at the 3rd cycle, next count at the 4th.
-  Program(kBpuCounter0, kFsbEscr0, MakeEscr(kGlobalPower, 1, true, true), MakeCccr(kSelFsb, kOvfPmiT0),
-          kCounterMask - 2);
+  Program(kBpuCounter0, kFsbEscr0, MakeEscr(kGlobalPower, 1, true, true),
+          MakeCccr(kSelFsb, kOvfPmiT0), kCounterMask - 2);
   Run(Plain(3, 10));
   EXPECT_EQ(Count(kBpuCounter0), 7u);
   EXPECT_EQ(sink.pmis, 1);
@@ -208,7 +208,6 @@ TEST(NetburstConfig, InvalidConfigurationsAreRejected) {
   RecordingInterruptSink sink;
   EXPECT_THROW(NetburstPmu(c, sink), std::invalid_argument);
 }
-
 
 // quiet_retirements (netburst_pmu.h): no overflow before the last instruction of a run that long,
 // and for instr_retired exactly the one that wraps the counter.

@@ -12,8 +12,8 @@ namespace {
 uint64_t RandomValue(std::mt19937_64& rng) {
   switch (rng() % 6) {
     case 0: return 0;
-    case 1: return rng();                        // anything, reserved bits likely
-    case 2: return rng() & 0x7FFFFFFF;           // a plausible ESCR
+    case 1: return rng();                           // anything, reserved bits likely
+    case 2: return rng() & 0x7FFFFFFF;              // a plausible ESCR
     case 3: return (rng() & 0xCFFFF000) | 0x30000;  // a plausible CCCR
     case 4: return rng() & ((uint64_t{1} << 40) - 1);
     default: return ~uint64_t{0} - (rng() % 16);  // near-wrap presets
@@ -22,10 +22,10 @@ uint64_t RandomValue(std::mt19937_64& rng) {
 
 uint32_t RandomMsr(std::mt19937_64& rng) {
   switch (rng() % 5) {
-    case 0: return 0x300 + rng() % 0x100;       // anywhere in the block
-    case 1: return 0x300 + rng() % 18;          // a counter
-    case 2: return 0x360 + rng() % 18;          // a CCCR
-    case 3: return 0x3A0 + rng() % 0x42;        // the ESCR range, holes included
+    case 0: return 0x300 + rng() % 0x100;          // anywhere in the block
+    case 1: return 0x300 + rng() % 18;             // a counter
+    case 2: return 0x360 + rng() % 18;             // a CCCR
+    case 3: return 0x3A0 + rng() % 0x42;           // the ESCR range, holes included
     default: return static_cast<uint32_t>(rng());  // anywhere at all
   }
 }
@@ -106,7 +106,8 @@ TEST(NetburstRandomMsrs, RandomStatesAreRefusedOrLoadedNeverCrash) {
   for (int i = 0; i < 2000; ++i) {
     std::vector<std::byte> bytes(rng() % 500);
     for (auto& b : bytes) b = static_cast<std::byte>(rng());
-    if (bytes.size() >= 4 && (rng() & 1)) std::memcpy(bytes.data(), "NBPS\x01\x00", 6 < bytes.size() ? 6 : 4);
+    if (bytes.size() >= 4 && (rng() & 1))
+      std::memcpy(bytes.data(), "NBPS\x01\x00", 6 < bytes.size() ? 6 : 4);
     auto r = deserialize(bytes);
     if (auto* s = std::get_if<PmuState>(&r)) (void)pmu.load_state(*s);
     PmuState s;

@@ -49,8 +49,8 @@ class GuestAssistedStepperTest : public ::testing::Test {
 };
 
 TEST_F(GuestAssistedStepperTest, LoopGivesOneRetiredInstructionPerStep) {
-  code(0x400000, {0x48, 0x8b, 0x03,   // mov rax, [rbx]
-                  0x75, 0xfb});       // jne 0x400000
+  code(0x400000, {0x48, 0x8b, 0x03,  // mov rax, [rbx]
+                  0x75, 0xfb});      // jne 0x400000
   EXPECT_FALSE(stepper_->on_user_entry(frame(0x400000, 0x400100), ctx_).has_value());
   auto load = stepper_->on_step(frame(0x400003, 0x400100), ctx_);
   ASSERT_TRUE(load.has_value());

@@ -19,8 +19,14 @@ class DecoderTest : public ::testing::Test {
     return d.value_or(DecodedInstruction{});
   }
   InstructionDecoder decoder_;
-  GuestRegisters regs_{.rax = 0x1111, .rbx = 0x2000, .rcx = 3, .rsi = 0x5000, .rdi = 0x6000,
-                       .rsp = 0x7FF0, .rip = 0x400000, .fs_base = 0x9000};
+  GuestRegisters regs_{.rax = 0x1111,
+                       .rbx = 0x2000,
+                       .rcx = 3,
+                       .rsi = 0x5000,
+                       .rdi = 0x6000,
+                       .rsp = 0x7FF0,
+                       .rip = 0x400000,
+                       .fs_base = 0x9000};
 };
 
 TEST_F(DecoderTest, LoadThroughRegister) {
@@ -270,17 +276,17 @@ TEST_F(DecoderTest, ConstantMovesOfRegistersAreFollowedNotForgotten) {
     uint16_t written;
   };
   const Case cases[] = {
-      {{0x55}, 4, -8, 0},                          // push rbp
-      {{0x5b}, 4, 8, 1 << 3},                      // pop rbx: RBX unknown
-      {{0x5c}, -1, 0, 1 << 4},                     // pop rsp: RSP unknown
-      {{0xe8, 0, 0, 0, 0}, 4, -8, 0},              // call
-      {{0xc3}, 4, 8, 0},                           // ret
-      {{0xc2, 0x10, 0x00}, 4, 24, 0},              // ret 16
-      {{0x48, 0x83, 0xc6, 0x18}, 6, 24, 0},        // add rsi, 24
-      {{0x48, 0xff, 0xcf}, 7, -1, 0},              // dec rdi
-      {{0x48, 0x8d, 0x5b, 0xf0}, 3, -16, 0},       // lea rbx, [rbx-16]
-      {{0x83, 0xc6, 0x18}, -1, 0, 1 << 6},         // add esi, 24: zero-extends, unknown
-      {{0x48, 0x8d, 0x1c, 0x0b}, -1, 0, 1 << 3},   // lea rbx, [rbx+rcx]: unknown
+      {{0x55}, 4, -8, 0},                         // push rbp
+      {{0x5b}, 4, 8, 1 << 3},                     // pop rbx: RBX unknown
+      {{0x5c}, -1, 0, 1 << 4},                    // pop rsp: RSP unknown
+      {{0xe8, 0, 0, 0, 0}, 4, -8, 0},             // call
+      {{0xc3}, 4, 8, 0},                          // ret
+      {{0xc2, 0x10, 0x00}, 4, 24, 0},             // ret 16
+      {{0x48, 0x83, 0xc6, 0x18}, 6, 24, 0},       // add rsi, 24
+      {{0x48, 0xff, 0xcf}, 7, -1, 0},             // dec rdi
+      {{0x48, 0x8d, 0x5b, 0xf0}, 3, -16, 0},      // lea rbx, [rbx-16]
+      {{0x83, 0xc6, 0x18}, -1, 0, 1 << 6},        // add esi, 24: zero-extends, unknown
+      {{0x48, 0x8d, 0x1c, 0x0b}, -1, 0, 1 << 3},  // lea rbx, [rbx+rcx]: unknown
   };
   for (const Case& c : cases) {
     const DecodedInstruction d = decode(c.bytes);

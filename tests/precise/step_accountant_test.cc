@@ -203,8 +203,7 @@ TEST(StepAccountantTest, ALoadedMnemonicMustNameOne) {
   EXPECT_EQ(load_with(uint64_t{ZYDIS_MNEMONIC_MAX_VALUE} + 1),
             "step accountant: mnemonic " + std::to_string(ZYDIS_MNEMONIC_MAX_VALUE + 1) +
                 " is not one Zydis knows");
-  EXPECT_EQ(load_with(0x10FFFFFF),
-            "step accountant: mnemonic 285212671 is not one Zydis knows");
+  EXPECT_EQ(load_with(0x10FFFFFF), "step accountant: mnemonic 285212671 is not one Zydis knows");
 }
 
 }  // namespace

@@ -22,12 +22,12 @@ constexpr uint64_t kCr3 = 0x1000;
 // Kernel: a supervisor 2 MiB page at 0x200000 (code, IDT, stack); user: 0x400000 (code) and
 // 0x600000 (data, stack).
 constexpr uint64_t kKernel = 0x200000, kUser = 0x400000, kUserData = 0x600000;
-constexpr uint64_t kLstar = kKernel + 0x100;    // entry: ... sysretq at kSysret
+constexpr uint64_t kLstar = kKernel + 0x100;  // entry: ... sysretq at kSysret
 constexpr uint64_t kSysret = kKernel + 0x110;
 constexpr uint64_t kIretSite = kKernel + 0x200;  // the common return: iretq
 constexpr uint64_t kNmiIret = kKernel + 0x300;   // a second iretq (returns to the kernel)
 constexpr uint64_t kIdt = kKernel + 0x1000;
-constexpr uint64_t kHandler = kKernel + 0x400;   // every gate's handler
+constexpr uint64_t kHandler = kKernel + 0x400;  // every gate's handler
 constexpr uint64_t kDebugHandler = kKernel + 0x500;
 constexpr uint64_t kInt3Handler = kKernel + 0x600;
 constexpr uint64_t kKernelStack = kKernel + 0x8000;
@@ -62,10 +62,10 @@ class StepControllerTest : public ::testing::Test {
     // it linearly.
     const std::vector<uint8_t> padding(0x1000, 0xCC);
     ram_.write(kKernel, std::as_bytes(std::span(padding)));
-    kernel_code(kLstar, {0x0f, 0x01, 0xf8});                     // swapgs (stand-in entry)
-    kernel_code(kSysret, {0x48, 0x0f, 0x07});                    // sysretq
-    kernel_code(kIretSite, {0x48, 0xcf});                        // iretq
-    kernel_code(kNmiIret, {0x48, 0xcf});                         // iretq
+    kernel_code(kLstar, {0x0f, 0x01, 0xf8});   // swapgs (stand-in entry)
+    kernel_code(kSysret, {0x48, 0x0f, 0x07});  // sysretq
+    kernel_code(kIretSite, {0x48, 0xcf});      // iretq
+    kernel_code(kNmiIret, {0x48, 0xcf});       // iretq
     for (int v = 0; v < 256; ++v) {
       const uint64_t target = v == 1 ? kDebugHandler : v == 3 ? kInt3Handler : kHandler;
       const uint8_t dpl = v == 3 || v == 0x80 ? 3 : 0;
@@ -85,7 +85,8 @@ class StepControllerTest : public ::testing::Test {
     g.dram_latency_cycles = 100;
     // Most cases show the breakpoint mechanism on register instructions (nops), which the
     // controller would rather single-step: that choice is off here and on in TrapFlagStepTest.
-    ctl_ = std::make_unique<StepController>(ram_, g, StepController::Options{.trap_flag_steps = false});
+    ctl_ = std::make_unique<StepController>(ram_, g,
+                                            StepController::Options{.trap_flag_steps = false});
     vcpu_.regs.cr3 = kCr3;
   }
   void kernel_code(uint64_t at, std::vector<uint8_t> bytes) {
@@ -94,7 +95,9 @@ class StepControllerTest : public ::testing::Test {
   void user_code(std::vector<uint8_t> bytes) {
     ram_.write(0x800000, std::as_bytes(std::span(bytes)));
   }
-  void user_u64(uint64_t linear, uint64_t value) { ram_.write_u64(0xA00000 + (linear - kUserData), value); }
+  void user_u64(uint64_t linear, uint64_t value) {
+    ram_.write_u64(0xA00000 + (linear - kUserData), value);
+  }
 
   // The vCPU in user mode at `rip`.
   void at_user(uint64_t rip, uint64_t rflags = 0x202) {
@@ -178,8 +181,8 @@ TEST_F(StepControllerTest, UserCodeRunsToASuccessorBreakpointWithoutTf) {
 }
 
 TEST_F(StepControllerTest, ConditionalBranchesAreResolvedFromTheFlags) {
-  user_code({0x74, 0x10});  // jz +0x10
-  start_in_user(kUser, 0x202);       // ZF clear: falls through
+  user_code({0x74, 0x10});      // jz +0x10
+  start_in_user(kUser, 0x202);  // ZF clear: falls through
   EXPECT_TRUE(armed(kUser + 2));
   EXPECT_FALSE(armed(kUser + 0x12));
   at_user(kUser, 0x242);  // ZF set: taken
@@ -222,7 +225,7 @@ TEST_F(StepControllerTest, RepStringRetiresOnceEvenWhenInterrupted) {
 TEST_F(StepControllerTest, AnInterruptedInstructionIsCountedWhenItRunsAfterTheSignalHandler) {
   // A signal arrives while `add` is pending: the kernel returns to the handler first; the handler
   // (nop; ret... here just one nop) and later the interrupted instruction itself all count.
-  user_code({0x48, 0x01, 0xc0});                            // add rax, rax
+  user_code({0x48, 0x01, 0xc0});                // add rax, rax
   const std::vector<uint8_t> handler = {0x90};  // the signal handler: nop
   ram_.write(0x800000 + 0x100, std::as_bytes(std::span(handler)));
   start_in_user(kUser);
@@ -231,7 +234,7 @@ TEST_F(StepControllerTest, AnInterruptedInstructionIsCountedWhenItRunsAfterTheSi
   debug_exit(our_bit(kIretSite));
   EXPECT_EQ(ctl_->mode(), StepController::Mode::kUser);
   arrive_in_user(kUser + 0x100);
-  hit(kUser + 0x101);         // the handler's nop retired
+  hit(kUser + 0x101);  // the handler's nop retired
   // rt_sigreturn and the kernel's return to the interrupted instruction:
   at_kernel(kIretSite);
   iret_frame(kUser);
@@ -322,7 +325,7 @@ TEST_F(StepControllerTest, RepUnderTheGuestsTfTrapsPerIterationAndRetiresOnce) {
   StepOutcome out = debug_exit(kDr6SingleStep);
   EXPECT_TRUE(out.retired.empty());
   EXPECT_EQ(out.deliver_debug, kDr6SingleStep);
-  at_kernel(kIretSite);   // the tracer resumes it
+  at_kernel(kIretSite);  // the tracer resumes it
   iret_frame(kUser, 0x33, 0x302);
   debug_exit(our_bit(kIretSite));
   vcpu_.regs.rcx = 0;
@@ -661,7 +664,7 @@ TEST_F(TrapFlagStepTest, RegisterInstructionsAreSingleSteppedWithOneConfiguratio
 
 TEST_F(TrapFlagStepTest, TheGuestsOwnTrapFlagKeepsTheBreakpoints) {
   user_code({0x48, 0x01, 0xd8, 0x90});  // add rax,rbx; nop
-  start_in_user(kUser, 0x302);         // the guest single-steps itself
+  start_in_user(kUser, 0x302);          // the guest single-steps itself
   EXPECT_FALSE(applied_.single_step);
   EXPECT_TRUE(armed(kUser + 3));
 }
@@ -760,7 +763,6 @@ TEST_F(TrapFlagStepTest, TheTrapFlagIsArmedAgainWhereAReturnTookItAway) {
   EXPECT_TRUE(ctl_->must_rearm()) << "the IRETQ took the TF away";
 }
 
-
 // Block stepping (DESIGN §4.7): straight-line register code after the pending instruction runs to
 // one stop. The run loop calls extend_block right before each KVM_RUN with what the PMU models
 // allow (`limit`); `prepare` stands in for it.
@@ -824,7 +826,7 @@ TEST_F(BlockStepTest, TheBlockEndsWhereThePmuWouldShowSomething) {
   hit(kInc);
   EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kMov, kAdd, kXor}));
   prepare(1);  // the next instruction is the event's: a step of its own (by TF: inc only
-              // computes in registers)
+               // computes in registers)
   EXPECT_TRUE(applied_.single_step);
   at_user(kCmp);
   debug_exit(kDr6SingleStep);
@@ -834,8 +836,8 @@ TEST_F(BlockStepTest, TheBlockEndsWhereThePmuWouldShowSomething) {
 
 TEST_F(BlockStepTest, ProvenLoadsAndStoresRunInsideTheBlockAndReachTheCacheModelInOrder) {
   // add rax,1 | mov rbx,[rdi] | mov [rsi+8],rbx | mov rcx,[rdi+64] | dec rdx | jnz kUser
-  user_code({0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x1f, 0x48, 0x89, 0x5e, 0x08, 0x48, 0x8b, 0x4f,
-             0x40, 0x48, 0xff, 0xca, 0x75, 0xec});
+  user_code({0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x1f, 0x48, 0x89, 0x5e,
+             0x08, 0x48, 0x8b, 0x4f, 0x40, 0x48, 0xff, 0xca, 0x75, 0xec});
   vcpu_.regs.rdi = kUserData;
   vcpu_.regs.rsi = kUserData + 0x100;
   start_in_user(kUser);
@@ -864,8 +866,10 @@ TEST_F(BlockStepTest, ALoadThroughARegisterTheBlockWroteEndsIt) {
 
 TEST_F(BlockStepTest, AnAccessThatCouldFaultEndsTheBlock) {
   // add rax,1 | add rax,1 | mov rbx,[rdi] (or mov [rdi],rbx): the access starts the next block.
-  const std::vector<uint8_t> load = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x1f};
-  const std::vector<uint8_t> store = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83, 0xc0, 0x01, 0x48, 0x89, 0x1f};
+  const std::vector<uint8_t> load = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83,
+                                     0xc0, 0x01, 0x48, 0x8b, 0x1f};
+  const std::vector<uint8_t> store = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83,
+                                      0xc0, 0x01, 0x48, 0x89, 0x1f};
   ram_.write_u64(0x3000 + 4 * 8, 0xC00000 | P | U | PS);  // 0x800000: a read-only user page
   struct Case {
     const char* what;
@@ -1018,8 +1022,8 @@ TEST_F(BlockStepTest, TheGuestsTrapFlagAndPopfAreNeverBlocks) {
 TEST_F(BlockStepTest, ABlockEndsAtItsPage) {
   // add rax,1 twice in the page's last 8 bytes, then more: the next page is another block.
   const uint64_t at = kUser + 0x1000 - 8;
-  const std::vector<uint8_t> code = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83, 0xc0, 0x01,
-                                     0x48, 0x83, 0xc0, 0x01};
+  const std::vector<uint8_t> code = {0x48, 0x83, 0xc0, 0x01, 0x48, 0x83,
+                                     0xc0, 0x01, 0x48, 0x83, 0xc0, 0x01};
   ram_.write(0x800000 + 0x1000 - 8, std::as_bytes(std::span(code)));
   start_in_user(at);
   prepare();
@@ -1029,7 +1033,8 @@ TEST_F(BlockStepTest, ABlockEndsAtItsPage) {
 }
 
 TEST_F(BlockStepTest, KvmSingleMakesNoBlocks) {
-  ctl_ = std::make_unique<StepController>(ram_, geometry_, StepController::Options{.block_steps = false});
+  ctl_ = std::make_unique<StepController>(ram_, geometry_,
+                                          StepController::Options{.block_steps = false});
   loop_code();
   start_in_user(kUser);
   EXPECT_FALSE(prepare());
@@ -1056,7 +1061,8 @@ TEST_F(BlockStepTest, ABlockThatLoopsToItsStartIsNotMadeWhileTheVcpuIsStillAtThe
   // Found in the nested host (lwp_demo, 222 phantom loop iterations in 20 000): the return site
   // made the loop's first instruction pending, the block's RF went to the IRETQ, and the block's
   // breakpoint on its own first instruction fired before anything ran.
-  user_code({0x48, 0x8b, 0x07, 0x48, 0xff, 0xc1, 0x75, 0xf8});  // L: mov rax,[rdi] | inc rcx | jnz L
+  user_code(
+      {0x48, 0x8b, 0x07, 0x48, 0xff, 0xc1, 0x75, 0xf8});  // L: mov rax,[rdi] | inc rcx | jnz L
   vcpu_.regs.rdi = kUserData;
   start_in_user(kUser);
   at_kernel(kIretSite);  // the load faulted; the kernel returns to it
@@ -1070,8 +1076,8 @@ TEST_F(BlockStepTest, ABlockThatLoopsToItsStartIsNotMadeWhileTheVcpuIsStillAtThe
   hit(kUser);
   EXPECT_TRUE(prepare()) << "at the loop's start now";
   hit(kUser);
-  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 3, kUser + 6, kUser, kUser + 3,
-                                                  kUser + 6}));
+  EXPECT_EQ(retired_rips_,
+            (std::vector<uint64_t>{kUser, kUser + 3, kUser + 6, kUser, kUser + 3, kUser + 6}));
 }
 
 TEST_F(BlockStepTest, ABlockGoesOnWhereItsFirstInstructionBranches) {
@@ -1084,7 +1090,8 @@ TEST_F(BlockStepTest, ABlockGoesOnWhereItsFirstInstructionBranches) {
   start_in_user(kUser, 0x242);
   EXPECT_TRUE(prepare()) << "back to the jz";
   const StepOutcome out = hit(kUser);
-  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 0x12, kUser + 0x16, kUser + 0x1a}));
+  EXPECT_EQ(retired_rips_,
+            (std::vector<uint64_t>{kUser, kUser + 0x12, kUser + 0x16, kUser + 0x1a}));
   ASSERT_EQ(out.retired.size(), 4u);
   EXPECT_TRUE(out.retired[0].branch.taken);
   EXPECT_EQ(out.retired[0].branch.kind, pmu::BranchKind::kConditional);
@@ -1119,9 +1126,9 @@ TEST_F(BlockStepTest, CallAndReturnStartBlocksThatGoOnAtTheirTargets) {
 TEST_F(BlockStepTest, TheStackPointerIsFollowedThroughPushesAndFrames) {
   // add rax,1 | push rbx | sub rsp,16 | mov [rsp+8],rax | mov rcx,[rsp+0x88] | add rsp,16 |
   // pop rdx | mov rsi,[rdx] (RDX unknown: the next block) ...
-  user_code({0x48, 0x83, 0xc0, 0x01, 0x53, 0x48, 0x83, 0xec, 0x10, 0x48, 0x89, 0x44, 0x24, 0x08,
-             0x48, 0x8b, 0x8c, 0x24, 0x88, 0x00, 0x00, 0x00, 0x48, 0x83, 0xc4, 0x10, 0x5a, 0x48,
-             0x8b, 0x32});
+  user_code({0x48, 0x83, 0xc0, 0x01, 0x53, 0x48, 0x83, 0xec, 0x10, 0x48,
+             0x89, 0x44, 0x24, 0x08, 0x48, 0x8b, 0x8c, 0x24, 0x88, 0x00,
+             0x00, 0x00, 0x48, 0x83, 0xc4, 0x10, 0x5a, 0x48, 0x8b, 0x32});
   vcpu_.regs.rsp = kUserData + 0x808;  // the push goes to the line below: 0x800
   start_in_user(kUser);
   prepare();
@@ -1138,8 +1145,8 @@ TEST_F(BlockStepTest, TheStackPointerIsFollowedThroughPushesAndFrames) {
 TEST_F(BlockStepTest, ABlockFollowsDirectJumpsAndCallsWithinItsPage) {
   // add | jmp +2 | (ud2, jumped over) | add | call kUser+0x20 | nops | at +0x20: add | jnz +0x40
   std::vector<uint8_t> code(0x26, 0x90);
-  const uint8_t head[] = {0x48, 0x83, 0xc0, 0x01, 0xeb, 0x02, 0x0f, 0x0b, 0x48, 0x83, 0xc0, 0x01,
-                          0xe8, 0x0f, 0x00, 0x00, 0x00};
+  const uint8_t head[] = {0x48, 0x83, 0xc0, 0x01, 0xeb, 0x02, 0x0f, 0x0b, 0x48,
+                          0x83, 0xc0, 0x01, 0xe8, 0x0f, 0x00, 0x00, 0x00};
   std::copy(std::begin(head), std::end(head), code.begin());
   const uint8_t callee[] = {0x48, 0x83, 0xc0, 0x01, 0x75, 0x1a};
   std::copy(std::begin(callee), std::end(callee), code.begin() + 0x20);
@@ -1179,9 +1186,9 @@ TEST_F(BlockStepTest, ASnapshotInsideABlockRetiresItTheSameAfterTheRestore) {
   // The stack-frame block of TheStackPointerIsFollowedThroughPushesAndFrames, kicked in its
   // middle and carried to a new controller (a snapshot, a migration): the restored controller
   // decodes the block again, following RSP as the first did, and retires the same.
-  user_code({0x48, 0x83, 0xc0, 0x01, 0x53, 0x48, 0x83, 0xec, 0x10, 0x48, 0x89, 0x44, 0x24, 0x08,
-             0x48, 0x8b, 0x8c, 0x24, 0x88, 0x00, 0x00, 0x00, 0x48, 0x83, 0xc4, 0x10, 0x5a, 0x48,
-             0x8b, 0x32});
+  user_code({0x48, 0x83, 0xc0, 0x01, 0x53, 0x48, 0x83, 0xec, 0x10, 0x48,
+             0x89, 0x44, 0x24, 0x08, 0x48, 0x8b, 0x8c, 0x24, 0x88, 0x00,
+             0x00, 0x00, 0x48, 0x83, 0xc4, 0x10, 0x5a, 0x48, 0x8b, 0x32});
   vcpu_.regs.rsp = kUserData + 0x808;
   start_in_user(kUser);
   prepare();

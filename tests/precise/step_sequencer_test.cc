@@ -124,7 +124,7 @@ TEST_F(StepSequencerTest, SyscallOfASwitchedOutTaskCountsWhenItResumes) {
   GuestRegisters a = at(0x400000), b = at(0x400000);
   a.cr3 = 0x1000;
   b.cr3 = 0x2000;
-  seq_.enter_user(a);                       // task A about to SYSCALL (yield)
+  seq_.enter_user(a);                            // task A about to SYSCALL (yield)
   EXPECT_FALSE(seq_.enter_user(b).has_value());  // switched to B, about to SYSCALL too
   GuestRegisters a_back = at(0x400002), b_back = at(0x400002);
   a_back.cr3 = 0x1000;

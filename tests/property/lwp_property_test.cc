@@ -1,8 +1,8 @@
 // Randomised property tests of the virtual LWP unit (pmu/lwp/lwp_unit.h; contracts: DESIGN.md
 // §4.1–4.2, spec/lwp-proposal-2007.txt §5.3–5.5).
 //
-// Every test case is one fixed seed. The seed decides the capabilities, the unit's configuration and
-// a program: a sequence of operations a guest, its kernel and a VMM could perform on one vCPU's
+// Every test case is one fixed seed. The seed decides the capabilities, the unit's configuration
+// and a program: a sequence of operations a guest, its kernel and a VMM could perform on one vCPU's
 // LWP unit — WRMSR/RDMSR of LWPMSR0/LWPMSR1 at CPL 0 and 3, enter_user(), bursts of retired
 // instructions, a consumer advancing BufferTailOffset, LWPCBs rewritten with random contents,
 // pages unmapped/remapped/made read-only, save()/restore(), context switches, state() ->
@@ -160,13 +160,21 @@ constexpr uint64_t kRoPage = 0x30000;     // mapped read-only
 
 // LWPCB addresses programs use. Spaced >= 256 bytes apart (an LWPCB is at most 248 bytes), so the
 // LWPCBs never overlap each other; 0x10F80 straddles a page boundary.
-const std::vector<uint64_t> kCooperativePool = {0x10000, 0x10100, 0x10200, 0x10F80, 0x11100, 0x12000};
-const std::vector<uint64_t> kHostilePool = {0x10000, 0x10100, 0x10200, 0x10F80, 0x11100, 0x12000,
-                                            0x11208 /* misaligned */, kRoPage, 0x50000 /* unmapped */,
+const std::vector<uint64_t> kCooperativePool = {0x10000, 0x10100, 0x10200,
+                                                0x10F80, 0x11100, 0x12000};
+const std::vector<uint64_t> kHostilePool = {0x10000,
+                                            0x10100,
+                                            0x10200,
+                                            0x10F80,
+                                            0x11100,
+                                            0x12000,
+                                            0x11208 /* misaligned */,
+                                            kRoPage,
+                                            0x50000 /* unmapped */,
                                             0xFFFFFFFFFFFFFFF0ull /* wraps */};
-const std::vector<uint64_t> kChurnPages = {0x10000, 0x11000, 0x12000, 0x20000, 0x21000, 0x22000,
-                                           0x23000, 0x24000, 0x25000, 0x26000, 0x27000, kGuardPage,
-                                           kRoPage};
+const std::vector<uint64_t> kChurnPages = {0x10000, 0x11000,    0x12000, 0x20000, 0x21000,
+                                           0x22000, 0x23000,    0x24000, 0x25000, 0x26000,
+                                           0x27000, kGuardPage, kRoPage};
 
 constexpr uint64_t kMsr0FeatureBits =
     msr0::kEnabled | msr0::kIre | msr0::kBre | msr0::kDme | msr0::kInterrupt;
@@ -293,9 +301,8 @@ std::string describe_lwpcb(const std::vector<std::byte>& b) {
   const uint32_t sw = get_u32(&b[lwpcb::kBufferSize]);
   os << "flags=" << hex(get_u32(&b[0])) << " size=" << (sw & lwpcb::kBufferSizeMask)
      << " random=" << (sw >> lwpcb::kRandomShift) << " base=" << hex(get_u64(&b[8]))
-     << " head=" << get_u32(&b[16]) << " tail=" << get_u32(&b[20])
-     << " missed=" << get_u64(&b[24]) << " threshold=" << get_u32(&b[32])
-     << " filters=" << hex(get_u32(&b[36])) << " slots=[";
+     << " head=" << get_u32(&b[16]) << " tail=" << get_u32(&b[20]) << " missed=" << get_u64(&b[24])
+     << " threshold=" << get_u32(&b[32]) << " filters=" << hex(get_u32(&b[36])) << " slots=[";
   for (size_t off = 40; off + 8 <= b.size(); off += 8) {
     const uint32_t w0 = get_u32(&b[off]);
     os << (off == 40 ? "" : " ") << "(id=" << (w0 >> lwpcb::kEventIdShift)
@@ -312,7 +319,9 @@ std::string describe(const Op& op) {
     case OpKind::kRdmsr:
       os << (op.index ? "rdmsr LWPMSR1 (SLWPCB)" : "rdmsr LWPMSR0") << " cpl=" << int{op.cpl};
       break;
-    case OpKind::kLlwpcb: os << "wrmsr LWPMSR1 (LLWPCB) " << hex(op.value) << " cpl=" << int{op.cpl}; break;
+    case OpKind::kLlwpcb:
+      os << "wrmsr LWPMSR1 (LLWPCB) " << hex(op.value) << " cpl=" << int{op.cpl};
+      break;
     case OpKind::kOtherMsr: os << "wrmsr/rdmsr non-LWP MSR " << hex(op.index); break;
     case OpKind::kEnterUser: os << "enter_user()"; break;
     case OpKind::kRetire:
@@ -335,8 +344,12 @@ std::string describe(const Op& op) {
     case OpKind::kSave: os << "save()"; break;
     case OpKind::kRestore: os << "restore(saved #" << op.index << ")"; break;
     case OpKind::kRestoreEmpty: os << "restore(SaveArea{})"; break;
-    case OpKind::kContextSwitch: os << "context switch (save; restore choice " << op.index << ")"; break;
-    case OpKind::kStateRoundTrip: os << "state() -> serialize -> deserialize -> load_state (same unit)"; break;
+    case OpKind::kContextSwitch:
+      os << "context switch (save; restore choice " << op.index << ")";
+      break;
+    case OpKind::kStateRoundTrip:
+      os << "state() -> serialize -> deserialize -> load_state (same unit)";
+      break;
     case OpKind::kSnapshot: os << "snapshot into a fresh unit over a copy of memory"; break;
     case OpKind::kReset: os << "reset()"; break;
   }
@@ -374,7 +387,8 @@ Capabilities gen_caps(Rng& r) {
   }
   Capabilities full;  // every feature: always a valid description
   full.available = full.interrupt = full.instructions_retired = full.branches_retired = true;
-  full.dcache_misses = full.data_address = full.cache_level_filter = full.cache_latency_filter = true;
+  full.dcache_misses = full.data_address = full.cache_level_filter = full.cache_latency_filter =
+      true;
   full.max_events = 3;
   full.cache_max_bits = 10;
   return full;
@@ -384,7 +398,8 @@ uint64_t gen_valid_msr0(Rng& r, const Capabilities& caps) {
   uint64_t v = msr0::kEnabled;
   for (uint64_t bit : {msr0::kIre, msr0::kBre, msr0::kDme, msr0::kInterrupt})
     if ((allowed_features(caps) & bit) && r.chance(85)) v |= bit;
-  if (caps.interrupt) v |= ((v & msr0::kInterrupt) ? 16 + r.below(240) : r.below(256)) << msr0::kVectorShift;
+  if (caps.interrupt)
+    v |= ((v & msr0::kInterrupt) ? 16 + r.below(240) : r.below(256)) << msr0::kVectorShift;
   return v;
 }
 
@@ -395,16 +410,20 @@ std::vector<std::byte> gen_lwpcb(Rng& r, const Capabilities& caps, bool hostile,
   uint32_t size = 32 * records;
   uint64_t base = kBufArea + 32 * r.below((kBufAreaPages * kPage - size) / 32 + 1);
   if (r.chance(30)) base |= r.below(32);  // the low 5 bits are ignored
-  const uint32_t random_bits = static_cast<uint32_t>(
-      r.chance(50) ? 0 : r.chance(70) ? r.range(1, 4) : r.range(5, 15));
+  const uint32_t random_bits = static_cast<uint32_t>(r.chance(50)   ? 0
+                                                     : r.chance(70) ? r.range(1, 4)
+                                                                    : r.range(5, 15));
   uint32_t head = 32 * static_cast<uint32_t>(r.below(records));
   uint32_t tail = hostile ? 32 * static_cast<uint32_t>(r.below(records)) : head;
   if (hostile && !force_valid && r.chance(15)) {
     switch (r.below(9)) {
       case 0: size = 0; break;
       case 1: size = static_cast<uint32_t>(r.below(1u << 28)); break;  // rarely a multiple of 32
-      case 2: base = kGuardPage - 32 * r.below(records); break;          // spills into the guard
-      case 3: base = kRoPage; size = 32 * records > kPage ? kPage : size; break;
+      case 2: base = kGuardPage - 32 * r.below(records); break;        // spills into the guard
+      case 3:
+        base = kRoPage;
+        size = 32 * records > kPage ? kPage : size;
+        break;
       case 4: base = r.next(); break;
       case 5: head = static_cast<uint32_t>(r.next()); break;
       case 6: tail = static_cast<uint32_t>(r.below(size + 64)); break;
@@ -421,7 +440,8 @@ std::vector<std::byte> gen_lwpcb(Rng& r, const Capabilities& caps, bool hostile,
   if (hostile && r.chance(10)) filters = static_cast<uint32_t>(r.next());
 
   put_u32(b, lwpcb::kFlags, hostile ? static_cast<uint32_t>(r.next()) : 0);
-  put_u32(b, lwpcb::kBufferSize, (size & lwpcb::kBufferSizeMask) | (random_bits << lwpcb::kRandomShift));
+  put_u32(b, lwpcb::kBufferSize,
+          (size & lwpcb::kBufferSizeMask) | (random_bits << lwpcb::kRandomShift));
   put_u64(b, lwpcb::kBufferBase, base);
   put_u32(b, lwpcb::kBufferHeadOffset, head);
   put_u32(b, lwpcb::kBufferTailOffset, tail);
@@ -432,24 +452,37 @@ std::vector<std::byte> gen_lwpcb(Rng& r, const Capabilities& caps, bool hostile,
   for (uint32_t i = 0; i < caps.max_events; ++i) {
     uint32_t id;
     const uint64_t k = r.below(100);
-    if (k < 55) id = static_cast<uint32_t>(r.range(1, 3));
-    else if (k < 70) id = 0;
-    else if (k < 85 && !ids.empty()) id = ids[r.below(ids.size())];  // duplicate
-    else id = static_cast<uint32_t>(r.range(4, 63));
+    if (k < 55)
+      id = static_cast<uint32_t>(r.range(1, 3));
+    else if (k < 70)
+      id = 0;
+    else if (k < 85 && !ids.empty())
+      id = ids[r.below(ids.size())];  // duplicate
+    else
+      id = static_cast<uint32_t>(r.range(4, 63));
     ids.push_back(id);
     uint32_t interval;
     const uint64_t j = r.below(100);
-    if (j < 55) interval = static_cast<uint32_t>(r.range(1, 8));
-    else if (j < 75) interval = static_cast<uint32_t>(r.range(9, 300));
-    else if (j < 85) interval = 0;
-    else if (j < 95) interval = static_cast<uint32_t>(r.range(301, 100000));
-    else interval = static_cast<uint32_t>(r.below(1u << 26));
+    if (j < 55)
+      interval = static_cast<uint32_t>(r.range(1, 8));
+    else if (j < 75)
+      interval = static_cast<uint32_t>(r.range(9, 300));
+    else if (j < 85)
+      interval = 0;
+    else if (j < 95)
+      interval = static_cast<uint32_t>(r.range(301, 100000));
+    else
+      interval = static_cast<uint32_t>(r.below(1u << 26));
     uint32_t counter;
     const uint64_t c = r.below(100);
-    if (c < 55) counter = 0;
-    else if (c < 75) counter = static_cast<uint32_t>(r.range(1, std::max<uint32_t>(interval, 1)));
-    else if (c < 90) counter = static_cast<uint32_t>(r.below(1u << 26));
-    else counter = static_cast<uint32_t>(r.next());  // garbage in the reserved bits too
+    if (c < 55)
+      counter = 0;
+    else if (c < 75)
+      counter = static_cast<uint32_t>(r.range(1, std::max<uint32_t>(interval, 1)));
+    else if (c < 90)
+      counter = static_cast<uint32_t>(r.below(1u << 26));
+    else
+      counter = static_cast<uint32_t>(r.next());  // garbage in the reserved bits too
     uint32_t w0 = (id << lwpcb::kEventIdShift) | interval;
     if (hostile && r.chance(5)) w0 = static_cast<uint32_t>(r.next());
     put_u32(b, lwpcb::kEventSlots + 8 * i, w0);
@@ -461,7 +494,9 @@ std::vector<std::byte> gen_lwpcb(Rng& r, const Capabilities& caps, bool hostile,
 RetiredInstruction gen_insn(Rng& r) {
   RetiredInstruction in;
   const uint64_t k = r.below(100);
-  in.rip = k < 60 ? 0x400000 + 4 * r.below(256) : k < 95 ? (r.next() & 0xFFFFFFFFFFFFull) : r.next();
+  in.rip = k < 60   ? 0x400000 + 4 * r.below(256)
+           : k < 95 ? (r.next() & 0xFFFFFFFFFFFFull)
+                    : r.next();
   in.cpl = static_cast<uint8_t>(r.chance(88) ? 3 : r.below(3));
   if (r.chance(45)) {
     in.branch.kind = static_cast<BranchKind>(r.range(1, 5));
@@ -473,13 +508,15 @@ RetiredInstruction gen_insn(Rng& r) {
   const uint64_t m = r.below(100);
   in.cache_miss_count = m < 55 ? 0 : m < 85 ? 1 : 2;
   static const DataSource kSources[] = {DataSource::kNoValidStatus, DataSource::kLocalL3,
-                                        DataSource::kRemoteCache, DataSource::kDram,
-                                        DataSource::kOther, DataSource::kL2};
+                                        DataSource::kRemoteCache,   DataSource::kDram,
+                                        DataSource::kOther,         DataSource::kL2};
   for (int i = 0; i < in.cache_miss_count; ++i) {
     CacheMiss& miss = in.cache_misses[i];
     miss.data_address = r.chance(70) ? 0x600000 + r.below(1u << 20) : r.next();
     const uint64_t l = r.below(100);
-    miss.latency_cycles = static_cast<uint32_t>(l < 50 ? r.below(2048) : l < 80 ? r.below(64) : r.next());
+    miss.latency_cycles = static_cast<uint32_t>(l < 50   ? r.below(2048)
+                                                : l < 80 ? r.below(64)
+                                                         : r.next());
     miss.source = kSources[r.below(std::size(kSources))];
   }
   return in;
@@ -522,15 +559,24 @@ Program gen_program(uint64_t seed, bool hostile, size_t length) {
     unsigned hostile, cooperative;  // per mille
   };
   static const Weight kWeights[] = {
-      {OpKind::kRetire, 330, 420},       {OpKind::kLlwpcb, 80, 60},
-      {OpKind::kRdmsr, 70, 70},          {OpKind::kWrmsr0, 40, 20},
-      {OpKind::kOtherMsr, 10, 5},        {OpKind::kEnterUser, 50, 50},
-      {OpKind::kConsume, 120, 180},      {OpKind::kCorruptTail, 8, 0},
-      {OpKind::kWriteLwpcb, 80, 80},     {OpKind::kUnmapPage, 8, 0},
-      {OpKind::kMapPage, 20, 0},         {OpKind::kProtectPage, 16, 0},
-      {OpKind::kSave, 30, 0},            {OpKind::kRestore, 30, 0},
-      {OpKind::kRestoreEmpty, 8, 0},     {OpKind::kContextSwitch, 30, 50},
-      {OpKind::kStateRoundTrip, 20, 20}, {OpKind::kSnapshot, 3, 3},
+      {OpKind::kRetire, 330, 420},
+      {OpKind::kLlwpcb, 80, 60},
+      {OpKind::kRdmsr, 70, 70},
+      {OpKind::kWrmsr0, 40, 20},
+      {OpKind::kOtherMsr, 10, 5},
+      {OpKind::kEnterUser, 50, 50},
+      {OpKind::kConsume, 120, 180},
+      {OpKind::kCorruptTail, 8, 0},
+      {OpKind::kWriteLwpcb, 80, 80},
+      {OpKind::kUnmapPage, 8, 0},
+      {OpKind::kMapPage, 20, 0},
+      {OpKind::kProtectPage, 16, 0},
+      {OpKind::kSave, 30, 0},
+      {OpKind::kRestore, 30, 0},
+      {OpKind::kRestoreEmpty, 8, 0},
+      {OpKind::kContextSwitch, 30, 50},
+      {OpKind::kStateRoundTrip, 20, 20},
+      {OpKind::kSnapshot, 3, 3},
       {OpKind::kReset, 3, 3},
   };
   unsigned total = 0;
@@ -566,15 +612,20 @@ Program gen_program(uint64_t seed, bool hostile, size_t length) {
       case OpKind::kRdmsr: o.index = r.chance(75) ? 1 : 0; break;
       case OpKind::kLlwpcb: {
         const uint64_t k = r.below(100);
-        if (k < 8) o.value = 0;
-        else if (hostile && k < 12) o.value = r.next();
-        else if (hostile && k < 30) o.value = pool[r.below(pool.size())];  // incl. the bad ones
-        else o.value = kCooperativePool[r.below(kCooperativePool.size())];
+        if (k < 8)
+          o.value = 0;
+        else if (hostile && k < 12)
+          o.value = r.next();
+        else if (hostile && k < 30)
+          o.value = pool[r.below(pool.size())];  // incl. the bad ones
+        else
+          o.value = kCooperativePool[r.below(kCooperativePool.size())];
         break;
       }
       case OpKind::kOtherMsr: {
-        static const uint32_t kOther[] = {0, 0x10, 0x1B, 0xC0000080, 0xC0000104, 0xC0000107,
-                                          0xC0010000, 0x4B564D00, 0x40000040, 0xFFFFFFFF};
+        static const uint32_t kOther[] = {0,          0x10,       0x1B,       0xC0000080,
+                                          0xC0000104, 0xC0000107, 0xC0010000, 0x4B564D00,
+                                          0x40000040, 0xFFFFFFFF};
         o.index = kOther[r.below(std::size(kOther))];
         o.value = r.next();
         break;
@@ -589,7 +640,8 @@ Program gen_program(uint64_t seed, bool hostile, size_t length) {
         o.value = r.chance(50) ? r.below(8192) : static_cast<uint32_t>(r.next());
         break;
       case OpKind::kWriteLwpcb:
-        o.value = r.chance(80) ? kCooperativePool[r.below(kCooperativePool.size())] : pool[r.below(pool.size())];
+        o.value = r.chance(80) ? kCooperativePool[r.below(kCooperativePool.size())]
+                               : pool[r.below(pool.size())];
         o.flag = !hostile || r.chance(70);
         o.bytes = gen_lwpcb(r, p.caps, hostile, false);
         break;
@@ -694,17 +746,17 @@ struct Coverage {
   uint64_t llwpcb_ok = 0, llwpcb_gp = 0, snapshots = 0, retired = 0;
   // How often each check of the primary unit actually compared something: a check whose
   // preconditions never hold cannot fail, so the coverage test puts floors on these too.
-  uint64_t ring_order_checks = 0;    // [ring-order] records whose address the model predicted
-  uint64_t threshold_checks = 0;     // [threshold] records the interrupt oracle judged
-  uint64_t threshold_expected = 0;   //   ... of which it expected an interrupt for
-  uint64_t head_progress_checks = 0; // [threshold] BufferHeadOffset shown on threshold/full
-  uint64_t missed_exact_checks = 0;  // [missed] exact MissedEvents deltas compared
-  uint64_t counter_checks = 0;       // [counter-bound] EventCounters compared with the bound
-  uint64_t ring_slots_checked = 0;   // [ring-content] ring slots inspected
-  uint64_t overflow_checks = 0;      // [overflow] records compared with the tail
-  uint64_t flush_checks = 0;         // [flush] flushed heads compared with the model
-  uint64_t clone_steps = 0;          // [snapshot] operations a clone replayed and was compared on
-  UnitStats stats;  // the primary's at the end of the run
+  uint64_t ring_order_checks = 0;     // [ring-order] records whose address the model predicted
+  uint64_t threshold_checks = 0;      // [threshold] records the interrupt oracle judged
+  uint64_t threshold_expected = 0;    //   ... of which it expected an interrupt for
+  uint64_t head_progress_checks = 0;  // [threshold] BufferHeadOffset shown on threshold/full
+  uint64_t missed_exact_checks = 0;   // [missed] exact MissedEvents deltas compared
+  uint64_t counter_checks = 0;        // [counter-bound] EventCounters compared with the bound
+  uint64_t ring_slots_checked = 0;    // [ring-content] ring slots inspected
+  uint64_t overflow_checks = 0;       // [overflow] records compared with the tail
+  uint64_t flush_checks = 0;          // [flush] flushed heads compared with the model
+  uint64_t clone_steps = 0;           // [snapshot] operations a clone replayed and was compared on
+  UnitStats stats;                    // the primary's at the end of the run
 };
 
 struct RunResult {
@@ -782,13 +834,15 @@ class Runner {
   }
   void fail(const World& w, const std::string& tag, const std::string& msg) {
     if (failed()) return;
-    if (&w == clone_.get() || w.name == "snapshot clone") clone_failed_ = true;
-    else stop_ = true;
-    const std::string what =
-        step_ < p_.ops.size() ? describe(p_.ops[step_]).substr(0, 160) : std::string("end of program");
+    if (&w == clone_.get() || w.name == "snapshot clone")
+      clone_failed_ = true;
+    else
+      stop_ = true;
+    const std::string what = step_ < p_.ops.size() ? describe(p_.ops[step_]).substr(0, 160)
+                                                   : std::string("end of program");
     result_.failures.push_back({tag,
-                                "[" + tag + "] " + w.name + " at step " + std::to_string(step_) + " (" +
-                                    what + "): " + msg,
+                                "[" + tag + "] " + w.name + " at step " + std::to_string(step_) +
+                                    " (" + what + "): " + msg,
                                 step_});
   }
 
@@ -835,7 +889,8 @@ class Runner {
     w.next_record.reset();
     if (!s.addr || !clean(w, s) || !mapped(w, s.addr, 40)) return;
     const uint32_t size = w.mem.peek_u32(s.addr + lwpcb::kBufferSize) & lwpcb::kBufferSizeMask;
-    const uint64_t base = w.mem.peek_u64(s.addr + lwpcb::kBufferBase) & ~lwpcb::kBufferBaseIgnoredMask;
+    const uint64_t base =
+        w.mem.peek_u64(s.addr + lwpcb::kBufferBase) & ~lwpcb::kBufferBaseIgnoredMask;
     const uint32_t h = head ? *head : w.mem.peek_u32(s.addr + lwpcb::kBufferHeadOffset);
     if (size == 0 || size % 32 || h >= size || h % 32) return;  // the unit will refuse it
     w.next_record = base + h;
@@ -870,7 +925,8 @@ class Runner {
     pre.epoch = w.epoch;
     apply(w, op, pre, out);
     note_init(w, pre.state.save_area.pending,
-              op.kind == OpKind::kLlwpcb && op.cpl == 3 && out.result == static_cast<int>(MsrResult::kOk));
+              op.kind == OpKind::kLlwpcb && op.cpl == 3 &&
+                  out.result == static_cast<int>(MsrResult::kOk));
     if (!failed()) post_checks(w, op, pre);
   }
 
@@ -898,8 +954,11 @@ class Runner {
     // DESIGN §4.1: the buffer's pages may be absent or read-only (stores raise a #PF trap); only
     // its range must be canonical, within one half (lwp_unit.h).
     const uint64_t last = base + (size - 1);
-    auto canonical = [](uint64_t x) { return static_cast<uint64_t>(static_cast<int64_t>(x << 16) >> 16) == x; };
-    if (last < base || !canonical(base) || !canonical(last) || (base >> 63) != (last >> 63)) return false;
+    auto canonical = [](uint64_t x) {
+      return static_cast<uint64_t>(static_cast<int64_t>(x << 16) >> 16) == x;
+    };
+    if (last < base || !canonical(base) || !canonical(last) || (base >> 63) != (last >> 63))
+      return false;
     if (head >= size || head % 32 != 0 || tail >= size || tail % 32 != 0) return false;
     return true;
   }
@@ -911,7 +970,8 @@ class Runner {
         const MsrResult r = u.write_msr(kMsrLwpFeatureEnable, op.value, op.cpl);
         out.result = static_cast<int>(r);
         if (r == MsrResult::kNotLwpMsr) return fail(w, "msr", "LWPMSR0 not claimed");
-        const bool valid = !(op.value & ~kMsr0DefinedBits) && !(op.value & kMsr0FeatureBits & ~allowed_features(w.caps)) &&
+        const bool valid = !(op.value & ~kMsr0DefinedBits) &&
+                           !(op.value & kMsr0FeatureBits & ~allowed_features(w.caps)) &&
                            !int_vector_below_16(op.value);
         if (r == MsrResult::kGeneralProtection) {
           if (valid) return fail(w, "msr0-oracle", "#GP on a valid LWPMSR0 value " + hex(op.value));
@@ -919,15 +979,18 @@ class Runner {
         }
         w.msr0_model = op.value;
         if (op.value & ~kMsr0DefinedBits)
-          return fail(w, "msr0-oracle", "accepted undefined bits " + hex(op.value & ~kMsr0DefinedBits));
+          return fail(w, "msr0-oracle",
+                      "accepted undefined bits " + hex(op.value & ~kMsr0DefinedBits));
         if (op.value & kMsr0FeatureBits & ~allowed_features(w.caps))
           return fail(w, "msr0-oracle", "accepted features the processor lacks: " + hex(op.value));
         if (int_vector_below_16(op.value))
           return fail(w, "msr0-oracle", "accepted INT with a vector below 16: " + hex(op.value));
         if (u.lwpmsr0() != op.value)
-          return fail(w, "msr0-oracle", "LWPMSR0 reads " + hex(u.lwpmsr0()) + " after writing " + hex(op.value));
+          return fail(w, "msr0-oracle",
+                      "LWPMSR0 reads " + hex(u.lwpmsr0()) + " after writing " + hex(op.value));
         if (!(op.value & msr0::kEnabled) && u.lwpcb_address() != 0)
-          return fail(w, "msr0-oracle", "clearing EN left LWP pointed at " + hex(u.lwpcb_address()));
+          return fail(w, "msr0-oracle",
+                      "clearing EN left LWP pointed at " + hex(u.lwpcb_address()));
         if (!(op.value & msr0::kEnabled) && w.mem.writes().size() != pre.writes)
           return fail(w, "msr0-oracle", "clearing EN touched memory");
         return;
@@ -939,28 +1002,38 @@ class Runner {
         out.result = static_cast<int>(r);
         out.value = r == MsrResult::kOk ? v : 0;
         if (r == MsrResult::kNotLwpMsr) return fail(w, "msr", "LWP MSR not claimed");
-        if (r == MsrResult::kGeneralProtection) return expect_untouched(w, pre, "gp-no-effect", "#GP RDMSR");
+        if (r == MsrResult::kGeneralProtection)
+          return expect_untouched(w, pre, "gp-no-effect", "#GP RDMSR");
         if (op.index == 0 && v != w.msr0_model)
-          return fail(w, "rdmsr", "RDMSR LWPMSR0 = " + hex(v) + ", last value written " + hex(w.msr0_model));
+          return fail(w, "rdmsr",
+                      "RDMSR LWPMSR0 = " + hex(v) + ", last value written " + hex(w.msr0_model));
         if (op.index == 1 && v != u.lwpcb_address())
-          return fail(w, "rdmsr", "SLWPCB returned " + hex(v) + ", pointer is " + hex(u.lwpcb_address()));
-        // The unit may turn itself off (bad LWPCB at initialisation, no events), never point elsewhere.
+          return fail(w, "rdmsr",
+                      "SLWPCB returned " + hex(v) + ", pointer is " + hex(u.lwpcb_address()));
+        // The unit may turn itself off (bad LWPCB at initialisation, no events), never point
+        // elsewhere.
         if (op.index == 1 && v != 0 && v != w.session.addr)
-          return fail(w, "rdmsr", "SLWPCB returned " + hex(v) + ", the last LWPCB loaded is " + hex(w.session.addr));
+          return fail(
+              w, "rdmsr",
+              "SLWPCB returned " + hex(v) + ", the last LWPCB loaded is " + hex(w.session.addr));
         // [flush] SLWPCB of an initialised unit writes BufferHeadOffset (lwp_unit.h, §5.5.3).
-        if (op.index == 1 && v != 0 && pre.live && pre.state.save_area.pending == PendingInit::kNone &&
+        if (op.index == 1 && v != 0 && pre.live &&
+            pre.state.save_area.pending == PendingInit::kNone &&
             w.mem.user_writable(v + lwpcb::kBufferHeadOffset, 4)) {
           const uint32_t mem_head = w.mem.peek_u32(v + lwpcb::kBufferHeadOffset);
           if (mem_head != u.state().save_area.head_offset)
-            return fail(w, "flush", "after SLWPCB the LWPCB says head " + std::to_string(mem_head) +
-                                        ", the unit's head is " + std::to_string(u.state().save_area.head_offset));
+            return fail(w, "flush",
+                        "after SLWPCB the LWPCB says head " + std::to_string(mem_head) +
+                            ", the unit's head is " +
+                            std::to_string(u.state().save_area.head_offset));
           // ... and that head is where the records went (the harness's model, not the unit's).
           if (w.next_record && w.ring_epoch == w.epoch && live(w)) {
             count(w, &Coverage::flush_checks);
             if (mem_head != *w.next_record - w.ring_base)
-              return fail(w, "flush", "after SLWPCB the LWPCB says head " + std::to_string(mem_head) +
-                                          ", the records stored so far put it at " +
-                                          std::to_string(*w.next_record - w.ring_base));
+              return fail(w, "flush",
+                          "after SLWPCB the LWPCB says head " + std::to_string(mem_head) +
+                              ", the records stored so far put it at " +
+                              std::to_string(*w.next_record - w.ring_base));
           }
         }
         return;
@@ -969,7 +1042,8 @@ class Runner {
         const bool expect_ok = llwpcb_oracle(w, op.value);
         const MsrResult r = u.write_msr(kMsrLwpControlBlock, op.value, op.cpl);
         out.result = static_cast<int>(r);
-        if (&w != clone_.get()) ++(r == MsrResult::kOk ? result_.coverage.llwpcb_ok : result_.coverage.llwpcb_gp);
+        if (&w != clone_.get())
+          ++(r == MsrResult::kOk ? result_.coverage.llwpcb_ok : result_.coverage.llwpcb_gp);
         if (r == MsrResult::kNotLwpMsr) return fail(w, "msr", "LWPMSR1 not claimed");
         if ((r == MsrResult::kOk) != expect_ok)
           return fail(w, "llwpcb-oracle",
@@ -979,18 +1053,22 @@ class Runner {
                           (mapped(w, op.value, cb_size(w.caps))
                                ? ": " + describe_lwpcb(w.mem.peek(op.value, cb_size(w.caps)))
                                : ""));
-        if (r == MsrResult::kGeneralProtection) return expect_untouched(w, pre, "gp-no-effect", "#GP LLWPCB");
+        if (r == MsrResult::kGeneralProtection)
+          return expect_untouched(w, pre, "gp-no-effect", "#GP LLWPCB");
         if (u.lwpcb_address() != op.value && u.lwpcb_address() != 0)
-          return fail(w, "llwpcb", "pointer " + hex(u.lwpcb_address()) + " after LLWPCB " + hex(op.value));
+          return fail(w, "llwpcb",
+                      "pointer " + hex(u.lwpcb_address()) + " after LLWPCB " + hex(op.value));
         if (op.cpl != 3 && u.lwpcb_address() != op.value)
-          return fail(w, "llwpcb", "LLWPCB at CPL " + std::to_string(op.cpl) + " did not just load the pointer");
+          return fail(w, "llwpcb",
+                      "LLWPCB at CPL " + std::to_string(op.cpl) + " did not just load the pointer");
         admit(w, op.value);  // Flags may be written even if no event ends up active
         Session s;
         // LLWPCB validates the new LWPCB, then flushes the old state into the old LWPCB. When both
         // are the same address and software rewrote it meanwhile, the flush puts the old
         // session's head and counters into the new contents: not a clean start.
         const bool stale_flush = pre.state.save_area.lwpcb_address == op.value && !pre.live;
-        if (op.value) s = Session{op.value, w.gen.count(op.value) ? w.gen[op.value] : 0, !stale_flush};
+        if (op.value)
+          s = Session{op.value, w.gen.count(op.value) ? w.gen[op.value] : 0, !stale_flush};
         repoint(w, s);
         for (Saved& sv : w.saved)
           if (sv.area.lwpcb_address == op.value) sv.fresh = false;
@@ -1009,8 +1087,10 @@ class Runner {
         u.enter_user();
         if (u.state().save_area.pending != PendingInit::kNone)
           return fail(w, "enter-user", "initialisation still pending after enter_user()");
-        if (w.records.size() != pre.records) return fail(w, "record", "enter_user() stored a record");
-        if (w.sink.vectors.size() != pre.vectors) return fail(w, "interrupt", "enter_user() raised an interrupt");
+        if (w.records.size() != pre.records)
+          return fail(w, "record", "enter_user() stored a record");
+        if (w.sink.vectors.size() != pre.vectors)
+          return fail(w, "interrupt", "enter_user() raised an interrupt");
         return;
       case OpKind::kRetire:
         for (const RetiredInstruction& in : op.insns) {
@@ -1029,7 +1109,8 @@ class Runner {
         if (size == 0 || size % 32 || head >= size || head % 32) return;
         if (tail >= size || tail % 32) tail = head;
         const uint64_t filled = ((uint64_t{head} + size - tail) % size) / 32;
-        const uint64_t k = static_cast<uint64_t>((static_cast<unsigned __int128>(op.value) * (filled + 1)) >> 64);
+        const uint64_t k =
+            static_cast<uint64_t>((static_cast<unsigned __int128>(op.value) * (filled + 1)) >> 64);
         const uint32_t new_tail = static_cast<uint32_t>((tail + 32 * k) % size);
         w.mem.poke_u32(a + lwpcb::kBufferTailOffset, new_tail);
         out.value = new_tail;
@@ -1068,9 +1149,7 @@ class Runner {
         if (fresh) bump_gen(w, page, kPage);
         return;
       }
-      case OpKind::kProtectPage:
-        w.mem.set_writable(kChurnPages[op.index], kPage, op.flag);
-        return;
+      case OpKind::kProtectPage: w.mem.set_writable(kChurnPages[op.index], kPage, op.flag); return;
       case OpKind::kSave: {
         Saved sv{u.save(), w.session, true};
         sv.session.clean = live(w) || (u.lwpcb_address() == w.session.addr && clean(w, w.session));
@@ -1097,7 +1176,8 @@ class Runner {
         out_ctx.session.clean = u.lwpcb_address() == w.session.addr && clean(w, w.session);
         std::vector<size_t> candidates;
         for (size_t i = 0; i < w.saved.size(); ++i)
-          if (p_.hostile || (w.saved[i].fresh && w.saved[i].area.lwpcb_address != u.lwpcb_address()))
+          if (p_.hostile ||
+              (w.saved[i].fresh && w.saved[i].area.lwpcb_address != u.lwpcb_address()))
             candidates.push_back(i);
         Saved in_ctx;
         const size_t choice = op.index % (candidates.size() + 1);
@@ -1127,14 +1207,17 @@ class Runner {
           return fail(w, "load-state", "load_state(own state) refused: " + *err);
         if (u.lwpcb_address() != s.save_area.lwpcb_address || u.lwpmsr0() != s.lwpmsr0)
           return fail(w, "load-state", "load_state did not load pointer/LWPMSR0");
-        if (w.mem.writes().size() != pre.writes) return fail(w, "load-state", "load_state touched memory");
+        if (w.mem.writes().size() != pre.writes)
+          return fail(w, "load-state", "load_state touched memory");
         return;
       }
       case OpKind::kSnapshot: return;  // handled by run()
       case OpKind::kReset:
         u.reset();
         if (u.lwpmsr0() != 0 || u.lwpcb_address() != 0)
-          return fail(w, "reset", "reset() left LWPMSR0 " + hex(u.lwpmsr0()) + " / pointer " + hex(u.lwpcb_address()));
+          return fail(
+              w, "reset",
+              "reset() left LWPMSR0 " + hex(u.lwpmsr0()) + " / pointer " + hex(u.lwpcb_address()));
         if (w.mem.writes().size() != pre.writes) return fail(w, "reset", "reset() touched memory");
         w.msr0_model = 0;
         repoint(w, Session{});
@@ -1146,8 +1229,9 @@ class Runner {
     w.unit->restore(sv.area);
     if (w.unit->lwpcb_address() != sv.area.lwpcb_address &&
         !(w.unit->lwpcb_address() == 0 && !(w.unit->lwpmsr0() & msr0::kEnabled)))
-      return fail(w, "restore", "pointer " + hex(w.unit->lwpcb_address()) + " after restoring " +
-                                    hex(sv.area.lwpcb_address));
+      return fail(w, "restore",
+                  "pointer " + hex(w.unit->lwpcb_address()) + " after restoring " +
+                      hex(sv.area.lwpcb_address));
     if (w.mem.writes().size() != pre.writes) return fail(w, "restore", "restore() touched memory");
     Session s;
     if (sv.area.lwpcb_address)
@@ -1155,14 +1239,17 @@ class Runner {
                   sv.session.clean && sv.session.addr == sv.area.lwpcb_address};
     // A save taken before the LLWPCB initialised continues that LLWPCB (head from the LWPCB);
     // otherwise the saved head is the unit's (lwp_unit.h restore()).
-    repoint(w, s, sv.area.pending == PendingInit::kLlwpcb ? std::nullopt : std::optional<uint32_t>(sv.area.head_offset));
+    repoint(w, s,
+            sv.area.pending == PendingInit::kLlwpcb ? std::nullopt
+                                                    : std::optional<uint32_t>(sv.area.head_offset));
     for (Saved& other : w.saved)
       if (other.area.lwpcb_address == sv.area.lwpcb_address) other.fresh = false;
   }
 
   void retire_one(World& w, const RetiredInstruction& in) {
     LwpUnit& u = *w.unit;
-    const size_t recs = w.records.size(), vecs = w.sink.vectors.size(), writes = w.mem.writes().size();
+    const size_t recs = w.records.size(), vecs = w.sink.vectors.size(),
+                 writes = w.mem.writes().size();
     std::optional<UnitState> before;
     if (in.cpl != 3) before = u.state();
     const PendingInit pending_before = u.save().pending;
@@ -1170,8 +1257,11 @@ class Runner {
     note_init(w, pending_before, false);
     const size_t new_recs = w.records.size() - recs;
     if (in.cpl != 3) {
-      if (u.state() != *before) return fail(w, "record", "a CPL-" + std::to_string(in.cpl) + " instruction changed state()");
-      if (w.mem.writes().size() != writes) return fail(w, "record", "a CPL-" + std::to_string(in.cpl) + " instruction wrote memory");
+      if (u.state() != *before)
+        return fail(w, "record",
+                    "a CPL-" + std::to_string(in.cpl) + " instruction changed state()");
+      if (w.mem.writes().size() != writes)
+        return fail(w, "record", "a CPL-" + std::to_string(in.cpl) + " instruction wrote memory");
     }
     if (new_recs > (in.cpl == 3 ? 1u : 0u))
       return fail(w, "record", std::to_string(new_recs) + " records for " + describe_insn(in));
@@ -1184,16 +1274,24 @@ class Runner {
       // An event counts only if the processor has it and LWPMSR0 enabled it when the LWPCB was
       // initialised (§5.3).
       else if (!(allowed_features(w.caps) & (uint64_t{1} << id)) || !((w.init_msr0 >> id) & 1))
-        bad = "record for event " + std::to_string(id) + ", not enabled (LWPMSR0 at initialisation " +
-              hex(w.init_msr0) + ")";
-      else if (static_cast<uint8_t>(b[1]) != w.config.core_id) bad = "core id " + std::to_string(int(b[1]));
-      else if (get_u64(b + 8) != in.rip) bad = "rip " + hex(get_u64(b + 8));
-      else if (get_u64(b + 24) != 0) bad = "reserved bytes 24..31 not zero";
-      else if (id == 2 && !in.is_branch()) bad = "branch record for a non-branch";
-      else if (id == 2 && get_u64(b + 16) != in.branch.next_rip) bad = "branch record next rip";
-      else if (id == 3 && in.cache_miss_count == 0) bad = "DCache record without a miss";
-      else if (r.address % 32 != 0) bad = "record address " + hex(r.address) + " not 32-byte aligned";
-      else if (!mapped(w, r.address, 32) || w.mem.peek(r.address, 32) != std::vector<std::byte>(r.bytes.begin(), r.bytes.end()))
+        bad = "record for event " + std::to_string(id) +
+              ", not enabled (LWPMSR0 at initialisation " + hex(w.init_msr0) + ")";
+      else if (static_cast<uint8_t>(b[1]) != w.config.core_id)
+        bad = "core id " + std::to_string(int(b[1]));
+      else if (get_u64(b + 8) != in.rip)
+        bad = "rip " + hex(get_u64(b + 8));
+      else if (get_u64(b + 24) != 0)
+        bad = "reserved bytes 24..31 not zero";
+      else if (id == 2 && !in.is_branch())
+        bad = "branch record for a non-branch";
+      else if (id == 2 && get_u64(b + 16) != in.branch.next_rip)
+        bad = "branch record next rip";
+      else if (id == 3 && in.cache_miss_count == 0)
+        bad = "DCache record without a miss";
+      else if (r.address % 32 != 0)
+        bad = "record address " + hex(r.address) + " not 32-byte aligned";
+      else if (!mapped(w, r.address, 32) ||
+               w.mem.peek(r.address, 32) != std::vector<std::byte>(r.bytes.begin(), r.bytes.end()))
         bad = "observer saw a record that is not in memory at " + hex(r.address);
       if (!bad.empty()) return fail(w, "record", bad + " for " + describe_insn(in));
       // [ring-order] records go to base + head of the LWPCB (or save area) the session started
@@ -1202,11 +1300,15 @@ class Runner {
         if (live(w)) {
           count(w, &Coverage::ring_order_checks);
           if (r.address != *w.next_record)
-            return fail(w, "ring-order", "record " + std::string(r.missed ? "(missed) " : "") + "stored at " +
-                                             hex(r.address) + ", the ring's head is at " + hex(*w.next_record) +
-                                             " (base " + hex(w.ring_base) + ", size " + std::to_string(w.ring_size) + ")");
+            return fail(w, "ring-order",
+                        "record " + std::string(r.missed ? "(missed) " : "") + "stored at " +
+                            hex(r.address) + ", the ring's head is at " + hex(*w.next_record) +
+                            " (base " + hex(w.ring_base) + ", size " + std::to_string(w.ring_size) +
+                            ")");
         }
-        if (!r.missed) w.next_record = r.address + 32 == w.ring_base + w.ring_size ? w.ring_base : r.address + 32;
+        if (!r.missed)
+          w.next_record =
+              r.address + 32 == w.ring_base + w.ring_size ? w.ring_base : r.address + 32;
       }
       // [overflow] cooperative software never moves the tail past the head, so the unit's view
       // of "full" must match memory: the head never advances onto the tail (§3 Store), and a
@@ -1214,26 +1316,30 @@ class Runner {
       if (!p_.hostile && live(w) && mapped(w, w.session.addr, 40)) {
         const uint64_t a = w.session.addr;
         const uint32_t size = w.mem.peek_u32(a + lwpcb::kBufferSize) & lwpcb::kBufferSizeMask;
-        const uint64_t base = w.mem.peek_u64(a + lwpcb::kBufferBase) & ~lwpcb::kBufferBaseIgnoredMask;
+        const uint64_t base =
+            w.mem.peek_u64(a + lwpcb::kBufferBase) & ~lwpcb::kBufferBaseIgnoredMask;
         const uint32_t tail = w.mem.peek_u32(a + lwpcb::kBufferTailOffset);
         if (size != 0 && r.address >= base && r.address - base < size) {
           count(w, &Coverage::overflow_checks);
           const uint32_t next = static_cast<uint32_t>((r.address - base + 32) % size);
           if (!r.missed && next == tail)
-            return fail(w, "overflow", "record at offset " + std::to_string(r.address - base) +
-                                           " advanced the head onto the tail " + std::to_string(tail));
+            return fail(w, "overflow",
+                        "record at offset " + std::to_string(r.address - base) +
+                            " advanced the head onto the tail " + std::to_string(tail));
           if (r.missed && next != tail)
-            return fail(w, "overflow", "record at offset " + std::to_string(r.address - base) +
-                                           " counted as missed with tail " + std::to_string(tail));
+            return fail(w, "overflow",
+                        "record at offset " + std::to_string(r.address - base) +
+                            " counted as missed with tail " + std::to_string(tail));
         }
       }
     }
     if (new_recs == 0 && w.sink.vectors.size() != vecs)
-      return fail(w, "interrupt", "threshold interrupt without a stored record for " + describe_insn(in));
+      return fail(w, "interrupt",
+                  "threshold interrupt without a stored record for " + describe_insn(in));
     // [threshold] (cooperative: the tail only moves towards the head, so the unit's cached tail is
     // never behind memory's in a way that matters). After a record that advanced the head, the
-    // interrupt comes exactly when head - tail == Threshold (DESIGN §4.2, equality), Threshold != 0,
-    // LWPMSR0.INT now and at initialisation (Flags.INT). The LWPCB shows the head whenever the
+    // interrupt comes exactly when head - tail == Threshold (DESIGN §4.2, equality), Threshold !=
+    // 0, LWPMSR0.INT now and at initialisation (Flags.INT). The LWPCB shows the head whenever the
     // buffer is full or head - tail >= Threshold (§5.5.3).
     if (!p_.hostile && new_recs == 1 && live(w) && mapped(w, w.session.addr, 40)) {
       const StoredRecord& r = w.records.back();
@@ -1253,27 +1359,31 @@ class Runner {
         if (expect) count(w, &Coverage::threshold_expected);
         const size_t got = w.sink.vectors.size() - vecs;
         if (got != (expect ? 1u : 0u))
-          return fail(w, "threshold", std::to_string(got) + " interrupts, expected " + std::to_string(expect) +
-                                          ": head " + std::to_string(head) + ", tail " + std::to_string(tail) +
-                                          ", threshold " + std::to_string(threshold) + (r.missed ? " (missed)" : "") +
-                                          ", LWPMSR0 " + hex(u.lwpmsr0()) + " (at initialisation " +
-                                          hex(w.init_msr0) + ")");
+          return fail(w, "threshold",
+                      std::to_string(got) + " interrupts, expected " + std::to_string(expect) +
+                          ": head " + std::to_string(head) + ", tail " + std::to_string(tail) +
+                          ", threshold " + std::to_string(threshold) +
+                          (r.missed ? " (missed)" : "") + ", LWPMSR0 " + hex(u.lwpmsr0()) +
+                          " (at initialisation " + hex(w.init_msr0) + ")");
         if (r.missed || (threshold != 0 && used >= threshold)) {
           count(w, &Coverage::head_progress_checks);
           const uint32_t shown = w.mem.peek_u32(a + lwpcb::kBufferHeadOffset);
           if (shown != head)
-            return fail(w, "threshold", std::string(r.missed ? "buffer full" : "threshold reached") +
-                                            " but the LWPCB shows head " + std::to_string(shown) + ", not " +
-                                            std::to_string(head));
+            return fail(w, "threshold",
+                        std::string(r.missed ? "buffer full" : "threshold reached") +
+                            " but the LWPCB shows head " + std::to_string(shown) + ", not " +
+                            std::to_string(head));
         }
       }
     }
     for (size_t i = vecs; i < w.sink.vectors.size(); ++i) {
       const uint64_t m = u.lwpmsr0();
       if (!(m & msr0::kInterrupt) || !w.caps.interrupt)
-        return fail(w, "interrupt", "threshold interrupt while LWPMSR0.INT is clear (" + hex(m) + ")");
+        return fail(w, "interrupt",
+                    "threshold interrupt while LWPMSR0.INT is clear (" + hex(m) + ")");
       if (w.sink.vectors[i] != static_cast<uint8_t>(m >> msr0::kVectorShift))
-        return fail(w, "interrupt", "vector " + std::to_string(w.sink.vectors[i]) + ", LWPMSR0 " + hex(m));
+        return fail(w, "interrupt",
+                    "vector " + std::to_string(w.sink.vectors[i]) + ", LWPMSR0 " + hex(m));
     }
     if (w.sink.nmis != 0) return fail(w, "interrupt", "NMI delivered");
   }
@@ -1287,7 +1397,8 @@ class Runner {
     auto base = peek64(w, a + lwpcb::kBufferBase);
     if (!sw || !base) return;
     const uint32_t size = *sw & lwpcb::kBufferSizeMask;
-    if (size != 0 && size % 32 == 0) w.allowed.insert({*base & ~lwpcb::kBufferBaseIgnoredMask, size});
+    if (size != 0 && size % 32 == 0)
+      w.allowed.insert({*base & ~lwpcb::kBufferBaseIgnoredMask, size});
   }
 
   void check_counter(World& w, uint64_t a, uint32_t slot) {
@@ -1302,12 +1413,14 @@ class Runner {
       if ((w.mem.peek_u32(a + lwpcb::kEventSlots + 8 * j) >> lwpcb::kEventIdShift) == id) return;
     const uint32_t random = w.mem.peek_u32(a + lwpcb::kBufferSize) >> lwpcb::kRandomShift;
     const uint32_t bound = interval | ((1u << random) - 1u);
-    const uint32_t counter = w.mem.peek_u32(a + lwpcb::kEventSlots + 8 * slot + 4) & lwpcb::kIntervalMask;
+    const uint32_t counter =
+        w.mem.peek_u32(a + lwpcb::kEventSlots + 8 * slot + 4) & lwpcb::kIntervalMask;
     count(w, &Coverage::counter_checks);
     if (counter > bound)
-      fail(w, "counter-bound", "EventCounter" + std::to_string(slot) + " of LWPCB " + hex(a) + " = " +
-                                   std::to_string(counter) + " > interval " + std::to_string(interval) +
-                                   " | (2^" + std::to_string(random) + " - 1)");
+      fail(w, "counter-bound",
+           "EventCounter" + std::to_string(slot) + " of LWPCB " + hex(a) + " = " +
+               std::to_string(counter) + " > interval " + std::to_string(interval) + " | (2^" +
+               std::to_string(random) + " - 1)");
   }
 
   void check_head(World& w, uint64_t a) {
@@ -1316,8 +1429,9 @@ class Runner {
     if (!sw || !head) return;
     const uint32_t size = *sw & lwpcb::kBufferSizeMask;
     if (*head >= size || *head % 32 != 0)
-      fail(w, "head", "BufferHeadOffset of LWPCB " + hex(a) + " = " + std::to_string(*head) +
-                          " with BufferSize " + std::to_string(size));
+      fail(w, "head",
+           "BufferHeadOffset of LWPCB " + hex(a) + " = " + std::to_string(*head) +
+               " with BufferSize " + std::to_string(size));
   }
 
   void post_checks(World& w, const Op& op, const Pre& pre) {
@@ -1336,9 +1450,11 @@ class Runner {
         }
       if (!ok) {
         std::string regions;
-        for (const auto& [s, len] : w.allowed) regions += " [" + hex(s) + ",+" + std::to_string(len) + ")";
-        return fail(w, "containment", "write [" + hex(wr.address) + ",+" + std::to_string(wr.length) +
-                                          ") outside every LWPCB/buffer the unit held:" + regions);
+        for (const auto& [s, len] : w.allowed)
+          regions += " [" + hex(s) + ",+" + std::to_string(len) + ")";
+        return fail(w, "containment",
+                    "write [" + hex(wr.address) + ",+" + std::to_string(wr.length) +
+                        ") outside every LWPCB/buffer the unit held:" + regions);
       }
       for (auto& [a, g] : w.gen)
         if (overlaps(wr.address, wr.length, a + lwpcb::kFlags, 4)) w.flags_gen[a] = g;
@@ -1348,7 +1464,8 @@ class Runner {
         const bool ok = (s == &pre.session) ? pre.live : post_live;
         if (!ok) continue;
         for (uint32_t slot = 0; slot < w.caps.max_events && !failed(); ++slot)
-          if (overlaps(writes[i].address, writes[i].length, s->addr + lwpcb::kEventSlots + 8 * slot + 4, 4))
+          if (overlaps(writes[i].address, writes[i].length,
+                       s->addr + lwpcb::kEventSlots + 8 * slot + 4, 4))
             check_counter(w, s->addr, slot);
       }
     }
@@ -1365,8 +1482,9 @@ class Runner {
         w.missed_epoch == pre.epoch) {
       auto m = peek64(w, pre.session.addr + lwpcb::kMissedEvents);
       if (m && *m < *w.last_missed)
-        return fail(w, "missed", "MissedEvents of LWPCB " + hex(pre.session.addr) + " went from " +
-                                     std::to_string(*w.last_missed) + " to " + std::to_string(*m));
+        return fail(w, "missed",
+                    "MissedEvents of LWPCB " + hex(pre.session.addr) + " went from " +
+                        std::to_string(*w.last_missed) + " to " + std::to_string(*m));
     }
     if (w.missed_epoch != w.epoch || !post_live) {
       w.missed_epoch = w.epoch;
@@ -1375,8 +1493,9 @@ class Runner {
     if (post_live) {
       auto m = peek64(w, w.session.addr + lwpcb::kMissedEvents);
       if (m && w.last_missed && *m < *w.last_missed)
-        return fail(w, "missed", "MissedEvents of LWPCB " + hex(w.session.addr) + " went from " +
-                                     std::to_string(*w.last_missed) + " to " + std::to_string(*m));
+        return fail(w, "missed",
+                    "MissedEvents of LWPCB " + hex(w.session.addr) + " went from " +
+                        std::to_string(*w.last_missed) + " to " + std::to_string(*m));
       // Cooperative software never takes the LWPCB's pages away, so every miss is counted at
       // once: MissedEvents grows by exactly the number of records stored as missed.
       if (!p_.hostile && m && w.last_missed) {
@@ -1384,12 +1503,15 @@ class Runner {
         uint64_t missed = 0;
         for (size_t i = pre.records; i < w.records.size(); ++i) missed += w.records[i].missed;
         if (*m - *w.last_missed != missed)
-          return fail(w, "missed", "MissedEvents of LWPCB " + hex(w.session.addr) + " went from " +
-                                       std::to_string(*w.last_missed) + " to " + std::to_string(*m) + ", " +
-                                       std::to_string(missed) + " records were missed");
+          return fail(w, "missed",
+                      "MissedEvents of LWPCB " + hex(w.session.addr) + " went from " +
+                          std::to_string(*w.last_missed) + " to " + std::to_string(*m) + ", " +
+                          std::to_string(missed) + " records were missed");
       }
-      if (m) w.last_missed = *m;
-      else w.last_missed.reset();
+      if (m)
+        w.last_missed = *m;
+      else
+        w.last_missed.reset();
     }
 
     // [stats] — cumulative over the unit's life, reset() included (lwp_unit.h).
@@ -1405,23 +1527,30 @@ class Runner {
     };
     for (const auto& [name, v] : fields)
       if (v.second < v.first)
-        return fail(w, "stats", std::string(name) + " went from " + std::to_string(v.first) + " to " +
-                                    std::to_string(v.second));
+        return fail(w, "stats",
+                    std::string(name) + " went from " + std::to_string(v.first) + " to " +
+                        std::to_string(v.second));
     if (st.interrupts - old.interrupts != w.sink.vectors.size() - pre.vectors)
-      return fail(w, "stats", "stats().interrupts grew by " + std::to_string(st.interrupts - old.interrupts) +
-                                  ", the sink got " + std::to_string(w.sink.vectors.size() - pre.vectors));
+      return fail(w, "stats",
+                  "stats().interrupts grew by " + std::to_string(st.interrupts - old.interrupts) +
+                      ", the sink got " + std::to_string(w.sink.vectors.size() - pre.vectors));
     size_t advanced = 0;
     for (size_t i = pre.records; i < w.records.size(); ++i) advanced += !w.records[i].missed;
     if (st.records_stored - old.records_stored != advanced)
-      return fail(w, "stats", "records_stored grew by " + std::to_string(st.records_stored - old.records_stored) +
-                                  ", the observer saw " + std::to_string(advanced) + " records that advanced the head");
+      return fail(
+          w, "stats",
+          "records_stored grew by " + std::to_string(st.records_stored - old.records_stored) +
+              ", the observer saw " + std::to_string(advanced) + " records that advanced the head");
     const size_t missed_seen = (w.records.size() - pre.records) - advanced;
     if (st.records_missed - old.records_missed != missed_seen)
-      return fail(w, "stats", "records_missed grew by " + std::to_string(st.records_missed - old.records_missed) +
-                                  ", the observer saw " + std::to_string(missed_seen) + " missed records");
+      return fail(w, "stats",
+                  "records_missed grew by " +
+                      std::to_string(st.records_missed - old.records_missed) +
+                      ", the observer saw " + std::to_string(missed_seen) + " missed records");
     w.last_stats = st;
     if (u.lwpmsr0() != w.msr0_model)
-      return fail(w, "msr0-model", "LWPMSR0 is " + hex(u.lwpmsr0()) + ", software last wrote " + hex(w.msr0_model));
+      return fail(w, "msr0-model",
+                  "LWPMSR0 is " + hex(u.lwpmsr0()) + ", software last wrote " + hex(w.msr0_model));
 
     // [generation]
     const UnitState now = u.state();
@@ -1449,10 +1578,12 @@ class Runner {
       count(w, &Coverage::ring_slots_checked);
       const std::vector<std::byte> rec = w.mem.peek(base + off, 32);
       const uint8_t id = static_cast<uint8_t>(rec[0]);
-      if (id < 1 || id > 3 || static_cast<uint8_t>(rec[1]) != w.config.core_id || get_u64(&rec[24]) != 0)
-        return fail(w, "ring-content", "record slot at offset " + std::to_string(off) + " of LWPCB " + hex(a) +
-                                           " (tail " + std::to_string(tail) + ", head " + std::to_string(head) +
-                                           ") is not a record: id " + std::to_string(id));
+      if (id < 1 || id > 3 || static_cast<uint8_t>(rec[1]) != w.config.core_id ||
+          get_u64(&rec[24]) != 0)
+        return fail(w, "ring-content",
+                    "record slot at offset " + std::to_string(off) + " of LWPCB " + hex(a) +
+                        " (tail " + std::to_string(tail) + ", head " + std::to_string(head) +
+                        ") is not a record: id " + std::to_string(id));
     }
   }
 
@@ -1493,7 +1624,8 @@ class Runner {
       fail(p, "snapshot", "fresh unit refused the state: " + *err);
       return nullptr;
     }
-    if (c->unit->lwpcb_address() != p.unit->lwpcb_address() || c->unit->lwpmsr0() != p.unit->lwpmsr0()) {
+    if (c->unit->lwpcb_address() != p.unit->lwpcb_address() ||
+        c->unit->lwpmsr0() != p.unit->lwpmsr0()) {
       fail(*c, "snapshot", "load_state did not load pointer/LWPMSR0");
       return nullptr;
     }
@@ -1504,7 +1636,9 @@ class Runner {
   }
 
   void compare(World& p, World& c, const Outcome& a, const Outcome& b, bool full) {
-    auto diverged = [&](const std::string& what) { fail(c, "snapshot", "diverged from the original unit: " + what); };
+    auto diverged = [&](const std::string& what) {
+      fail(c, "snapshot", "diverged from the original unit: " + what);
+    };
     if (!(a == b))
       return diverged("operation result " + std::to_string(a.result) + "/" + hex(a.value) + " vs " +
                       std::to_string(b.result) + "/" + hex(b.value));
@@ -1515,27 +1649,32 @@ class Runner {
       const StoredRecord& x = p.records[clone_records_ + i];
       const StoredRecord& y = c.records[i];
       if (x.bytes != y.bytes || x.address != y.address || x.missed != y.missed)
-        return diverged("record #" + std::to_string(i) + " at " + hex(x.address) + " vs " + hex(y.address));
+        return diverged("record #" + std::to_string(i) + " at " + hex(x.address) + " vs " +
+                        hex(y.address));
     }
-    if (std::vector<uint8_t>(p.sink.vectors.begin() + static_cast<long>(clone_vectors_), p.sink.vectors.end()) !=
-        c.sink.vectors)
+    if (std::vector<uint8_t>(p.sink.vectors.begin() + static_cast<long>(clone_vectors_),
+                             p.sink.vectors.end()) != c.sink.vectors)
       return diverged(std::to_string(p.sink.vectors.size() - clone_vectors_) + " interrupts vs " +
                       std::to_string(c.sink.vectors.size()));
-    if (p.unit->lwpcb_address() != c.unit->lwpcb_address() || p.unit->lwpmsr0() != c.unit->lwpmsr0())
-      return diverged("pointer/LWPMSR0 " + hex(p.unit->lwpcb_address()) + " vs " + hex(c.unit->lwpcb_address()));
+    if (p.unit->lwpcb_address() != c.unit->lwpcb_address() ||
+        p.unit->lwpmsr0() != c.unit->lwpmsr0())
+      return diverged("pointer/LWPMSR0 " + hex(p.unit->lwpcb_address()) + " vs " +
+                      hex(c.unit->lwpcb_address()));
     const UnitState sp = p.unit->state(), sc = c.unit->state();
-    if (sp.save_area.pending == PendingInit::kNone && sc.save_area.pending == PendingInit::kNone && sp != sc)
+    if (sp.save_area.pending == PendingInit::kNone && sc.save_area.pending == PendingInit::kNone &&
+        sp != sc)
       return diverged("state(): head " + std::to_string(sp.save_area.head_offset) + " vs " +
                       std::to_string(sc.save_area.head_offset) + ", missed_pending " +
                       std::to_string(sp.save_area.missed_pending) + " vs " +
-                      std::to_string(sc.save_area.missed_pending) + ", prng " + hex(sp.save_area.prng_state) +
-                      " vs " + hex(sc.save_area.prng_state));
+                      std::to_string(sc.save_area.missed_pending) + ", prng " +
+                      hex(sp.save_area.prng_state) + " vs " + hex(sc.save_area.prng_state));
     for (World* w : {&p, &c}) {
       for (size_t i = w->writes_compared; i < w->mem.writes().size(); ++i) {
         const auto& wr = w->mem.writes()[i];
         if (!mapped(p, wr.address, wr.length) || !mapped(c, wr.address, wr.length)) continue;
         if (p.mem.peek(wr.address, wr.length) != c.mem.peek(wr.address, wr.length))
-          return diverged("memory [" + hex(wr.address) + ",+" + std::to_string(wr.length) + ") differs");
+          return diverged("memory [" + hex(wr.address) + ",+" + std::to_string(wr.length) +
+                          ") differs");
       }
       w->writes_compared = w->mem.writes().size();
     }
@@ -1549,7 +1688,8 @@ class Runner {
       if (x != y) {
         size_t i = 0;
         while (x[i] == y[i]) ++i;
-        return fail(c, "snapshot", "diverged from the original unit: memory at " + hex(page + i) + " differs");
+        return fail(c, "snapshot",
+                    "diverged from the original unit: memory at " + hex(page + i) + " differs");
       }
     }
   }
@@ -1570,8 +1710,8 @@ class Runner {
       for (std::byte b : r.bytes) d.push_back(static_cast<uint8_t>(b));
     }
     const UnitStats& s = w.unit->stats();
-    for (uint64_t v : {s.records_stored, s.records_missed, s.interrupts, s.store_faults, s.init_faults,
-                       s.tail_rereads, w.unit->generation(), w.mem.failed_writes()})
+    for (uint64_t v : {s.records_stored, s.records_missed, s.interrupts, s.store_faults,
+                       s.init_faults, s.tail_rereads, w.unit->generation(), w.mem.failed_writes()})
       add(v);
     for (std::byte b : serialize(w.unit->state())) d.push_back(static_cast<uint8_t>(b));
     return d;
@@ -1592,26 +1732,29 @@ Program shrink(Program p, const std::string& tag, size_t failing_step, int secon
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::seconds(seconds);
   p.ops.resize(std::min(p.ops.size(), failing_step + 1));
-  auto still_fails = [&](const Program& q) {
-    return run_program(q).has(tag);
-  };
+  auto still_fails = [&](const Program& q) { return run_program(q).has(tag); };
   for (size_t chunk = std::max<size_t>(p.ops.size() / 2, 1);; chunk /= 2) {
     for (size_t i = 0; i < p.ops.size() && Clock::now() < deadline;) {
       Program q = p;
       q.ops.erase(q.ops.begin() + static_cast<long>(i),
                   q.ops.begin() + static_cast<long>(std::min(i + chunk, q.ops.size())));
-      if (still_fails(q)) p = std::move(q);
-      else i += chunk;
+      if (still_fails(q))
+        p = std::move(q);
+      else
+        i += chunk;
     }
     if (chunk == 1 || Clock::now() >= deadline) break;
   }
   for (size_t i = 0; i < p.ops.size() && Clock::now() < deadline; ++i) {
     if (p.ops[i].kind != OpKind::kRetire) continue;
-    for (size_t j = 0; j < p.ops[i].insns.size() && p.ops[i].insns.size() > 1 && Clock::now() < deadline;) {
+    for (size_t j = 0;
+         j < p.ops[i].insns.size() && p.ops[i].insns.size() > 1 && Clock::now() < deadline;) {
       Program q = p;
       q.ops[i].insns.erase(q.ops[i].insns.begin() + static_cast<long>(j));
-      if (still_fails(q)) p = std::move(q);
-      else ++j;
+      if (still_fails(q))
+        p = std::move(q);
+      else
+        ++j;
     }
   }
   return p;
@@ -1620,8 +1763,9 @@ Program shrink(Program p, const std::string& tag, size_t failing_step, int secon
 // One report per distinct invariant that failed: the first message, then a shrunk program.
 std::string report(const Program& p, const RunResult& r) {
   std::ostringstream os;
-  os << "seed " << p.seed << (p.hostile ? " (hostile)" : " (cooperative)") << ", " << describe(p.caps)
-     << ", core_id " << int{p.config.core_id} << ", prng seed " << hex(p.config.seed);
+  os << "seed " << p.seed << (p.hostile ? " (hostile)" : " (cooperative)") << ", "
+     << describe(p.caps) << ", core_id " << int{p.config.core_id} << ", prng seed "
+     << hex(p.config.seed);
   std::set<std::string> seen;
   for (const Failure& f : r.failures) {
     if (!seen.insert(f.tag).second) continue;
@@ -1639,7 +1783,8 @@ std::string report(const Program& p, const RunResult& r) {
         os << "\n  shrunk to " << small.ops.size() << " operations, failing with: " << g.message;
         break;
       }
-    for (size_t i = 0; i < small.ops.size(); ++i) os << "\n    " << i << ": " << describe(small.ops[i]);
+    for (size_t i = 0; i < small.ops.size(); ++i)
+      os << "\n    " << i << ": " << describe(small.ops[i]);
   }
   return os.str();
 }
@@ -1648,7 +1793,8 @@ std::string report(const Program& p, const RunResult& r) {
 // Test cases.
 constexpr size_t kProgramLength = 2500;
 
-constexpr uint64_t kHostileSeeds[] = {1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 0xC0FFEE, 0xDEADBEEF};
+constexpr uint64_t kHostileSeeds[] = {1,  2,  3,  5,   8,   13,       21,
+                                      34, 55, 89, 144, 233, 0xC0FFEE, 0xDEADBEEF};
 constexpr uint64_t kCooperativeSeeds[] = {1, 2, 3, 4, 7, 11, 42, 1009, 65537, 0xFEEDFACE};
 constexpr uint64_t kDeterminismSeeds[] = {17, 4242, 0xABCDEF};
 
@@ -1656,20 +1802,26 @@ constexpr uint64_t kDeterminismSeeds[] = {17, 4242, 0xABCDEF};
 const RunResult& run_profile(uint64_t seed, bool hostile) {
   static std::map<std::pair<uint64_t, bool>, RunResult> cache;
   auto it = cache.find({seed, hostile});
-  if (it == cache.end()) it = cache.emplace(std::pair{seed, hostile}, run_program(gen_program(seed, hostile, kProgramLength))).first;
+  if (it == cache.end())
+    it = cache
+             .emplace(std::pair{seed, hostile},
+                      run_program(gen_program(seed, hostile, kProgramLength)))
+             .first;
   return it->second;
 }
 
 std::string describe(const Coverage& c) {
   std::ostringstream os;
-  os << c.retired << " instructions, LLWPCB " << c.llwpcb_ok << " ok / " << c.llwpcb_gp << " #GP, records "
-     << c.stats.records_stored << " stored / " << c.stats.records_missed << " missed, " << c.stats.interrupts
-     << " interrupts, " << c.stats.store_faults << " store faults, " << c.stats.init_faults << " init faults, "
-     << c.stats.tail_rereads << " tail rereads, " << c.snapshots << " snapshots; checks evaluated: ring-order "
+  os << c.retired << " instructions, LLWPCB " << c.llwpcb_ok << " ok / " << c.llwpcb_gp
+     << " #GP, records " << c.stats.records_stored << " stored / " << c.stats.records_missed
+     << " missed, " << c.stats.interrupts << " interrupts, " << c.stats.store_faults
+     << " store faults, " << c.stats.init_faults << " init faults, " << c.stats.tail_rereads
+     << " tail rereads, " << c.snapshots << " snapshots; checks evaluated: ring-order "
      << c.ring_order_checks << ", threshold " << c.threshold_checks << " (" << c.threshold_expected
      << " expecting an interrupt), head-progress " << c.head_progress_checks << ", missed-exact "
-     << c.missed_exact_checks << ", counter-bound " << c.counter_checks << ", ring slots " << c.ring_slots_checked
-     << ", overflow " << c.overflow_checks << ", flush " << c.flush_checks << ", clone steps " << c.clone_steps;
+     << c.missed_exact_checks << ", counter-bound " << c.counter_checks << ", ring slots "
+     << c.ring_slots_checked << ", overflow " << c.overflow_checks << ", flush " << c.flush_checks
+     << ", clone steps " << c.clone_steps;
   return os.str();
 }
 
@@ -1687,9 +1839,13 @@ void run_and_check(uint64_t seed, bool hostile) {
   if (r.failed()) ADD_FAILURE() << report(p, r);
 }
 
-TEST_P(LwpHostileProperty, InvariantsHoldOnRandomPrograms) { run_and_check(GetParam(), /*hostile=*/true); }
+TEST_P(LwpHostileProperty, InvariantsHoldOnRandomPrograms) {
+  run_and_check(GetParam(), /*hostile=*/true);
+}
 
-TEST_P(LwpCooperativeProperty, InvariantsHoldOnRandomPrograms) { run_and_check(GetParam(), /*hostile=*/false); }
+TEST_P(LwpCooperativeProperty, InvariantsHoldOnRandomPrograms) {
+  run_and_check(GetParam(), /*hostile=*/false);
+}
 
 // Two independent runs of one seed. A failed run is a failure of this test, reported with the
 // seed, the failing step and operation, and a shrunk program: never skipped.
@@ -1744,11 +1900,13 @@ struct Floor {
   uint64_t per_seed;  // every seed
 };
 
-void expect_coverage(bool hostile, std::span<const uint64_t> seeds, const std::map<std::string, Floor>& floors) {
+void expect_coverage(bool hostile, std::span<const uint64_t> seeds,
+                     const std::map<std::string, Floor>& floors) {
   std::map<std::string, uint64_t> total;
   for (uint64_t seed : seeds) {
     const RunResult& r = run_profile(seed, hostile);
-    const std::string run = "seed " + std::to_string(seed) + (hostile ? " hostile" : " cooperative") +
+    const std::string run = "seed " + std::to_string(seed) +
+                            (hostile ? " hostile" : " cooperative") +
                             (r.failed() ? " (the run failed: see its invariant test)" : "");
     for (const auto& [name, value] : items(r.coverage)) {
       total[name] += value;
@@ -1759,33 +1917,34 @@ void expect_coverage(bool hostile, std::span<const uint64_t> seeds, const std::m
   }
   for (const auto& [name, floor] : floors) {
     ASSERT_TRUE(total.count(name)) << "no coverage item " << name;
-    EXPECT_GE(total[name], floor.total) << (hostile ? "hostile" : "cooperative") << " generator: " << name
-                                        << " summed over the seeds below the floor";
+    EXPECT_GE(total[name], floor.total)
+        << (hostile ? "hostile" : "cooperative") << " generator: " << name
+        << " summed over the seeds below the floor";
   }
 }
 
 TEST(LwpPropertyCoverage, CooperativeGeneratorExercisesEveryPath) {
   expect_coverage(false, kCooperativeSeeds,
                   {
-                      {"instructions retired", {150000, 15000}},             // 194820 / 18552
-                      {"LLWPCB accepted", {800, 40}},                        // 1221 / 88
-                      {"LLWPCB #GP", {150, 5}},                              // 311 / 19
-                      {"records stored", {2000, 50}},                        // 4135 / 170
-                      {"records missed", {2500, 20}},                        // 5003 / 99
-                      {"threshold interrupts", {30, 0}},                     // 71 / 0
-                      {"init faults", {10, 0}},                              // 34 / 1
-                      {"tail rereads", {2500, 30}},                          // 5730 / 108
-                      {"snapshots", {30, 1}},                                // 65 / 3
-                      {"[ring-order] checks", {4500, 100}},                  // 9138 / 301
-                      {"[threshold] checks", {4500, 100}},                   // 9138 / 301
-                      {"[threshold] interrupts expected", {30, 0}},          // 71 / 0
-                      {"[threshold] head-progress checks", {2500, 30}},      // 5551 / 106
-                      {"[missed] exact checks", {4000, 100}},                // 8088 / 395
-                      {"[counter-bound] checks", {1000, 20}},                // 2310 / 75
-                      {"[ring-content] slots checked", {4000, 100}},         // 8502 / 330
-                      {"[overflow] checks", {4500, 100}},                    // 9138 / 301
-                      {"[flush] checks", {200, 5}},                          // 442 / 23
-                      {"[snapshot] clone steps compared", {10000, 500}},     // 22487 / 1810
+                      {"instructions retired", {150000, 15000}},          // 194820 / 18552
+                      {"LLWPCB accepted", {800, 40}},                     // 1221 / 88
+                      {"LLWPCB #GP", {150, 5}},                           // 311 / 19
+                      {"records stored", {2000, 50}},                     // 4135 / 170
+                      {"records missed", {2500, 20}},                     // 5003 / 99
+                      {"threshold interrupts", {30, 0}},                  // 71 / 0
+                      {"init faults", {10, 0}},                           // 34 / 1
+                      {"tail rereads", {2500, 30}},                       // 5730 / 108
+                      {"snapshots", {30, 1}},                             // 65 / 3
+                      {"[ring-order] checks", {4500, 100}},               // 9138 / 301
+                      {"[threshold] checks", {4500, 100}},                // 9138 / 301
+                      {"[threshold] interrupts expected", {30, 0}},       // 71 / 0
+                      {"[threshold] head-progress checks", {2500, 30}},   // 5551 / 106
+                      {"[missed] exact checks", {4000, 100}},             // 8088 / 395
+                      {"[counter-bound] checks", {1000, 20}},             // 2310 / 75
+                      {"[ring-content] slots checked", {4000, 100}},      // 8502 / 330
+                      {"[overflow] checks", {4500, 100}},                 // 9138 / 301
+                      {"[flush] checks", {200, 5}},                       // 442 / 23
+                      {"[snapshot] clone steps compared", {10000, 500}},  // 22487 / 1810
                   });
 }
 
@@ -1795,19 +1954,19 @@ TEST(LwpPropertyCoverage, CooperativeGeneratorExercisesEveryPath) {
 TEST(LwpPropertyCoverage, HostileGeneratorExercisesEveryPath) {
   expect_coverage(true, kHostileSeeds,
                   {
-                      {"instructions retired", {150000, 10000}},             // 217590 / 14551
-                      {"LLWPCB accepted", {350, 10}},                        // 690 / 22
-                      {"LLWPCB #GP", {1100, 60}},                            // 2248 / 141
-                      {"records stored", {500, 0}},                          // 1215 / 0
-                      {"records missed", {1000, 0}},                         // 2215 / 0
-                      {"threshold interrupts", {5, 0}},                      // 16 / 0
-                      {"init faults", {40, 0}},                              // 219 / 2
-                      {"tail rereads", {1000, 0}},                           // 2505 / 18
-                      {"snapshots", {50, 1}},                                // 108 / 4
-                      {"[ring-order] checks", {1500, 10}},                   // 3061 / 28
-                      {"[counter-bound] checks", {400, 0}},                  // 848 / 3
-                      {"[flush] checks", {60, 0}},                           // 163 / 0
-                      {"[snapshot] clone steps compared", {12000, 100}},     // 28804 / 488
+                      {"instructions retired", {150000, 10000}},          // 217590 / 14551
+                      {"LLWPCB accepted", {350, 10}},                     // 690 / 22
+                      {"LLWPCB #GP", {1100, 60}},                         // 2248 / 141
+                      {"records stored", {500, 0}},                       // 1215 / 0
+                      {"records missed", {1000, 0}},                      // 2215 / 0
+                      {"threshold interrupts", {5, 0}},                   // 16 / 0
+                      {"init faults", {40, 0}},                           // 219 / 2
+                      {"tail rereads", {1000, 0}},                        // 2505 / 18
+                      {"snapshots", {50, 1}},                             // 108 / 4
+                      {"[ring-order] checks", {1500, 10}},                // 3061 / 28
+                      {"[counter-bound] checks", {400, 0}},               // 848 / 3
+                      {"[flush] checks", {60, 0}},                        // 163 / 0
+                      {"[snapshot] clone steps compared", {12000, 100}},  // 28804 / 488
                   });
 }
 
@@ -1834,20 +1993,25 @@ TEST(LwpRandomProperty, ReloadRandomisesExactlyTheLowRandomBits) {
       std::vector<std::byte> cb(cb_size(caps), std::byte{0});
       put_u32(cb, lwpcb::kBufferSize, 32 * 4 | (random << lwpcb::kRandomShift));
       put_u64(cb, lwpcb::kBufferBase, kBuf);
-      put_u32(cb, lwpcb::kEventSlots, (uint32_t{kEventInstructionsRetired} << lwpcb::kEventIdShift) | kInterval);
+      put_u32(cb, lwpcb::kEventSlots,
+              (uint32_t{kEventInstructionsRetired} << lwpcb::kEventIdShift) | kInterval);
       mem.poke(kCb, cb);
       LwpUnit unit(caps, UnitConfig{0, seed * 0x9E3779B97F4A7C15ull}, mem, sink);
       uint64_t v = 0;
-      ASSERT_EQ(unit.write_msr(kMsrLwpFeatureEnable, msr0::kEnabled | msr0::kIre, 0), MsrResult::kOk);
+      ASSERT_EQ(unit.write_msr(kMsrLwpFeatureEnable, msr0::kEnabled | msr0::kIre, 0),
+                MsrResult::kOk);
       ASSERT_EQ(unit.write_msr(kMsrLwpControlBlock, kCb, 3), MsrResult::kOk);
-      ASSERT_EQ(unit.read_msr(kMsrLwpControlBlock, 3, v), MsrResult::kOk);  // SLWPCB flushes the counter
+      ASSERT_EQ(unit.read_msr(kMsrLwpControlBlock, 3, v),
+                MsrResult::kOk);  // SLWPCB flushes the counter
       ASSERT_EQ(v, kCb);
       const uint32_t counter = mem.peek_u32(kCb + lwpcb::kEventSlots + 4) & lwpcb::kIntervalMask;
       EXPECT_EQ(counter & ~mask, kInterval & ~mask)
-          << "Random " << random << ", seed " << seed << ": counter " << hex(counter) << " changed bits above Random";
+          << "Random " << random << ", seed " << seed << ": counter " << hex(counter)
+          << " changed bits above Random";
       low.insert(counter & mask);
     }
-    std::cout << "[coverage] Random " << random << ": " << low.size() << " distinct low-bit patterns\n";
+    std::cout << "[coverage] Random " << random << ": " << low.size()
+              << " distinct low-bit patterns\n";
     EXPECT_GE(low.size(), min_distinct) << "Random " << random << ": only " << low.size()
                                         << " distinct low-bit patterns over 64 PRNG seeds";
   }
@@ -1856,7 +2020,8 @@ TEST(LwpRandomProperty, ReloadRandomisesExactlyTheLowRandomBits) {
 // Own oracle for load_state() (lwp_unit.h): LWPMSR0 must be one WRMSR could have produced and the
 // save area must not have more slots than the processor.
 bool load_state_acceptable(const Capabilities& caps, const UnitState& s) {
-  return !(s.lwpmsr0 & ~kMsr0DefinedBits) && !(s.lwpmsr0 & kMsr0FeatureBits & ~allowed_features(caps)) &&
+  return !(s.lwpmsr0 & ~kMsr0DefinedBits) &&
+         !(s.lwpmsr0 & kMsr0FeatureBits & ~allowed_features(caps)) &&
          !int_vector_below_16(s.lwpmsr0) && s.save_area.counter_count <= caps.max_events;
 }
 
@@ -1870,7 +2035,8 @@ void expect_loaded(const LwpUnit& unit, const UnitState& s, int iter) {
   if (s.save_area.lwpcb_address == 0) return;
   EXPECT_EQ(now.head_offset, s.save_area.head_offset) << "iteration " << iter;
   EXPECT_EQ(now.missed_pending, s.save_area.missed_pending) << "iteration " << iter;
-  EXPECT_EQ(now.pending, s.save_area.pending == PendingInit::kLlwpcb ? PendingInit::kLlwpcb : PendingInit::kRestore)
+  EXPECT_EQ(now.pending, s.save_area.pending == PendingInit::kLlwpcb ? PendingInit::kLlwpcb
+                                                                     : PendingInit::kRestore)
       << "iteration " << iter;
   for (uint32_t i = 0; i < s.save_area.counter_count; ++i)
     EXPECT_EQ(now.counters[i], s.save_area.counters[i]) << "iteration " << iter << " slot " << i;
@@ -1894,9 +2060,12 @@ TEST(LwpSerializeProperty, RoundTripsAndSurvivesDamagedBytes) {
     for (int iter = 0; iter < 400; ++iter) {
       UnitState s;
       s.lwpmsr0 = r.chance(70) ? gen_valid_msr0(r, caps) : r.next() & kMsr0DefinedBits;
-      s.save_area.lwpcb_address = r.chance(20) ? 0 : (r.chance(70) ? 0x10000 + 16 * r.below(512) : r.next());
-      s.save_area.head_offset = r.chance(70) ? 32 * static_cast<uint32_t>(r.below(256)) : static_cast<uint32_t>(r.next());
-      s.save_area.counter_count = static_cast<uint8_t>(r.chance(70) ? caps.max_events : r.below(kMaxEventSlots + 1));
+      s.save_area.lwpcb_address =
+          r.chance(20) ? 0 : (r.chance(70) ? 0x10000 + 16 * r.below(512) : r.next());
+      s.save_area.head_offset =
+          r.chance(70) ? 32 * static_cast<uint32_t>(r.below(256)) : static_cast<uint32_t>(r.next());
+      s.save_area.counter_count =
+          static_cast<uint8_t>(r.chance(70) ? caps.max_events : r.below(kMaxEventSlots + 1));
       for (uint32_t i = 0; i < s.save_area.counter_count; ++i)
         s.save_area.counters[i] = static_cast<uint32_t>(r.below(1u << 26));
       s.save_area.missed_pending = r.chance(30);
@@ -1943,20 +2112,22 @@ TEST(LwpSerializeProperty, RoundTripsAndSurvivesDamagedBytes) {
         }
         const UnitState got = std::get<UnitState>(dd);
         auto again = deserialize(serialize(got));
-        ASSERT_TRUE(std::holds_alternative<UnitState>(again)) << "accepted state does not re-serialise";
+        ASSERT_TRUE(std::holds_alternative<UnitState>(again))
+            << "accepted state does not re-serialise";
         EXPECT_TRUE(std::get<UnitState>(again) == got) << "accepted state is not canonical";
         const UnitState before = unit.state();
         const uint64_t gen_before = unit.generation();
         auto err = unit.load_state(got);
         EXPECT_EQ(!err.has_value(), load_state_acceptable(caps, got))
-            << "load_state of LWPMSR0 " << hex(got.lwpmsr0) << ", " << int{got.save_area.counter_count}
-            << " slots: " << err.value_or("accepted");
+            << "load_state of LWPMSR0 " << hex(got.lwpmsr0) << ", "
+            << int{got.save_area.counter_count} << " slots: " << err.value_or("accepted");
         ++seen[err ? 3 : 2];
         if (err) {
           EXPECT_TRUE(unit.state() == before) << "refused load_state changed the unit: " << *err;
           EXPECT_EQ(unit.generation(), gen_before);
         } else {
-          EXPECT_EQ(got.lwpmsr0 & ~kMsr0DefinedBits, 0u) << "load_state accepted undefined LWPMSR0 bits";
+          EXPECT_EQ(got.lwpmsr0 & ~kMsr0DefinedBits, 0u)
+              << "load_state accepted undefined LWPMSR0 bits";
           EXPECT_EQ(got.lwpmsr0 & kMsr0FeatureBits & ~allowed_features(caps), 0u)
               << "load_state accepted LWPMSR0 features the processor lacks: " << hex(got.lwpmsr0);
           EXPECT_FALSE(int_vector_below_16(got.lwpmsr0))
@@ -1973,8 +2144,9 @@ TEST(LwpSerializeProperty, RoundTripsAndSurvivesDamagedBytes) {
       EXPECT_EQ(mem.failed_writes(), 0u) << "the unit tried to write an LWPCB it had not validated";
     }
   }
-  std::cout << "[coverage] load_state: generated " << seen[0] << " accepted / " << seen[1] << " refused, damaged "
-            << seen[2] << " accepted / " << seen[3] << " refused, " << seen[4] << " damaged blobs rejected\n";
+  std::cout << "[coverage] load_state: generated " << seen[0] << " accepted / " << seen[1]
+            << " refused, damaged " << seen[2] << " accepted / " << seen[3] << " refused, "
+            << seen[4] << " damaged blobs rejected\n";
   // Both verdicts of load_state() must be exercised (measured: 855 / 345, 1292 / 967, 12141).
   EXPECT_GE(seen[0], 400u);
   EXPECT_GE(seen[1], 150u);

@@ -40,7 +40,8 @@ TEST(LwpReportTest, NamesInterruptsTheRateLimitCoalesced) {
 
 TEST(LwpReportTest, TopLimitsAndTiesAreDeterministic) {
   LwpReport r;
-  for (uint64_t rip = 0x10; rip > 0; --rip) r.add_record(2, encode_instructions_retired(0, rip), false);
+  for (uint64_t rip = 0x10; rip > 0; --rip)
+    r.add_record(2, encode_instructions_retired(0, rip), false);
   const std::string text = r.render(2, 4);
   EXPECT_NE(text.find("0x0000000000000001"), std::string::npos);
   EXPECT_NE(text.find("0x0000000000000002"), std::string::npos);
@@ -62,9 +63,10 @@ TEST(LwpReportTest, AGuestCannotGrowTheReportWithoutBound) {
             std::string::npos)
       << text.substr(0, 400);
   // Tasks 2..4096 fill the table (4096 with task 1); the 99 after them are counted together.
-  EXPECT_NE(text.find("== task 4294967295 (tasks beyond the first 4096, together): 0 missed events, "
-                      "99 threshold interrupts\n"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find("== task 4294967295 (tasks beyond the first 4096, together): 0 missed events, "
+                "99 threshold interrupts\n"),
+      std::string::npos);
   EXPECT_EQ(text.find("== task 4097 "), std::string::npos);
 }
 

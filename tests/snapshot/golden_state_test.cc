@@ -63,19 +63,19 @@ struct Golden {
 Golden load(const std::string& name) {
   Golden g;
   auto parsed = StateSections::parse(gunzip(kDir + name + ".state.bin.gz"));
-  if (auto* error = std::get_if<std::string>(&parsed)) {
+  if (auto* error = parsed.error_message()) {
     ADD_FAILURE() << name << ": " << *error;
     return g;
   }
-  g.sections = std::move(std::get<StateSections>(parsed));
+  g.sections = std::move(parsed).value();
   std::ifstream in(kDir + name + ".manifest.json");
   std::stringstream text;
   text << in.rdbuf();
   auto manifest = parse_manifest(text.str());
-  if (auto* error = std::get_if<std::string>(&manifest))
+  if (auto* error = manifest.error_message())
     ADD_FAILURE() << name << " manifest: " << *error;
   else
-    g.manifest = std::move(std::get<SnapshotManifest>(manifest));
+    g.manifest = std::move(manifest).value();
   return g;
 }
 
@@ -92,9 +92,8 @@ void expect_round_trip(const StateSections& s, const std::string& name, uint16_t
                        T& value) {
   SCOPED_TRACE(name);
   auto archive = s.component(name, version);
-  ASSERT_TRUE(std::holds_alternative<std::span<const std::byte>>(archive))
-      << std::get<std::string>(archive);
-  const std::span<const std::byte> bytes = std::get<std::span<const std::byte>>(archive);
+  ASSERT_TRUE(archive.ok()) << archive.error().message;
+  const std::span<const std::byte> bytes = archive.value();
   pmu::StateReader r(bytes);
   r(value);
   r.expect_end();

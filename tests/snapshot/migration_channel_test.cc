@@ -43,7 +43,8 @@ TEST(MigrationChannel, FramesRoundTrip) {
   sender.send(MigrationMessage::kHello, std::string("{\"format\":\"pmuvm-snapshot\"}"));
   std::vector<std::byte> big(3 << 20, std::byte{0x5A});
   std::thread t([&] { sender.send(MigrationMessage::kPages, big); });
-  EXPECT_EQ(vmm::to_text(receiver.expect(MigrationMessage::kHello)), "{\"format\":\"pmuvm-snapshot\"}");
+  EXPECT_EQ(vmm::to_text(receiver.expect(MigrationMessage::kHello)),
+            "{\"format\":\"pmuvm-snapshot\"}");
   EXPECT_EQ(receiver.expect(MigrationMessage::kPages), big);
   t.join();
 }
@@ -61,8 +62,8 @@ TEST(MigrationChannel, CorruptedPayloadFailsItsCrc) {
   Pair p;
   MigrationChannel receiver(p.b);
   // "PMIG", type 5 (state), length 4, "abcd", a wrong CRC.
-  const unsigned char frame[] = {'P', 'M', 'I', 'G', 5, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0,
-                                 'a', 'b', 'c', 'd', 1, 2, 3, 4};
+  const unsigned char frame[] = {'P', 'M', 'I', 'G', 5,   0,   0,   0,   4, 0, 0, 0,
+                                 0,   0,   0,   0,   'a', 'b', 'c', 'd', 1, 2, 3, 4};
   ASSERT_EQ(write(p.a, frame, sizeof frame), static_cast<ssize_t>(sizeof frame));
   EXPECT_EQ(error_of(receiver), "migration message state fails its CRC-32 check");
   close(p.a);

@@ -60,9 +60,9 @@ std::string temp_dir(const std::string& name) {
 
 std::string read_error(const std::string& dir) {
   auto r = vmm::read_snapshot_dir(dir);
-  if (auto* e = std::get_if<std::string>(&r)) return *e;
+  if (auto* e = r.error_message()) return *e;
   vmm::GuestRam ram(8 << 20);
-  if (auto e = vmm::load_snapshot_memory(std::get<vmm::SnapshotOnDisk>(r), ram)) return *e;
+  if (auto e = vmm::load_snapshot_memory(r.value(), ram)) return *e;
   return "(accepted)";
 }
 
@@ -71,8 +71,8 @@ TEST(SnapshotDir, RoundTrip) {
   const std::string dir = temp_dir("snap-roundtrip");
   ASSERT_EQ(vmm::write_snapshot_dir(dir, vm), std::nullopt);
   auto r = vmm::read_snapshot_dir(dir);
-  ASSERT_TRUE(std::holds_alternative<vmm::SnapshotOnDisk>(r)) << std::get<std::string>(r);
-  const vmm::SnapshotOnDisk& s = std::get<vmm::SnapshotOnDisk>(r);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const vmm::SnapshotOnDisk& s = r.value();
   EXPECT_EQ(s.manifest.vcpus, 2u);
   EXPECT_EQ(s.manifest.seed, 7u);
   vmm::CpuProfile expected = vm.manifest().profile;
@@ -90,7 +90,8 @@ TEST(SnapshotDir, RefusesANonEmptyDirectoryAndBadUrls) {
   const std::string dir = temp_dir("snap-busy");
   fs::create_directories(dir);
   std::ofstream(dir + "/precious") << "x";
-  EXPECT_EQ(vmm::write_snapshot_dir(dir, vm), "snapshot directory " + dir + " exists and is not empty");
+  EXPECT_EQ(vmm::write_snapshot_dir(dir, vm),
+            "snapshot directory " + dir + " exists and is not empty");
   EXPECT_EQ(vmm::file_url_path("file:///tmp/s"), "/tmp/s");
   EXPECT_EQ(vmm::file_url_path("file://relative"), std::nullopt);
   EXPECT_EQ(vmm::file_url_path("/tmp/s"), std::nullopt);
@@ -113,13 +114,15 @@ TEST(SnapshotDir, EveryDamageIsRefusedWithItsReason) {
   EXPECT_NE(damaged("state", [&](const std::string& d) { flip(d + "/state.bin", 30); })
                 .find("state.bin fails its checksum (corrupted)"),
             std::string::npos);
-  EXPECT_NE(damaged("short", [&](const std::string& d) { fs::resize_file(d + "/memory.bin", 4096); })
-                .find("memory.bin is 4096 bytes, the manifest says 8388608 (truncated or replaced)"),
-            std::string::npos);
+  EXPECT_NE(
+      damaged("short", [&](const std::string& d) { fs::resize_file(d + "/memory.bin", 4096); })
+          .find("memory.bin is 4096 bytes, the manifest says 8388608 (truncated or replaced)"),
+      std::string::npos);
   EXPECT_NE(damaged("nomanifest", [&](const std::string& d) { fs::remove(d + "/manifest.json"); })
                 .find("is not a pmuvm snapshot"),
             std::string::npos);
-  auto edit_manifest = [&](const std::string& name, const std::string& from, const std::string& to) {
+  auto edit_manifest = [&](const std::string& name, const std::string& from,
+                           const std::string& to) {
     return damaged(name, [&](const std::string& d) {
       std::ifstream in(d + "/manifest.json");
       std::string m((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

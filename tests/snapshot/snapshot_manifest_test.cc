@@ -28,7 +28,7 @@ std::string error_with(const std::string& from, const std::string& to) {
   if (at == std::string::npos) return "(not found)";
   text.replace(at, from.size(), to);
   auto parsed = parse_manifest(text);
-  return std::holds_alternative<std::string>(parsed) ? std::get<std::string>(parsed) : "";
+  return !parsed.ok() ? parsed.error().message : "";
 }
 
 TEST(SnapshotManifest, TheGoldenManifestReads) { EXPECT_EQ(error_with("{", "{"), ""); }

@@ -144,7 +144,8 @@ TEST(StateArchive, BranchPredictorContinuesIdentically) {
     const BranchKind k = kinds[g() % 4];
     const uint64_t rip = 0x400000 + (g() % 64) * 16;
     const uint64_t next = g() & 1 ? rip + 2 : 0x500000 + (g() % 8) * 64;
-    return p.resolve(k, k == BranchKind::kConditional || k == BranchKind::kCall, rip, rip + 2, next);
+    return p.resolve(k, k == BranchKind::kConditional || k == BranchKind::kCall, rip, rip + 2,
+                     next);
   };
   for (int i = 0; i < 300; ++i) one(original, rng());
   StateWriter w;
@@ -169,30 +170,28 @@ TEST(StateSections, RoundTripAndChecks) {
   s.add("report", {});
   const std::vector<std::byte> bytes = s.serialize();
   auto parsed = vmm::StateSections::parse(bytes);
-  ASSERT_TRUE(std::holds_alternative<vmm::StateSections>(parsed));
-  EXPECT_EQ(std::get<vmm::StateSections>(parsed).all(), s.all());
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed.value().all(), s.all());
 
   // Every single corrupted byte is found (magic, version, lengths, CRC or content).
   for (size_t i = 0; i < bytes.size(); ++i) {
     std::vector<std::byte> bad = bytes;
     bad[i] ^= std::byte{0x10};
-    EXPECT_TRUE(std::holds_alternative<std::string>(vmm::StateSections::parse(bad))) << i;
+    EXPECT_TRUE(!(vmm::StateSections::parse(bad)).ok()) << i;
   }
   for (size_t n = 0; n < bytes.size(); ++n)
-    EXPECT_TRUE(std::holds_alternative<std::string>(
-        vmm::StateSections::parse(std::span<const std::byte>(bytes).first(n))))
-        << n;
+    EXPECT_TRUE(!(vmm::StateSections::parse(std::span<const std::byte>(bytes).first(n))).ok()) << n;
   std::vector<std::byte> longer = bytes;
   longer.push_back(std::byte{0});
-  EXPECT_EQ(std::get<std::string>(vmm::StateSections::parse(longer)),
+  EXPECT_EQ((vmm::StateSections::parse(longer)).error().message,
             "state container has bytes after its last section");
   std::vector<std::byte> corrupt = bytes;
   corrupt.back() ^= std::byte{1};  // inside "vcpu0.kvm" (sections are in name order)
-  EXPECT_EQ(std::get<std::string>(vmm::StateSections::parse(corrupt)),
+  EXPECT_EQ((vmm::StateSections::parse(corrupt)).error().message,
             "section vcpu0.kvm fails its CRC-32 check (corrupted)");
   std::vector<std::byte> version = bytes;
   version[8] = std::byte{9};
-  EXPECT_EQ(std::get<std::string>(vmm::StateSections::parse(version)),
+  EXPECT_EQ((vmm::StateSections::parse(version)).error().message,
             "state container format version 9 (this pmuvm reads " +
                 std::to_string(vmm::kSnapshotFormatVersion) + ")");
 }
@@ -204,21 +203,20 @@ TEST(StateSections, ComponentSectionsCarryTheirVersion) {
   s.add_component("devices.cmos", 3, {std::byte{0xAA}, std::byte{0xBB}});
   s.add("short", {std::byte{1}});
   const auto back = vmm::StateSections::parse(s.serialize());
-  ASSERT_TRUE(std::holds_alternative<vmm::StateSections>(back));
-  const vmm::StateSections& r = std::get<vmm::StateSections>(back);
+  ASSERT_TRUE(back.ok());
+  const vmm::StateSections& r = back.value();
   EXPECT_EQ(*r.find("devices.cmos"),
             (std::vector<std::byte>{std::byte{3}, std::byte{0}, std::byte{0xAA}, std::byte{0xBB}}));
   auto ok = r.component("devices.cmos", 3);
-  ASSERT_TRUE(std::holds_alternative<std::span<const std::byte>>(ok));
-  const auto archive = std::get<std::span<const std::byte>>(ok);
+  ASSERT_TRUE(ok.ok());
+  const auto archive = ok.value();
   EXPECT_EQ(std::vector<std::byte>(archive.begin(), archive.end()),
             (std::vector<std::byte>{std::byte{0xAA}, std::byte{0xBB}}));
-  EXPECT_EQ(std::get<std::string>(r.component("devices.cmos", 4)),
+  EXPECT_EQ((r.component("devices.cmos", 4)).error().message,
             "the snapshot's devices.cmos state is version 3 (this pmuvm reads version 4)");
-  EXPECT_EQ(std::get<std::string>(r.component("devices.serial", 1)),
+  EXPECT_EQ((r.component("devices.serial", 1)).error().message,
             "the snapshot has no devices.serial state");
-  EXPECT_EQ(std::get<std::string>(r.component("short", 1)),
-            "the snapshot's short state has no version");
+  EXPECT_EQ((r.component("short", 1)).error().message, "the snapshot's short state has no version");
 }
 
 TEST(CpuidBitsMissing, NamesEachRegisterThatLacksBits) {

@@ -17,10 +17,10 @@ void put_le(std::vector<uint8_t>& b, size_t off, T v) {
 
 inline std::vector<uint8_t> make_bzimage(uint16_t protocol = 0x020F, size_t payload = 64 * 1024) {
   std::vector<uint8_t> b(5 * 512 + payload, 0);
-  b[0x1F1] = 4;                            // setup_sects
-  put_le<uint16_t>(b, 0x1FE, 0xAA55);      // boot_flag
-  b[0x200] = 0xEB;                         // jmp
-  b[0x201] = 0x6A;                         // header ends at 0x202 + 0x6A = 0x26C
+  b[0x1F1] = 4;                        // setup_sects
+  put_le<uint16_t>(b, 0x1FE, 0xAA55);  // boot_flag
+  b[0x200] = 0xEB;                     // jmp
+  b[0x201] = 0x6A;                     // header ends at 0x202 + 0x6A = 0x26C
   std::memcpy(b.data() + 0x202, "HdrS", 4);
   put_le<uint16_t>(b, 0x206, protocol);    // version
   b[0x211] = 0x01;                         // loadflags: LOADED_HIGH

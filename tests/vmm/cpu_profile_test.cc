@@ -48,9 +48,7 @@ std::string TempDir() {
   return d ? d : "/tmp";
 }
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 // ---- the shipped profiles ------------------------------------------------------------------
 
@@ -154,17 +152,17 @@ TEST(ShippedProfiles, IntelNetburst) {
 // events over all processors in the migration set".
 TEST(Baseline, AmdLwpAndLiteIsTheAndOfBitsAndMinOfCounts) {
   const CpuProfile b = Builtin("amd-lwp-baseline");
-  pmu::lwp::Capabilities want;  // amd-lwp AND amd-lwp-lite, written out field by field
-  want.available = true;               // both
-  want.interrupt = false;              // lite has none
-  want.instructions_retired = true;    // both
-  want.branches_retired = false;       // lite lacks BRE
-  want.dcache_misses = false;          // lite lacks DME
-  want.max_events = 1;                 // min(3, 1)
-  want.cache_max_bits = 10;            // min(10, 10)
-  want.data_address = false;           // lite: false
-  want.cache_level_filter = false;     // lite: false
-  want.cache_latency_filter = false;   // lite: false
+  pmu::lwp::Capabilities want;        // amd-lwp AND amd-lwp-lite, written out field by field
+  want.available = true;              // both
+  want.interrupt = false;             // lite has none
+  want.instructions_retired = true;   // both
+  want.branches_retired = false;      // lite lacks BRE
+  want.dcache_misses = false;         // lite lacks DME
+  want.max_events = 1;                // min(3, 1)
+  want.cache_max_bits = 10;           // min(10, 10)
+  want.data_address = false;          // lite: false
+  want.cache_level_filter = false;    // lite: false
+  want.cache_latency_filter = false;  // lite: false
   want.version = 1;
   EXPECT_EQ(b.lwp, want);
   EXPECT_EQ(b.lwp_enable_policy, msr0::kEnabled | msr0::kIre);  // (EN|IRE|BRE|DME|INT) & (EN|IRE)
@@ -179,10 +177,10 @@ TEST(Baseline, AmdLwpAndLiteIsTheAndOfBitsAndMinOfCounts) {
 }
 
 TEST(Baseline, MemberOrderChangesIdentityNotCapabilities) {
-  ProfileResult r = parse_profile(
-      Lines({"{", "  \"name\": \"rev\",", "  \"description\": \"d\",",
-             "  \"baseline_of\": [\"amd-lwp-lite\", \"amd-lwp\"]", "}"}),
-      "rev.json");
+  ProfileResult r =
+      parse_profile(Lines({"{", "  \"name\": \"rev\",", "  \"description\": \"d\",",
+                           "  \"baseline_of\": [\"amd-lwp-lite\", \"amd-lwp\"]", "}"}),
+                    "rev.json");
   ASSERT_TRUE(r.ok()) << r.error;
   const CpuProfile forward = Builtin("amd-lwp-baseline");
   EXPECT_EQ(r.profile->lwp, forward.lwp);
@@ -191,10 +189,10 @@ TEST(Baseline, MemberOrderChangesIdentityNotCapabilities) {
 }
 
 TEST(Baseline, WithANonLwpMemberHasNoLwpAndNoNetburst) {
-  ProfileResult r = parse_profile(
-      Lines({"{", "  \"name\": \"mix\",", "  \"description\": \"d\",",
-             "  \"baseline_of\": [\"amd-lwp\", \"intel-netburst\"]", "}"}),
-      "mix.json");
+  ProfileResult r =
+      parse_profile(Lines({"{", "  \"name\": \"mix\",", "  \"description\": \"d\",",
+                           "  \"baseline_of\": [\"amd-lwp\", \"intel-netburst\"]", "}"}),
+                    "mix.json");
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_FALSE(r.profile->lwp.available);
   EXPECT_EQ(r.profile->lwp_enable_policy, 0u);
@@ -375,7 +373,8 @@ TEST(Errors, OutOfRangeInTheShippedFileLayout) {
   const std::string from = "\"max_events\": 3";
   ASSERT_NE(text.find(from), std::string::npos);
   text.replace(text.find(from), from.size(), "\"max_events\": 40");
-  EXPECT_EQ(ErrorOf(text, "amd-lwp.json"), "amd-lwp.json:26:5: lwp.max_events must be 1..26, got 40");
+  EXPECT_EQ(ErrorOf(text, "amd-lwp.json"),
+            "amd-lwp.json:26:5: lwp.max_events must be 1..26, got 40");
 }
 
 TEST(Errors, OutOfRangeNegativeAndHexRanges) {
@@ -421,24 +420,24 @@ TEST(Errors, ProfileFailingLwpValidate) {
 
 TEST(Errors, EnablePolicyAskingForAMissingFeature) {
   // Line 10: `    "enable_policy": ["EN", "IRE", "INT"]`, "INT" at column 36.
-  EXPECT_EQ(ErrorOf(ProfileWith({"  \"lwp\": {", "    \"events\": [\"IRE\"],",
-                                 "    \"max_events\": 1,",
-                                 "    \"enable_policy\": [\"EN\", \"IRE\", \"INT\"]", "  },"})),
-            "t.json:10:36: lwp.enable_policy[2]: the policy enables INT but the profile does not "
-            "offer it (needs lwp.interrupt: true); LWPMSR0 would #GP");
+  EXPECT_EQ(
+      ErrorOf(ProfileWith({"  \"lwp\": {", "    \"events\": [\"IRE\"],", "    \"max_events\": 1,",
+                           "    \"enable_policy\": [\"EN\", \"IRE\", \"INT\"]", "  },"})),
+      "t.json:10:36: lwp.enable_policy[2]: the policy enables INT but the profile does not "
+      "offer it (needs lwp.interrupt: true); LWPMSR0 would #GP");
   // Line 10: `    "enable_policy": ["EN", "BRE"]`, "BRE" at column 29.
-  EXPECT_THAT(ErrorOf(ProfileWith({"  \"lwp\": {", "    \"events\": [\"IRE\"],",
-                                   "    \"max_events\": 1,", "    \"enable_policy\": [\"EN\", \"BRE\"]",
-                                   "  },"})),
-              StartsWith("t.json:10:29: lwp.enable_policy[1]: the policy enables BRE but the "
-                         "profile does not offer it (needs \"BRE\" in lwp.events)"));
+  EXPECT_THAT(
+      ErrorOf(ProfileWith({"  \"lwp\": {", "    \"events\": [\"IRE\"],", "    \"max_events\": 1,",
+                           "    \"enable_policy\": [\"EN\", \"BRE\"]", "  },"})),
+      StartsWith("t.json:10:29: lwp.enable_policy[1]: the policy enables BRE but the "
+                 "profile does not offer it (needs \"BRE\" in lwp.events)"));
 }
 
 TEST(Errors, EnablePolicyWithoutEn) {
-  EXPECT_THAT(ErrorOf(ProfileWith({"  \"lwp\": {", "    \"events\": [\"IRE\"],",
-                                   "    \"max_events\": 1,", "    \"enable_policy\": [\"IRE\"]",
-                                   "  },"})),
-              StartsWith("t.json:10:5: lwp.enable_policy enables features without EN"));
+  EXPECT_THAT(
+      ErrorOf(ProfileWith({"  \"lwp\": {", "    \"events\": [\"IRE\"],", "    \"max_events\": 1,",
+                           "    \"enable_policy\": [\"IRE\"]", "  },"})),
+      StartsWith("t.json:10:5: lwp.enable_policy enables features without EN"));
 }
 
 TEST(Errors, UnavailableLwpWithOtherFields) {
@@ -472,8 +471,8 @@ TEST(Errors, FeatureOrLeafBeyondTheMaxLeaf) {
 }
 
 TEST(Parse, MaxLeavesDefaultToWhatTheProfileDefines) {
-  ProfileResult r = parse_profile(ProfileWith({"  \"features\": [\"fpu\", \"bmi1\", \"lm\"],"}),
-                                  "t.json");
+  ProfileResult r =
+      parse_profile(ProfileWith({"  \"features\": [\"fpu\", \"bmi1\", \"lm\"],"}), "t.json");
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.profile->max_basic_leaf, 7u);
   EXPECT_EQ(r.profile->max_extended_leaf, 0x80000004u);
@@ -489,9 +488,10 @@ TEST(Errors, OverrideSetAndClearOverlapAndBadRegister) {
   EXPECT_EQ(ErrorOf(ProfileWith({"  \"cpuid_overrides\": [{\"leaf\": 1, \"register\": \"edx\", "
                                  "\"set\": \"0x10\", \"clear\": \"0x30\"}],"})),
             "t.json:7:23: cpuid_overrides[0] sets and clears the same bits 0x10");
-  EXPECT_EQ(ErrorOf(ProfileWith({"  \"cpuid_overrides\": [{\"leaf\": 1, \"register\": \"rdx\"}],"})),
-            "t.json:7:35: cpuid_overrides[0].register must be one of eax, ebx, ecx, edx, got "
-            "\"rdx\"");
+  EXPECT_EQ(
+      ErrorOf(ProfileWith({"  \"cpuid_overrides\": [{\"leaf\": 1, \"register\": \"rdx\"}],"})),
+      "t.json:7:35: cpuid_overrides[0].register must be one of eax, ebx, ecx, edx, got "
+      "\"rdx\"");
 }
 
 TEST(Errors, CacheGeometry) {
@@ -500,13 +500,15 @@ TEST(Errors, CacheGeometry) {
                   "  \"vendor\": \"AuthenticAMD\",", "  \"family\": \"0x15\",", "  \"model\": 1,",
                   "  \"cache\": {", l1d, l2, "    \"dram_latency_cycles\": 200", "  }", "}"});
   };
-  EXPECT_EQ(ErrorOf(with_cache("    \"l1d\": {\"size_kib\": 24, \"ways\": 4, \"latency_cycles\": 4},",
-                               "    \"l2\": {\"size_kib\": 1024, \"ways\": 16, \"latency_cycles\": 20},")),
+  EXPECT_EQ(ErrorOf(with_cache(
+                "    \"l1d\": {\"size_kib\": 24, \"ways\": 4, \"latency_cycles\": 4},",
+                "    \"l2\": {\"size_kib\": 1024, \"ways\": 16, \"latency_cycles\": 20},")),
             "t.json:8:5: cache.l1d: 24 KiB in 4 ways of 64-byte lines is not a power-of-two "
             "number of sets");
-  EXPECT_EQ(ErrorOf(with_cache("    \"l1d\": {\"size_kib\": 16, \"ways\": 4, \"latency_cycles\": 4},",
-                               "    \"l2\": {\"size_kib\": 1024, \"ways\": 16, \"latency_cycles\": 3},")),
-            "t.json:9:42: cache.l2.latency_cycles (3) must exceed cache.l1d.latency_cycles (4)");
+  EXPECT_EQ(
+      ErrorOf(with_cache("    \"l1d\": {\"size_kib\": 16, \"ways\": 4, \"latency_cycles\": 4},",
+                         "    \"l2\": {\"size_kib\": 1024, \"ways\": 16, \"latency_cycles\": 3},")),
+      "t.json:9:42: cache.l2.latency_cycles (3) must exceed cache.l1d.latency_cycles (4)");
   // The model keeps 16 bytes per line of every level, per vCPU: at most 2^22 lines (256 MiB of
   // cache in 64-byte lines), so a profile (a crafted one in a snapshot too) cannot make each
   // vCPU allocate gigabytes: a 256 MiB L2 with its L1D is over, a 128 MiB one reads.
@@ -528,10 +530,10 @@ TEST(Errors, CacheGeometry) {
 }
 
 TEST(Errors, KeysNextToBaselineOf) {
-  EXPECT_THAT(ErrorOf(Lines({"{", "  \"name\": \"b\",", "  \"description\": \"d\",",
-                             "  \"vendor\": \"GenuineIntel\",", "  \"baseline_of\": [\"amd-lwp\"]",
-                             "}"})),
-              StartsWith("t.json:4:3: vendor is not allowed next to baseline_of"));
+  EXPECT_THAT(
+      ErrorOf(Lines({"{", "  \"name\": \"b\",", "  \"description\": \"d\",",
+                     "  \"vendor\": \"GenuineIntel\",", "  \"baseline_of\": [\"amd-lwp\"]", "}"})),
+      StartsWith("t.json:4:3: vendor is not allowed next to baseline_of"));
 }
 
 TEST(Errors, UnknownBaselineMember) {
@@ -591,13 +593,14 @@ TEST(Errors, UnreadableFileAndUnknownBuiltin) {
 // destination's files: its baseline_of may name shipped profiles only. (A FIFO named there made
 // `restore` hang; /dev/zero would be read without end.)
 TEST(CpuProfile, EmbeddedProfilesNeverOpenFiles) {
-  const std::string crafted = R"({"name": "x", "description": "d", "baseline_of": ["amd-lwp", "/dev/zero"]})";
+  const std::string crafted =
+      R"({"name": "x", "description": "d", "baseline_of": ["amd-lwp", "/dev/zero"]})";
   const ProfileResult r = parse_embedded_profile(crafted, "the snapshot's CPU profile");
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error, HasSubstr("baseline_of[1]: a profile inside a snapshot or migration stream "
                                  "names no files ('/dev/zero')"));
-  const ProfileResult named =
-      parse_embedded_profile(R"({"name": "x", "description": "d", "baseline_of": ["amd-lwp", "amd-lwp-lite"]})", "s");
+  const ProfileResult named = parse_embedded_profile(
+      R"({"name": "x", "description": "d", "baseline_of": ["amd-lwp", "amd-lwp-lite"]})", "s");
   EXPECT_TRUE(named.ok()) << named.error;
 }
 

@@ -166,9 +166,9 @@ TEST(CpuidTable, EveryShippedProfileIsTheSameOnARichAndAPoorHost) {
     EXPECT_EQ(dropped_features, expected_dropped);
     std::vector<CpuidEntry> expected = WithoutFeatures(defined, poor.dropped);
     if (p.address_sizes && p.address_sizes->physical > 40) {
-      EXPECT_THAT(poor.dropped, ::testing::Contains("address_sizes.physical " +
-                                                    std::to_string(p.address_sizes->physical) +
-                                                    " -> 40"));
+      EXPECT_THAT(poor.dropped,
+                  ::testing::Contains("address_sizes.physical " +
+                                      std::to_string(p.address_sizes->physical) + " -> 40"));
       for (CpuidEntry& e : expected)
         if (e.function == 0x80000008) e.eax = (e.eax & ~0xFFu) | 40;
     }
@@ -181,11 +181,15 @@ TEST(CpuidTable, NoHostOnlyBitOrLeafReachesTheGuest) {
     SCOPED_TRACE(name);
     const CpuProfile p = Builtin(name);
     const std::vector<CpuidEntry> t = Table(name, RichHost());
-    for (const auto& [leaf, r] : std::vector<std::pair<uint32_t, CpuidRegister>>{
-             {1, CpuidRegister::kEcx}, {1, CpuidRegister::kEdx}, {7, CpuidRegister::kEbx},
-             {7, CpuidRegister::kEcx}, {7, CpuidRegister::kEdx},
-             {0x80000001, CpuidRegister::kEcx}, {0x80000001, CpuidRegister::kEdx},
-             {0x80000007, CpuidRegister::kEdx}}) {
+    for (const auto& [leaf, r] :
+         std::vector<std::pair<uint32_t, CpuidRegister>>{{1, CpuidRegister::kEcx},
+                                                         {1, CpuidRegister::kEdx},
+                                                         {7, CpuidRegister::kEbx},
+                                                         {7, CpuidRegister::kEcx},
+                                                         {7, CpuidRegister::kEdx},
+                                                         {0x80000001, CpuidRegister::kEcx},
+                                                         {0x80000001, CpuidRegister::kEdx},
+                                                         {0x80000007, CpuidRegister::kEdx}}) {
       const CpuidEntry* e = find_cpuid_entry(t, leaf, 0);
       if (e == nullptr) continue;
       uint32_t allowed = ProfileBits(p, leaf, r);
@@ -218,7 +222,7 @@ TEST(CpuidTable, NoHostOnlyBitOrLeafReachesTheGuest) {
 TEST(CpuidTable, IntelNetburstIsAPrescottWithTheP4Pmu) {
   for (const auto& host : {RichHost(), PoorHost()}) {
     const auto t = Table("intel-netburst", host);
-    EXPECT_EQ(At(t, 0).eax, 0x5u);  // below 0xA: no architectural perfmon, Linux takes p4.c
+    EXPECT_EQ(At(t, 0).eax, 0x5u);         // below 0xA: no architectural perfmon, Linux takes p4.c
     EXPECT_EQ(At(t, 1).eax, 0x00000F43u);  // family 0xF model 4 stepping 3
     EXPECT_EQ(find_cpuid_entry(t, 0xA), nullptr);
     const uint32_t edx = At(t, 1).edx;
@@ -235,8 +239,10 @@ TEST(CpuidTable, IntelNetburstIsAPrescottWithTheP4Pmu) {
   // Caches from the profile: CPUID 2 descriptors 0x60 (16 KiB 8-way L1D), 0x7D (2 MiB 8-way L2),
   // 0x40 (no L3); CPUID 4 L1D and L2, then the null subleaf.
   EXPECT_EQ(At(t, 2), (CpuidEntry{2, 0, 0, 0x407D6001u, 0, 0, 0}));
-  EXPECT_EQ(At(t, 4, 0), (CpuidEntry{4, 0, kCpuidFlagSignificantIndex, 0x121, (7u << 22) | 63, 31, 0}));
-  EXPECT_EQ(At(t, 4, 1), (CpuidEntry{4, 1, kCpuidFlagSignificantIndex, 0x143, (7u << 22) | 63, 4095, 0}));
+  EXPECT_EQ(At(t, 4, 0),
+            (CpuidEntry{4, 0, kCpuidFlagSignificantIndex, 0x121, (7u << 22) | 63, 31, 0}));
+  EXPECT_EQ(At(t, 4, 1),
+            (CpuidEntry{4, 1, kCpuidFlagSignificantIndex, 0x143, (7u << 22) | 63, 4095, 0}));
   EXPECT_EQ(At(t, 4, 2), (CpuidEntry{4, 2, kCpuidFlagSignificantIndex, 0, 0, 0, 0}));
   EXPECT_EQ(At(t, 0x80000006).ecx, (2048u << 16) | (0x6u << 12) | 64);
 }

@@ -46,7 +46,8 @@ TEST(ExitHistory, EachExitKindNamesWhatItWasFor) {
   h.record(run);
   run.exit_reason = KVM_EXIT_SHUTDOWN;
   h.record(run);
-  const std::string tail = " cpl 3 rip=0x400123 rsp=0x7ffffff0 rflags=0x346 cr3=0x61e000 cr2=0xdead000";
+  const std::string tail =
+      " cpl 3 rip=0x400123 rsp=0x7ffffff0 rflags=0x346 cr3=0x61e000 cr2=0xdead000";
   EXPECT_EQ(lines_of(h.describe()), (std::vector<std::string>{
                                         "  exit 0: io(0x3f8)" + tail,
                                         "  exit 1: wrmsr(0xc0000106)" + tail,

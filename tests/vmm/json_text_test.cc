@@ -44,16 +44,40 @@ class TextBuilder {
 
 TEST(JsonText, LocatesEveryKeyAndElementWhereItStarts) {
   TextBuilder b;
-  b.raw("\xEF\xBB\xBF").at("", "{").raw("\n  ").at("n", "\"n\"").raw(": ").raw("-12,\n  ")
-      .at("s\"q", "\"s\\\"q\"").raw(":\"v\\u00e9\",")
-      .at("bs\\", "\"bs\\\\\"").raw(":\"x\\\\\",")
-      .at("list", "\"list\"").raw(": [").at("list[0]", "1e2").raw(",\t").at("list[1]", "{")
-      .at("list[1].deep", "\"deep\"").raw(": [").at("list[1].deep[0]", "null").raw(", ")
-      .at("list[1].deep[1]", "[").at("list[1].deep[1][0]", "false").raw(",")
-      .at("list[1].deep[1][1]", "true").raw(",").at("list[1].deep[1][2]", "\"a\\\"\"").raw(",")
-      .at("list[1].deep[1][3]", "-0.5E+3").raw("]]},\r\n   ")
-      .at("list[2]", "\"x\"").raw(",").at("list[3]", "7").raw("],\n")
-      .at("u", "\"\\u0075\"").raw(": {}\n}\n");
+  b.raw("\xEF\xBB\xBF")
+      .at("", "{")
+      .raw("\n  ")
+      .at("n", "\"n\"")
+      .raw(": ")
+      .raw("-12,\n  ")
+      .at("s\"q", "\"s\\\"q\"")
+      .raw(":\"v\\u00e9\",")
+      .at("bs\\", "\"bs\\\\\"")
+      .raw(":\"x\\\\\",")
+      .at("list", "\"list\"")
+      .raw(": [")
+      .at("list[0]", "1e2")
+      .raw(",\t")
+      .at("list[1]", "{")
+      .at("list[1].deep", "\"deep\"")
+      .raw(": [")
+      .at("list[1].deep[0]", "null")
+      .raw(", ")
+      .at("list[1].deep[1]", "[")
+      .at("list[1].deep[1][0]", "false")
+      .raw(",")
+      .at("list[1].deep[1][1]", "true")
+      .raw(",")
+      .at("list[1].deep[1][2]", "\"a\\\"\"")
+      .raw(",")
+      .at("list[1].deep[1][3]", "-0.5E+3")
+      .raw("]]},\r\n   ")
+      .at("list[2]", "\"x\"")
+      .raw(",")
+      .at("list[3]", "7")
+      .raw("],\n")
+      .at("u", "\"\\u0075\"")
+      .raw(": {}\n}\n");
   auto read = read_json_text(b.text(), kLimits);
   ASSERT_TRUE(std::holds_alternative<nlohmann::json>(read)) << Error(b.text());
   EXPECT_EQ(std::get<nlohmann::json>(read), nlohmann::json::parse(b.text()));
@@ -81,8 +105,7 @@ TEST(JsonText, FirstKeyIsInTextOrderNotSortedOrder) {
   EXPECT_EQ(first_json_key(text, "o", not_b), "z");
   EXPECT_EQ(first_json_key(text, "o.a", not_b), "y");
   EXPECT_EQ(first_json_key(text, "", [](const std::string& k) { return k == "y"; }), "y");
-  EXPECT_EQ(first_json_key(text, "o", [](const std::string& k) { return k == "q"; }),
-            std::nullopt);
+  EXPECT_EQ(first_json_key(text, "o", [](const std::string& k) { return k == "q"; }), std::nullopt);
 }
 
 TEST(JsonText, DuplicateKeysAreErrorsAtTheSecondKey) {
@@ -110,16 +133,21 @@ TEST(JsonText, DepthAndSizeAreBounded) {
 // The reason is nlohmann's; the position, the byte where its parser stopped (the last it read).
 TEST(JsonText, SyntaxErrorsPointWhereTheParserStopped) {
   const std::pair<std::string, std::string> cases[] = {
-      {"", "1:1: JSON syntax error while parsing value - unexpected end of input; expected '[', "
-           "'{', or a literal"},
-      {"{\"a\": 1,}", "1:9: JSON syntax error while parsing object key - unexpected '}'; "
-                      "expected string literal"},
-      {"[1,\n 2 3]", "2:4: JSON syntax error while parsing array - unexpected number literal; "
-                     "expected ']'"},
-      {"{\"a\": \"x}", "1:10: JSON syntax error while parsing value - invalid string: missing "
-                       "closing quote; last read: '\"x}'"},
-      {"{} []", "1:4: JSON syntax error while parsing value - unexpected '['; expected end of "
-                "input"},
+      {"",
+       "1:1: JSON syntax error while parsing value - unexpected end of input; expected '[', "
+       "'{', or a literal"},
+      {"{\"a\": 1,}",
+       "1:9: JSON syntax error while parsing object key - unexpected '}'; "
+       "expected string literal"},
+      {"[1,\n 2 3]",
+       "2:4: JSON syntax error while parsing array - unexpected number literal; "
+       "expected ']'"},
+      {"{\"a\": \"x}",
+       "1:10: JSON syntax error while parsing value - invalid string: missing "
+       "closing quote; last read: '\"x}'"},
+      {"{} []",
+       "1:4: JSON syntax error while parsing value - unexpected '['; expected end of "
+       "input"},
       {"[1e99999]", "1:8: JSON number overflow parsing '1e99999'"},
   };
   for (const auto& [text, want] : cases) {

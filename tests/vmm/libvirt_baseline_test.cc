@@ -170,8 +170,9 @@ TEST(LibvirtCrossCheck, ADifferenceIsNamed) {
   wrong.features.erase(std::find(wrong.features.begin(), wrong.features.end(), "sse4_2"));
   wrong.features.push_back("avx2");
   const LibvirtCrossCheck c = cross_check_with_libvirt(members, wrong);
-  EXPECT_EQ(c.error, "libvirt virConnectBaselineCPU disagrees with the baseline's x86 features: "
-                     "only ours: avx2; only libvirt's: sse4_2");
+  EXPECT_EQ(c.error,
+            "libvirt virConnectBaselineCPU disagrees with the baseline's x86 features: "
+            "only ours: avx2; only libvirt's: sse4_2");
   EXPECT_EQ(c.only_ours, (std::vector<std::string>{"avx2"}));
   EXPECT_EQ(c.only_libvirt, (std::vector<std::string>{"sse4_2"}));
 }
@@ -188,8 +189,9 @@ TEST(LibvirtCrossCheck, LibvirtNeedsAModelForFeaturesAlone) {
   virSetErrorFunc(nullptr, [](void*, virErrorPtr) {});
   virConnectPtr conn = virConnectOpen("test:///default");
   ASSERT_NE(conn, nullptr) << virGetLastErrorMessage();
-  const char* cpu = "<cpu><arch>x86_64</arch><vendor>AMD</vendor><feature name='fpu'/>"
-                    "<feature name='lwp'/></cpu>";
+  const char* cpu =
+      "<cpu><arch>x86_64</arch><vendor>AMD</vendor><feature name='fpu'/>"
+      "<feature name='lwp'/></cpu>";
   const char* xmls[] = {cpu, cpu};
   char* answer = virConnectBaselineCPU(conn, xmls, 2, VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES);
   EXPECT_EQ(answer, nullptr) << answer;

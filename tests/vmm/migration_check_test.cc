@@ -47,14 +47,14 @@ const Reasons kFullLwpOnLiteLwp = {
 // The AMD profiles' x86 features that the Pentium 4 profile lacks (SSSE3 and later, AMD's own
 // extensions, the 1 GiB pages and RDTSCP), in the AMD profiles' order.
 const Reasons kAmdFeaturesOnNetburst = {
-    "CPUID feature pclmulqdq missing", "CPUID feature ssse3 missing",
-    "CPUID feature sse4_1 missing",    "CPUID feature sse4_2 missing",
-    "CPUID feature popcnt missing",    "CPUID feature aes missing",
-    "CPUID feature lahf_lm missing",   "CPUID feature cr8_legacy missing",
-    "CPUID feature abm missing",       "CPUID feature sse4a missing",
+    "CPUID feature pclmulqdq missing",   "CPUID feature ssse3 missing",
+    "CPUID feature sse4_1 missing",      "CPUID feature sse4_2 missing",
+    "CPUID feature popcnt missing",      "CPUID feature aes missing",
+    "CPUID feature lahf_lm missing",     "CPUID feature cr8_legacy missing",
+    "CPUID feature abm missing",         "CPUID feature sse4a missing",
     "CPUID feature misalignsse missing", "CPUID feature 3dnowprefetch missing",
-    "CPUID feature mmxext missing",    "CPUID feature fxsr_opt missing",
-    "CPUID feature pdpe1gb missing",   "CPUID feature rdtscp missing",
+    "CPUID feature mmxext missing",      "CPUID feature fxsr_opt missing",
+    "CPUID feature pdpe1gb missing",     "CPUID feature rdtscp missing",
 };
 
 Reasons Concat(std::initializer_list<Reasons> parts) {
@@ -76,8 +76,7 @@ Reasons AmdOnNetburst(const char* model) {
 // the AMD profiles leave out) and the NetBurst PMU. Addresses: AMD's 48 bits cover its 36.
 Reasons NetburstOnAmd(const char* model) {
   return {"vendor GenuineIntel != AuthenticAMD", "family 0xf != 0x15",
-          std::string("model 0x4 != ") + model, "CPUID feature ss missing",
-          "NetBurst PMU missing"};
+          std::string("model 0x4 != ") + model, "CPUID feature ss missing", "NetBurst PMU missing"};
 }
 
 TEST(MigrationCheck, EveryOrderedPairOfTheMigrationSet) {
@@ -163,8 +162,7 @@ TEST(MigrationCheck, EachMissingThingIsExactlyOneReason) {
        "address_sizes.linear 48 < 57"},
       {"LWP", [](CpuProfile& d) { d.lwp = {}; }, "LWP missing"},
       {"LWP version", [](CpuProfile& d) { d.lwp.version = 2; }, "LWP version 1 != 2"},
-      {"IRE", [](CpuProfile& d) { d.lwp.instructions_retired = false; },
-       "LWP feature IRE missing"},
+      {"IRE", [](CpuProfile& d) { d.lwp.instructions_retired = false; }, "LWP feature IRE missing"},
       {"BRE", [](CpuProfile& d) { d.lwp.branches_retired = false; }, "LWP feature BRE missing"},
       {"DME", [](CpuProfile& d) { d.lwp.dcache_misses = false; }, "LWP feature DME missing"},
       {"interrupt", [](CpuProfile& d) { d.lwp.interrupt = false; },

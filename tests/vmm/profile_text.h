@@ -22,12 +22,12 @@ inline constexpr int kFirstExtraLine = 7;
 
 inline std::string ProfileWith(std::initializer_list<std::string_view> extra) {
   std::string s = Lines({
-      "{",                             // 1
-      "  \"name\": \"t\",",            // 2
-      "  \"description\": \"test\",",  // 3
+      "{",                                // 1
+      "  \"name\": \"t\",",               // 2
+      "  \"description\": \"test\",",     // 3
       "  \"vendor\": \"AuthenticAMD\",",  // 4
-      "  \"family\": \"0x15\",",       // 5
-      "  \"model\": 1,",               // 6
+      "  \"family\": \"0x15\",",          // 5
+      "  \"model\": 1,",                  // 6
   });
   for (std::string_view l : extra) {
     s += l;

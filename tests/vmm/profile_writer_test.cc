@@ -80,9 +80,9 @@ TEST(ProfileWriter, WhatTheDefaultsWouldHideIsWrittenOut) {
   ExpectRoundTrip(Parsed(ProfileWith(
       {"  \"lwp\": {\"interrupt\": true, \"events\": [\"IRE\", \"BRE\"], \"max_events\": 2, "
        "\"cache_max_bits\": 12, \"enable_policy\": [\"EN\", \"BRE\"]},"})));
-  ExpectRoundTrip(Parsed(
-      ProfileWith({"  \"lwp\": {\"events\": [\"IRE\"], \"max_events\": 1, "
-                   "\"enable_policy\": []},"})));
+  ExpectRoundTrip(
+      Parsed(ProfileWith({"  \"lwp\": {\"events\": [\"IRE\"], \"max_events\": 1, "
+                          "\"enable_policy\": []},"})));
   ExpectRoundTrip(Parsed(ProfileWith(
       {"  \"cpuid_overrides\": [{\"leaf\": \"0x80000001\", \"register\": \"ecx\", \"set\": 4, "
        "\"note\": \"SVM \\\"on\\\"\"}, {\"leaf\": 7, \"subleaf\": 1, \"register\": \"eax\", "

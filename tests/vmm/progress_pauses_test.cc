@@ -36,8 +36,7 @@ TEST(ProgressPauses, SeveralTextsFireInTheOrderTheGuestPrintsThem) {
 TEST(ProgressPauses, TheNthCountedInstructionPauses) {
   ProgressPauses p({}, 5);
   for (int i = 1; i < 5; ++i) EXPECT_EQ(p.on_counted_instruction(), std::nullopt) << i;
-  EXPECT_EQ(p.on_counted_instruction(),
-            "5 instructions counted (--pause-at-instructions 5)");
+  EXPECT_EQ(p.on_counted_instruction(), "5 instructions counted (--pause-at-instructions 5)");
   EXPECT_EQ(p.on_counted_instruction(), std::nullopt);
 }
 
@@ -48,7 +47,8 @@ TEST(ProgressPauses, AResumedCountGoesOnFromTheSnapshot) {
   EXPECT_NE(p.on_counted_instruction(), std::nullopt);
   ProgressPauses past({}, 100);
   past.set_counted(500);  // already past the point: the next instruction pauses
-  EXPECT_EQ(past.on_counted_instruction(), "501 instructions counted (--pause-at-instructions 100)");
+  EXPECT_EQ(past.on_counted_instruction(),
+            "501 instructions counted (--pause-at-instructions 100)");
 }
 
 TEST(ProgressPauses, OnlyOneVcpuThreadTakesThePoint) {

@@ -11,13 +11,13 @@ using vmm::MsrValue;
 TEST(RestorableMsrs, OnlyListedNonParavirtualMsrsAreSet) {
   const std::vector<uint32_t> host_list = {0x10, 0x11, 0x174, 0xC0000082, 0x4B564D01, 0x40000001};
   const std::vector<MsrValue> saved = {
-      {0x10, 1},          // TSC: listed
-      {0xC0000082, 2},    // LSTAR: listed
-      {0x11, 3},          // kvm-clock wall clock: listed by KVM, but paravirtual
-      {0x4B564D01, 4},    // kvm-clock system time (new range): paravirtual
-      {0x40000001, 5},    // Hyper-V hypercall: paravirtual
-      {0xC0010015, 6},    // HWCR: not in this host's list
-      {0x3A, 7},          // FEATURE_CONTROL: not in the list
+      {0x10, 1},        // TSC: listed
+      {0xC0000082, 2},  // LSTAR: listed
+      {0x11, 3},        // kvm-clock wall clock: listed by KVM, but paravirtual
+      {0x4B564D01, 4},  // kvm-clock system time (new range): paravirtual
+      {0x40000001, 5},  // Hyper-V hypercall: paravirtual
+      {0xC0010015, 6},  // HWCR: not in this host's list
+      {0x3A, 7},        // FEATURE_CONTROL: not in the list
   };
   const vmm::MsrSelection s = vmm::restorable_msrs(saved, host_list);
   ASSERT_EQ(s.restore.size(), 2u);

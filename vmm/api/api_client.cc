@@ -37,13 +37,13 @@ std::string connect_failure_reason(const std::string& path, int connect_errno) {
 }
 
 // A connected socket, or the reason there is none.
-std::variant<int, std::string> connect_to(const std::string& path) {
+Result<int> connect_to(const std::string& path) {
   const UnixConnection c = connect_unix(path, kConnectTimeoutSeconds * 1000);
   if (c.fd >= 0) return c.fd;
   if (c.error == EAGAIN)
-    return "the server accepted no connection within " + std::to_string(kConnectTimeoutSeconds) +
-           " s";
-  return connect_failure_reason(path, c.error);
+    return Error::vmm("the server accepted no connection within " +
+                      std::to_string(kConnectTimeoutSeconds) + " s");
+  return Error::vmm(connect_failure_reason(path, c.error));
 }
 
 }  // namespace
@@ -58,8 +58,7 @@ ApiCallResult call_api(const std::string& socket_path, const std::string& verb,
   if (body && route->method == "GET") return failure(Outcome::kUsageError, verb + " takes no body");
   if (body) {
     auto parsed = parse_json_body(*body);
-    if (auto* reason = std::get_if<std::string>(&parsed))
-      return failure(Outcome::kUsageError, *reason);
+    if (auto* reason = parsed.error_message()) return failure(Outcome::kUsageError, *reason);
   }
   if (socket_path.size() > kMaxUnixSocketPath)
     return failure(Outcome::kNoResponse, "cannot connect to " + socket_path +
@@ -67,9 +66,9 @@ ApiCallResult call_api(const std::string& socket_path, const std::string& verb,
                                              std::to_string(kMaxUnixSocketPath) + " bytes");
 
   auto connected = connect_to(socket_path);
-  if (auto* reason = std::get_if<std::string>(&connected))
+  if (auto* reason = connected.error_message())
     return failure(Outcome::kNoResponse, "cannot connect to " + socket_path + ": " + *reason);
-  const int fd = std::get<int>(connected);
+  const int fd = connected.value();
   // What Cloud Hypervisor's clients send as the Host of a Unix socket.
   std::string request = std::string(route->method) + " " + route->path() +
                         " HTTP/1.1\r\nHost: localhost\r\nAccept: application/json\r\n";
@@ -80,20 +79,20 @@ ApiCallResult call_api(const std::string& socket_path, const std::string& verb,
   auto exchanged =
       exchange(fd, request, std::chrono::steady_clock::now() + timeout, kMaxAnswerBytes);
   ::close(fd);
-  if (auto* reason = std::get_if<std::string>(&exchanged))
+  if (auto* reason = exchanged.error_message())
     return failure(Outcome::kNoResponse, socket_path + ": no answer to " + verb + ": " + *reason);
-  HttpResponse& response = std::get<HttpResponse>(exchanged);
+  HttpResponse& response = exchanged.value();
 
   ApiCallResult r;
   r.outcome = Outcome::kResponse;
   r.status = response.status;
   if (!response.body.empty()) {
     auto parsed = parse_json_body(response.body);
-    if (std::holds_alternative<std::string>(parsed))
+    if (!parsed.ok())
       return failure(Outcome::kNoResponse, socket_path + ": the answer to " + verb +
                                                " is not JSON (HTTP " + std::to_string(r.status) +
                                                ")");
-    r.body = std::move(std::get<nlohmann::json>(parsed));
+    r.body = std::move(parsed).value();
   }
   if (r.status >= 300) {
     const nlohmann::json* error =

@@ -146,13 +146,12 @@ std::optional<Answer> ApiServer::Impl::screen(const HttpHead& head) {
     return refuse(404, "no endpoint " + head.path + " (endpoints: " +
                            std::string(ApiRoute::kPathPrefix) + "{" + route_names() + "})");
   if (head.method != route->method)
-    return refuse(405,
-                  std::string(route->name) + " takes " + std::string(route->method) + ", not " +
-                      head.method,
-                  {{"Allow", std::string(route->method)}});
+    return refuse(
+        405,
+        std::string(route->name) + " takes " + std::string(route->method) + ", not " + head.method,
+        {{"Allow", std::string(route->method)}});
   if (head.chunked || head.header("Transfer-Encoding"))
-    return refuse(411,
-                  "send the body with a Content-Length (Transfer-Encoding is not accepted)");
+    return refuse(411, "send the body with a Content-Length (Transfer-Encoding is not accepted)");
   // Without a length a body would end only when the client closes.
   if (route->method == "PUT" && !head.content_length)
     return refuse(411, "send a Content-Length (Content-Length: 0 for no body)");
@@ -168,8 +167,8 @@ std::optional<Answer> ApiServer::Impl::screen(const HttpHead& head) {
 ApiResponse ApiServer::Impl::handle(const HttpRequest& request) {
   const ApiRoute& route = *find_route_by_path(request.head.path);  // screen() let only routes in
   auto body = check_request_body(route, request.body);
-  if (const auto* reason = std::get_if<std::string>(&body)) return error_response(400, *reason);
-  return normalize(route, call_vm(route, std::get<RequestBody>(body)));
+  if (const auto* reason = body.error_message()) return error_response(400, *reason);
+  return normalize(route, call_vm(route, body.value()));
 }
 
 ApiResponse ApiServer::Impl::call_vm(const ApiRoute& route, const RequestBody& body) {

@@ -1,4 +1,5 @@
 #include "vmm/api/http_wire.h"
+#include "vmm/result.h"
 
 #include <http_parser.h>
 #include <poll.h>
@@ -253,26 +254,29 @@ void drain_then_close(int fd, int stop_fd, Deadline deadline, size_t max_bytes) 
   ::close(fd);
 }
 
-std::variant<HttpResponse, std::string> exchange(int fd, std::string_view request_text,
-                                                 Deadline deadline, size_t max_body_bytes) {
+Result<HttpResponse> exchange(int fd, std::string_view request_text, Deadline deadline,
+                              size_t max_body_bytes) {
   if (!send_all(fd, request_text, deadline))
-    return std::string("the request could not be sent: ") + std::strerror(errno);
+    return Error::vmm(std::string("the request could not be sent: ") + std::strerror(errno));
   MessageParser parser(HTTP_RESPONSE);
   parser.max_body_ = max_body_bytes;
   char buf[kReadChunk];
   while (!parser.complete()) {
     const ssize_t n = read_some(fd, -1, deadline, buf, sizeof buf);
-    if (n < 0) return std::string(errno == ETIMEDOUT ? "no answer in time" : std::strerror(errno));
+    if (n < 0)
+      return Error::vmm(
+          std::string(errno == ETIMEDOUT ? "no answer in time" : std::strerror(errno)));
     // n == 0: the server closed; that ends a body without a length, else the answer is cut.
     if (!parser.feed(buf, static_cast<size_t>(n)) && !parser.complete()) {
       if (parser.failure_status() == 413)
-        return "an answer larger than " + std::to_string(max_body_bytes) + " bytes";
-      return std::string("not an HTTP answer (") +
-             http_errno_description(HTTP_PARSER_ERRNO(&parser.raw())) + ")";
+        return Error::vmm("an answer larger than " + std::to_string(max_body_bytes) + " bytes");
+      return Error::vmm(std::string("not an HTTP answer (") +
+                        http_errno_description(HTTP_PARSER_ERRNO(&parser.raw())) + ")");
     }
     if (n == 0 && !parser.complete())
-      return std::string(parser.head_done() ? "the answer was cut short"
-                                            : "the connection closed without an answer");
+      return Error::vmm(std::string(parser.head_done()
+                                        ? "the answer was cut short"
+                                        : "the connection closed without an answer"));
   }
   HttpResponse response;
   response.status = static_cast<int>(parser.raw().status_code);

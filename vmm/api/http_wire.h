@@ -17,6 +17,8 @@
 #include <variant>
 #include <vector>
 
+#include "vmm/result.h"
+
 namespace vmm::api {
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
@@ -28,7 +30,7 @@ struct HttpHead {
   std::string target;  // as sent
   std::string path;    // the target's path: no query, no fragment
   HttpHeaders headers;
-  bool chunked = false;                   // Transfer-Encoding: chunked
+  bool chunked = false;                    // Transfer-Encoding: chunked
   std::optional<uint64_t> content_length;  // absent without a Content-Length header
 
   // The value of the first header called `name` (case-insensitive), or nullptr.
@@ -47,8 +49,8 @@ struct IncomingRequest {
     kBadHttp,      // not HTTP, or over a limit: answer `status` (400, 413, 414, 431)
     kGone,         // the client closed, timed out, or the server is stopping: answer nothing
   } outcome = Outcome::kGone;
-  HttpRequest request;  // kComplete (and kScreenedOut: the head)
-  int status = 0;       // kBadHttp
+  HttpRequest request;      // kComplete (and kScreenedOut: the head)
+  int status = 0;           // kBadHttp
   bool fully_read = false;  // false: unread bytes may follow (close gently: drain_then_close)
 };
 
@@ -86,7 +88,7 @@ struct HttpResponse {
 // Sends `request_text` on `fd` and reads the response until it is complete or the server closes.
 // Returns a one-line reason instead when there is no whole, well-formed response by the
 // deadline or it has more than `max_body_bytes` of body.
-std::variant<HttpResponse, std::string> exchange(int fd, std::string_view request_text,
-                                                 Deadline deadline, size_t max_body_bytes);
+Result<HttpResponse> exchange(int fd, std::string_view request_text, Deadline deadline,
+                              size_t max_body_bytes);
 
 }  // namespace vmm::api

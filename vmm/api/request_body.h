@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "vmm/api/api_routes.h"
+#include "vmm/result.h"
 
 namespace vmm::api {
 
@@ -20,12 +21,11 @@ struct RequestBody {
 
 // `text` parsed, or the one-line reason it is not JSON ("body is not valid JSON: ..."); shared
 // with `pmuvm ctl`, which refuses to send what the server would refuse to read.
-std::variant<nlohmann::json, std::string> parse_json_body(std::string_view text);
+Result<nlohmann::json> parse_json_body(std::string_view text);
 
 // A GET takes no body. A PUT takes nothing, or a JSON object holding exactly the route's keys:
 // none, or "destination_url", a string of the route's scheme followed by an absolute path.
 // Returns the body, or a one-line reason naming what is wrong (unknown keys by name).
-std::variant<RequestBody, std::string> check_request_body(const ApiRoute& route,
-                                                          std::string_view body);
+Result<RequestBody> check_request_body(const ApiRoute& route, std::string_view body);
 
 }  // namespace vmm::api

@@ -7,6 +7,7 @@
 #include "guest/abi/pmuvm_abi.h"
 #include "vmm/boot/guest_layout.h"
 #include "vmm/boot/page_arithmetic.h"
+#include "vmm/result.h"
 
 namespace vmm {
 namespace {
@@ -45,23 +46,24 @@ uint64_t minimum_ram_mib(const ElfImage& kernel, const std::vector<GuestProgram>
   return (bytes + (1ull << 20) - 1) >> 20;
 }
 
-std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage& kernel,
-                                                  const std::string& kernel_name,
-                                                  const std::vector<GuestProgram>& programs,
-                                                  const BootParameters& params) {
+Result<LoadedGuest> load_guest(GuestRam& ram, const ElfImage& kernel,
+                               const std::string& kernel_name,
+                               const std::vector<GuestProgram>& programs,
+                               const BootParameters& params) {
   // --- checks, before anything is written --------------------------------------------------
   for (const ElfSegment& s : kernel.segments) {
     if (s.paddr < layout::kKernelMin)
-      return kernel_name + ": segment at physical " + hex(s.paddr) + " is below 1 MiB";
+      return Error::usage(kernel_name + ": segment at physical " + hex(s.paddr) +
+                          " is below 1 MiB");
     // The kernel lies in RAM below the MMIO hole; checked as a range (paddr + memsz may wrap).
     if (s.paddr > ram.low_size() || s.memsz > ram.low_size() - s.paddr)
-      return kernel_name + ": segment at physical " + hex(s.paddr) + " (" + hex(s.memsz) +
-             " bytes) is not inside guest RAM (" + hex(layout::kKernelMin) + "-" +
-             hex(ram.low_size()) + ")";
+      return Error::usage(kernel_name + ": segment at physical " + hex(s.paddr) + " (" +
+                          hex(s.memsz) + " bytes) is not inside guest RAM (" +
+                          hex(layout::kKernelMin) + "-" + hex(ram.low_size()) + ")");
   }
   if (programs.size() > PMUVM_MAX_PROGRAMS)
-    return "too many programs: " + std::to_string(programs.size()) + " (at most " +
-           std::to_string(PMUVM_MAX_PROGRAMS) + ")";
+    return Error::usage("too many programs: " + std::to_string(programs.size()) + " (at most " +
+                        std::to_string(PMUVM_MAX_PROGRAMS) + ")");
   uint64_t kernel_low = UINT64_MAX, kernel_high = 0;
   for (const ElfSegment& s : kernel.segments) {
     kernel_low = std::min(kernel_low, s.vaddr);
@@ -69,23 +71,25 @@ std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage&
   }
   for (const GuestProgram& p : programs) {
     if (p.image.segments.size() > PMUVM_MAX_SEGMENTS)
-      return p.path + ": " + std::to_string(p.image.segments.size()) +
-             " loadable segments (at most " + std::to_string(PMUVM_MAX_SEGMENTS) + ")";
+      return Error::usage(p.path + ": " + std::to_string(p.image.segments.size()) +
+                          " loadable segments (at most " + std::to_string(PMUVM_MAX_SEGMENTS) +
+                          ")");
     for (const ElfSegment& s : p.image.segments) {
       // User space is the lower canonical half: page rounding of the end cannot wrap there.
       if (s.vaddr + s.memsz > kUserSpaceEnd)
-        return p.path + ": segment " + hex(s.vaddr) + "-" + hex(s.vaddr + s.memsz) +
-               " is not in user space (below " + hex(kUserSpaceEnd) + ")";
+        return Error::usage(p.path + ": segment " + hex(s.vaddr) + "-" + hex(s.vaddr + s.memsz) +
+                            " is not in user space (below " + hex(kUserSpaceEnd) + ")");
       if (s.vaddr < kernel_high && kernel_low < s.vaddr + s.memsz)
-        return p.path + ": segment " + hex(s.vaddr) + "-" + hex(s.vaddr + s.memsz) +
-               " overlaps the kernel (" + hex(kernel_low) + "-" + hex(kernel_high) + ")";
+        return Error::usage(p.path + ": segment " + hex(s.vaddr) + "-" + hex(s.vaddr + s.memsz) +
+                            " overlaps the kernel (" + hex(kernel_low) + "-" + hex(kernel_high) +
+                            ")");
     }
   }
   const uint64_t needed_mib = minimum_ram_mib(kernel, programs);
   if (ram.size() < (needed_mib << 20))
-    return "--mem " + std::to_string(ram.size() >> 20) + " MiB is too small for " + kernel_name +
-           " and " + std::to_string(programs.size()) + " program(s): need at least " +
-           std::to_string(needed_mib) + " MiB";
+    return Error::usage("--mem " + std::to_string(ram.size() >> 20) + " MiB is too small for " +
+                        kernel_name + " and " + std::to_string(programs.size()) +
+                        " program(s): need at least " + std::to_string(needed_mib) + " MiB");
 
   // Every write is checked (the checks above should make them fit; a write that did not would
   // otherwise leave the guest a silently incomplete image).
@@ -124,11 +128,11 @@ std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage&
       std::vector<std::byte> zero(span);
       put(next, zero);
       put(next + (s.vaddr - first_page), p.image.contents(s));
-      out.segments[k] = pmuvm_segment{s.vaddr, next + (s.vaddr - first_page), s.memsz,
-                                      (s.executable ? PMUVM_SEG_X : 0u) |
-                                          (s.writable ? PMUVM_SEG_W : 0u) |
-                                          (s.readable ? PMUVM_SEG_R : 0u),
-                                      0};
+      out.segments[k] =
+          pmuvm_segment{s.vaddr, next + (s.vaddr - first_page), s.memsz,
+                        (s.executable ? PMUVM_SEG_X : 0u) | (s.writable ? PMUVM_SEG_W : 0u) |
+                            (s.readable ? PMUVM_SEG_R : 0u),
+                        0};
       next += span;
     }
     std::string args = base_name(p.path) + '\0';
@@ -142,8 +146,8 @@ std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage&
   info.free_phys_start = next;
   put(PMUVM_BOOT_INFO_ADDR, std::as_bytes(std::span(&info, 1)));
   if (!written)
-    return kernel_name + " and " + std::to_string(programs.size()) +
-           " program(s) do not fit in guest RAM below the MMIO hole";
+    return Error::usage(kernel_name + " and " + std::to_string(programs.size()) +
+                        " program(s) do not fit in guest RAM below the MMIO hole");
   return LoadedGuest{kernel.entry, PMUVM_BOOT_INFO_ADDR, next};
 }
 

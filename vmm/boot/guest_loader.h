@@ -11,11 +11,12 @@
 
 #include "vmm/loader/elf_image.h"
 #include "vmm/memory/guest_ram.h"
+#include "vmm/result.h"
 
 namespace vmm {
 
 struct GuestProgram {
-  std::string path;               // for messages and the task name
+  std::string path;  // for messages and the task name
   ElfImage image;
   std::vector<std::string> args;  // argv[1..]; argv[0] is the file name
 };
@@ -28,7 +29,7 @@ struct BootParameters {
 
 struct LoadedGuest {
   uint64_t kernel_entry = 0;
-  uint64_t boot_info = 0;          // guest-physical address of struct pmuvm_boot_info
+  uint64_t boot_info = 0;  // guest-physical address of struct pmuvm_boot_info
   uint64_t free_phys_start = 0;
 };
 
@@ -36,9 +37,9 @@ struct LoadedGuest {
 uint64_t minimum_ram_mib(const ElfImage& kernel, const std::vector<GuestProgram>& programs);
 
 // Loads everything or returns the reason it cannot (RAM untouched in that case).
-std::variant<LoadedGuest, std::string> load_guest(GuestRam& ram, const ElfImage& kernel,
-                                                  const std::string& kernel_name,
-                                                  const std::vector<GuestProgram>& programs,
-                                                  const BootParameters& params);
+Result<LoadedGuest> load_guest(GuestRam& ram, const ElfImage& kernel,
+                               const std::string& kernel_name,
+                               const std::vector<GuestProgram>& programs,
+                               const BootParameters& params);
 
 }  // namespace vmm

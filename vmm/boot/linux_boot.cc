@@ -7,6 +7,7 @@
 
 #include "vmm/boot/mp_table.h"
 #include "vmm/boot/page_arithmetic.h"
+#include "vmm/result.h"
 
 namespace vmm {
 namespace {
@@ -76,56 +77,59 @@ bool has_linux_boot_header(std::span<const uint8_t> file) {
   return file.size() >= kHeaderMagic + 4 && std::memcmp(file.data() + kHeaderMagic, "HdrS", 4) == 0;
 }
 
-std::variant<BzImage, std::string> parse_bzimage(std::span<const uint8_t> file,
-                                                 const std::string& name) {
+Result<BzImage> parse_bzimage(std::span<const uint8_t> file, const std::string& name) {
   if (!has_linux_boot_header(file))
-    return name + ": not a Linux bzImage (no \"HdrS\" setup header at offset 0x202)";
+    return Error::usage(name + ": not a Linux bzImage (no \"HdrS\" setup header at offset 0x202)");
   if (file.size() < kHeaderEndMin || get<uint16_t>(file, kBootFlag) != 0xAA55)
-    return name + ": damaged bzImage (boot flag 0xAA55 missing or file truncated)";
+    return Error::usage(name + ": damaged bzImage (boot flag 0xAA55 missing or file truncated)");
   BzImage image;
   image.protocol = get<uint16_t>(file, kVersion);
   char version[16];
   std::snprintf(version, sizeof version, "%u.%02u", image.protocol >> 8, image.protocol & 0xFF);
   if (image.protocol < 0x020C)
-    return name + ": boot protocol " + version +
-           " is too old; pmuvm needs 2.12 or later (Linux 3.8+) for the 64-bit entry point";
+    return Error::usage(
+        name + ": boot protocol " + version +
+        " is too old; pmuvm needs 2.12 or later (Linux 3.8+) for the 64-bit entry point");
   image.xloadflags = get<uint16_t>(file, kXloadflags);
   if (!(image.xloadflags & kXlfKernel64))
-    return name + ": the kernel has no 64-bit entry point (xloadflags bit 0); a 32-bit kernel "
-                  "cannot be booted";
+    return Error::usage(
+        name +
+        ": the kernel has no 64-bit entry point (xloadflags bit 0); a 32-bit kernel "
+        "cannot be booted");
   if (!(get<uint8_t>(file, kLoadFlags) & kLoadedHigh))
-    return name + ": a zImage (loaded at 0x10000) is not supported; build a bzImage";
+    return Error::usage(name + ": a zImage (loaded at 0x10000) is not supported; build a bzImage");
   const size_t header_end = kHeaderMagic + get<uint8_t>(file, kJump + 1);
   if (header_end < kHeaderEndMin || header_end > file.size())
-    return name + ": damaged bzImage (setup header length " + hex(header_end) + ")";
+    return Error::usage(name + ": damaged bzImage (setup header length " + hex(header_end) + ")");
   const uint8_t sects = get<uint8_t>(file, kSetupSects);
   image.setup_bytes = (uint64_t{sects ? sects : 4u} + 1) * 512;
   if (image.setup_bytes >= file.size())
-    return name + ": damaged bzImage (no kernel after " + std::to_string(image.setup_bytes) +
-           " bytes of setup code; the file has " + std::to_string(file.size()) + ")";
+    return Error::usage(name + ": damaged bzImage (no kernel after " +
+                        std::to_string(image.setup_bytes) + " bytes of setup code; the file has " +
+                        std::to_string(file.size()) + ")");
   image.load_address = get<uint64_t>(file, kPrefAddress);
   image.init_size = get<uint32_t>(file, kInitSize);
   image.initrd_addr_max = get<uint32_t>(file, kInitrdAddrMax);
   image.cmdline_size = get<uint32_t>(file, kCmdlineSize);
   if (image.load_address < 0x100000 || image.load_address % kPage)
-    return name + ": preferred load address " + hex(image.load_address) +
-           " is below 1 MiB or not page aligned";
+    return Error::usage(name + ": preferred load address " + hex(image.load_address) +
+                        " is below 1 MiB or not page aligned");
   return image;
 }
 
-std::variant<LinuxBoot, std::string> load_linux(GuestRam& ram, std::span<const uint8_t> kernel_file,
-                                                const BzImage& image, const std::string& name,
-                                                const LinuxBootOptions& options) {
+Result<LinuxBoot> load_linux(GuestRam& ram, std::span<const uint8_t> kernel_file,
+                             const BzImage& image, const std::string& name,
+                             const LinuxBootOptions& options) {
   // --- checks, before anything is written --------------------------------------------------
   const uint64_t payload = kernel_file.size() - image.setup_bytes;
   const uint64_t kernel_end = page_up(image.load_address + std::max(payload, image.init_size));
   if (kernel_end > ram.low_size())
-    return name + ": the kernel needs RAM up to " + hex(kernel_end) + " (" + mib(kernel_end) +
-           ") while it boots; raise --mem";
+    return Error::usage(name + ": the kernel needs RAM up to " + hex(kernel_end) + " (" +
+                        mib(kernel_end) + ") while it boots; raise --mem");
   const uint64_t cmdline_max = std::min(image.cmdline_size, linux_layout::kCommandLineMax - 1);
   if (options.cmdline.size() > cmdline_max)
-    return "--cmdline is " + std::to_string(options.cmdline.size()) + " bytes; " + name +
-           " accepts at most " + std::to_string(cmdline_max);
+    return Error::usage("--cmdline is " + std::to_string(options.cmdline.size()) + " bytes; " +
+                        name + " accepts at most " + std::to_string(cmdline_max));
   LinuxBoot boot;
   boot.entry = image.load_address + 0x200;
   boot.zero_page = linux_layout::kZeroPage;
@@ -133,19 +137,20 @@ std::variant<LinuxBoot, std::string> load_linux(GuestRam& ram, std::span<const u
     const uint64_t top = std::min<uint64_t>(ram.low_size(), image.initrd_addr_max + 1);
     const uint64_t size = options.initrd.size();
     if (size > top || page_down(top - size) < kernel_end || size > UINT32_MAX)
-      return options.initrd_name + ": the initrd (" + mib(size) + ") does not fit in RAM beside " +
-             name + " (needs --mem of at least " + mib(kernel_end + page_up(size) + (1u << 20)) + ")";
+      return Error::usage(options.initrd_name + ": the initrd (" + mib(size) +
+                          ") does not fit in RAM beside " + name + " (needs --mem of at least " +
+                          mib(kernel_end + page_up(size) + (1u << 20)) + ")");
     boot.initrd = page_down(top - size);
     boot.initrd_size = size;
   }
   const std::vector<E820Entry> map = e820_map(ram);
-  if (map.size() > kE820Max) return "internal error: too many e820 entries";
+  if (map.size() > kE820Max) return Error::vmm("internal error: too many e820 entries");
 
   // --- the zero page ---------------------------------------------------------------------
   std::vector<uint8_t> zp(kZeroPageSize, 0);
   const size_t header_end = kHeaderMagic + kernel_file[kJump + 1];
   std::memcpy(zp.data() + kSetupSects, kernel_file.data() + kSetupSects, header_end - kSetupSects);
-  put<uint16_t>(zp, kVidMode, 0xFFFF);  // "normal"
+  put<uint16_t>(zp, kVidMode, 0xFFFF);    // "normal"
   put<uint8_t>(zp, kTypeOfLoader, 0xFF);  // undefined boot loader
   put<uint8_t>(zp, kLoadFlags, static_cast<uint8_t>(zp[kLoadFlags] | kCanUseHeap));
   put<uint16_t>(zp, kHeapEndPtr, 0xFE00);
@@ -167,10 +172,10 @@ std::variant<LinuxBoot, std::string> load_linux(GuestRam& ram, std::span<const u
   cmdline.push_back(0);
   ok = ok && ram.write(linux_layout::kCommandLine, bytes(std::span<const uint8_t>(cmdline)));
   if (boot.initrd_size) ok = ok && ram.write(boot.initrd, bytes(options.initrd));
-  ok = ok && write_mp_table(ram, linux_layout::kMpTable,
-                            linux_layout::kBaseMemoryEnd - linux_layout::kMpTable,
-                            MpTableOptions{options.vcpus, options.cpu_signature, options.cpu_features});
-  if (!ok) return "internal error: a Linux boot structure does not fit in guest RAM";
+  ok = ok && write_mp_table(
+                 ram, linux_layout::kMpTable, linux_layout::kBaseMemoryEnd - linux_layout::kMpTable,
+                 MpTableOptions{options.vcpus, options.cpu_signature, options.cpu_features});
+  if (!ok) return Error::vmm("internal error: a Linux boot structure does not fit in guest RAM");
   return boot;
 }
 

@@ -21,6 +21,7 @@
 #include <variant>
 
 #include "vmm/memory/guest_ram.h"
+#include "vmm/result.h"
 
 namespace vmm {
 
@@ -38,12 +39,12 @@ inline constexpr uint16_t kBootTss = 0x20;
 
 // What the setup header says, after the checks.
 struct BzImage {
-  uint16_t protocol = 0;          // e.g. 0x020F for 2.15
-  uint64_t setup_bytes = 0;       // (setup_sects + 1) * 512: the protected-mode kernel starts here
-  uint64_t load_address = 0;      // pref_address: where the protected-mode kernel goes
-  uint64_t init_size = 0;         // bytes from load_address the kernel needs while it boots
-  uint64_t initrd_addr_max = 0;   // highest address the initrd may occupy
-  uint64_t cmdline_size = 0;      // longest command line, without the NUL
+  uint16_t protocol = 0;         // e.g. 0x020F for 2.15
+  uint64_t setup_bytes = 0;      // (setup_sects + 1) * 512: the protected-mode kernel starts here
+  uint64_t load_address = 0;     // pref_address: where the protected-mode kernel goes
+  uint64_t init_size = 0;        // bytes from load_address the kernel needs while it boots
+  uint64_t initrd_addr_max = 0;  // highest address the initrd may occupy
+  uint64_t cmdline_size = 0;     // longest command line, without the NUL
   uint16_t xloadflags = 0;
 };
 
@@ -53,8 +54,7 @@ bool has_linux_boot_header(std::span<const uint8_t> file);
 // Checks the setup header: boot flag 0xAA55, "HdrS", protocol >= 2.12 (xloadflags), a 64-bit
 // entry point (XLF_KERNEL_64), LOADED_HIGH, a payload after the setup sectors. Returns the reason
 // (one line, naming `name`) when the image cannot be booted.
-std::variant<BzImage, std::string> parse_bzimage(std::span<const uint8_t> file,
-                                                 const std::string& name);
+Result<BzImage> parse_bzimage(std::span<const uint8_t> file, const std::string& name);
 
 struct LinuxBootOptions {
   std::string cmdline;
@@ -74,8 +74,8 @@ struct LinuxBoot {
 // Writes the kernel, zero page, command line, initrd and MP table into `ram`, or returns why it
 // cannot (RAM untouched then): the kernel or initrd does not fit in RAM, the command line is too
 // long for this kernel. `kernel_file` is the whole bzImage.
-std::variant<LinuxBoot, std::string> load_linux(GuestRam& ram, std::span<const uint8_t> kernel_file,
-                                                const BzImage& image, const std::string& name,
-                                                const LinuxBootOptions& options);
+Result<LinuxBoot> load_linux(GuestRam& ram, std::span<const uint8_t> kernel_file,
+                             const BzImage& image, const std::string& name,
+                             const LinuxBootOptions& options);
 
 }  // namespace vmm

@@ -13,15 +13,15 @@ constexpr uint64_t kPresent = 1, kWritable = 2, kLarge = 0x80;
 
 // An 8-byte code/data descriptor: base 0, limit 0xFFFFF with G=1.
 uint64_t descriptor(uint8_t type, uint8_t dpl, bool long_mode, bool db) {
-  uint64_t d = 0xFFFF;                             // limit 15:0
-  d |= uint64_t{type} << 40;                       // type
-  d |= uint64_t{1} << 44;                          // S: code/data
+  uint64_t d = 0xFFFF;        // limit 15:0
+  d |= uint64_t{type} << 40;  // type
+  d |= uint64_t{1} << 44;     // S: code/data
   d |= uint64_t{dpl} << 45;
-  d |= uint64_t{1} << 47;                          // present
-  d |= uint64_t{0xF} << 48;                        // limit 19:16
+  d |= uint64_t{1} << 47;    // present
+  d |= uint64_t{0xF} << 48;  // limit 19:16
   d |= uint64_t{long_mode} << 53;
   d |= uint64_t{db} << 54;
-  d |= uint64_t{1} << 55;                          // G
+  d |= uint64_t{1} << 55;  // G
   return d;
 }
 
@@ -37,10 +37,10 @@ LongModeState setup_long_mode(GuestRam& ram) {
   constexpr uint8_t kCode = 0xB, kData = 0x3;  // accessed code (execute/read), data (read/write)
   const uint64_t gdt[] = {
       0,
-      descriptor(kCode, 0, true, false),   // 0x08 kernel code64
-      descriptor(kData, 0, false, true),   // 0x10 kernel data
-      descriptor(kData, 3, false, true),   // 0x18 user data
-      descriptor(kCode, 3, true, false),   // 0x20 user code64
+      descriptor(kCode, 0, true, false),  // 0x08 kernel code64
+      descriptor(kData, 0, false, true),  // 0x10 kernel data
+      descriptor(kData, 3, false, true),  // 0x18 user data
+      descriptor(kCode, 3, true, false),  // 0x20 user code64
   };
   for (size_t i = 0; i < std::size(gdt); ++i) ram.write_u64(layout::kGdt + i * 8, gdt[i]);
   // 0x28: 16-byte 64-bit TSS descriptor, type 0xB (busy), limit 0x67.
@@ -75,8 +75,8 @@ LongModeState setup_long_mode(GuestRam& ram) {
   s.gdt_limit = 0x37;
   s.cr0 = 0x80050033;  // PG | AM | WP | NE | ET | MP | PE
   s.cr3 = pml4;
-  s.cr4 = 0x620;       // OSXMMEXCPT | OSFXSR | PAE: user programs may use SSE
-  s.efer = 0xD01;      // NXE | LMA | LME | SCE
+  s.cr4 = 0x620;   // OSXMMEXCPT | OSFXSR | PAE: user programs may use SSE
+  s.efer = 0xD01;  // NXE | LMA | LME | SCE
   return s;
 }
 

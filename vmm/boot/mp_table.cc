@@ -21,7 +21,9 @@ class TableWriter {
     out.insert(out.end(), b, b + n);
   }
   template <typename T>
-  void le(T v) { bytes(&v, sizeof v); }
+  void le(T v) {
+    bytes(&v, sizeof v);
+  }
   void zeros(size_t n) { out.insert(out.end(), n, 0); }
   std::vector<uint8_t> out;
 };
@@ -50,16 +52,16 @@ bool write_mp_table(GuestRam& ram, uint64_t gpa, uint64_t room, const MpTableOpt
   // Floating pointer structure.
   t.bytes("_MP_", 4);
   t.le<uint32_t>(static_cast<uint32_t>(config));
-  t.le<uint8_t>(1);   // length in 16-byte units
-  t.le<uint8_t>(4);   // spec revision 1.4
-  t.le<uint8_t>(0);   // checksum, below
-  t.le<uint8_t>(0);   // feature 1: 0 = a configuration table follows (no default configuration)
-  t.zeros(4);         // feature 2 (no IMCR: virtual-wire mode) and reserved
+  t.le<uint8_t>(1);  // length in 16-byte units
+  t.le<uint8_t>(4);  // spec revision 1.4
+  t.le<uint8_t>(0);  // checksum, below
+  t.le<uint8_t>(0);  // feature 1: 0 = a configuration table follows (no default configuration)
+  t.zeros(4);        // feature 2 (no IMCR: virtual-wire mode) and reserved
   // Configuration table header.
   t.bytes("PCMP", 4);
   t.le<uint16_t>(0);  // base table length, below
   t.le<uint8_t>(4);
-  t.le<uint8_t>(0);   // checksum, below
+  t.le<uint8_t>(0);  // checksum, below
   t.bytes("PMUVM   ", 8);
   t.bytes("PMUVM KVM   ", 12);
   t.le<uint32_t>(0);  // no OEM table

@@ -72,7 +72,8 @@ ProfileResult builtin_profile(std::string_view name) {
   // The generator names each embedded profile after its file; the JSON must agree.
   if (r.ok() && r.profile->name != name)
     return ProfileResult{std::nullopt, std::string(p->file_name) + ": declares name '" +
-                                           r.profile->name + "', expected '" + std::string(name) + "'"};
+                                           r.profile->name + "', expected '" + std::string(name) +
+                                           "'"};
   return r;
 }
 
@@ -91,8 +92,9 @@ ProfileResult resolve_cpu_option(std::string_view name_or_path) {
   std::error_code ec;
   // A bare word that is neither a shipped name nor a file was most likely a mistyped name.
   if (!looks_like_path(name_or_path) && !std::filesystem::exists(path, ec))
-    return ProfileResult{std::nullopt, "unknown CPU profile '" + path + "': not a shipped profile (" +
-                                           joined_builtin_names() + ") and no such file"};
+    return ProfileResult{std::nullopt, "unknown CPU profile '" + path +
+                                           "': not a shipped profile (" + joined_builtin_names() +
+                                           ") and no such file"};
   return load_profile_file(path);
 }
 

@@ -55,9 +55,9 @@ struct CacheGeometry {
 
 // Parameters of the virtual NetBurst PMU (pmu/netburst).
 struct NetburstParams {
-  uint32_t counters = 18;        // counters (and CCCRs) 0..counters-1 exist
-  uint32_t counter_bits = 40;    // counter width
-  uint32_t threads_per_core = 1; // 1: single-threaded, the ESCR/CCCR T1 bits are inert
+  uint32_t counters = 18;         // counters (and CCCRs) 0..counters-1 exist
+  uint32_t counter_bits = 40;     // counter width
+  uint32_t threads_per_core = 1;  // 1: single-threaded, the ESCR/CCCR T1 bits are inert
   bool operator==(const NetburstParams&) const = default;
 };
 
@@ -85,11 +85,11 @@ struct CpuProfile {
   std::string description;
   std::string source;  // where it was read from: "amd-lwp.json" (shipped) or the file's path
 
-  std::string vendor;  // 12 characters, CPUID 0 EBX/EDX/ECX
+  std::string vendor;   // 12 characters, CPUID 0 EBX/EDX/ECX
   uint32_t family = 0;  // the displayed family: base + extended (e.g. 0x15)
   uint32_t model = 0;   // the displayed model: (extended << 4) | base
   uint32_t stepping = 0;
-  std::string brand;    // CPUID 0x80000002..4, at most 47 characters
+  std::string brand;  // CPUID 0x80000002..4, at most 47 characters
 
   // The complete CPUID definition (vmm/cpu/cpuid_table.h builds the guest's table from these
   // alone, never from the host's values): highest basic and extended leaf, the named feature
@@ -110,7 +110,7 @@ struct CpuProfile {
   uint64_t lwp_enable_policy = 0;
   uint8_t lwp_interrupt_vector = 0;  // LWPMSR0[47:40]; 0 when the policy has no INT
 
-  std::optional<NetburstParams> netburst;  // nullopt: no NetBurst PMU
+  std::optional<NetburstParams> netburst;             // nullopt: no NetBurst PMU
   std::optional<ArchitecturalPmu> architectural_pmu;  // nullopt: CPUID 0xA reads 0
   CacheGeometry cache;
 

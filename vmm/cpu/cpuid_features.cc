@@ -10,6 +10,8 @@ constexpr CpuidFeature F(std::string_view name, uint32_t leaf, R reg, uint8_t bi
   return CpuidFeature{name, leaf, 0, reg, bit, emulated};
 }
 
+// A table, laid out by hand (tools/check_format.sh leaves it).
+// clang-format off
 constexpr CpuidFeature kFeatures[] = {
     // CPUID 1 EDX
     F("fpu", 1, R::kEdx, 0), F("vme", 1, R::kEdx, 1), F("de", 1, R::kEdx, 2),
@@ -66,6 +68,7 @@ constexpr CpuidFeature kFeatures[] = {
     // CPUID 0x80000007 EDX
     F("invtsc", 0x80000007, R::kEdx, 8),
 };
+// clang-format on
 
 }  // namespace
 

@@ -38,15 +38,15 @@ uint32_t chars4(const std::string& s, size_t offset) {
 // valid until the table grows again.
 CpuidEntry& entry(std::vector<CpuidEntry>& table, uint32_t function, uint32_t index = 0) {
   for (CpuidEntry& e : table)
-    if (e.function == function &&
-        (!(e.flags & kCpuidFlagSignificantIndex) || e.index == index))
+    if (e.function == function && (!(e.flags & kCpuidFlagSignificantIndex) || e.index == index))
       return e;
   // A new subleaf (an override's) of a leaf the table indexes (0x4, 0x7) must be indexed too, or
   // it would shadow every other subleaf.
   const bool indexed = std::any_of(table.begin(), table.end(), [&](const CpuidEntry& e) {
     return e.function == function && (e.flags & kCpuidFlagSignificantIndex);
   });
-  table.push_back(CpuidEntry{function, index, indexed ? kCpuidFlagSignificantIndex : 0, 0, 0, 0, 0});
+  table.push_back(
+      CpuidEntry{function, index, indexed ? kCpuidFlagSignificantIndex : 0, 0, 0, 0, 0});
   return table.back();
 }
 
@@ -120,11 +120,11 @@ struct Descriptor {
   uint32_t size_kib, ways;
 };
 constexpr Descriptor kDescriptors[] = {
-    {0x66, 1, 8, 4},      {0x60, 1, 16, 8},     {0x67, 1, 16, 4},   {0x2C, 1, 32, 8},
-    {0x68, 1, 32, 4},     {0x7A, 2, 256, 8},    {0x7B, 2, 512, 8},  {0x7C, 2, 1024, 8},
-    {0x7D, 2, 2048, 8},   {0x7F, 2, 512, 2},    {0x86, 2, 512, 4},  {0x78, 2, 1024, 4},
-    {0x48, 2, 3072, 12},  {0x4E, 2, 6144, 24},  {0x22, 3, 512, 4},  {0x23, 3, 1024, 8},
-    {0x25, 3, 2048, 8},   {0x29, 3, 4096, 8},
+    {0x66, 1, 8, 4},     {0x60, 1, 16, 8},    {0x67, 1, 16, 4},  {0x2C, 1, 32, 8},
+    {0x68, 1, 32, 4},    {0x7A, 2, 256, 8},   {0x7B, 2, 512, 8}, {0x7C, 2, 1024, 8},
+    {0x7D, 2, 2048, 8},  {0x7F, 2, 512, 2},   {0x86, 2, 512, 4}, {0x78, 2, 1024, 4},
+    {0x48, 2, 3072, 12}, {0x4E, 2, 6144, 24}, {0x22, 3, 512, 4}, {0x23, 3, 1024, 8},
+    {0x25, 3, 2048, 8},  {0x29, 3, 4096, 8},
 };
 
 std::optional<uint8_t> descriptor(int level, const CacheLevel& c, uint32_t line_size) {
@@ -161,8 +161,13 @@ CpuidEntry leaf2(const CacheGeometry& cache) {
 CpuidEntry leaf4(uint32_t index, uint32_t type, uint32_t level, const CacheLevel& c,
                  uint32_t line_size) {
   const uint32_t sets = c.size_kib * 1024 / (line_size * c.ways);
-  return CpuidEntry{0x4, index, kCpuidFlagSignificantIndex, type | (level << 5) | (1u << 8),
-                    ((c.ways - 1) << 22) | (line_size - 1), sets - 1, 0};
+  return CpuidEntry{0x4,
+                    index,
+                    kCpuidFlagSignificantIndex,
+                    type | (level << 5) | (1u << 8),
+                    ((c.ways - 1) << 22) | (line_size - 1),
+                    sets - 1,
+                    0};
 }
 
 // AMD's 4-bit associativity code of CPUID 0x80000006 (APM vol. 3, E.4.5); 0 when none fits.
@@ -190,24 +195,25 @@ constexpr uint32_t kArchitecturalEvents = 7;
 struct ArchitecturalPmuFields {
   uint32_t version, counters, counter_bits, events, unavailable, fixed_counters, fixed_bits;
   static ArchitecturalPmuFields of(const CpuidEntry& e) {
-    return {e.eax & 0xFF,  (e.eax >> 8) & 0xFF, (e.eax >> 16) & 0xFF, e.eax >> 24,
-            e.ebx,         e.edx & 0x1F,        (e.edx >> 5) & 0xFF};
+    return {e.eax & 0xFF, (e.eax >> 8) & 0xFF, (e.eax >> 16) & 0xFF, e.eax >> 24,
+            e.ebx,        e.edx & 0x1F,        (e.edx >> 5) & 0xFF};
   }
 };
 
 // The profile's architectural PMU as leaf 0xA, clamped to what KVM's vPMU offers (KVM's own leaf
 // 0xA: the host PMU's counters, as KVM passes them on); nullopt when KVM offers none.
 std::optional<CpuidEntry> architectural_pmu_leaf(const ArchitecturalPmu& profile,
-                                                 std::span<const CpuidEntry> supported,
-                                                 bool filter, std::vector<std::string>& dropped) {
+                                                 std::span<const CpuidEntry> supported, bool filter,
+                                                 std::vector<std::string>& dropped) {
   ArchitecturalPmu a = profile;
   uint32_t events = kArchitecturalEvents, unavailable = 0;
   if (filter) {
     const CpuidEntry* s = find_cpuid_entry(supported, kArchitecturalPmuLeaf);
     const ArchitecturalPmuFields kvm = ArchitecturalPmuFields::of(s ? *s : CpuidEntry{});
     if (kvm.version == 0 || kvm.counters == 0) {
-      dropped.push_back("architectural_pmu (KVM offers no vPMU: the host has no PMU, or "
-                        "kvm's enable_pmu is off)");
+      dropped.push_back(
+          "architectural_pmu (KVM offers no vPMU: the host has no PMU, or "
+          "kvm's enable_pmu is off)");
       return std::nullopt;
     }
     auto clamp = [&](const char* name, uint32_t& value, uint32_t offered) {
@@ -236,145 +242,234 @@ std::optional<CpuidEntry> architectural_pmu_leaf(const ArchitecturalPmu& profile
                     fixed ? a.fixed_counters | (a.fixed_counter_bits << 5) : 0};
 }
 
-std::vector<CpuidEntry> build(const CpuProfile& profile, uint32_t pv_features,
-                              std::span<const CpuidEntry> supported, bool filter,
-                              std::vector<std::string>& dropped) {
-  FeatureWords w;
-  for (const std::string& name : profile.features) {
-    const CpuidFeature* f = find_cpuid_feature(name);
-    if (f == nullptr) continue;  // the parser accepts known names only
-    const uint32_t bit = 1u << f->bit;
-    if (filter && !f->emulated_by_pmuvm) {
-      const CpuidEntry* s = find_cpuid_entry(supported, f->leaf, f->subleaf);
-      CpuidEntry offered = s ? *s : CpuidEntry{};
-      if (!(reg(offered, f->reg) & bit)) {
-        dropped.push_back(name);
-        continue;
-      }
-    }
-    w.at(f->leaf, f->subleaf, f->reg) |= bit;
+// The guest's table from a profile, one function per leaf (as Firecracker's normalize.rs), in
+// the order a guest reads them; build() sorts it. `filter`: drop what KVM's `supported` table
+// lacks (feature bits, address sizes, architectural PMU parts), noting each in `dropped`.
+class CpuidBuilder {
+ public:
+  CpuidBuilder(const CpuProfile& profile, uint32_t pv_features,
+               std::span<const CpuidEntry> supported, bool filter,
+               std::vector<std::string>& dropped)
+      : p_(profile),
+        pv_features_(pv_features),
+        supported_(supported),
+        filter_(filter),
+        dropped_(dropped),
+        intel_(is_intel(profile)),
+        signature_(encode_cpuid_signature(profile.family, profile.model, profile.stepping)) {}
+
+  std::vector<CpuidEntry> build() {
+    collect_features();
+    // Each leaf is complete before the next one is added (entry() references do not survive
+    // growth).
+    basic_max();
+    signature();
+    cache_descriptors();
+    deterministic_cache();
+    structured_features();
+    architectural_pmu();
+    extended_max();
+    extended_features();
+    brand();
+    l1_cache();
+    l2_l3_cache();
+    power_management();
+    address_sizes();
+    lightweight_profiling();
+    paravirtual();
+    overrides();
+    std::sort(t_.begin(), t_.end(), [](const CpuidEntry& a, const CpuidEntry& b) {
+      return a.function != b.function ? a.function < b.function : a.index < b.index;
+    });
+    return std::move(t_);
   }
-  if (profile.lwp.available)
-    w.at(lwp::kCpuidExtFeaturesLeaf, 0, CpuidRegister::kEcx) |= 1u << lwp::kCpuidLwpPresentEcxBit;
 
-  const bool intel = is_intel(profile);
-  const uint32_t signature = encode_cpuid_signature(profile.family, profile.model, profile.stepping);
-  const CacheGeometry& cache = profile.cache;
-  std::vector<CpuidEntry> t;
-  auto basic = [&](uint32_t leaf) { return leaf <= profile.max_basic_leaf; };
-  auto extended = [&](uint32_t leaf) { return leaf <= profile.max_extended_leaf; };
+ private:
+  bool basic(uint32_t leaf) const { return leaf <= p_.max_basic_leaf; }
+  bool extended(uint32_t leaf) const { return leaf <= p_.max_extended_leaf; }
 
-  // Each leaf is complete before the next one is added (entry() references do not survive growth).
-  CpuidEntry leaf0{kBasicMax, 0, 0, profile.max_basic_leaf, 0, 0, 0};
-  set_vendor(leaf0, profile.vendor);
-  t.push_back(leaf0);
+  // The profile's feature names as bits of their leaves (those KVM lacks dropped when filtering).
+  void collect_features() {
+    for (const std::string& name : p_.features) {
+      const CpuidFeature* f = find_cpuid_feature(name);
+      if (f == nullptr) continue;  // the parser accepts known names only
+      const uint32_t bit = 1u << f->bit;
+      if (filter_ && !f->emulated_by_pmuvm) {
+        const CpuidEntry* s = find_cpuid_entry(supported_, f->leaf, f->subleaf);
+        CpuidEntry offered = s ? *s : CpuidEntry{};
+        if (!(reg(offered, f->reg) & bit)) {
+          dropped_.push_back(name);
+          continue;
+        }
+      }
+      w_.at(f->leaf, f->subleaf, f->reg) |= bit;
+    }
+    if (p_.lwp.available)
+      w_.at(lwp::kCpuidExtFeaturesLeaf, 0, CpuidRegister::kEcx) |= 1u
+                                                                   << lwp::kCpuidLwpPresentEcxBit;
+  }
+
+  void basic_max() {
+    CpuidEntry leaf0{kBasicMax, 0, 0, p_.max_basic_leaf, 0, 0, 0};
+    set_vendor(leaf0, p_.vendor);
+    t_.push_back(leaf0);
+  }
 
   // EAX bits 31:28 (reserved) and 13:12 (processor type 0 = original OEM) stay clear.
-  const uint32_t leaf1_edx = w.get(1, CpuidRegister::kEdx);
-  const bool clflush = leaf1_edx & (1u << 19);
-  t.push_back(CpuidEntry{kSignature, 0, 0, signature,
-                         (clflush ? (cache.line_size / 8) << 8 : 0) | (1u << 16),
-                         w.get(1, CpuidRegister::kEcx), leaf1_edx});
+  void signature() {
+    const uint32_t edx = w_.get(1, CpuidRegister::kEdx);
+    const bool clflush = edx & (1u << 19);
+    t_.push_back(CpuidEntry{kSignature, 0, 0, signature_,
+                            (clflush ? (p_.cache.line_size / 8) << 8 : 0) | (1u << 16),
+                            w_.get(1, CpuidRegister::kEcx), edx});
+  }
 
-  if (intel && basic(0x2)) t.push_back(leaf2(cache));
-  if (intel && basic(0x4)) {
+  void cache_descriptors() {
+    if (intel_ && basic(0x2)) t_.push_back(leaf2(p_.cache));
+  }
+
+  void deterministic_cache() {
+    if (!intel_ || !basic(0x4)) return;
+    const CacheGeometry& cache = p_.cache;
     uint32_t i = 0;
-    t.push_back(leaf4(i++, 1, 1, cache.l1d, cache.line_size));
-    t.push_back(leaf4(i++, 3, 2, cache.l2, cache.line_size));
-    if (cache.l3) t.push_back(leaf4(i++, 3, 3, *cache.l3, cache.line_size));
-    t.push_back(CpuidEntry{0x4, i, kCpuidFlagSignificantIndex, 0, 0, 0, 0});
+    t_.push_back(leaf4(i++, 1, 1, cache.l1d, cache.line_size));
+    t_.push_back(leaf4(i++, 3, 2, cache.l2, cache.line_size));
+    if (cache.l3) t_.push_back(leaf4(i++, 3, 3, *cache.l3, cache.line_size));
+    t_.push_back(CpuidEntry{0x4, i, kCpuidFlagSignificantIndex, 0, 0, 0, 0});
   }
-  if (basic(0x7))
-    t.push_back(CpuidEntry{0x7, 0, kCpuidFlagSignificantIndex, 0, w.get(7, CpuidRegister::kEbx),
-                           w.get(7, CpuidRegister::kEcx), w.get(7, CpuidRegister::kEdx)});
-  if (profile.architectural_pmu && basic(kArchitecturalPmuLeaf))
+
+  void structured_features() {
+    if (!basic(0x7)) return;
+    t_.push_back(CpuidEntry{0x7, 0, kCpuidFlagSignificantIndex, 0, w_.get(7, CpuidRegister::kEbx),
+                            w_.get(7, CpuidRegister::kEcx), w_.get(7, CpuidRegister::kEdx)});
+  }
+
+  void architectural_pmu() {
+    if (!p_.architectural_pmu || !basic(kArchitecturalPmuLeaf)) return;
     if (const std::optional<CpuidEntry> pmu =
-            architectural_pmu_leaf(*profile.architectural_pmu, supported, filter, dropped))
-      t.push_back(*pmu);
-
-  CpuidEntry ext0{kExtendedMax, 0, 0, profile.max_extended_leaf, 0, 0, 0};
-  if (!intel) set_vendor(ext0, profile.vendor);
-  t.push_back(ext0);
-
-  CpuidEntry ext1{lwp::kCpuidExtFeaturesLeaf, 0, 0, 0, 0,
-                  w.get(lwp::kCpuidExtFeaturesLeaf, CpuidRegister::kEcx),
-                  w.get(lwp::kCpuidExtFeaturesLeaf, CpuidRegister::kEdx)};
-  if (!intel) {
-    ext1.eax = signature;
-    ext1.edx |= leaf1_edx & kAmdMirroredEdx;
+            architectural_pmu_leaf(*p_.architectural_pmu, supported_, filter_, dropped_))
+      t_.push_back(*pmu);
   }
-  t.push_back(ext1);
 
-  for (uint32_t f = kBrandFirst; f <= kBrandLast; ++f) {
-    CpuidEntry& b = entry(t, f);
-    const size_t base = (f - kBrandFirst) * 16;
-    b.eax = chars4(profile.brand, base);
-    b.ebx = chars4(profile.brand, base + 4);
-    b.ecx = chars4(profile.brand, base + 8);
-    b.edx = chars4(profile.brand, base + 12);
+  void extended_max() {
+    CpuidEntry ext0{kExtendedMax, 0, 0, p_.max_extended_leaf, 0, 0, 0};
+    if (!intel_) set_vendor(ext0, p_.vendor);
+    t_.push_back(ext0);
+  }
+
+  void extended_features() {
+    CpuidEntry ext1{lwp::kCpuidExtFeaturesLeaf,
+                    0,
+                    0,
+                    0,
+                    0,
+                    w_.get(lwp::kCpuidExtFeaturesLeaf, CpuidRegister::kEcx),
+                    w_.get(lwp::kCpuidExtFeaturesLeaf, CpuidRegister::kEdx)};
+    if (!intel_) {
+      ext1.eax = signature_;
+      ext1.edx |= w_.get(1, CpuidRegister::kEdx) & kAmdMirroredEdx;
+    }
+    t_.push_back(ext1);
+  }
+
+  void brand() {
+    for (uint32_t f = kBrandFirst; f <= kBrandLast; ++f) {
+      CpuidEntry& b = entry(t_, f);
+      const size_t base = (f - kBrandFirst) * 16;
+      b.eax = chars4(p_.brand, base);
+      b.ebx = chars4(p_.brand, base + 4);
+      b.ecx = chars4(p_.brand, base + 8);
+      b.edx = chars4(p_.brand, base + 12);
+    }
   }
 
   // Cache leaves: size, associativity, lines per tag 1, line size (APM vol. 3, E.4.4-5); a level
   // too large for its field (L1D > 255 KiB, L2 > 65535 KiB, L3 not in 512 KiB units) reads 0.
   // L1I (EDX): profiles model no instruction cache, so it reads as the L1D does; it must not read
   // 0, since OS code divides by its associativity (Linux's bsp_init_amd on family 0x15).
-  if (!intel && extended(0x80000005) && cache.l1d.size_kib <= 0xFF) {
-    CpuidEntry& e = entry(t, 0x80000005);
+  void l1_cache() {
+    const CacheGeometry& cache = p_.cache;
+    if (intel_ || !extended(0x80000005) || cache.l1d.size_kib > 0xFF) return;
+    CpuidEntry& e = entry(t_, 0x80000005);
     e.ecx = (cache.l1d.size_kib << 24) | (std::min(cache.l1d.ways, 0xFFu) << 16) | (1u << 8) |
             cache.line_size;
     e.edx = e.ecx;
   }
-  if (extended(0x80000006)) {
-    CpuidEntry& e = entry(t, 0x80000006);
+
+  void l2_l3_cache() {
+    if (!extended(0x80000006)) return;
+    const CacheGeometry& cache = p_.cache;
+    CpuidEntry& e = entry(t_, 0x80000006);
     if (cache.l2.size_kib <= 0xFFFF)
       e.ecx = (cache.l2.size_kib << 16) | (amd_ways_code(cache.l2.ways) << 12) |
-              (intel ? 0 : 1u << 8) | cache.line_size;
-    if (!intel && cache.l3 && cache.l3->size_kib % 512 == 0 && cache.l3->size_kib / 512 <= 0x3FFF)
+              (intel_ ? 0 : 1u << 8) | cache.line_size;
+    if (!intel_ && cache.l3 && cache.l3->size_kib % 512 == 0 && cache.l3->size_kib / 512 <= 0x3FFF)
       e.edx = ((cache.l3->size_kib / 512) << 18) | (amd_ways_code(cache.l3->ways) << 12) |
               (1u << 8) | cache.line_size;
   }
-  if (extended(0x80000007)) {
-    const uint32_t edx = w.get(0x80000007, CpuidRegister::kEdx);
-    if (edx != 0) entry(t, 0x80000007).edx = edx;
+
+  void power_management() {
+    if (!extended(0x80000007)) return;
+    const uint32_t edx = w_.get(0x80000007, CpuidRegister::kEdx);
+    if (edx != 0) entry(t_, 0x80000007).edx = edx;
   }
-  if (extended(0x80000008) && profile.address_sizes) {
-    AddressSizes a = *profile.address_sizes;
-    const CpuidEntry* s = filter ? find_cpuid_entry(supported, 0x80000008) : nullptr;
+
+  void address_sizes() {
+    if (!extended(0x80000008) || !p_.address_sizes) return;
+    AddressSizes a = *p_.address_sizes;
+    const CpuidEntry* s = filter_ ? find_cpuid_entry(supported_, 0x80000008) : nullptr;
     if (s != nullptr) {
       const uint32_t kvm_physical = s->eax & 0xFF, kvm_linear = (s->eax >> 8) & 0xFF;
       if (kvm_physical != 0 && kvm_physical < a.physical) {
-        dropped.push_back("address_sizes.physical " + std::to_string(a.physical) + " -> " +
-                          std::to_string(kvm_physical));
+        dropped_.push_back("address_sizes.physical " + std::to_string(a.physical) + " -> " +
+                           std::to_string(kvm_physical));
         a.physical = kvm_physical;
       }
       if (kvm_linear != 0 && kvm_linear < a.linear) {
-        dropped.push_back("address_sizes.linear " + std::to_string(a.linear) + " -> " +
-                          std::to_string(kvm_linear));
+        dropped_.push_back("address_sizes.linear " + std::to_string(a.linear) + " -> " +
+                           std::to_string(kvm_linear));
         a.linear = kvm_linear;
       }
     }
-    entry(t, 0x80000008).eax = a.physical | (a.linear << 8);
+    entry(t_, 0x80000008).eax = a.physical | (a.linear << 8);
   }
 
-  if (profile.lwp.available && extended(lwp::kCpuidLwpLeaf)) {
-    // EAX comes from the enable policy, not from LWPMSR0 at run time (DESIGN §3).
-    const lwp::CpuidLeaf l = lwp::cpuid_leaf(profile.lwp, profile.lwp_enable_policy);
-    t.push_back(CpuidEntry{lwp::kCpuidLwpLeaf, 0, 0, l.eax, l.ebx, l.ecx, l.edx});
+  // EAX comes from the enable policy, not from LWPMSR0 at run time (DESIGN §3).
+  void lightweight_profiling() {
+    if (!p_.lwp.available || !extended(lwp::kCpuidLwpLeaf)) return;
+    const lwp::CpuidLeaf l = lwp::cpuid_leaf(p_.lwp, p_.lwp_enable_policy);
+    t_.push_back(CpuidEntry{lwp::kCpuidLwpLeaf, 0, 0, l.eax, l.ebx, l.ecx, l.edx});
   }
 
-  t.push_back(CpuidEntry{kPvCpuidBase, 0, 0, kPvCpuidFeatures, kPvSignatureEbx, kPvSignatureEcx,
-                         kPvSignatureEdx});
-  t.push_back(CpuidEntry{kPvCpuidFeatures, 0, 0, pv_features, profile.lwp_interrupt_vector, 0, 0});
-
-  for (const CpuidOverride& ov : profile.cpuid_overrides) {
-    uint32_t& r = reg(entry(t, ov.leaf, ov.subleaf), ov.reg);
-    r = (r & ~ov.clear) | ov.set;
+  void paravirtual() {
+    t_.push_back(CpuidEntry{kPvCpuidBase, 0, 0, kPvCpuidFeatures, kPvSignatureEbx, kPvSignatureEcx,
+                            kPvSignatureEdx});
+    t_.push_back(CpuidEntry{kPvCpuidFeatures, 0, 0, pv_features_, p_.lwp_interrupt_vector, 0, 0});
   }
 
-  std::sort(t.begin(), t.end(), [](const CpuidEntry& a, const CpuidEntry& b) {
-    return a.function != b.function ? a.function < b.function : a.index < b.index;
-  });
-  return t;
+  // Last: the profile's own bits win over everything above.
+  void overrides() {
+    for (const CpuidOverride& ov : p_.cpuid_overrides) {
+      uint32_t& r = reg(entry(t_, ov.leaf, ov.subleaf), ov.reg);
+      r = (r & ~ov.clear) | ov.set;
+    }
+  }
+
+  const CpuProfile& p_;
+  const uint32_t pv_features_;
+  const std::span<const CpuidEntry> supported_;
+  const bool filter_;
+  std::vector<std::string>& dropped_;
+  const bool intel_;
+  const uint32_t signature_;
+  FeatureWords w_;
+  std::vector<CpuidEntry> t_;
+};
+
+std::vector<CpuidEntry> build(const CpuProfile& profile, uint32_t pv_features,
+                              std::span<const CpuidEntry> supported, bool filter,
+                              std::vector<std::string>& dropped) {
+  return CpuidBuilder(profile, pv_features, supported, filter, dropped).build();
 }
 
 }  // namespace

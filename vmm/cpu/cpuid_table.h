@@ -61,7 +61,8 @@ inline constexpr uint32_t kCpuidFlagSignificantIndex = 1;
 //   EBX = 'p','m','u','v' = 0x76756d70, ECX = 'm',0,0,0 = 0x0000006d, EDX = 0.
 // 0x40000001: EAX = the VMM's PV feature bits (the pv_features argument; their meaning is the
 // VMM's), EBX = the LWP threshold-interrupt vector the guest kernel must program into
-// LWPMSR0[47:40] (profile.lwp_interrupt_vector, 0 when the enable policy has no INT), ECX = EDX = 0.
+// LWPMSR0[47:40] (profile.lwp_interrupt_vector, 0 when the enable policy has no INT), ECX = EDX =
+// 0.
 inline constexpr uint32_t kPvCpuidBase = 0x40000000;
 inline constexpr uint32_t kPvCpuidFeatures = 0x40000001;
 inline constexpr uint32_t kPvSignatureEbx = 0x76756d70;  // "pmuv"

@@ -58,8 +58,8 @@ std::string describe_lwp(const CpuProfile& p) {
 // The profile's CPUID definition and the table it gives (before KVM filtering, which depends on
 // the host): one line per leaf.
 std::string describe_cpuid(const CpuProfile& p) {
-  std::string s = "  CPUID        max basic leaf " + hex(p.max_basic_leaf) + ", max extended leaf " +
-                  hex(p.max_extended_leaf);
+  std::string s = "  CPUID        max basic leaf " + hex(p.max_basic_leaf) +
+                  ", max extended leaf " + hex(p.max_extended_leaf);
   if (p.address_sizes)
     s += ", " + std::to_string(p.address_sizes->physical) + "-bit physical, " +
          std::to_string(p.address_sizes->linear) + "-bit linear addresses";
@@ -68,7 +68,8 @@ std::string describe_cpuid(const CpuProfile& p) {
   if (p.features.empty()) s += " none";
   s += "\n";
   for (const CpuidEntry& e : profile_cpuid(p, 0)) {
-    if (e.function >= kPvCpuidBase && e.function <= 0x4FFFFFFF) continue;  // the VMM's, not the profile's
+    if (e.function >= kPvCpuidBase && e.function <= 0x4FFFFFFF)
+      continue;  // the VMM's, not the profile's
     s += "  leaf " + hex(e.function, 8) + "." + std::to_string(e.index) + " eax=" + hex(e.eax, 8) +
          " ebx=" + hex(e.ebx, 8) + " ecx=" + hex(e.ecx, 8) + " edx=" + hex(e.edx, 8) + "\n";
   }
@@ -97,7 +98,8 @@ std::string describe_profile(const CpuProfile& p) {
     s += "  NetBurst     " + std::to_string(p.netburst->counters) + " counters of " +
          std::to_string(p.netburst->counter_bits) + " bits, " +
          (p.netburst->threads_per_core == 1 ? "single-threaded (T1 bits inert)"
-                                            : "two threads per core") + "\n";
+                                            : "two threads per core") +
+         "\n";
   } else {
     s += "  NetBurst     none\n";
   }

@@ -17,11 +17,11 @@ struct LibvirtCrossCheck {
   // Empty when libvirt agrees. Otherwise one line: libvirt's own message when it gave no answer,
   // or the features only one side has.
   std::string error;
-  size_t agreed = 0;                   // x86 feature bits compared (the model's included)
-  std::string model;                   // the model libvirt's answer names
-  std::vector<std::string> unchecked;  // members' features libvirt has no name for (left out)
-  std::vector<std::string> only_ours;      // in our baseline, not in libvirt's (our names)
-  std::vector<std::string> only_libvirt;   // in libvirt's, not in ours (our names when known)
+  size_t agreed = 0;                      // x86 feature bits compared (the model's included)
+  std::string model;                      // the model libvirt's answer names
+  std::vector<std::string> unchecked;     // members' features libvirt has no name for (left out)
+  std::vector<std::string> only_ours;     // in our baseline, not in libvirt's (our names)
+  std::vector<std::string> only_libvirt;  // in libvirt's, not in ours (our names when known)
   bool ok() const { return error.empty(); }
 };
 

@@ -42,8 +42,8 @@ std::string attribute(std::string_view element, std::string_view name) {
   for (size_t at = element.find(name); at != std::string_view::npos;
        at = element.find(name, at + 1)) {
     const size_t eq = at + name.size();
-    const bool word_start = at > 0 && (element[at - 1] == ' ' || element[at - 1] == '\t' ||
-                                       element[at - 1] == '\n');
+    const bool word_start =
+        at > 0 && (element[at - 1] == ' ' || element[at - 1] == '\t' || element[at - 1] == '\n');
     if (!word_start || eq + 1 >= element.size() || element[eq] != '=') continue;
     const char quote = element[eq + 1];
     if (quote != '\'' && quote != '"') continue;
@@ -95,8 +95,10 @@ HostCpuXml host_cpu_xml(const CpuProfile& p) {
     if (cpuid == p.vendor) x += "  <vendor>" + std::string(name) + "</vendor>\n";
   for (const std::string& f : bits) {
     const std::optional<std::string> name = libvirt_feature_name(f);
-    if (name) x += "  <feature name='" + *name + "'/>\n";
-    else out.unchecked.push_back(f);
+    if (name)
+      x += "  <feature name='" + *name + "'/>\n";
+    else
+      out.unchecked.push_back(f);
   }
   x += "</cpu>\n";
   return out;

@@ -40,7 +40,7 @@ std::string our_feature_name(std::string_view libvirt);
 std::vector<std::string> x86_feature_bits(const CpuProfile& p);
 
 struct HostCpuXml {
-  std::string xml;                 // <cpu> for virConnectBaselineCPU, or "" with `error`
+  std::string xml;                     // <cpu> for virConnectBaselineCPU, or "" with `error`
   std::vector<std::string> unchecked;  // our features cpu_map has no name for (left out)
   std::string error;
 };

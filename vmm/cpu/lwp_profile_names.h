@@ -29,8 +29,8 @@ struct LwpPolicyName {
   uint64_t bit;
 };
 inline constexpr LwpPolicyName kLwpPolicyBits[] = {
-    {"EN", pmu::lwp::msr0::kEnabled}, {"IRE", pmu::lwp::msr0::kIre},
-    {"BRE", pmu::lwp::msr0::kBre},    {"DME", pmu::lwp::msr0::kDme},
+    {"EN", pmu::lwp::msr0::kEnabled},    {"IRE", pmu::lwp::msr0::kIre},
+    {"BRE", pmu::lwp::msr0::kBre},       {"DME", pmu::lwp::msr0::kDme},
     {"INT", pmu::lwp::msr0::kInterrupt},
 };
 

@@ -11,8 +11,9 @@ namespace {
 using Reasons = std::vector<std::string>;
 
 void equal_hex(Reasons& out, const char* what, uint64_t saw, uint64_t has) {
-  if (saw != has) out.push_back(std::string(what) + " " + ProfileFields::hex(saw) + " != " +
-                                ProfileFields::hex(has));
+  if (saw != has)
+    out.push_back(std::string(what) + " " + ProfileFields::hex(saw) +
+                  " != " + ProfileFields::hex(has));
 }
 
 void at_least(Reasons& out, const std::string& what, uint64_t saw, uint64_t has) {
@@ -45,8 +46,8 @@ void lwp(Reasons& out, const pmu::lwp::Capabilities& saw, const pmu::lwp::Capabi
     return;
   }
   if (saw.version != has.version)
-    out.push_back("LWP version " + std::to_string(saw.version) + " != " +
-                  std::to_string(has.version));
+    out.push_back("LWP version " + std::to_string(saw.version) +
+                  " != " + std::to_string(has.version));
   auto flag = [&](std::string_view name, bool pmu::lwp::Capabilities::*member) {
     if (saw.*member && !(has.*member))
       out.push_back("LWP feature " + std::string(name) + " missing");
@@ -85,8 +86,7 @@ void architectural_pmu(Reasons& out, const CpuProfile& saw, const CpuProfile& ha
   at_least(out, "architectural PMU counters", a.counters, b.counters);
   at_least(out, "architectural PMU counter_bits", a.counter_bits, b.counter_bits);
   at_least(out, "architectural PMU fixed_counters", a.fixed_counters, b.fixed_counters);
-  at_least(out, "architectural PMU fixed_counter_bits", a.fixed_counter_bits,
-           b.fixed_counter_bits);
+  at_least(out, "architectural PMU fixed_counter_bits", a.fixed_counter_bits, b.fixed_counter_bits);
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ ProfileResult compute_baseline(const std::vector<CpuProfile>& members) {
     p.baseline_of.push_back(m.name);
     names += (names.empty() ? "" : ", ") + m.name;
   }
-  p.description = "Migration baseline of " + names + " (proposal 5.1: the AND of their feature "
+  p.description = "Migration baseline of " + names +
+                  " (proposal 5.1: the AND of their feature "
                   "bits and the minimum of their event counts and sizes), computed by pmuvm.";
   if (const std::optional<std::string> why = detail::compose_baseline(members, p))
     return ProfileResult{std::nullopt, "baseline of " + names + ": " + *why};
@@ -40,8 +41,7 @@ namespace detail {
 
 namespace lwp = pmu::lwp;
 
-std::optional<std::string> compose_baseline(const std::vector<CpuProfile>& members,
-                                            CpuProfile& p) {
+std::optional<std::string> compose_baseline(const std::vector<CpuProfile>& members, CpuProfile& p) {
   if (members.empty()) return "a baseline needs at least one member";
   const CpuProfile& first = members.front();
   p.vendor = first.vendor;

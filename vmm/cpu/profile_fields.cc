@@ -134,18 +134,12 @@ std::string ProfileFields::describe_value(const Json& v) {
   std::string text = v.dump();
   if (text.size() > 40) text = text.substr(0, 37) + "...";
   switch (v.type()) {
-    case Json::value_t::null:
-      return "null";
-    case Json::value_t::boolean:
-      return "boolean " + text;
-    case Json::value_t::string:
-      return "string " + text;
-    case Json::value_t::object:
-      return "an object";
-    case Json::value_t::array:
-      return "an array";
-    default:
-      return "number " + text;
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "boolean " + text;
+    case Json::value_t::string: return "string " + text;
+    case Json::value_t::object: return "an object";
+    case Json::value_t::array: return "an array";
+    default: return "number " + text;
   }
 }
 

@@ -59,8 +59,9 @@ class ProfileFields {
 
   // The key of `obj` (at `path`) that comes first in the text among those `accept` takes, if
   // any: for errors, which should name the first. With one, the text is parsed once more.
-  std::optional<std::string> first_key_in_text(const Json& obj, std::string_view path,
-                                const std::function<bool(const std::string&)>& accept) const;
+  std::optional<std::string> first_key_in_text(
+      const Json& obj, std::string_view path,
+      const std::function<bool(const std::string&)>& accept) const;
 
   // A non-negative integer given as a JSON number or a "0x…" hex string, within [lo, hi].
   // `hex` only chooses how the range is printed in the error.

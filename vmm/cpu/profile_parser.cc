@@ -35,10 +35,25 @@ constexpr uint32_t kBrandLastLeaf = 0x80000004;
 constexpr uint32_t kAddressSizesLeaf = 0x80000008;
 
 // Every key a literal (non-baseline) profile may have.
-const std::initializer_list<std::string_view> kLiteralKeys = {
-    "name", "description", "vendor", "family", "model", "stepping", "brand", "max_basic_leaf",
-    "max_extended_leaf", "features", "address_sizes", "cpuid_overrides", "misc_enable", "lwp",
-    "netburst", "architectural_pmu", "cache", "baseline_of", "computed_from"};
+const std::initializer_list<std::string_view> kLiteralKeys = {"name",
+                                                              "description",
+                                                              "vendor",
+                                                              "family",
+                                                              "model",
+                                                              "stepping",
+                                                              "brand",
+                                                              "max_basic_leaf",
+                                                              "max_extended_leaf",
+                                                              "features",
+                                                              "address_sizes",
+                                                              "cpuid_overrides",
+                                                              "misc_enable",
+                                                              "lwp",
+                                                              "netburst",
+                                                              "architectural_pmu",
+                                                              "cache",
+                                                              "baseline_of",
+                                                              "computed_from"};
 
 bool printable_ascii(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7E; });
@@ -49,7 +64,9 @@ bool power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 // Pops the frame that ProfileParser pushed, also when parsing fails by exception.
 class FrameGuard {
  public:
-  FrameGuard(ParseContext& ctx, ParseFrame frame) : ctx_(ctx) { ctx_.frames.push_back(std::move(frame)); }
+  FrameGuard(ParseContext& ctx, ParseFrame frame) : ctx_(ctx) {
+    ctx_.frames.push_back(std::move(frame));
+  }
   ~FrameGuard() { ctx_.frames.pop_back(); }
   FrameGuard(const FrameGuard&) = delete;
   FrameGuard& operator=(const FrameGuard&) = delete;
@@ -72,8 +89,8 @@ class ProfileParser {
     identity_keys_.push_back("name:" + p.name);
     FrameGuard frame(ctx_, ParseFrame{identity_keys_, p.name});
     if (ctx_.frames.size() > kMaxBaselineDepth)
-      r_.fail("baseline_of", "baseline_of nests deeper than " + std::to_string(kMaxBaselineDepth) +
-                                 " profiles");
+      r_.fail("baseline_of",
+              "baseline_of nests deeper than " + std::to_string(kMaxBaselineDepth) + " profiles");
     if (ProfileFields::optional(root, "baseline_of") != nullptr) return parse_baseline(root, p);
     return parse_literal(root, p);
   }
@@ -81,11 +98,10 @@ class ProfileParser {
  private:
   std::string parse_name(const Json& root) {
     const std::string name = r_.string(r_.required(root, "", "name"), "name");
-    const bool ok = !name.empty() && name.size() <= 64 &&
-                    std::all_of(name.begin(), name.end(), [](char c) {
-                      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
-                             c == '.';
-                    });
+    const bool ok =
+        !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+        });
     if (!ok)
       r_.fail("name", "name must be 1..64 characters from A-Z a-z 0-9 . _ -, got \"" + name + "\"");
     return name;
@@ -99,8 +115,8 @@ class ProfileParser {
     parse_identity(root, p);
     parse_overrides(root, p);
     if (const Json* v = ProfileFields::nullable(root, "misc_enable"))
-      p.misc_enable = r_.unsigned_value(*v, "misc_enable", 0,
-                                        std::numeric_limits<uint64_t>::max(), true);
+      p.misc_enable =
+          r_.unsigned_value(*v, "misc_enable", 0, std::numeric_limits<uint64_t>::max(), true);
     parse_lwp(root, p);
     parse_netburst(root, p);
     parse_cache(r_.required(root, "", "cache"), p.cache);
@@ -139,8 +155,9 @@ class ProfileParser {
           r_.fail(path, path + ": unknown CPUID feature \"" + name +
                             "\" (the names are listed in vmm/profiles/README.md)");
         if (name == "lwp")
-          r_.fail(path, path + ": \"lwp\" (CPUID 0x80000001 ECX[15]) follows the lwp section; "
-                               "do not list it");
+          r_.fail(path, path +
+                            ": \"lwp\" (CPUID 0x80000001 ECX[15]) follows the lwp section; "
+                            "do not list it");
         if (std::find(p.features.begin(), p.features.end(), name) != p.features.end())
           r_.fail(path, path + ": feature " + name + " is listed twice");
         p.features.push_back(name);
@@ -153,12 +170,14 @@ class ProfileParser {
       AddressSizes a;
       a.physical = static_cast<uint32_t>(r_.unsigned_value(
           r_.required(*v, "address_sizes", "physical"), "address_sizes.physical", 32, 52));
-      a.linear = static_cast<uint32_t>(r_.unsigned_value(
-          r_.required(*v, "address_sizes", "linear"), "address_sizes.linear", 32, 57));
+      a.linear = static_cast<uint32_t>(r_.unsigned_value(r_.required(*v, "address_sizes", "linear"),
+                                                         "address_sizes.linear", 32, 57));
       // KVM_SET_CPUID2 refuses other linear widths (its canonical-address checks know 48 and 57).
       if (a.linear != 48 && a.linear != 57)
-        r_.fail("address_sizes.linear", "address_sizes.linear must be 48 or 57 (4- or 5-level "
-                                        "paging), got " + std::to_string(a.linear));
+        r_.fail("address_sizes.linear",
+                "address_sizes.linear must be 48 or 57 (4- or 5-level "
+                "paging), got " +
+                    std::to_string(a.linear));
       p.address_sizes = a;
       leaves.emplace_back(kAddressSizesLeaf, "address_sizes");
     }
@@ -172,11 +191,11 @@ class ProfileParser {
       max = std::max(max, leaf);
     }
     if (const Json* v = ProfileFields::optional(root, "max_basic_leaf"))
-      p.max_basic_leaf = static_cast<uint32_t>(
-          r_.unsigned_value(*v, "max_basic_leaf", 1, 0xFF, true));
+      p.max_basic_leaf =
+          static_cast<uint32_t>(r_.unsigned_value(*v, "max_basic_leaf", 1, 0xFF, true));
     if (const Json* v = ProfileFields::optional(root, "max_extended_leaf"))
-      p.max_extended_leaf = static_cast<uint32_t>(r_.unsigned_value(
-          *v, "max_extended_leaf", kBrandLastLeaf, kExtendedBase + 0xFF, true));
+      p.max_extended_leaf = static_cast<uint32_t>(
+          r_.unsigned_value(*v, "max_extended_leaf", kBrandLastLeaf, kExtendedBase + 0xFF, true));
     for (const auto& [leaf, path] : leaves) {
       const bool extended = leaf >= kExtendedBase;
       const uint32_t max = extended ? p.max_extended_leaf : p.max_basic_leaf;
@@ -190,8 +209,10 @@ class ProfileParser {
   void parse_identity(const Json& root, CpuProfile& p) {
     p.vendor = r_.string(r_.required(root, "", "vendor"), "vendor");
     if (p.vendor.size() != 12 || !printable_ascii(p.vendor))
-      r_.fail("vendor", "vendor must be exactly 12 printable ASCII characters (CPUID 0 EBX, EDX, "
-                        "ECX), got \"" + p.vendor + "\"");
+      r_.fail("vendor",
+              "vendor must be exactly 12 printable ASCII characters (CPUID 0 EBX, EDX, "
+              "ECX), got \"" +
+                  p.vendor + "\"");
     // Displayed family = base + extended; base saturates at 0xF, extended is 8 bits.
     p.family = static_cast<uint32_t>(
         r_.unsigned_value(r_.required(root, "", "family"), "family", 1, 0xF + 0xFF, true));
@@ -210,8 +231,10 @@ class ProfileParser {
     if (const Json* v = ProfileFields::optional(root, "brand")) {
       p.brand = r_.string(*v, "brand");
       if (p.brand.size() > kMaxBrandLength || !printable_ascii(p.brand))
-        r_.fail("brand", "brand must be at most 47 printable ASCII characters (CPUID "
-                         "0x80000002..4), got " + std::to_string(p.brand.size()) + " characters");
+        r_.fail("brand",
+                "brand must be at most 47 printable ASCII characters (CPUID "
+                "0x80000002..4), got " +
+                    std::to_string(p.brand.size()) + " characters");
     }
   }
 
@@ -237,11 +260,16 @@ class ProfileParser {
       ov.clear = word("clear", false);
       const std::string reg_path = ProfileFields::child(path, "register");
       const std::string reg = r_.string(r_.required(o, path, "register"), reg_path);
-      if (reg == "eax") ov.reg = CpuidRegister::kEax;
-      else if (reg == "ebx") ov.reg = CpuidRegister::kEbx;
-      else if (reg == "ecx") ov.reg = CpuidRegister::kEcx;
-      else if (reg == "edx") ov.reg = CpuidRegister::kEdx;
-      else r_.fail(reg_path, reg_path + " must be one of eax, ebx, ecx, edx, got \"" + reg + "\"");
+      if (reg == "eax")
+        ov.reg = CpuidRegister::kEax;
+      else if (reg == "ebx")
+        ov.reg = CpuidRegister::kEbx;
+      else if (reg == "ecx")
+        ov.reg = CpuidRegister::kEcx;
+      else if (reg == "edx")
+        ov.reg = CpuidRegister::kEdx;
+      else
+        r_.fail(reg_path, reg_path + " must be one of eax, ebx, ecx, edx, got \"" + reg + "\"");
       if (ov.set & ov.clear)
         r_.fail(path,
                 path + " sets and clears the same bits " + ProfileFields::hex(ov.set & ov.clear));
@@ -276,12 +304,12 @@ class ProfileParser {
     lwp::Capabilities& c = p.lwp;
     c.available = true;
     if (const Json* f = ProfileFields::optional(o, "version"))
-      c.version = static_cast<uint8_t>(r_.unsigned_value(*f, "lwp.version", lwp::kVersion,
-                                                         lwp::kVersion));
+      c.version =
+          static_cast<uint8_t>(r_.unsigned_value(*f, "lwp.version", lwp::kVersion, lwp::kVersion));
     c.interrupt = flag("interrupt");
     parse_lwp_events(r_.required(o, "lwp", "events"), c);
-    c.max_events = static_cast<uint8_t>(r_.unsigned_value(r_.required(o, "lwp", "max_events"),
-                                                          "lwp.max_events", 1, lwp::kMaxEventSlots));
+    c.max_events = static_cast<uint8_t>(r_.unsigned_value(
+        r_.required(o, "lwp", "max_events"), "lwp.max_events", 1, lwp::kMaxEventSlots));
     if (const Json* f = ProfileFields::optional(o, "cache_max_bits"))
       c.cache_max_bits = static_cast<uint8_t>(r_.unsigned_value(*f, "lwp.cache_max_bits", 10, 31));
     c.data_address = flag("data_address");
@@ -302,7 +330,8 @@ class ProfileParser {
       for (const LwpEventName& e : kLwpEvents)
         if (name == e.name) slot = &(c.*e.offered);
       if (slot == nullptr)
-        r_.fail(path, path + " must be one of IRE, BRE, DME (proposal Table 2), got \"" + name + "\"");
+        r_.fail(path,
+                path + " must be one of IRE, BRE, DME (proposal Table 2), got \"" + name + "\"");
       if (*slot) r_.fail(path, path + ": event " + name + " is listed twice");
       *slot = true;
     }
@@ -319,29 +348,35 @@ class ProfileParser {
         const std::string path = ProfileFields::element("lwp.enable_policy", i);
         const std::string name = r_.string((*list)[i], path);
         const LwpPolicyName* bit = nullptr;
-        for (const LwpPolicyName& b : kLwpPolicyBits) if (name == b.name) bit = &b;
+        for (const LwpPolicyName& b : kLwpPolicyBits)
+          if (name == b.name) bit = &b;
         if (bit == nullptr)
           r_.fail(path, path + " must be one of EN, IRE, BRE, DME, INT, got \"" + name + "\"");
         // What offers each bit: LWP itself (EN), the interrupt (INT), else the event.
-        const std::string needs = bit->bit == lwp::msr0::kEnabled     ? "lwp.available"
-                                  : bit->bit == lwp::msr0::kInterrupt ? "lwp.interrupt: true"
-                                  : "\"" + name + "\" in lwp.events";
+        const std::string needs = bit->bit == lwp::msr0::kEnabled ? "lwp.available"
+                                  : bit->bit == lwp::msr0::kInterrupt
+                                      ? "lwp.interrupt: true"
+                                      : "\"" + name + "\" in lwp.events";
         if (!(allowed & bit->bit))
-          r_.fail(path, path + ": the policy enables " + name + " but the profile does not offer "
-                        "it (needs " + needs + "); LWPMSR0 would #GP");
+          r_.fail(path, path + ": the policy enables " + name +
+                            " but the profile does not offer "
+                            "it (needs " +
+                            needs + "); LWPMSR0 would #GP");
         if (policy & bit->bit) r_.fail(path, path + ": " + name + " is listed twice");
         policy |= bit->bit;
       }
       if (policy != 0 && !(policy & lwp::msr0::kEnabled))
-        r_.fail("lwp.enable_policy", "lwp.enable_policy enables features without EN, which "
-                                     "leaves LWP off; add \"EN\" or make the list empty");
+        r_.fail("lwp.enable_policy",
+                "lwp.enable_policy enables features without EN, which "
+                "leaves LWP off; add \"EN\" or make the list empty");
     }
     const Json* vec = ProfileFields::optional(o, "interrupt_vector");
     if (vec != nullptr && !c.interrupt)
       r_.fail("lwp.interrupt_vector", "lwp.interrupt_vector needs lwp.interrupt: true");
     uint8_t vector = kDefaultLwpVector;
     if (vec != nullptr)  // vectors 0..31 are exceptions, not interrupts
-      vector = static_cast<uint8_t>(r_.unsigned_value(*vec, "lwp.interrupt_vector", 0x20, 0xFF, true));
+      vector =
+          static_cast<uint8_t>(r_.unsigned_value(*vec, "lwp.interrupt_vector", 0x20, 0xFF, true));
     if (policy & lwp::msr0::kInterrupt) {
       p.lwp_interrupt_vector = vector;
       policy |= uint64_t{vector} << lwp::msr0::kVectorShift;
@@ -365,7 +400,8 @@ class ProfileParser {
     field("threads_per_core", n.threads_per_core, 1, 2);
     // Linux's p4 driver (and ours) trust the counters only when MISC_ENABLE says they exist.
     if (!p.misc_enable || !(*p.misc_enable & kMiscEnablePerfmonAvailable))
-      r_.fail("netburst", "netburst needs misc_enable bit 7 (performance monitoring available) set");
+      r_.fail("netburst",
+              "netburst needs misc_enable bit 7 (performance monitoring available) set");
     p.netburst = n;
   }
 
@@ -403,8 +439,8 @@ class ProfileParser {
     if (const Json* v = ProfileFields::optional(o, "line_size")) {
       cache.line_size = static_cast<uint32_t>(r_.unsigned_value(*v, "cache.line_size", 16, 512));
       if (!power_of_two(cache.line_size))
-        r_.fail("cache.line_size", "cache.line_size must be a power of two, got " +
-                                       std::to_string(cache.line_size));
+        r_.fail("cache.line_size",
+                "cache.line_size must be a power of two, got " + std::to_string(cache.line_size));
     }
     cache.l1d = parse_level(r_.required(o, "cache", "l1d"), "cache.l1d", cache.line_size);
     cache.l2 = parse_level(r_.required(o, "cache", "l2"), "cache.l2", cache.line_size);
@@ -517,8 +553,9 @@ class ProfileParser {
       check_cycle(key, ref, path);
       const std::optional<NamedProfileText> found = ctx_.lookup ? ctx_.lookup(ref) : std::nullopt;
       if (!found)
-        r_.fail(path, path + ": unknown profile '" + ref + "' (not a shipped profile; a file "
-                             "must be given as a path ending in .json)");
+        r_.fail(path, path + ": unknown profile '" + ref +
+                          "' (not a shipped profile; a file "
+                          "must be given as a path ending in .json)");
       result = parse_in_context(found->text, found->source_name, {key}, ctx_);
     }
     if (!result.ok()) throw ProfileFields::Failure{result.error};
@@ -545,7 +582,8 @@ class ProfileParser {
 
 std::string file_key(const std::string& path) {
   std::error_code ec;
-  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  std::filesystem::path p =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
   if (ec) p = std::filesystem::path(path).lexically_normal();
   return "file:" + p.string();
 }

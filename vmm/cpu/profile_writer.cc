@@ -28,9 +28,11 @@ const char* register_name(CpuidRegister r) {
 Json overrides(const std::vector<CpuidOverride>& list) {
   Json out = Json::array();
   for (const CpuidOverride& o : list)
-    out.push_back(Json{{"leaf", hex(o.leaf)},     {"subleaf", o.subleaf},
+    out.push_back(Json{{"leaf", hex(o.leaf)},
+                       {"subleaf", o.subleaf},
                        {"register", register_name(o.reg)},
-                       {"set", hex(o.set)},       {"clear", hex(o.clear)},
+                       {"set", hex(o.set)},
+                       {"clear", hex(o.clear)},
                        {"note", o.note}});
   return out;
 }

@@ -49,7 +49,9 @@ void CmosRtc::write(uint16_t port, uint8_t value) {
   }
   switch (index_) {
     case kStatusA: ram_[kStatusA] = static_cast<uint8_t>((value & 0x7F)); return;  // UIP read-only
-    case kStatusB: ram_[kStatusB] = static_cast<uint8_t>((value & ~0x04) | 0x02); return;  // BCD, 24 h
+    case kStatusB:
+      ram_[kStatusB] = static_cast<uint8_t>((value & ~0x04) | 0x02);
+      return;  // BCD, 24 h
     case kStatusC:
     case kStatusD: return;  // read-only
     default: ram_[index_] = value;

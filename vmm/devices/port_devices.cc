@@ -16,8 +16,10 @@ IoEffect SerialPort::access(uint16_t port, bool write, std::span<uint8_t> data) 
   std::lock_guard<std::mutex> g(lock_);
   printed_ = {};
   // Byte registers: a wider access reaches the first byte only.
-  if (write) serial_.write(port, data[0]);
-  else data[0] = serial_.read(port);
+  if (write)
+    serial_.write(port, data[0]);
+  else
+    data[0] = serial_.read(port);
   return std::exchange(printed_, {});
 }
 
@@ -28,8 +30,10 @@ void SerialPort::set_irq_callback(std::function<void(bool level)> irq) {
 
 IoEffect CmosPort::access(uint16_t port, bool write, std::span<uint8_t> data) {
   std::lock_guard<std::mutex> g(lock_);
-  if (write) rtc_.write(port, data[0]);
-  else data[0] = rtc_.read(port);
+  if (write)
+    rtc_.write(port, data[0]);
+  else
+    data[0] = rtc_.read(port);
   return {};
 }
 

@@ -33,10 +33,10 @@ void Serial16550::set_mcr(uint8_t value) {
   mcr_ = value & 0x1F;
   const uint8_t after = modem_inputs();
   const uint8_t changed = before ^ after;
-  if (changed & kMsrCts) msr_delta_ |= 0x01;                            // DCTS
-  if (changed & kMsrDsr) msr_delta_ |= 0x02;                            // DDSR
-  if ((before & kMsrRi) && !(after & kMsrRi)) msr_delta_ |= 0x04;       // TERI: trailing edge
-  if (changed & kMsrDcd) msr_delta_ |= 0x08;                            // DDCD
+  if (changed & kMsrCts) msr_delta_ |= 0x01;                       // DCTS
+  if (changed & kMsrDsr) msr_delta_ |= 0x02;                       // DDSR
+  if ((before & kMsrRi) && !(after & kMsrRi)) msr_delta_ |= 0x04;  // TERI: trailing edge
+  if (changed & kMsrDcd) msr_delta_ |= 0x08;                       // DDCD
 }
 
 void Serial16550::receive(uint8_t byte) {
@@ -107,8 +107,10 @@ void Serial16550::write(uint16_t port, uint8_t value) {
         dll_ = value;
         return;
       }
-      if (mcr_ & kMcrLoop) receive(value);  // loopback keeps it inside
-      else if (output_) output_(static_cast<char>(value));
+      if (mcr_ & kMcrLoop)
+        receive(value);  // loopback keeps it inside
+      else if (output_)
+        output_(static_cast<char>(value));
       thr_ipending_ = (ier_ & kIerThri) != 0;  // sent at once: THR is empty again
       break;
     case 1:  // IER / DLM

@@ -103,10 +103,10 @@ class Serial16550 {
 
   bool fifo_enabled() const { return fcr_ & kFcrEnable; }
   unsigned rx_trigger() const;
-  uint8_t interrupt_id() const;    // IIR bits 3:0
-  uint8_t modem_inputs() const;    // MSR bits 7:4
+  uint8_t interrupt_id() const;  // IIR bits 3:0
+  uint8_t modem_inputs() const;  // MSR bits 7:4
   void set_mcr(uint8_t value);
-  void receive(uint8_t byte);      // a byte arriving at the receiver (loopback only)
+  void receive(uint8_t byte);  // a byte arriving at the receiver (loopback only)
   void clear_rx() { rx_head_ = rx_count_ = 0; }
   void update_irq();
 
@@ -116,14 +116,14 @@ class Serial16550 {
 
   uint8_t ier_ = 0, lcr_ = 0x03, mcr_ = 0, scr_ = 0, fcr_ = 0;
   uint8_t dll_ = 0x01, dlm_ = 0;
-  uint8_t lsr_errors_ = 0;   // OE/PE/FE/BI latched until LSR is read
-  uint8_t msr_delta_ = 0;    // MSR bits 3:0 latched until MSR is read
+  uint8_t lsr_errors_ = 0;  // OE/PE/FE/BI latched until LSR is read
+  uint8_t msr_delta_ = 0;   // MSR bits 3:0 latched until MSR is read
   bool thr_ipending_ = false;
   bool irq_level_ = false;
 
   std::array<uint8_t, kFifoSize> rx_{};
   unsigned rx_head_ = 0, rx_count_ = 0;
-  uint8_t rbr_ = 0;          // last byte read from RBR (what RBR shows when the receiver is empty)
+  uint8_t rbr_ = 0;  // last byte read from RBR (what RBR shows when the receiver is empty)
 };
 
 }  // namespace vmm

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "vmm/host/perf_host_counters.h"
+#include "vmm/result.h"
 
 namespace vmm {
 namespace {
@@ -24,25 +25,24 @@ HostCapabilities HostCapabilities::probe() {
   return host;
 }
 
-std::variant<BackendChoice, std::string> choose_backend(const BackendRequest& request,
-                                                        const HostCapabilities& host) {
+Result<BackendChoice> choose_backend(const BackendRequest& request, const HostCapabilities& host) {
   const bool double_asked = request.host_counters == "double";
   if (request.backend == "precise") {
     if (request.host_counters_given || request.double_skid_given || request.skid_margin_given)
-      return std::string(
+      return Error::usage(std::string(
           "--host-counters, --double-skid and --skid-margin are options of the host backend "
-          "(--backend host), not of --backend precise");
+          "(--backend host), not of --backend precise"));
     return BackendChoice{.why = "requested"};
   }
   if (request.double_skid_given && !double_asked)
-    return std::string("--double-skid goes with --host-counters double");
+    return Error::usage(std::string("--double-skid goes with --host-counters double"));
   if (double_asked && request.backend != "host")
-    return std::string("--host-counters double goes with --backend host");
+    return Error::usage(std::string("--host-counters double goes with --backend host"));
   if (request.stepper == "guest") {
     if (request.backend == "host")
-      return std::string(
+      return Error::usage(std::string(
           "--backend host steps up to each event with the KVM stepper: it cannot go with "
-          "--stepper guest");
+          "--stepper guest"));
     return BackendChoice{.why = "auto: --stepper guest counts with the precise backend"};
   }
   if (double_asked)
@@ -54,9 +54,10 @@ std::variant<BackendChoice, std::string> choose_backend(const BackendRequest& re
     const std::string missing = "the host PMU cannot count guest instructions (" +
                                 *host.instructions_missing + paranoid_note(host) + ")";
     if (request.backend == "host")
-      return "--backend host: " + missing +
-             "; `perf stat -e instructions:uG -- true` shows whether this host can, and "
-             "--host-counters double runs the host backend without a PMU";
+      return Error::usage(
+          "--backend host: " + missing +
+          "; `perf stat -e instructions:uG -- true` shows whether this host can, and "
+          "--host-counters double runs the host backend without a PMU");
     return BackendChoice{.why = "auto: " + missing};
   }
   BackendChoice choice;

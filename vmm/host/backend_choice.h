@@ -9,6 +9,8 @@
 #include <string>
 #include <variant>
 
+#include "vmm/result.h"
+
 namespace vmm {
 
 // What this host can count for the host backend (probed once at start-up).
@@ -36,7 +38,6 @@ struct BackendChoice {
 };
 
 // The choice, or a usage error (one line).
-std::variant<BackendChoice, std::string> choose_backend(const BackendRequest& request,
-                                                        const HostCapabilities& host);
+Result<BackendChoice> choose_backend(const BackendRequest& request, const HostCapabilities& host);
 
 }  // namespace vmm

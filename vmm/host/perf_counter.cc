@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "vmm/vmm_error.h"
+#include "vmm/result.h"
 
 namespace vmm {
 namespace {
@@ -20,9 +21,8 @@ int perf_event_open(perf_event_attr* attr, pid_t tid) {
 
 }  // namespace
 
-std::variant<PerfCounter, std::string> PerfCounter::open(const HostEventSpec& spec,
-                                                         uint64_t sample_period, int signal,
-                                                         pid_t tid) {
+Result<PerfCounter> PerfCounter::open(const HostEventSpec& spec, uint64_t sample_period, int signal,
+                                      pid_t tid) {
   perf_event_attr attr{};
   attr.size = sizeof attr;
   attr.type = spec.type;
@@ -38,14 +38,15 @@ std::variant<PerfCounter, std::string> PerfCounter::open(const HostEventSpec& sp
   }
   const int fd = perf_event_open(&attr, tid);
   if (fd < 0)
-    return std::string("perf_event_open(type ") + std::to_string(spec.type) + ", config " +
-           std::to_string(spec.config) + "): " + std::strerror(errno);
+    return Error::vmm(std::string("perf_event_open(type ") + std::to_string(spec.type) +
+                      ", config " + std::to_string(spec.config) + "): " + std::strerror(errno));
   PerfCounter counter(fd);
   if (sample_period) {
     f_owner_ex owner{F_OWNER_TID, tid ? tid : static_cast<pid_t>(syscall(SYS_gettid))};
     if (fcntl(fd, F_SETOWN_EX, &owner) < 0 || fcntl(fd, F_SETSIG, signal) < 0 ||
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) < 0)
-      return std::string("cannot route perf overflows to the vCPU thread: ") + std::strerror(errno);
+      return Error::vmm(std::string("cannot route perf overflows to the vCPU thread: ") +
+                        std::strerror(errno));
   }
   return counter;
 }

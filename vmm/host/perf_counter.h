@@ -13,6 +13,8 @@
 #include <string>
 #include <variant>
 
+#include "vmm/result.h"
+
 namespace vmm {
 
 struct HostEventSpec {
@@ -27,9 +29,8 @@ class PerfCounter {
  public:
   // Opens the counter on thread `tid` (0 = the calling thread), disabled. With a non-zero
   // `sample_period`, each overflow sends `signal` to that thread. The error is one line.
-  static std::variant<PerfCounter, std::string> open(const HostEventSpec& spec,
-                                                     uint64_t sample_period, int signal,
-                                                     pid_t tid = 0);
+  static Result<PerfCounter> open(const HostEventSpec& spec, uint64_t sample_period, int signal,
+                                  pid_t tid = 0);
   PerfCounter(PerfCounter&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   PerfCounter& operator=(PerfCounter&& other) noexcept;
   PerfCounter(const PerfCounter&) = delete;

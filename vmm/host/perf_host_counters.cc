@@ -19,7 +19,7 @@ HostEventSpec guest_user_event(uint64_t config) {
 
 std::optional<std::string> unavailable(uint64_t config) {
   auto r = PerfCounter::open(guest_user_event(config), 0, 0);
-  if (auto* error = std::get_if<std::string>(&r)) return *error;
+  if (auto* error = r.error_message()) return *error;
   return std::nullopt;
 }
 
@@ -36,9 +36,9 @@ std::optional<std::string> PerfHostCounters::branches_unavailable() {
 PerfCounter& PerfHostCounters::opened(std::optional<PerfCounter>& slot, uint64_t config) {
   if (!slot) {
     auto r = PerfCounter::open(guest_user_event(config), kNoOverflow, kick_signal_);
-    if (auto* error = std::get_if<std::string>(&r))
+    if (auto* error = r.error_message())
       throw VmmError("host backend: cannot open a host counter on the vCPU thread: " + *error);
-    slot.emplace(std::move(std::get<PerfCounter>(r)));
+    slot.emplace(std::move(r.value()));
   }
   return *slot;
 }

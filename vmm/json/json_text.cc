@@ -199,15 +199,11 @@ class Handler : public nlohmann::json_sax<Json> {
   size_t start_of(Token token) const {
     const size_t read = static_cast<size_t>(furthest_ - text_.data());
     switch (token) {
-      case Token::kOpen:
-        return read - 1;
+      case Token::kOpen: return read - 1;
       case Token::kTrue:
-      case Token::kNull:
-        return read - 4;
-      case Token::kFalse:
-        return read - 5;
-      case Token::kString:
-        return opening_quote(read - 1);
+      case Token::kNull: return read - 4;
+      case Token::kFalse: return read - 5;
+      case Token::kString: return opening_quote(read - 1);
       case Token::kNumber: {
         size_t at = read;
         if (at > 0 && !number_char(text_[at - 1])) --at;  // the byte that ended the number

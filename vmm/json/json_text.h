@@ -22,8 +22,8 @@
 namespace vmm {
 
 struct JsonLimits {
-  size_t max_bytes = 0;  // longest text accepted
-  size_t max_depth = 0;  // most objects and arrays open at once
+  size_t max_bytes = 0;                 // longest text accepted
+  size_t max_depth = 0;                 // most objects and arrays open at once
   bool duplicate_keys_allowed = false;  // false: a repeated key in one object is an error
 };
 

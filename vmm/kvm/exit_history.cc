@@ -57,10 +57,12 @@ std::string ExitHistory::describe() const {
       std::snprintf(line, sizeof line,
                     "  exit %" PRIu64 ": %s(%#" PRIx64 ") cpl %u rip=%#" PRIx64 " rsp=%#" PRIx64
                     " rflags=%#" PRIx64 " cr3=%#" PRIx64 " cr2=%#" PRIx64,
-                    i, reason_name(e.reason), e.detail, e.cpl, e.rip, e.rsp, e.rflags, e.cr3, e.cr2);
+                    i, reason_name(e.reason), e.detail, e.cpl, e.rip, e.rsp, e.rflags, e.cr3,
+                    e.cr2);
     else
-      std::snprintf(line, sizeof line, "  exit %" PRIu64 ": %s(%#" PRIx64 ") (registers not synced)",
-                    i, reason_name(e.reason), e.detail);
+      std::snprintf(line, sizeof line,
+                    "  exit %" PRIu64 ": %s(%#" PRIx64 ") (registers not synced)", i,
+                    reason_name(e.reason), e.detail);
     if (!out.empty()) out += '\n';
     out += line;
   }

@@ -26,7 +26,7 @@ class ExitHistory {
  private:
   struct Exit {
     uint32_t reason = 0;
-    uint64_t detail = 0;  // I/O port, MSR index, DR6 of a debug exit, MMIO address
+    uint64_t detail = 0;     // I/O port, MSR index, DR6 of a debug exit, MMIO address
     bool registers = false;  // the registers below were synced into the kvm_run page
     uint64_t rip = 0, rsp = 0, rflags = 0, cr3 = 0, cr2 = 0;
     uint8_t cpl = 0;

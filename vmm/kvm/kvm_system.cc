@@ -16,9 +16,10 @@ KvmSystem::KvmSystem(const std::string& path) {
   fd_ = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd_ < 0) {
     const int e = errno;
-    std::string hint = e == ENOENT   ? " (KVM is not available on this host)"
-                       : e == EACCES ? " (no permission: add yourself to the kvm group or run as root)"
-                                     : "";
+    std::string hint = e == ENOENT ? " (KVM is not available on this host)"
+                       : e == EACCES
+                           ? " (no permission: add yourself to the kvm group or run as root)"
+                           : "";
     throw VmmError("cannot open " + path + ": " + std::strerror(e) + hint);
   }
   const int version = ioctl(fd_, KVM_GET_API_VERSION, 0);

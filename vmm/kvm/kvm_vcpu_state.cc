@@ -70,8 +70,10 @@ void KvmVcpu::restore_state(const VcpuArchState& s, const std::vector<uint32_t>&
   if (!msrs.dropped.empty()) {
     std::string names;
     for (uint32_t index : msrs.dropped) names += fmt::format(" {:#x}", index);
-    spdlog::warn("vCPU {}: {} MSR(s) of the saved state not restored (not ones this host's KVM "
-                 "saves, paravirtual, or repeated):{}", index_, msrs.dropped.size(), names);
+    spdlog::warn(
+        "vCPU {}: {} MSR(s) of the saved state not restored (not ones this host's KVM "
+        "saves, paravirtual, or repeated):{}",
+        index_, msrs.dropped.size(), names);
   }
   // One at a time: KVM_SET_MSRS stops at the first MSR it refuses, and a refused one must be
   // named, not silently take the rest with it.

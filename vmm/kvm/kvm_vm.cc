@@ -16,7 +16,8 @@ KvmVm::KvmVm(KvmSystem& kvm, GuestRam& ram) : kvm_(kvm), ram_(ram) {
   // Intel needs a TSS and identity-map page below 4 GiB outside RAM; harmless on AMD.
   if (ioctl(fd_, KVM_SET_TSS_ADDR, 0xFFFBD000ul) < 0) throw_errno("KVM_SET_TSS_ADDR");
   uint64_t identity = 0xFFFBC000ul;
-  if (ioctl(fd_, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0) throw_errno("KVM_SET_IDENTITY_MAP_ADDR");
+  if (ioctl(fd_, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0)
+    throw_errno("KVM_SET_IDENTITY_MAP_ADDR");
   if (ioctl(fd_, KVM_CREATE_IRQCHIP, 0) < 0) throw_errno("KVM_CREATE_IRQCHIP");
 
   set_memory_slots(0);

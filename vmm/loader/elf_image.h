@@ -10,6 +10,8 @@
 #include <variant>
 #include <vector>
 
+#include "vmm/result.h"
+
 namespace vmm {
 
 struct ElfSegment {
@@ -35,9 +37,9 @@ struct ElfImage {
 // Parses `bytes` (named `name` in errors). Accepts ELFCLASS64, little-endian, EM_X86_64, ET_EXEC,
 // with at least one PT_LOAD, segments inside the file, filesz <= memsz, no overlap between
 // segments, no address wrap, and an entry point inside an executable segment.
-std::variant<ElfImage, std::string> parse_elf(std::vector<std::byte> bytes, const std::string& name);
+Result<ElfImage> parse_elf(std::vector<std::byte> bytes, const std::string& name);
 
 // Reads and parses a file; errors name the path ("prog.elf: not an ELF file").
-std::variant<ElfImage, std::string> load_elf_file(const std::string& path);
+Result<ElfImage> load_elf_file(const std::string& path);
 
 }  // namespace vmm

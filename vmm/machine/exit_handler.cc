@@ -48,8 +48,7 @@ ExitAction mmio(kvm_run& run, ExitContext& vcpu) {
   if (const LogBudget::Verdict said = vcpu.mmio_warnings().take();
       said != LogBudget::Verdict::kQuiet)
     spdlog::warn("vCPU {}: MMIO {} at {:#x} with no device{}", vcpu.index(),
-                 run.mmio.is_write ? "write" : "read", run.mmio.phys_addr,
-                 LogBudget::suffix(said));
+                 run.mmio.is_write ? "write" : "read", run.mmio.phys_addr, LogBudget::suffix(said));
   if (!run.mmio.is_write) std::memset(run.mmio.data, 0xFF, sizeof run.mmio.data);
   return {};
 }
@@ -66,7 +65,8 @@ ExitAction triple_fault(ExitContext& vcpu, const GuestKind& kind) {
   return fail("guest triple fault on vCPU " + n + ": " +
               (vcpu.registers_are_reset_state()
                    ? "registers lost (KVM on AMD SVM resets the vCPU on a shutdown; after the "
-                     "reset: " + registers + ")"
+                     "reset: " +
+                         registers + ")"
                    : registers) +
               vcpu.last_exits());
 }

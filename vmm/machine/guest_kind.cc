@@ -12,8 +12,7 @@ class BundledKernelGuest : public GuestKind {
   bool linux_guest() const override { return false; }
   const char* name() const override { return "bundled"; }
   LongModeState set_up_long_mode(GuestRam& ram) const override { return setup_long_mode(ram); }
-  void set_boot_registers(KvmVcpu& vcpu, uint32_t index,
-                          const LongModeState& boot) const override {
+  void set_boot_registers(KvmVcpu& vcpu, uint32_t index, const LongModeState& boot) const override {
     vcpu.enter_long_mode(boot, loaded_.kernel_entry, loaded_.boot_info, index);
     if (index > 0) vcpu.make_runnable();  // every vCPU enters the kernel at once
   }
@@ -39,8 +38,7 @@ class LinuxGuest : public GuestKind {
   }
   // Linux starts its application processors itself (INIT/SIPI through the in-kernel LAPIC);
   // until then they wait, as KVM leaves them.
-  void set_boot_registers(KvmVcpu& vcpu, uint32_t index,
-                          const LongModeState& boot) const override {
+  void set_boot_registers(KvmVcpu& vcpu, uint32_t index, const LongModeState& boot) const override {
     if (index == 0) vcpu.enter_long_mode(boot, boot_.entry, 0, boot_.zero_page);
   }
   bool has_pit() const override { return true; }
@@ -66,18 +64,21 @@ Result<std::unique_ptr<GuestKind>> load_guest_kind(const MachineOptions& options
   if (options.linux_guest) {
     const MachineOptions::LinuxGuest& g = *options.linux_guest;
     const CpuProfile& p = options.profile;
-    LinuxBootOptions boot{g.cmdline, g.initrd, g.initrd_name, options.vcpus,
+    LinuxBootOptions boot{g.cmdline,
+                          g.initrd,
+                          g.initrd_name,
+                          options.vcpus,
                           encode_cpuid_signature(p.family, p.model, p.stepping),
                           0 /* feature flags: Linux reads only the APIC IDs and CPU flags */};
     auto loaded = load_linux(ram, g.bzimage, g.image, options.kernel_name, boot);
-    if (auto* error = std::get_if<std::string>(&loaded)) return Error::usage(*error);
-    return std::unique_ptr<GuestKind>(new LinuxGuest(std::get<LinuxBoot>(loaded)));
+    if (auto* error = loaded.error_message()) return Error::usage(*error);
+    return std::unique_ptr<GuestKind>(new LinuxGuest(loaded.value()));
   }
   auto loaded = load_guest(ram, options.kernel, options.kernel_name, options.programs,
                            BootParameters{options.vcpus, pv_features,
                                           options.timer_hz ? options.timer_hz : PMUVM_TIMER_OFF});
-  if (auto* error = std::get_if<std::string>(&loaded)) return Error::usage(*error);
-  return std::unique_ptr<GuestKind>(new BundledKernelGuest(std::get<LoadedGuest>(loaded)));
+  if (auto* error = loaded.error_message()) return Error::usage(*error);
+  return std::unique_ptr<GuestKind>(new BundledKernelGuest(loaded.value()));
 }
 
 std::unique_ptr<GuestKind> restored_guest_kind(bool linux_guest) {

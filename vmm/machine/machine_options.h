@@ -25,7 +25,7 @@ struct MachineOptions {
   uint64_t mem_mib = 256;
   uint64_t seed = 0;
   uint32_t timer_hz = 100;  // the bundled kernel's tick; 0 = none (not used by Linux)
-  ElfImage kernel;  // the bundled kernel (or an ELF one), unless linux_guest is set
+  ElfImage kernel;          // the bundled kernel (or an ELF one), unless linux_guest is set
   // A Linux guest (DESIGN §4.9) instead: the whole bzImage, its checked setup header, the initrd
   // and the command line. No programs then; Linux runs what its initramfs holds.
   struct LinuxGuest {
@@ -38,7 +38,8 @@ struct MachineOptions {
   std::optional<LinuxGuest> linux_guest;
   std::string kernel_name = "bundled kernel";
   std::vector<GuestProgram> programs;
-  uint32_t max_interrupts_per_second = 10000;  // storm protection (pmu/rate_limited_interrupt_sink.h)
+  uint32_t max_interrupts_per_second =
+      10000;  // storm protection (pmu/rate_limited_interrupt_sink.h)
   // The precise backend's stepper (DESIGN §4.7): KVM single-step (every CPL), or the bundled
   // kernel single-steps its profiled tasks and reports each step. kNone: no counting backend
   // (LWP state only, no records).
@@ -58,12 +59,12 @@ struct MachineOptions {
   std::string lwp_report;  // "" = none, "-" = stdout, else a file
   std::string lwp_trace;   // "" = none, else a JSON-lines file
   std::string kvm_device = "/dev/kvm";
-  std::string api_socket;  // "" = none; else the HTTP API's Unix socket (DESIGN §4.10)
+  std::string api_socket;     // "" = none; else the HTTP API's Unix socket (DESIGN §4.10)
   bool start_paused = false;  // every vCPU parked before its first instruction until vm.resume
   // Progress points at which the VM pauses itself until vm.resume (vmm/progress_pauses.h).
   std::vector<std::string> pause_on_output;
   std::optional<uint64_t> pause_at_instructions;
-  bool stats = false;  // at exit, one line per vCPU on stderr (DESIGN §4.6 --stats)
+  bool stats = false;              // at exit, one line per vCPU on stderr (DESIGN §4.6 --stats)
   uint64_t debug_pause_every = 0;  // pause and resume the VM every N exits of vCPU 0 (0: never)
 
   // A VM that resumes from a snapshot or an incoming migration instead of booting: nothing is

@@ -25,9 +25,9 @@ std::vector<std::byte> archived(T& value) {
 template <typename T>
 void read_component(const StateSections& s, const std::string& name, uint16_t version, T& value) {
   auto archive = s.component(name, version);
-  if (auto* error = std::get_if<std::string>(&archive)) throw UsageError(*error);
+  if (auto* error = archive.error_message()) throw UsageError(*error);
   try {
-    pmu::StateReader r(std::get<std::span<const std::byte>>(archive));
+    pmu::StateReader r(archive.value());
     r(value);
     r.expect_end();
   } catch (const pmu::StateFormatError& e) {

@@ -74,9 +74,7 @@ class VcpuExits : public ExitContext {
   explicit VcpuExits(VcpuRunner& v) : v_(v) {}
   uint32_t index() const override { return v_.index(); }
   std::optional<uint64_t> read_msr(uint32_t msr) override { return v_.read_msr(msr); }
-  bool write_msr(uint32_t msr, uint64_t value) override {
-    return v_.write_msr(msr, value);
-  }
+  bool write_msr(uint32_t msr, uint64_t value) override { return v_.write_msr(msr, value); }
   void debug_exit() override { v_.on_step(); }
   std::string registers() override { return describe_registers(*v_.kvm_); }
   bool registers_are_reset_state() override {

@@ -26,15 +26,15 @@ void VcpuRunner::arm_free_run() {
   // A --pause-at-instructions point is a boundary too.
   if (const std::optional<uint64_t> to_pause = host_.progress().instructions_to_pause())
     allowance.instructions = std::min(allowance.instructions, *to_pause);
-  const std::optional<FreeRun> run = plan_free_run(allowance, host_.options().host_backend->free_run);
+  const std::optional<FreeRun> run =
+      plan_free_run(allowance, host_.options().host_backend->free_run);
   if (!run) return;
   try {
     host_counters_->arm(*run);
   } catch (const VmmError& e) {
     // The start-up probe opened the same counter on the main thread; should the vCPU thread's
     // fail, the run goes on exactly, stepped.
-    spdlog::warn("vCPU {}: {}; this vCPU counts by stepping from now on", index(),
-                 e.what());
+    spdlog::warn("vCPU {}: {}; this vCPU counts by stepping from now on", index(), e.what());
     host_fell_back_ = true;
     return;
   }

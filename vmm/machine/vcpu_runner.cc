@@ -143,8 +143,10 @@ bool VcpuRunner::after_run(int r) {
   }
   // A kick (r < 0) stops the vCPU between instructions: nothing retired.
   if (kvm_stepper_) {
-    if (r < 0) kicked();
-    else if (reason != KVM_EXIT_DEBUG) other_exit();
+    if (r < 0)
+      kicked();
+    else if (reason != KVM_EXIT_DEBUG)
+      other_exit();
   }
   const uint64_t sent = interrupts_.sent;
   limited_->poll();                   // storm protection: release held interrupts when allowed
@@ -158,8 +160,10 @@ bool VcpuRunner::after_run(int r) {
 void VcpuRunner::count_exit(uint32_t reason) {
   switch (reason) {
     case KVM_EXIT_DEBUG: ++debug_exits_; break;
-    case KVM_EXIT_IO: case KVM_EXIT_MMIO: ++io_exits_; break;
-    case KVM_EXIT_X86_RDMSR: case KVM_EXIT_X86_WRMSR: ++msr_exits_; break;
+    case KVM_EXIT_IO:
+    case KVM_EXIT_MMIO: ++io_exits_; break;
+    case KVM_EXIT_X86_RDMSR:
+    case KVM_EXIT_X86_WRMSR: ++msr_exits_; break;
     default: break;
   }
 }
@@ -205,8 +209,7 @@ void VcpuRunner::restore_state(const StateSections& s, const std::vector<uint32_
   interrupts_.pmi_pending = counts.pmi_pending;
   page_faults_.delivered = counts.page_faults_delivered;
   page_faults_.dropped = counts.page_faults_dropped;
-  read_component(s, p + "interrupt_limit", pmu::RateLimitedInterruptSink::kStateVersion,
-                 *limited_);
+  read_component(s, p + "interrupt_limit", pmu::RateLimitedInterruptSink::kStateVersion, *limited_);
   // Held interrupts come from the PMU models the profile has: threshold vectors from LWP with
   // its interrupt, NMIs and PMIs from NetBurst.
   if (!limited_->held_vectors().empty() && !(profile.lwp.available && profile.lwp.interrupt))
@@ -218,7 +221,8 @@ void VcpuRunner::restore_state(const StateSections& s, const std::vector<uint32_
                      profile.name + " has no NetBurst PMU");
   // The stepper the snapshot's manifest named is the one this machine was built with (restore
   // checks it), so its section is there; a crafted one without it is refused here.
-  if (kvm_stepper_) read_component(s, p + "kvm_stepper", StepController::kStateVersion, *kvm_stepper_);
+  if (kvm_stepper_)
+    read_component(s, p + "kvm_stepper", StepController::kStateVersion, *kvm_stepper_);
   if (guest_stepper_)
     read_component(s, p + "guest_stepper", GuestAssistedStepper::kStateVersion, *guest_stepper_);
   debug_unknown_ = true;
@@ -239,7 +243,8 @@ nlohmann::json VcpuRunner::pmu_state() {
   if (pmu::netburst::NetburstPmu* nb = control_->netburst()) {
     const pmu::netburst::PmuState s = nb->state();
     j["netburst"] = {
-        {"counters", std::vector<uint64_t>(s.counters.begin(), s.counters.begin() + s.counter_count)},
+        {"counters",
+         std::vector<uint64_t>(s.counters.begin(), s.counters.begin() + s.counter_count)},
         {"cccrs", std::vector<uint32_t>(s.cccrs.begin(), s.cccrs.begin() + s.counter_count)},
         {"escrs", s.escrs}};
   }
@@ -249,10 +254,11 @@ nlohmann::json VcpuRunner::pmu_state() {
 void VcpuRunner::log_rate_limit() const {
   // Storm protection at work: said, with the counts that add up.
   if (const pmu::RateLimitedInterruptSink& l = *limited_; l.throttled() > 0)
-    spdlog::warn("vCPU {}: --max-interrupt-rate {}/s held back {} PMU interrupt requests, {} of "
-                 "them coalesced into one already held; {} delivered{}",
-                 index(), host_.options().max_interrupts_per_second, l.throttled(), l.coalesced(),
-                 l.delivered(), l.has_pending() ? " (the run ended while one was still held)" : "");
+    spdlog::warn(
+        "vCPU {}: --max-interrupt-rate {}/s held back {} PMU interrupt requests, {} of "
+        "them coalesced into one already held; {} delivered{}",
+        index(), host_.options().max_interrupts_per_second, l.throttled(), l.coalesced(),
+        l.delivered(), l.has_pending() ? " (the run ended while one was still held)" : "");
 }
 
 void VcpuRunner::log_closing_lines() const {
@@ -264,26 +270,30 @@ void VcpuRunner::log_closing_lines() const {
                  page_faults_.delivered, page_faults_.dropped);
   if (kvm_stepper_) {  // what stepping cost: steps per counted instruction (bench/, README)
     const StepController::Stats& st = kvm_stepper_->stats();
-    spdlog::info("vCPU {}: KVM stepper: {} user instructions at their successor breakpoint, {} "
-                 "single-stepped, {} kernel instructions stepped, {} stops at kernel return "
-                 "sites ({} into counted user mode), {} #DBs handed back to the guest, {} CPL-3 "
-                 "instructions counted",
-                 index(), st.user_steps, st.single_steps, st.kernel_steps, st.return_stops,
-                 st.user_returns, st.guest_debug_exceptions, counted_);
+    spdlog::info(
+        "vCPU {}: KVM stepper: {} user instructions at their successor breakpoint, {} "
+        "single-stepped, {} kernel instructions stepped, {} stops at kernel return "
+        "sites ({} into counted user mode), {} #DBs handed back to the guest, {} CPL-3 "
+        "instructions counted",
+        index(), st.user_steps, st.single_steps, st.kernel_steps, st.return_stops, st.user_returns,
+        st.guest_debug_exceptions, counted_);
     if (st.missed_returns)
-      spdlog::warn("vCPU {}: {} time(s) user mode was found running past every watched kernel "
-                   "return site: instructions in between were not counted",
-                   index(), st.missed_returns);
+      spdlog::warn(
+          "vCPU {}: {} time(s) user mode was found running past every watched kernel "
+          "return site: instructions in between were not counted",
+          index(), st.missed_returns);
   } else if (guest_stepper_) {
-    spdlog::info("vCPU {}: guest-assisted stepper: {} CPL-3 and 0 CPL-0 steps, {} CPL-3 "
-                 "instructions counted",
-                 index(), guest_stepper_->steps(), counted_);
+    spdlog::info(
+        "vCPU {}: guest-assisted stepper: {} CPL-3 and 0 CPL-0 steps, {} CPL-3 "
+        "instructions counted",
+        index(), guest_stepper_->steps(), counted_);
   }
   if (host_counters_)
-    spdlog::info("vCPU {}: host backend: {} free runs ({} ended by an overflow), {} of {} "
-                 "counted instructions unseen, {} overshot",
-                 index(), host_stats_.free_runs, host_stats_.overflow_ends,
-                 host_stats_.unseen_instructions, counted_, host_stats_.overshoots);
+    spdlog::info(
+        "vCPU {}: host backend: {} free runs ({} ended by an overflow), {} of {} "
+        "counted instructions unseen, {} overshot",
+        index(), host_stats_.free_runs, host_stats_.overflow_ends, host_stats_.unseen_instructions,
+        counted_, host_stats_.overshoots);
 }
 
 void VcpuRunner::print_stats() const {
@@ -307,28 +317,27 @@ void VcpuRunner::print_stats() const {
   // Where the exits went (bench/stepper_bench, and why a run costs what it costs).
   if (kvm_stepper_) {
     const StepController::Stats& st = kvm_stepper_->stats();
-    std::fprintf(stderr,
-                 "pmuvm: vcpu%u: exits by kind: debug %llu, I/O %llu, MSR %llu, other %llu; "
-                 "stepper: user steps %llu, single steps %llu, kernel steps %llu, return stops "
-                 "%llu (%llu into counted user mode), interrupt windows %llu, guest #DBs %llu, "
-                 "missed returns %llu; blocks %llu of %llu instructions, blocks refused for "
-                 "lack of debug slots %llu\n",
-                 index(), static_cast<unsigned long long>(debug_exits_),
-                 static_cast<unsigned long long>(io_exits_),
-                 static_cast<unsigned long long>(msr_exits_),
-                 static_cast<unsigned long long>(exit_count_ - debug_exits_ - io_exits_ -
-                                                 msr_exits_),
-                 static_cast<unsigned long long>(st.user_steps),
-                 static_cast<unsigned long long>(st.single_steps),
-                 static_cast<unsigned long long>(st.kernel_steps),
-                 static_cast<unsigned long long>(st.return_stops),
-                 static_cast<unsigned long long>(st.user_returns),
-                 static_cast<unsigned long long>(st.interrupt_windows),
-                 static_cast<unsigned long long>(st.guest_debug_exceptions),
-                 static_cast<unsigned long long>(st.missed_returns),
-                 static_cast<unsigned long long>(st.blocks),
-                 static_cast<unsigned long long>(st.block_instructions),
-                 static_cast<unsigned long long>(st.blocks_refused_for_slots));
+    std::fprintf(
+        stderr,
+        "pmuvm: vcpu%u: exits by kind: debug %llu, I/O %llu, MSR %llu, other %llu; "
+        "stepper: user steps %llu, single steps %llu, kernel steps %llu, return stops "
+        "%llu (%llu into counted user mode), interrupt windows %llu, guest #DBs %llu, "
+        "missed returns %llu; blocks %llu of %llu instructions, blocks refused for "
+        "lack of debug slots %llu\n",
+        index(), static_cast<unsigned long long>(debug_exits_),
+        static_cast<unsigned long long>(io_exits_), static_cast<unsigned long long>(msr_exits_),
+        static_cast<unsigned long long>(exit_count_ - debug_exits_ - io_exits_ - msr_exits_),
+        static_cast<unsigned long long>(st.user_steps),
+        static_cast<unsigned long long>(st.single_steps),
+        static_cast<unsigned long long>(st.kernel_steps),
+        static_cast<unsigned long long>(st.return_stops),
+        static_cast<unsigned long long>(st.user_returns),
+        static_cast<unsigned long long>(st.interrupt_windows),
+        static_cast<unsigned long long>(st.guest_debug_exceptions),
+        static_cast<unsigned long long>(st.missed_returns),
+        static_cast<unsigned long long>(st.blocks),
+        static_cast<unsigned long long>(st.block_instructions),
+        static_cast<unsigned long long>(st.blocks_refused_for_slots));
   }
   // The host backend: what a host PMU would have cost. With the double the guest was stepped
   // through its free runs too; a host PMU has one kick per overflow instead of those steps.

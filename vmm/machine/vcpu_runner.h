@@ -157,7 +157,8 @@ class VcpuRunner {
   // harmless: LWP's state did not change, so the next occurrence of the event raises it again.
   template <typename Deliver>
   void deliver_page_fault(Deliver deliver) {
-    const std::optional<VcpuPageFaults::Fault> f = std::exchange(page_faults_.pending, std::nullopt);
+    const std::optional<VcpuPageFaults::Fault> f =
+        std::exchange(page_faults_.pending, std::nullopt);
     if (!f) return;
     const bool delivered = deliver(*f);
     ++(delivered ? page_faults_.delivered : page_faults_.dropped);
@@ -188,8 +189,8 @@ class VcpuRunner {
   std::unique_ptr<VcpuControlBlock> control_;
   std::unique_ptr<GuestAssistedStepper> guest_stepper_;  // precise backend, guest-assisted
   std::unique_ptr<StepController> kvm_stepper_;          // precise backend, KVM stepper
-  DebugConfig applied_debug_;        // what KVM_SET_GUEST_DEBUG last got
-  GuestDebugRegisters guest_debug_;  // the guest's own DR0-3/DR7, as last read
+  DebugConfig applied_debug_;                            // what KVM_SET_GUEST_DEBUG last got
+  GuestDebugRegisters guest_debug_;                      // the guest's own DR0-3/DR7, as last read
   uint64_t counted_ = 0;
   std::atomic<uint32_t> task_{0};
   // The vCPU's thread while it runs run() (0 before and after), for kick(): set and cleared by
@@ -205,7 +206,7 @@ class VcpuRunner {
   // pending ones (0: it does not; published by the vCPU thread, read by the release ticker,
   // which kicks a vCPU that has made no exit for that long).
   std::atomic<uint64_t> holding_since_ns_{0};
-  uint64_t last_window_ns_ = 0;      // when the KVM stepper last opened an interrupt window
+  uint64_t last_window_ns_ = 0;       // when the KVM stepper last opened an interrupt window
   uint32_t exits_without_clock_ = 0;  // interrupt_window: exits since it last read the clock
   bool window_owed_ = false;  // an interrupt was raised while held: a window at the first chance
   // The last exit was an I/O port or MSR access: KVM finishes it (the IN's data, RDMSR's
@@ -215,13 +216,13 @@ class VcpuRunner {
   // Restored from a snapshot: KVM holds none of the guest-debug state `applied_debug_`
   // describes, so update_stepping issues it once whatever it says.
   bool debug_unknown_ = false;
-  ExitHistory exits_;  // the last exits, told when the guest dies (registers lost on AMD)
+  ExitHistory exits_;           // the last exits, told when the guest dies (registers lost on AMD)
   LogBudget mmio_warnings_{8};  // MMIO accesses where no device is: logged 8 times, then counted
   LogBudget dropped_debug_warnings_{8};  // the guest's own #DBs that met a pending exception
-  uint64_t exit_count_ = 0;   // KVM exits in this process (--stats)
-  uint64_t debug_exits_ = 0;  // ... of them KVM_EXIT_DEBUG (the KVM stepper's stops)
-  uint64_t io_exits_ = 0;     // ... port I/O and MMIO
-  uint64_t msr_exits_ = 0;    // ... RDMSR/WRMSR
+  uint64_t exit_count_ = 0;              // KVM exits in this process (--stats)
+  uint64_t debug_exits_ = 0;             // ... of them KVM_EXIT_DEBUG (the KVM stepper's stops)
+  uint64_t io_exits_ = 0;                // ... port I/O and MMIO
+  uint64_t msr_exits_ = 0;               // ... RDMSR/WRMSR
   // Asked once: spdlog's level check goes through its registry, a visible cost at every step.
   const bool trace_steps_ = spdlog::should_log(spdlog::level::trace);
 
@@ -229,13 +230,13 @@ class VcpuRunner {
   std::unique_ptr<HostCounters> host_counters_;
   SkiddingCounterDouble* counter_double_ = nullptr;  // host_counters_, when it is the double
   std::optional<FreeRun> free_run_;  // armed: the guest runs unseen while the counters count
-  bool host_fell_back_ = false;  // an overflow came past the skid margin: stepped from then on
+  bool host_fell_back_ = false;      // an overflow came past the skid margin: stepped from then on
   struct HostStats {
     uint64_t free_runs = 0;
     uint64_t overflow_ends = 0;        // free runs ended by their counters' overflow
     uint64_t unseen_instructions = 0;  // CPL-3 instructions the models took in batches
-    uint64_t steps_while_free = 0;  // the double's debug exits inside free runs (a host PMU
-                                    // would not have them)
+    uint64_t steps_while_free = 0;     // the double's debug exits inside free runs (a host PMU
+                                       // would not have them)
     uint64_t overshoots = 0;
   } host_stats_;
 };

@@ -121,10 +121,10 @@ void VcpuRunner::on_step() {
   const GuestRegisters at = target.registers();
   const StepOutcome out = kvm_stepper_->on_debug_exit(target, run->debug.arch.dr6, applied_debug_);
   if (trace_steps_)
-    spdlog::trace("vCPU {}: debug exit at rip {:#x} CPL {} dr6 {:#x}: {} retired, mode {}{}",
-                  index(), at.rip, cpl, run->debug.arch.dr6, out.retired.size(),
-                  static_cast<int>(kvm_stepper_->mode()),
-                  out.deliver_debug ? fmt::format(", #DB for the guest ({:#x})", *out.deliver_debug) : "");
+    spdlog::trace(
+        "vCPU {}: debug exit at rip {:#x} CPL {} dr6 {:#x}: {} retired, mode {}{}", index(), at.rip,
+        cpl, run->debug.arch.dr6, out.retired.size(), static_cast<int>(kvm_stepper_->mode()),
+        out.deliver_debug ? fmt::format(", #DB for the guest ({:#x})", *out.deliver_debug) : "");
   if (out.deliver_debug) {
     const GuestDebugRegisters g = VcpuStepTarget::guest_debug_registers(*kvm_);
     if (!kvm_->inject_debug_exception(delivered_dr6(g.dr6, *out.deliver_debug)))
@@ -196,8 +196,7 @@ void VcpuRunner::interrupt_window(bool raised, bool kicked) {
   last_window_ns_ = now;
 }
 
-void VcpuRunner::retire_all(const RetiredInstructions& retired,
-                               uint8_t cpl, uint64_t cr3) {
+void VcpuRunner::retire_all(const RetiredInstructions& retired, uint8_t cpl, uint64_t cr3) {
   if (free_run_) {  // the double's free run: it counts them, the models do not see them
     bool overflow = false;
     for (const pmu::RetiredInstruction& insn : retired) overflow |= counter_double_->count(insn);

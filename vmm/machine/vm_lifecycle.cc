@@ -135,7 +135,8 @@ void VmLifecycle::park(uint32_t index) {
     lock.lock();
     --working_;
     done_generation_[index] = generation;
-    if (!error.empty() && work_error_.empty()) work_error_ = "vCPU " + std::to_string(index) + ": " + error;
+    if (!error.empty() && work_error_.empty())
+      work_error_ = "vCPU " + std::to_string(index) + ": " + error;
     --work_left_;
     changed_.notify_all();
   }

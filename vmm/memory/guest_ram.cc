@@ -15,7 +15,8 @@ GuestRam::GuestRam(uint64_t size) : size_(size) {
   // pages as 2 MiB nested-page-table entries (one nested fault per 2 MiB, not per 4 KiB): map
   // 2 MiB more than needed and give back the unaligned head and the tail.
   constexpr uint64_t kAlign = uint64_t{2} << 20;
-  if (size > (uint64_t{1} << 47)) throw std::runtime_error("guest RAM size beyond the address space");
+  if (size > (uint64_t{1} << 47))
+    throw std::runtime_error("guest RAM size beyond the address space");
   void* p = mmap(nullptr, size + kAlign, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)

@@ -1,7 +1,8 @@
 // The guest's RAM: one anonymous host mapping, seen by the guest as up to two regions so that the
 // 32-bit MMIO hole stays free, as on a PC:
 //   low   guest-physical 0 .. min(size, 3 GiB)            host offset 0
-//   high  guest-physical 4 GiB .. 4 GiB + (size - 3 GiB)  host offset 3 GiB (only when size > 3 GiB)
+//   high  guest-physical 4 GiB .. 4 GiB + (size - 3 GiB)  host offset 3 GiB (only when size > 3
+//   GiB)
 // The hole 3–4 GiB holds the LAPIC (0xFEE00000), the IOAPIC (0xFEC00000) and the TSS/identity
 // pages KVM needs on Intel (0xFFFBC000): RAM mapped over them would shadow the devices.
 // Every access from the VMM goes through the bounds checks here, so no guest-controlled address
@@ -28,7 +29,7 @@ class GuestRam {
   GuestRam& operator=(const GuestRam&) = delete;
 
   static constexpr uint64_t kMmioHoleStart = 0xC0000000;  // 3 GiB
-  static constexpr uint64_t kHighRamStart = 0x100000000;   // 4 GiB
+  static constexpr uint64_t kHighRamStart = 0x100000000;  // 4 GiB
 
   // One guest-physical range of RAM and where it lives in the host mapping.
   struct Region {

@@ -40,7 +40,8 @@ std::variant<Translation, WalkFailure> walk(const GuestRam& ram, uint64_t cr3, u
     t.user = t.user && (entry & kUser);
     t.writable = t.writable && (entry & kWritable);
     const bool large = (entry & kLargePage) && (level == 1 || level == 2);
-    if ((entry & kLargePage) && level == 3) return WalkFailure::kReserved;  // PS is reserved in a PML4E
+    if ((entry & kLargePage) && level == 3)
+      return WalkFailure::kReserved;  // PS is reserved in a PML4E
     if (large || level == 0) {
       const uint64_t page = 1ull << shift;
       t.page_size = page;
@@ -103,8 +104,9 @@ pmu::WriteProbe PagedGuestMemory::probe_user_write(uint64_t linear, uint64_t len
     const uint64_t address = linear + done;
     std::variant<Translation, WalkFailure> w = walk(ram_, cr3_, address);
     if (auto* failure = std::get_if<WalkFailure>(&w))
-      return {*failure == WalkFailure::kNotPresent ? WriteFault::kNotPresent : WriteFault::kUnreachable,
-              address};
+      return {
+          *failure == WalkFailure::kNotPresent ? WriteFault::kNotPresent : WriteFault::kUnreachable,
+          address};
     const Translation& t = std::get<Translation>(w);
     if (!t.user || !t.writable) return {WriteFault::kProtection, address};
     const uint64_t in_page = t.page_size - (address & (t.page_size - 1));

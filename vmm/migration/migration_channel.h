@@ -58,7 +58,9 @@ class MigrationChannel {
   void set_send_stall_timeout(int ms) { send_stall_timeout_ms_ = ms; }
 
   void send(MigrationMessage type, const void* data, size_t size);
-  void send(MigrationMessage type, const std::string& text) { send(type, text.data(), text.size()); }
+  void send(MigrationMessage type, const std::string& text) {
+    send(type, text.data(), text.size());
+  }
   void send(MigrationMessage type, const std::vector<std::byte>& bytes) {
     send(type, bytes.data(), bytes.size());
   }

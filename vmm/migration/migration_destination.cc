@@ -31,7 +31,7 @@ int listen_at(const std::string& path) {
                          std::to_string(sizeof addr.sun_path - 1 - 4) + " bytes)");
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, staging.c_str(), staging.size() + 1);
-  struct stat st{};
+  struct stat st {};
   for (const std::string& p : {path, staging}) {
     if (::lstat(p.c_str(), &st) == 0) {
       if (!S_ISSOCK(st.st_mode)) throw MigrationError(p + " exists and is not a socket");
@@ -94,11 +94,11 @@ IncomingMigration IncomingMigration::over_connection(int fd) {
   auto ch = std::make_unique<MigrationChannel>(fd);
   const std::vector<std::byte> hello = ch->expect(MigrationMessage::kHello, kHelloTimeoutMs);
   auto manifest = parse_manifest(to_text(hello));
-  if (auto* error = std::get_if<std::string>(&manifest)) {
+  if (auto* error = manifest.error_message()) {
     ch->send(MigrationMessage::kRefuse, "unreadable hello: " + *error);
     throw MigrationError("the source's hello: " + *error);
   }
-  return IncomingMigration(std::move(ch), std::move(std::get<SnapshotManifest>(manifest)));
+  return IncomingMigration(std::move(ch), std::move(manifest.value()));
 }
 
 void IncomingMigration::refuse(const std::vector<std::string>& reasons) {
@@ -117,10 +117,10 @@ StateSections IncomingMigration::receive(GuestRam& ram) {
     const MigrationMessage type = channel_->receive(payload, kStreamTimeoutMs);
     if (type == MigrationMessage::kState) {
       auto sections = StateSections::parse(payload);
-      if (auto* error = std::get_if<std::string>(&sections))
+      if (auto* error = sections.error_message())
         throw MigrationError("the source's state: " + *error);
       spdlog::info("migration: received {} pages and {} bytes of state", pages, payload.size());
-      return std::move(std::get<StateSections>(sections));
+      return std::move(sections.value());
     }
     if (type != MigrationMessage::kPages)
       throw MigrationError("unexpected migration message while receiving memory");

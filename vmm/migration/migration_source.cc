@@ -95,11 +95,12 @@ MigrationOutcome migrate_to(const std::string& path, MigratableVm& vm, uint32_t 
     ch.send(MigrationMessage::kCommit, nullptr, 0);
     out.stats.downtime_ms = ms_since(pause_start);
     // Where the downtime went, cumulative: what to look at when it grows.
-    spdlog::info("migration: downtime {:.1f} ms: vCPUs paused after {:.1f}, {} last pages sent "
-                 "after {:.1f}, state ({} bytes) sent after {:.1f}, destination ready and "
-                 "committed after {:.1f}",
-                 out.stats.downtime_ms, pause_ms, rest.size(), pages_ms, state.size(), state_ms,
-                 out.stats.downtime_ms);
+    spdlog::info(
+        "migration: downtime {:.1f} ms: vCPUs paused after {:.1f}, {} last pages sent "
+        "after {:.1f}, state ({} bytes) sent after {:.1f}, destination ready and "
+        "committed after {:.1f}",
+        out.stats.downtime_ms, pause_ms, rest.size(), pages_ms, state.size(), state_ms,
+        out.stats.downtime_ms);
     out.stats.total_ms = ms_since(start);
     out.handed_over = true;
     return out;  // the VM stays paused: it lives on at the destination

@@ -38,7 +38,8 @@ bool GuestAssistedStepper::mark_page_fault(uint64_t frame_gpa, uint32_t error_co
   pmuvm_trap_frame f;
   if (!ram_.read(frame_gpa, std::as_writable_bytes(std::span(&f, 1)))) return false;
   if (f.vector != 1 || (f.cs & 3) != 3 || f.rip == PMUVM_TRAMPOLINE_VA) return false;
-  return ram_.write_u64(frame_gpa + offsetof(pmuvm_trap_frame, vector), PMUVM_VECTOR_LWP_PAGE_FAULT) &&
+  return ram_.write_u64(frame_gpa + offsetof(pmuvm_trap_frame, vector),
+                        PMUVM_VECTOR_LWP_PAGE_FAULT) &&
          ram_.write_u64(frame_gpa + offsetof(pmuvm_trap_frame, error), error_code);
 }
 

@@ -40,8 +40,7 @@ pmu::BranchKind classify(const ZydisDecodedInstruction& insn) {
     case ZYDIS_CATEGORY_UNCOND_BR:
       return (insn.attributes & ZYDIS_ATTRIB_IS_RELATIVE) ? pmu::BranchKind::kDirectJump
                                                           : pmu::BranchKind::kIndirectJump;
-    case ZYDIS_CATEGORY_CALL:
-      return pmu::BranchKind::kCall;
+    case ZYDIS_CATEGORY_CALL: return pmu::BranchKind::kCall;
     case ZYDIS_CATEGORY_RET:
       // Zydis files IRET under RET; an interrupt return is not a branch for LWP (§4.2).
       if (insn.mnemonic == ZYDIS_MNEMONIC_IRET || insn.mnemonic == ZYDIS_MNEMONIC_IRETD ||
@@ -62,7 +61,7 @@ bool taken(const ZydisDecodedInstruction& insn, const GuestRegisters& r) {
   const uint64_t f = r.rflags;
   const bool cf = f & kCF, pf = f & kPF, zf = f & kZF, sf = f & kSF, of = f & kOF;
   // JrCXZ and LOOP use RCX, or ECX/CX with an address-size prefix.
-  const uint64_t count_mask = insn.address_width == 64 ? ~0ull
+  const uint64_t count_mask = insn.address_width == 64   ? ~0ull
                               : insn.address_width == 32 ? 0xFFFFFFFFull
                                                          : 0xFFFFull;
   const uint64_t count = r.rcx & count_mask;
@@ -120,16 +119,16 @@ bool completed_by_kvm(ZydisMnemonic m) {
     case ZYDIS_MNEMONIC_OUTSD:
     case ZYDIS_MNEMONIC_RDPMC:
     case ZYDIS_MNEMONIC_VMMCALL:
-    case ZYDIS_MNEMONIC_VMCALL:
-      return true;
-    default:
-      return false;
+    case ZYDIS_MNEMONIC_VMCALL: return true;
+    default: return false;
   }
 }
 
 // The string instructions (MOVS, STOS, LODS, SCAS, CMPS, INS, OUTS), which a REP prefix repeats.
 bool is_string_instruction(ZydisMnemonic mnemonic) {
   switch (mnemonic) {
+    // 26 labels, three to a line.
+    // clang-format off
     case ZYDIS_MNEMONIC_MOVSB: case ZYDIS_MNEMONIC_MOVSW: case ZYDIS_MNEMONIC_MOVSD:
     case ZYDIS_MNEMONIC_MOVSQ: case ZYDIS_MNEMONIC_STOSB: case ZYDIS_MNEMONIC_STOSW:
     case ZYDIS_MNEMONIC_STOSD: case ZYDIS_MNEMONIC_STOSQ: case ZYDIS_MNEMONIC_LODSB:
@@ -139,9 +138,9 @@ bool is_string_instruction(ZydisMnemonic mnemonic) {
     case ZYDIS_MNEMONIC_CMPSD: case ZYDIS_MNEMONIC_CMPSQ: case ZYDIS_MNEMONIC_INSB:
     case ZYDIS_MNEMONIC_INSW: case ZYDIS_MNEMONIC_INSD: case ZYDIS_MNEMONIC_OUTSB:
     case ZYDIS_MNEMONIC_OUTSW: case ZYDIS_MNEMONIC_OUTSD:
+      // clang-format on
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -150,44 +149,110 @@ bool is_string_instruction(ZydisMnemonic mnemonic) {
 // baseline), reads RFLAGS.TF, or holds the single-step trap back.
 bool register_computation(ZydisMnemonic m) {
   switch (m) {
-    case ZYDIS_MNEMONIC_MOV: case ZYDIS_MNEMONIC_MOVZX: case ZYDIS_MNEMONIC_MOVSX:
-    case ZYDIS_MNEMONIC_MOVSXD: case ZYDIS_MNEMONIC_LEA: case ZYDIS_MNEMONIC_XCHG:
-    case ZYDIS_MNEMONIC_ADD: case ZYDIS_MNEMONIC_ADC: case ZYDIS_MNEMONIC_SUB:
-    case ZYDIS_MNEMONIC_SBB: case ZYDIS_MNEMONIC_AND: case ZYDIS_MNEMONIC_OR:
-    case ZYDIS_MNEMONIC_XOR: case ZYDIS_MNEMONIC_NOT: case ZYDIS_MNEMONIC_NEG:
-    case ZYDIS_MNEMONIC_INC: case ZYDIS_MNEMONIC_DEC: case ZYDIS_MNEMONIC_CMP:
-    case ZYDIS_MNEMONIC_TEST: case ZYDIS_MNEMONIC_IMUL: case ZYDIS_MNEMONIC_MUL:
-    case ZYDIS_MNEMONIC_SHL: case ZYDIS_MNEMONIC_SHR: case ZYDIS_MNEMONIC_SAR:
-    case ZYDIS_MNEMONIC_ROL: case ZYDIS_MNEMONIC_ROR: case ZYDIS_MNEMONIC_RCL:
-    case ZYDIS_MNEMONIC_RCR: case ZYDIS_MNEMONIC_SHLD: case ZYDIS_MNEMONIC_SHRD:
-    case ZYDIS_MNEMONIC_BT: case ZYDIS_MNEMONIC_BTS: case ZYDIS_MNEMONIC_BTR:
-    case ZYDIS_MNEMONIC_BTC: case ZYDIS_MNEMONIC_BSF: case ZYDIS_MNEMONIC_BSR:
-    case ZYDIS_MNEMONIC_BSWAP: case ZYDIS_MNEMONIC_CBW: case ZYDIS_MNEMONIC_CWDE:
-    case ZYDIS_MNEMONIC_CDQE: case ZYDIS_MNEMONIC_CWD: case ZYDIS_MNEMONIC_CDQ:
-    case ZYDIS_MNEMONIC_CQO: case ZYDIS_MNEMONIC_CLC: case ZYDIS_MNEMONIC_STC:
-    case ZYDIS_MNEMONIC_CMC: case ZYDIS_MNEMONIC_CLD: case ZYDIS_MNEMONIC_STD:
-    case ZYDIS_MNEMONIC_JMP: case ZYDIS_MNEMONIC_JB: case ZYDIS_MNEMONIC_JBE:
-    case ZYDIS_MNEMONIC_JCXZ: case ZYDIS_MNEMONIC_JECXZ:
-    case ZYDIS_MNEMONIC_JL: case ZYDIS_MNEMONIC_JLE: case ZYDIS_MNEMONIC_JNB:
-    case ZYDIS_MNEMONIC_JNBE: case ZYDIS_MNEMONIC_JNL: case ZYDIS_MNEMONIC_JNLE:
-    case ZYDIS_MNEMONIC_JNO: case ZYDIS_MNEMONIC_JNP: case ZYDIS_MNEMONIC_JNS:
-    case ZYDIS_MNEMONIC_JNZ: case ZYDIS_MNEMONIC_JO: case ZYDIS_MNEMONIC_JP:
-    case ZYDIS_MNEMONIC_JRCXZ: case ZYDIS_MNEMONIC_JS: case ZYDIS_MNEMONIC_JZ:
-    case ZYDIS_MNEMONIC_LOOP: case ZYDIS_MNEMONIC_LOOPE: case ZYDIS_MNEMONIC_LOOPNE:
-    case ZYDIS_MNEMONIC_CMOVB: case ZYDIS_MNEMONIC_CMOVBE: case ZYDIS_MNEMONIC_CMOVL:
-    case ZYDIS_MNEMONIC_CMOVLE: case ZYDIS_MNEMONIC_CMOVNB: case ZYDIS_MNEMONIC_CMOVNBE:
-    case ZYDIS_MNEMONIC_CMOVNL: case ZYDIS_MNEMONIC_CMOVNLE: case ZYDIS_MNEMONIC_CMOVNO:
-    case ZYDIS_MNEMONIC_CMOVNP: case ZYDIS_MNEMONIC_CMOVNS: case ZYDIS_MNEMONIC_CMOVNZ:
-    case ZYDIS_MNEMONIC_CMOVO: case ZYDIS_MNEMONIC_CMOVP: case ZYDIS_MNEMONIC_CMOVS:
-    case ZYDIS_MNEMONIC_CMOVZ: case ZYDIS_MNEMONIC_SETB: case ZYDIS_MNEMONIC_SETBE:
-    case ZYDIS_MNEMONIC_SETL: case ZYDIS_MNEMONIC_SETLE: case ZYDIS_MNEMONIC_SETNB:
-    case ZYDIS_MNEMONIC_SETNBE: case ZYDIS_MNEMONIC_SETNL: case ZYDIS_MNEMONIC_SETNLE:
-    case ZYDIS_MNEMONIC_SETNO: case ZYDIS_MNEMONIC_SETNP: case ZYDIS_MNEMONIC_SETNS:
-    case ZYDIS_MNEMONIC_SETNZ: case ZYDIS_MNEMONIC_SETO: case ZYDIS_MNEMONIC_SETP:
-    case ZYDIS_MNEMONIC_SETS: case ZYDIS_MNEMONIC_SETZ:
-      return true;
-    default:
-      return false;
+    case ZYDIS_MNEMONIC_MOV:
+    case ZYDIS_MNEMONIC_MOVZX:
+    case ZYDIS_MNEMONIC_MOVSX:
+    case ZYDIS_MNEMONIC_MOVSXD:
+    case ZYDIS_MNEMONIC_LEA:
+    case ZYDIS_MNEMONIC_XCHG:
+    case ZYDIS_MNEMONIC_ADD:
+    case ZYDIS_MNEMONIC_ADC:
+    case ZYDIS_MNEMONIC_SUB:
+    case ZYDIS_MNEMONIC_SBB:
+    case ZYDIS_MNEMONIC_AND:
+    case ZYDIS_MNEMONIC_OR:
+    case ZYDIS_MNEMONIC_XOR:
+    case ZYDIS_MNEMONIC_NOT:
+    case ZYDIS_MNEMONIC_NEG:
+    case ZYDIS_MNEMONIC_INC:
+    case ZYDIS_MNEMONIC_DEC:
+    case ZYDIS_MNEMONIC_CMP:
+    case ZYDIS_MNEMONIC_TEST:
+    case ZYDIS_MNEMONIC_IMUL:
+    case ZYDIS_MNEMONIC_MUL:
+    case ZYDIS_MNEMONIC_SHL:
+    case ZYDIS_MNEMONIC_SHR:
+    case ZYDIS_MNEMONIC_SAR:
+    case ZYDIS_MNEMONIC_ROL:
+    case ZYDIS_MNEMONIC_ROR:
+    case ZYDIS_MNEMONIC_RCL:
+    case ZYDIS_MNEMONIC_RCR:
+    case ZYDIS_MNEMONIC_SHLD:
+    case ZYDIS_MNEMONIC_SHRD:
+    case ZYDIS_MNEMONIC_BT:
+    case ZYDIS_MNEMONIC_BTS:
+    case ZYDIS_MNEMONIC_BTR:
+    case ZYDIS_MNEMONIC_BTC:
+    case ZYDIS_MNEMONIC_BSF:
+    case ZYDIS_MNEMONIC_BSR:
+    case ZYDIS_MNEMONIC_BSWAP:
+    case ZYDIS_MNEMONIC_CBW:
+    case ZYDIS_MNEMONIC_CWDE:
+    case ZYDIS_MNEMONIC_CDQE:
+    case ZYDIS_MNEMONIC_CWD:
+    case ZYDIS_MNEMONIC_CDQ:
+    case ZYDIS_MNEMONIC_CQO:
+    case ZYDIS_MNEMONIC_CLC:
+    case ZYDIS_MNEMONIC_STC:
+    case ZYDIS_MNEMONIC_CMC:
+    case ZYDIS_MNEMONIC_CLD:
+    case ZYDIS_MNEMONIC_STD:
+    case ZYDIS_MNEMONIC_JMP:
+    case ZYDIS_MNEMONIC_JB:
+    case ZYDIS_MNEMONIC_JBE:
+    case ZYDIS_MNEMONIC_JCXZ:
+    case ZYDIS_MNEMONIC_JECXZ:
+    case ZYDIS_MNEMONIC_JL:
+    case ZYDIS_MNEMONIC_JLE:
+    case ZYDIS_MNEMONIC_JNB:
+    case ZYDIS_MNEMONIC_JNBE:
+    case ZYDIS_MNEMONIC_JNL:
+    case ZYDIS_MNEMONIC_JNLE:
+    case ZYDIS_MNEMONIC_JNO:
+    case ZYDIS_MNEMONIC_JNP:
+    case ZYDIS_MNEMONIC_JNS:
+    case ZYDIS_MNEMONIC_JNZ:
+    case ZYDIS_MNEMONIC_JO:
+    case ZYDIS_MNEMONIC_JP:
+    case ZYDIS_MNEMONIC_JRCXZ:
+    case ZYDIS_MNEMONIC_JS:
+    case ZYDIS_MNEMONIC_JZ:
+    case ZYDIS_MNEMONIC_LOOP:
+    case ZYDIS_MNEMONIC_LOOPE:
+    case ZYDIS_MNEMONIC_LOOPNE:
+    case ZYDIS_MNEMONIC_CMOVB:
+    case ZYDIS_MNEMONIC_CMOVBE:
+    case ZYDIS_MNEMONIC_CMOVL:
+    case ZYDIS_MNEMONIC_CMOVLE:
+    case ZYDIS_MNEMONIC_CMOVNB:
+    case ZYDIS_MNEMONIC_CMOVNBE:
+    case ZYDIS_MNEMONIC_CMOVNL:
+    case ZYDIS_MNEMONIC_CMOVNLE:
+    case ZYDIS_MNEMONIC_CMOVNO:
+    case ZYDIS_MNEMONIC_CMOVNP:
+    case ZYDIS_MNEMONIC_CMOVNS:
+    case ZYDIS_MNEMONIC_CMOVNZ:
+    case ZYDIS_MNEMONIC_CMOVO:
+    case ZYDIS_MNEMONIC_CMOVP:
+    case ZYDIS_MNEMONIC_CMOVS:
+    case ZYDIS_MNEMONIC_CMOVZ:
+    case ZYDIS_MNEMONIC_SETB:
+    case ZYDIS_MNEMONIC_SETBE:
+    case ZYDIS_MNEMONIC_SETL:
+    case ZYDIS_MNEMONIC_SETLE:
+    case ZYDIS_MNEMONIC_SETNB:
+    case ZYDIS_MNEMONIC_SETNBE:
+    case ZYDIS_MNEMONIC_SETNL:
+    case ZYDIS_MNEMONIC_SETNLE:
+    case ZYDIS_MNEMONIC_SETNO:
+    case ZYDIS_MNEMONIC_SETNP:
+    case ZYDIS_MNEMONIC_SETNS:
+    case ZYDIS_MNEMONIC_SETNZ:
+    case ZYDIS_MNEMONIC_SETO:
+    case ZYDIS_MNEMONIC_SETP:
+    case ZYDIS_MNEMONIC_SETS:
+    case ZYDIS_MNEMONIC_SETZ: return true;
+    default: return false;
   }
 }
 
@@ -199,11 +264,13 @@ bool canonical(uint64_t address) {
 // A general register (any width), RFLAGS or RIP: not a segment, control, debug, x87 or SIMD one.
 bool general_or_flags(ZydisRegister reg) {
   switch (ZydisRegisterGetClass(reg)) {
-    case ZYDIS_REGCLASS_GPR8: case ZYDIS_REGCLASS_GPR16: case ZYDIS_REGCLASS_GPR32:
-    case ZYDIS_REGCLASS_GPR64: case ZYDIS_REGCLASS_FLAGS: case ZYDIS_REGCLASS_IP:
-      return true;
-    default:
-      return false;
+    case ZYDIS_REGCLASS_GPR8:
+    case ZYDIS_REGCLASS_GPR16:
+    case ZYDIS_REGCLASS_GPR32:
+    case ZYDIS_REGCLASS_GPR64:
+    case ZYDIS_REGCLASS_FLAGS:
+    case ZYDIS_REGCLASS_IP: return true;
+    default: return false;
   }
 }
 
@@ -219,22 +286,21 @@ bool trap_flag_safe(const ZydisDecodedInstruction& insn, const ZydisDecodedOpera
   if (!register_computation(insn.mnemonic)) return false;
   // Jumps: relative ones only (a register target may be non-canonical: #GP), and not to a
   // non-canonical address.
-  if (insn.meta.category == ZYDIS_CATEGORY_UNCOND_BR && !(insn.attributes & ZYDIS_ATTRIB_IS_RELATIVE))
+  if (insn.meta.category == ZYDIS_CATEGORY_UNCOND_BR &&
+      !(insn.attributes & ZYDIS_ATTRIB_IS_RELATIVE))
     return false;
   if (flow.kind == ControlFlow::Kind::kJump && !canonical(flow.target)) return false;
   for (uint8_t i = 0; i < insn.operand_count; ++i) {  // hidden operands too
     const ZydisDecodedOperand& op = ops[i];
     switch (op.type) {
-      case ZYDIS_OPERAND_TYPE_IMMEDIATE:
-        break;
+      case ZYDIS_OPERAND_TYPE_IMMEDIATE: break;
       case ZYDIS_OPERAND_TYPE_REGISTER:
         if (!general_or_flags(op.reg.value)) return false;
         break;
       case ZYDIS_OPERAND_TYPE_MEMORY:
         if (insn.mnemonic == ZYDIS_MNEMONIC_LEA && op.mem.type == ZYDIS_MEMOP_TYPE_AGEN) break;
         return false;
-      default:
-        return false;
+      default: return false;
     }
   }
   return true;
@@ -247,24 +313,23 @@ bool memory_computation(const ZydisDecodedInstruction& insn, const ZydisDecodedO
   if (insn.attributes & ZYDIS_ATTRIB_HAS_LOCK) return false;
   if (!register_computation(insn.mnemonic)) return false;
   switch (insn.meta.category) {
-    case ZYDIS_CATEGORY_COND_BR: case ZYDIS_CATEGORY_UNCOND_BR: case ZYDIS_CATEGORY_CALL:
-      return false;
-    default:
-      break;
+    case ZYDIS_CATEGORY_COND_BR:
+    case ZYDIS_CATEGORY_UNCOND_BR:
+    case ZYDIS_CATEGORY_CALL: return false;
+    default: break;
   }
   switch (insn.mnemonic) {
-    case ZYDIS_MNEMONIC_BT: case ZYDIS_MNEMONIC_BTS: case ZYDIS_MNEMONIC_BTR:
-    case ZYDIS_MNEMONIC_BTC:
-      return false;
-    default:
-      break;
+    case ZYDIS_MNEMONIC_BT:
+    case ZYDIS_MNEMONIC_BTS:
+    case ZYDIS_MNEMONIC_BTR:
+    case ZYDIS_MNEMONIC_BTC: return false;
+    default: break;
   }
   bool memory = false;
   for (uint8_t i = 0; i < insn.operand_count; ++i) {
     const ZydisDecodedOperand& op = ops[i];
     switch (op.type) {
-      case ZYDIS_OPERAND_TYPE_IMMEDIATE:
-        break;
+      case ZYDIS_OPERAND_TYPE_IMMEDIATE: break;
       case ZYDIS_OPERAND_TYPE_REGISTER:
         if (!general_or_flags(op.reg.value)) return false;
         break;
@@ -273,8 +338,7 @@ bool memory_computation(const ZydisDecodedInstruction& insn, const ZydisDecodedO
         if (op.mem.type != ZYDIS_MEMOP_TYPE_MEM) return false;
         memory = true;
         break;
-      default:
-        return false;
+      default: return false;
     }
   }
   return memory;
@@ -331,15 +395,15 @@ void constant_adjustment(const ZydisDecodedInstruction& insn, const ZydisDecoded
       break;
     case ZYDIS_MNEMONIC_INC:
     case ZYDIS_MNEMONIC_DEC:
-      if (first >= 0 && insn.operand_width == 64) set(first, insn.mnemonic == ZYDIS_MNEMONIC_INC ? 1 : -1);
+      if (first >= 0 && insn.operand_width == 64)
+        set(first, insn.mnemonic == ZYDIS_MNEMONIC_INC ? 1 : -1);
       break;
     case ZYDIS_MNEMONIC_LEA:
       if (first >= 0 && insn.operand_width == 64 && insn.address_width == 64 &&
           ops[1].mem.base == ops[0].reg.value && ops[1].mem.index == ZYDIS_REGISTER_NONE)
         set(first, ops[1].mem.disp.has_displacement ? ops[1].mem.disp.value : 0);
       break;
-    default:
-      break;
+    default: break;
   }
   if (out.adjusted_gpr >= 0) out.gprs_written &= static_cast<uint16_t>(~(1u << out.adjusted_gpr));
 }
@@ -388,8 +452,12 @@ ControlFlow InstructionDecoder::control_flow(const ZydisDecodedInstruction& insn
   };
   switch (insn.mnemonic) {
     case ZYDIS_MNEMONIC_SYSCALL: flow.kind = ControlFlow::Kind::kSyscall; return flow;
-    case ZYDIS_MNEMONIC_INT3: flow.kind = ControlFlow::Kind::kInterrupt, flow.vector = 3; return flow;
-    case ZYDIS_MNEMONIC_INT1: flow.kind = ControlFlow::Kind::kInterrupt, flow.vector = 1; return flow;
+    case ZYDIS_MNEMONIC_INT3:
+      flow.kind = ControlFlow::Kind::kInterrupt, flow.vector = 3;
+      return flow;
+    case ZYDIS_MNEMONIC_INT1:
+      flow.kind = ControlFlow::Kind::kInterrupt, flow.vector = 1;
+      return flow;
     case ZYDIS_MNEMONIC_INT:
       flow.kind = ControlFlow::Kind::kInterrupt;
       flow.vector = static_cast<uint8_t>(ops[0].imm.value.u);
@@ -399,9 +467,7 @@ ControlFlow InstructionDecoder::control_flow(const ZydisDecodedInstruction& insn
     case ZYDIS_MNEMONIC_IRETQ:
     case ZYDIS_MNEMONIC_SYSENTER:
     case ZYDIS_MNEMONIC_SYSEXIT:
-    case ZYDIS_MNEMONIC_SYSRET:
-      flow.kind = ControlFlow::Kind::kUnknown;
-      return flow;
+    case ZYDIS_MNEMONIC_SYSRET: flow.kind = ControlFlow::Kind::kUnknown; return flow;
     default: break;
   }
   const bool far = insn.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
@@ -414,7 +480,8 @@ ControlFlow InstructionDecoder::control_flow(const ZydisDecodedInstruction& insn
       if (insn.meta.category == ZYDIS_CATEGORY_COND_BR && !taken(insn, regs)) return flow;
       if (op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE && op.imm.is_relative) {
         uint64_t target = 0;
-        if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&insn, &op, regs.rip, &target))) return jump(target);
+        if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&insn, &op, regs.rip, &target)))
+          return jump(target);
         break;
       }
       if (op.type == ZYDIS_OPERAND_TYPE_REGISTER) return jump(register_value(op.reg.value, regs));
@@ -436,8 +503,7 @@ ControlFlow InstructionDecoder::control_flow(const ZydisDecodedInstruction& insn
       flow.kind = ControlFlow::Kind::kIndirect;
       flow.pointer = regs.rsp;
       return flow;
-    default:
-      return flow;  // falls through (faulting instructions too: they never get there)
+    default: return flow;  // falls through (faulting instructions too: they never get there)
   }
   flow.kind = ControlFlow::Kind::kUnknown;
   return flow;
@@ -453,7 +519,8 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
     ++cache_hits_;
   } else {
     c.rip = ~0ull;
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder_, bytes.data(), bytes.size(), &c.insn, c.ops)))
+    if (!ZYAN_SUCCESS(
+            ZydisDecoderDecodeFull(&decoder_, bytes.data(), bytes.size(), &c.insn, c.ops)))
       return std::nullopt;
     c.rip = regs.rip;
     c.length = c.insn.length;
@@ -466,10 +533,12 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
   out.length = insn.length;
   out.mnemonic = insn.mnemonic;
   out.branch = classify(insn);
-  out.lwp_instruction = insn.mnemonic == ZYDIS_MNEMONIC_LLWPCB || insn.mnemonic == ZYDIS_MNEMONIC_SLWPCB;
+  out.lwp_instruction =
+      insn.mnemonic == ZYDIS_MNEMONIC_LLWPCB || insn.mnemonic == ZYDIS_MNEMONIC_SLWPCB;
   out.syscall = insn.mnemonic == ZYDIS_MNEMONIC_SYSCALL;
   out.completed_by_kvm = completed_by_kvm(insn.mnemonic);
-  out.rep = insn.attributes & (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE);
+  out.rep =
+      insn.attributes & (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE);
   out.rep_string = out.rep && is_string_instruction(insn.mnemonic);
   out.iret = insn.mnemonic == ZYDIS_MNEMONIC_IRET || insn.mnemonic == ZYDIS_MNEMONIC_IRETD ||
              insn.mnemonic == ZYDIS_MNEMONIC_IRETQ;
@@ -502,7 +571,8 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
     if (op.type != ZYDIS_OPERAND_TYPE_MEMORY || op.mem.type != ZYDIS_MEMOP_TYPE_MEM) continue;
     if (!context_filled) fill_context(regs, context_), context_filled = true;
     uint64_t address = 0;
-    if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddressEx(&insn, &op, regs.rip, &context_, &address))) continue;
+    if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddressEx(&insn, &op, regs.rip, &context_, &address)))
+      continue;
     if (op.mem.segment == ZYDIS_REGISTER_FS) address += regs.fs_base;
     if (op.mem.segment == ZYDIS_REGISTER_GS) address += regs.gs_base;
     // Zydis names a push's hidden stack operand by RSP before the push; the store goes below it.
@@ -512,7 +582,8 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
          insn.mnemonic == ZYDIS_MNEMONIC_PUSHFQ || insn.mnemonic == ZYDIS_MNEMONIC_CALL))
       address -= op.size / 8;
     const MemoryAccess access{address, static_cast<uint32_t>(op.size / 8)};
-    if ((op.actions & ZYDIS_OPERAND_ACTION_MASK_READ) && out.load_count < DecodedInstruction::kMaxAccesses)
+    if ((op.actions & ZYDIS_OPERAND_ACTION_MASK_READ) &&
+        out.load_count < DecodedInstruction::kMaxAccesses)
       out.loads[out.load_count++] = access;
     if ((op.actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) &&
         out.store_count < DecodedInstruction::kMaxAccesses)

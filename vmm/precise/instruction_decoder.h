@@ -89,7 +89,7 @@ struct DecodedInstruction {
   // KVM intercepts it and completes it itself (CPUID, port I/O, RDPMC, VMMCALL/VMCALL): when the
   // guest's own TF is set, KVM queues the single-step #DB into the guest without a debug exit.
   bool completed_by_kvm = false;
-  bool rep = false;     // a REP/REPE/REPNE prefix
+  bool rep = false;  // a REP/REPE/REPNE prefix
   // A string instruction with one: it runs all its iterations and retires once (DESIGN §4.7);
   // under TF it traps after each iteration with RIP unchanged, and those traps are not
   // retirements.

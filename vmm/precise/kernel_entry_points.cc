@@ -130,7 +130,8 @@ void KernelEntryPoints::saw_user_return(uint64_t rip) {
 }
 
 std::optional<uint64_t> KernelEntryPoints::user_interrupt_entry(uint8_t vector) const {
-  if (vector >= gates_.size() || !gates_[vector].present || gates_[vector].dpl < 3) return std::nullopt;
+  if (vector >= gates_.size() || !gates_[vector].present || gates_[vector].dpl < 3)
+    return std::nullopt;
   return gates_[vector].target;
 }
 

@@ -38,8 +38,8 @@ struct ReturnSite {
     a(rip, kind, seen_returning_to_user);
     if constexpr (Archive::kLoading)
       if (kind != Kind::kSysret64 && kind != Kind::kIret && kind != Kind::kReturn32)
-        throw pmu::StateFormatError("return site: kind " +
-                                    std::to_string(static_cast<int>(kind)) + " (0..2)");
+        throw pmu::StateFormatError("return site: kind " + std::to_string(static_cast<int>(kind)) +
+                                    " (0..2)");
   }
 };
 

@@ -33,7 +33,8 @@ std::optional<pmu::RetiredInstruction> StepAccountant::account(const GuestRegist
   insn.cycles = cycles;
   if (!demand.cache) return insn;
   for (uint8_t i = 0; i < decoded.load_count; ++i) {
-    std::optional<pmu::CacheMiss> miss = cache_.load(decoded.loads[i].address, decoded.loads[i].size);
+    std::optional<pmu::CacheMiss> miss =
+        cache_.load(decoded.loads[i].address, decoded.loads[i].size);
     if (!miss) continue;
     cycles += miss->latency_cycles;
     if (insn.cache_miss_count < pmu::RetiredInstruction::kMaxCacheMisses)

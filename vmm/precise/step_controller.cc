@@ -11,8 +11,8 @@ namespace {
 constexpr uint64_t kPage = 4096;
 // SYSRET loads RFLAGS from R11 with RF and VM cleared and bit 1 set (AMD APM 24594, SYSRET).
 constexpr uint64_t kSysretFlagsMask = 0x3C7FD7;
-constexpr uint64_t kResumeFlag = 1u << 16;  // RFLAGS.RF
-constexpr uint64_t kAlignmentCheck = 1u << 18;  // RFLAGS.AC
+constexpr uint64_t kResumeFlag = 1u << 16;         // RFLAGS.RF
+constexpr uint64_t kAlignmentCheck = 1u << 18;     // RFLAGS.AC
 constexpr uint64_t kCr4ProtectionKeys = 1u << 22;  // CR4.PKE
 
 CodeBytes fetch(pmu::GuestMemory& memory, uint64_t rip) {
@@ -117,12 +117,8 @@ void StepController::plan_user_step() {
   if (!d) return;
   plan_.rep_string = d->rep_string;
   switch (d->flow.kind) {
-    case ControlFlow::Kind::kNext:
-      plan_.successors.push_back({pre_.rip + d->length, false});
-      break;
-    case ControlFlow::Kind::kJump:
-      plan_.successors.push_back({d->flow.target, false});
-      break;
+    case ControlFlow::Kind::kNext: plan_.successors.push_back({pre_.rip + d->length, false}); break;
+    case ControlFlow::Kind::kJump: plan_.successors.push_back({d->flow.target, false}); break;
     case ControlFlow::Kind::kIndirect: {
       user_memory_.set_cr3(pre_.cr3);
       // Unreadable: the instruction faults on it, and the kernel's return is caught.
@@ -141,9 +137,7 @@ void StepController::plan_user_step() {
       if (const std::optional<uint64_t> entry = entries_.user_interrupt_entry(d->flow.vector))
         plan_.successors.push_back({*entry, true});
       break;
-    case ControlFlow::Kind::kUnknown:
-      plan_.stop = Plan::Stop::kSingleStep;
-      break;
+    case ControlFlow::Kind::kUnknown: plan_.stop = Plan::Stop::kSingleStep; break;
   }
   // Only computing in registers, and the guest's own TF clear (its trap after the instruction
   // would be delivered through a frame): single-stepped, one configuration for the whole run.
@@ -256,8 +250,8 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
     const bool direct_call = d->branch == pmu::BranchKind::kCall && d->direct_target &&
                              d->store_count == 1 && d->load_count == 0;
     if (!d->trap_flag_safe) {
-      const bool falls_through = (d->memory_computation || d->stack_push_pop) &&
-                                 d->flow.kind == ControlFlow::Kind::kNext;
+      const bool falls_through =
+          (d->memory_computation || d->stack_push_pop) && d->flow.kind == ControlFlow::Kind::kNext;
       if (!prove_memory || !(falls_through || direct_call) || (d->gprs_addressing & written) ||
           !accesses_proven(*d))
         break;
@@ -380,7 +374,8 @@ bool StepController::retire_block(uint64_t stopped_at, StepOutcome& out) {
     if (!d) break;
     before.rip = plan_.block[i];
     const uint64_t next = i + 1 < plan_.block.size() ? plan_.block[i + 1] : stopped_at;
-    if (const std::optional<pmu::RetiredInstruction> r = user_accountant_.account(before, *d, 3, next))
+    if (const std::optional<pmu::RetiredInstruction> r =
+            user_accountant_.account(before, *d, 3, next))
       out.retired.push_back(*r);
   }
   if (after_first == 0) {
@@ -517,7 +512,8 @@ void StepController::at_return_site(StepTarget& at, const ReturnSite& site, Step
   }
   ++stats_.user_returns;
   // Stepping the kernel (kEveryCpl): the return instruction is the last kernel one.
-  if (mode_ == Mode::kKernelStep && have_pre_ && pre_.rip == now.rip) retire(now, user->rip, 0, out);
+  if (mode_ == Mode::kKernelStep && have_pre_ && pre_.rip == now.rip)
+    retire(now, user->rip, 0, out);
   enter_user(*user, out);
   // The return loads RFLAGS (frame, R11): a TF set now would trap before pre_ and be gone
   // after it. The first user instruction stops at a breakpoint; TF is set at a user boundary.
@@ -588,7 +584,8 @@ void StepController::mark_resume_flag(const GuestRegisters& at, StepOutcome& out
   if (entries_.site_at(at.rip)) out.resume_flag = true;
 }
 
-StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const DebugConfig& applied) {
+StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6,
+                                          const DebugConfig& applied) {
   StepOutcome out;
   // Single-stepping a register instruction by TF: TF is still set after its trap.
   const bool trap_flag_step = trap_flag_stepping() && applied.single_step;
@@ -606,15 +603,15 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const De
   // In user mode the guest's TF is pre_'s (KVM hides TF while it single-steps: carried over
   // from the instruction before, see below); the trap after a stepped return is never the
   // guest's (the kernel's TF was clear; the frame's TF applies from the next instruction on).
-  const bool guest_tf = mode_ == Mode::kUser ? (pre_.rflags & kTrapFlag) != 0 && !plan_.step_return
-                                              : (now.rflags & kTrapFlag) != 0 && !applied.single_step;
+  const bool guest_tf = mode_ == Mode::kUser
+                            ? (pre_.rflags & kTrapFlag) != 0 && !plan_.step_return
+                            : (now.rflags & kTrapFlag) != 0 && !applied.single_step;
   const bool guest_step = step_trap && guest_tf && (mode_ == Mode::kUser || !applied.single_step);
   const uint64_t guest_bits = guest_dr6_bits(dr6, applied, guest_step);
   const ReturnSite* site = ours_here && cpl == 0 ? entries_.site_at(now.rip) : nullptr;
 
   switch (mode_) {
-    case Mode::kOff:
-      break;
+    case Mode::kOff: break;
     case Mode::kUser: {
       if (plan_.step_return) {
         if (cpl == 3 && step_trap && now.rip == pre_.rip) {
@@ -649,15 +646,17 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const De
         // of a REP string instruction traps with RIP unchanged: not yet retired).
         const bool trapped_after = (step_trap || (guest_bits & kDr6SlotBits)) &&
                                    !(now.rip == pre_.rip && plan_.rep_string);
-        const bool faulted_at_it = (guest_bits & kDr6SlotBits) && !step_trap && now.rip == pre_.rip &&
-                                   !(ours_here && succ);
+        const bool faulted_at_it = (guest_bits & kDr6SlotBits) && !step_trap &&
+                                   now.rip == pre_.rip && !(ours_here && succ);
         if ((ours_here && succ) || (trapped_after && !faulted_at_it)) {
           if (!plan_.block.empty()) {
             retire_block(now.rip, out);
           } else {
             retire(pre_, now.rip, 3, out);
-            if (applied.single_step) ++stats_.single_steps;
-            else ++stats_.user_steps;
+            if (applied.single_step)
+              ++stats_.single_steps;
+            else
+              ++stats_.user_steps;
           }
         }
         if (guest_bits) {
@@ -753,8 +752,7 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6, const De
 void StepController::on_other_exit(StepTarget& at) {
   trap_flag_live_ = false;
   switch (mode_) {
-    case Mode::kOff:
-      return;
+    case Mode::kOff: return;
     case Mode::kUser:
       // In the kernel now (an MSR access, port I/O, HLT): the pending user instruction was
       // interrupted or faulted.

@@ -110,7 +110,7 @@ class StepTarget {
   // RIP, GPRs, RFLAGS, FS/GS bases and CR3 now.
   virtual GuestRegisters registers() = 0;
   virtual uint8_t cpl() = 0;
-  virtual uint64_t lstar() = 0;                   // IA32_LSTAR
+  virtual uint64_t lstar() = 0;  // IA32_LSTAR
   virtual uint64_t idt_base() = 0;
   virtual uint16_t idt_limit() = 0;
   virtual GuestDebugRegisters guest_debug() = 0;  // the guest's own DR0-3, DR6, DR7
@@ -140,7 +140,8 @@ class RetiredInstructions {
  public:
   static constexpr size_t kCapacity = kMaxBlockInstructions;
   void push_back(const pmu::RetiredInstruction& r) {
-    if (size_ == kCapacity) throw std::logic_error("more instructions retired at one exit than a block holds");
+    if (size_ == kCapacity)
+      throw std::logic_error("more instructions retired at one exit than a block holds");
     items_[size_++] = r;
   }
   size_t size() const { return size_; }
@@ -242,24 +243,23 @@ class StepController {
   const KernelEntryPoints& entry_points() const { return entries_; }
 
   struct Stats {
-    uint64_t user_steps = 0;        // user instructions counted at their successor breakpoint
-    uint64_t single_steps = 0;      // instructions counted through a single-step trap
-    uint64_t kernel_steps = 0;      // kernel instructions counted (kEveryCpl)
-    uint64_t return_stops = 0;      // stops at a kernel return site
-    uint64_t user_returns = 0;      // ... of them into counted user mode
+    uint64_t user_steps = 0;              // user instructions counted at their successor breakpoint
+    uint64_t single_steps = 0;            // instructions counted through a single-step trap
+    uint64_t kernel_steps = 0;            // kernel instructions counted (kEveryCpl)
+    uint64_t return_stops = 0;            // stops at a kernel return site
+    uint64_t user_returns = 0;            // ... of them into counted user mode
     uint64_t guest_debug_exceptions = 0;  // #DBs handed back to the guest
-    uint64_t missed_returns = 0;    // user mode found running without a stop at a return site
-    uint64_t interrupt_windows = 0;  // windows opened for held interrupts
-    uint64_t blocks = 0;              // stops that retired a block of two or more instructions
-    uint64_t block_instructions = 0;  // ... the instructions they retired
+    uint64_t missed_returns = 0;          // user mode found running without a stop at a return site
+    uint64_t interrupt_windows = 0;       // windows opened for held interrupts
+    uint64_t blocks = 0;                  // stops that retired a block of two or more instructions
+    uint64_t block_instructions = 0;      // ... the instructions they retired
     // Blocks not made although the PMU models allowed one, because the guest's breakpoints left
     // too few free slots for the block's successors (block stepping falls back to steps).
     uint64_t blocks_refused_for_slots = 0;
     template <class Archive>
     void archive(Archive& a) {
-      a(user_steps, single_steps, kernel_steps, return_stops, user_returns,
-        guest_debug_exceptions, missed_returns, interrupt_windows, blocks, block_instructions,
-        blocks_refused_for_slots);
+      a(user_steps, single_steps, kernel_steps, return_stops, user_returns, guest_debug_exceptions,
+        missed_returns, interrupt_windows, blocks, block_instructions, blocks_refused_for_slots);
     }
   };
   const Stats& stats() const { return stats_; }
@@ -271,23 +271,23 @@ class StepController {
   static constexpr uint16_t kStateVersion = 1;
   template <class Archive>
   void archive(Archive& a) {
-    a(user_accountant_, kernel_accountant_, entries_, mode_, scope_, pre_, have_pre_, plan_,
-      stats_, block_open_);
+    a(user_accountant_, kernel_accountant_, entries_, mode_, scope_, pre_, have_pre_, plan_, stats_,
+      block_open_);
     // Untrusted when loaded (a snapshot, a migration stream): a block is never longer, and the
     // enums hold one of their values (the archive reads any byte into them).
     if (plan_.block.size() >= kMaxBlockInstructions)
       throw pmu::StateFormatError("step controller state: a block of " +
-                               std::to_string(plan_.block.size() + 1) + " instructions");
+                                  std::to_string(plan_.block.size() + 1) + " instructions");
     if (mode_ > Mode::kKernelStep || scope_ > StepScope::kEveryCpl ||
         plan_.stop > Plan::Stop::kTrapFlagStep)
-      throw pmu::StateFormatError("step controller state: mode " +
-                               std::to_string(static_cast<int>(mode_)) + ", scope " +
-                               std::to_string(static_cast<int>(scope_)) + ", stop " +
-                               std::to_string(static_cast<int>(plan_.stop)) + " (no such value)");
+      throw pmu::StateFormatError(
+          "step controller state: mode " + std::to_string(static_cast<int>(mode_)) + ", scope " +
+          std::to_string(static_cast<int>(scope_)) + ", stop " +
+          std::to_string(static_cast<int>(plan_.stop)) + " (no such value)");
     sites_stale_ = true;  // entries_ may be new
     pre_bytes_.size = 0;
     pre_decoded_.reset();
-    block_decoded_.clear();  // decoded again from the block's RIPs at its retirement
+    block_decoded_.clear();   // decoded again from the block's RIPs at its retirement
     trap_flag_live_ = false;  // a restored vCPU's TF is whatever its KVM makes of it
   }
 
@@ -312,9 +312,9 @@ class StepController {
                       // computes in registers; interrupts held, windows open as before it
     };
     Stop stop = Stop::kBreakpoints;
-    bool rep_string = false;   // a REP string instruction: a trap with RIP unchanged is an
-                               // iteration, not its retirement
-    bool window = false;       // an interrupt window before pre_ (open_interrupt_window)
+    bool rep_string = false;  // a REP string instruction: a trap with RIP unchanged is an
+                              // iteration, not its retirement
+    bool window = false;      // an interrupt window before pre_ (open_interrupt_window)
     // Still at a return site whose frame sets RF (a fault's, a breakpoint handler's): the return
     // instruction is single-stepped with no breakpoint of ours, so that it lands before pre_
     // with the frame's RF intact. (Passing the site with RF instead does not work on QEMU's TCG,

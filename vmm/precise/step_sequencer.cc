@@ -25,7 +25,8 @@ StepSequencer::CodeBytes StepSequencer::fetch(uint64_t rip) {
 }
 
 std::optional<pmu::RetiredInstruction> StepSequencer::account(const GuestRegisters& before,
-                                                              uint64_t next_rip, bool syscall_only) {
+                                                              uint64_t next_rip,
+                                                              bool syscall_only) {
   if (ignored(before.rip)) return std::nullopt;
   const CodeBytes bytes = fetch(before.rip);
   if (bytes.empty()) {
@@ -84,8 +85,8 @@ void StepSequencer::take_pending(uint64_t cr3) {
     }
 }
 
-std::optional<pmu::RetiredInstruction> StepSequencer::syscall_entered_unreported(uint64_t return_rip,
-                                                                                 uint64_t cr3) {
+std::optional<pmu::RetiredInstruction> StepSequencer::syscall_entered_unreported(
+    uint64_t return_rip, uint64_t cr3) {
   take_pending(cr3);
   // Another SYSCALL (user code the kernel ran unstepped, e.g. a signal handler): the pending
   // instruction stays; it retires when the kernel returns to it.
@@ -100,9 +101,9 @@ std::optional<pmu::RetiredInstruction> StepSequencer::retired_unreported(
   const CodeBytes bytes = fetch(pending_->rip);
   const std::optional<DecodedInstruction> d = accountant_.decoder().decode(bytes.span(), *pending_);
   if (!d || d->syscall || d->lwp_instruction) return std::nullopt;
-  const bool leads_there =
-      d->fall_through(pending_->rip) == after.rip ||
-      (d->branch != pmu::BranchKind::kNone && (!d->direct_target || *d->direct_target == after.rip));
+  const bool leads_there = d->fall_through(pending_->rip) == after.rip ||
+                           (d->branch != pmu::BranchKind::kNone &&
+                            (!d->direct_target || *d->direct_target == after.rip));
   if (!leads_there) return std::nullopt;
   std::optional<pmu::RetiredInstruction> retired = account(*pending_, after.rip, false);
   pending_.reset();
@@ -114,7 +115,8 @@ std::optional<pmu::RetiredInstruction> StepSequencer::step(const GuestRegisters&
     // A REP string instruction's iteration trapped (RIP unchanged): it has not retired; it keeps
     // the registers it started with, as it would with no trap in between.
     const CodeBytes bytes = fetch(pending_->rip);
-    const std::optional<DecodedInstruction> d = accountant_.decoder().decode(bytes.span(), *pending_);
+    const std::optional<DecodedInstruction> d =
+        accountant_.decoder().decode(bytes.span(), *pending_);
     if (d && d->rep_string) return std::nullopt;
   }
   std::optional<pmu::RetiredInstruction> retired;

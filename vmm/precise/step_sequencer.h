@@ -11,8 +11,9 @@
 // right after it (RIP = SYSCALL's + 2). The bytes 0F 05 alone are not enough: an interrupt taken
 // just before a SYSCALL also re-enters at the SYSCALL's own RIP, and the SYSCALL then runs again.
 // A task may be switched out inside its SYSCALL (yield, a blocking wait) and other address spaces
-// run first: the pending instruction is parked per address space (CR3) until its own re-entry. Steps whose pre-state
-// RIP lies in an ignored range (the guest kernel's user-mode trampolines) never count.
+// run first: the pending instruction is parked per address space (CR3) until its own re-entry.
+// Steps whose pre-state RIP lies in an ignored range (the guest kernel's user-mode trampolines)
+// never count.
 #pragma once
 
 #include <array>
@@ -70,7 +71,8 @@ class StepSequencer {
   // instruction that ran there was a SYSCALL). SYSCALL leaves its return address in RCX: the
   // pending instruction of that address space retired if it is a SYSCALL at return_rip - 2;
   // otherwise it stays pending (another SYSCALL: user code the kernel ran unstepped).
-  std::optional<pmu::RetiredInstruction> syscall_entered_unreported(uint64_t return_rip, uint64_t cr3);
+  std::optional<pmu::RetiredInstruction> syscall_entered_unreported(uint64_t return_rip,
+                                                                    uint64_t cr3);
 
   bool pending() const { return pending_.has_value(); }
   // User mode is running in state `at` (no instruction retired since the last report): `at` is
@@ -81,8 +83,8 @@ class StepSequencer {
     pending_ = at;
   }
 
-  uint64_t dropped() const { return dropped_; }       // pending instructions that did not retire
-  uint64_t unreadable() const { return unreadable_; } // code bytes that could not be fetched
+  uint64_t dropped() const { return dropped_; }        // pending instructions that did not retire
+  uint64_t unreadable() const { return unreadable_; }  // code bytes that could not be fetched
 
   // Snapshot / migration: the pending and parked pre-states (the ignored ranges are set up
   // by the owner and are not state).

@@ -45,9 +45,9 @@ std::string LwpReport::render(int top, int bar_width) const {
   char line[256];
   if (tasks_.empty()) return "LWP report: no task stored any record\n";
   for (const auto& [id, t] : tasks_) {
-    std::snprintf(line, sizeof line, "== task %u%s%s: %" PRIu64 " missed events, %" PRIu64
-                                     " threshold interrupts",
-                  id, t.name.empty() ? "" : " ", t.name.c_str(), t.missed, t.interrupts);
+    std::snprintf(line, sizeof line,
+                  "== task %u%s%s: %" PRIu64 " missed events, %" PRIu64 " threshold interrupts", id,
+                  t.name.empty() ? "" : " ", t.name.c_str(), t.missed, t.interrupts);
     out += line;
     if (t.coalesced != 0) {
       std::snprintf(line, sizeof line, " (%" PRIu64 " coalesced by --max-interrupt-rate)",

@@ -70,7 +70,7 @@ class LwpReport {
     std::map<uint8_t, EventStats> events;
     uint64_t missed = 0;
     uint64_t interrupts = 0;  // raised by the task's LWP
-    uint64_t coalesced = 0;   // of those, folded into a held one: delivered = interrupts - coalesced
+    uint64_t coalesced = 0;  // of those, folded into a held one: delivered = interrupts - coalesced
     template <class Archive>
     void archive(Archive& a) {
       a(name, events, missed, interrupts, coalesced);

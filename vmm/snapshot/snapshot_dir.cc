@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "vmm/snapshot/file_checksum.h"
+#include "vmm/result.h"
 
 namespace vmm {
 namespace {
@@ -64,33 +65,29 @@ std::optional<std::string> sync_directory(const fs::path& dir) {
 // opened without waiting for a writer, O_NONBLOCK, and refused; a device likewise), of at most
 // `limit` bytes. Returns the descriptor and its size, or the reason (`cannot_open` and errno
 // when there is no file to open).
-std::variant<std::pair<int, uint64_t>, std::string> open_regular(const fs::path& path,
-                                                                 const std::string& name,
-                                                                 uint64_t limit,
-                                                                 const std::string& cannot_open) {
+Result<std::pair<int, uint64_t>> open_regular(const fs::path& path, const std::string& name,
+                                              uint64_t limit, const std::string& cannot_open) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return cannot_open + " (" + errno_text() + ")";
-  struct stat st{};
+  if (fd < 0) return Error::usage(cannot_open + " (" + errno_text() + ")");
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return name + " is not a regular file";
+    return Error::usage(name + " is not a regular file");
   }
   if (static_cast<uint64_t>(st.st_size) > limit) {
     ::close(fd);
-    return name + " is " + std::to_string(st.st_size) + " bytes (at most " +
-           std::to_string(limit) + ")";
+    return Error::usage(name + " is " + std::to_string(st.st_size) + " bytes (at most " +
+                        std::to_string(limit) + ")");
   }
   return std::pair<int, uint64_t>(fd, static_cast<uint64_t>(st.st_size));
 }
 
 // Reads all of a regular file of at most `limit` bytes (open_regular).
-std::variant<std::vector<std::byte>, std::string> read_regular(const fs::path& path,
-                                                               const std::string& name,
-                                                               uint64_t limit,
-                                                               const std::string& cannot_open) {
+Result<std::vector<std::byte>> read_regular(const fs::path& path, const std::string& name,
+                                            uint64_t limit, const std::string& cannot_open) {
   auto opened = open_regular(path, name, limit, cannot_open);
-  if (auto* error = std::get_if<std::string>(&opened)) return *error;
-  const auto [fd, size] = std::get<std::pair<int, uint64_t>>(opened);
+  if (auto* error = opened.error_message()) return Error::usage(*error);
+  const auto [fd, size] = opened.value();
   std::vector<std::byte> bytes(size);
   size_t got = 0;
   while (got < size) {
@@ -100,7 +97,7 @@ std::variant<std::vector<std::byte>, std::string> read_regular(const fs::path& p
     got += static_cast<size_t>(n);
   }
   ::close(fd);
-  if (got != size) return name + ": cannot read it (it changed while read)";
+  if (got != size) return Error::usage(name + ": cannot read it (it changed while read)");
   return bytes;
 }
 
@@ -123,7 +120,8 @@ std::optional<std::string> write_snapshot_dir(const std::string& dir_name, Migra
   fs::create_directories(dir, ec);
   if (ec) return "cannot create snapshot directory " + dir_name + ": " + ec.message();
   auto fail = [&](std::string why) {
-    for (const char* name : {"memory.bin", "state.bin", "manifest.json.new"}) fs::remove(dir / name, ec);
+    for (const char* name : {"memory.bin", "state.bin", "manifest.json.new"})
+      fs::remove(dir / name, ec);
     return std::optional<std::string>(std::move(why));
   };
 
@@ -160,48 +158,53 @@ std::optional<std::string> write_snapshot_dir(const std::string& dir_name, Migra
   return std::nullopt;
 }
 
-std::variant<SnapshotOnDisk, std::string> read_snapshot_dir(const std::string& dir_name) {
+Result<SnapshotOnDisk> read_snapshot_dir(const std::string& dir_name) {
   const fs::path dir(dir_name);
   auto manifest_bytes =
       read_regular(dir / "manifest.json", dir_name + "/manifest.json", kMaxManifestBytes,
                    dir_name + " is not a pmuvm snapshot: cannot read its manifest.json");
-  if (auto* error = std::get_if<std::string>(&manifest_bytes)) return *error;
-  const std::vector<std::byte>& raw = std::get<std::vector<std::byte>>(manifest_bytes);
+  if (auto* error = manifest_bytes.error_message()) return Error::usage(*error);
+  const std::vector<std::byte>& raw = manifest_bytes.value();
   const std::string text(reinterpret_cast<const char*>(raw.data()), raw.size());
   auto parsed = parse_manifest(text);
-  if (auto* error = std::get_if<std::string>(&parsed)) return dir_name + "/manifest.json: " + *error;
+  if (auto* error = parsed.error_message())
+    return Error::usage(dir_name + "/manifest.json: " + *error);
   SnapshotOnDisk out;
-  out.manifest = std::move(std::get<SnapshotManifest>(parsed));
+  out.manifest = std::move(parsed.value());
   for (const char* name : {"memory.bin", "state.bin"})
     if (!out.manifest.files.count(name))
-      return dir_name + "/manifest.json does not list " + name;
+      return Error::usage(dir_name + "/manifest.json does not list " + name);
   const SnapshotManifest::File memory = out.manifest.files.at("memory.bin");
   if (memory.bytes != out.manifest.mem_mib << 20)
-    return dir_name + "/manifest.json: memory.bin size does not match the machine's memory";
+    return Error::usage(dir_name +
+                        "/manifest.json: memory.bin size does not match the machine's memory");
 
   auto state_bytes = read_regular(dir / "state.bin", dir_name + "/state.bin", kMaxStateBytes,
                                   dir_name + "/state.bin: cannot read it");
-  if (auto* error = std::get_if<std::string>(&state_bytes)) return *error;
-  std::span<const std::byte> bytes(std::get<std::vector<std::byte>>(state_bytes));
+  if (auto* error = state_bytes.error_message()) return Error::usage(*error);
+  std::span<const std::byte> bytes(state_bytes.value());
   const SnapshotManifest::File state = out.manifest.files.at("state.bin");
   if (bytes.size() != state.bytes)
-    return dir_name + "/state.bin is " + std::to_string(bytes.size()) + " bytes, the manifest says " +
-           std::to_string(state.bytes) + " (truncated or replaced)";
+    return Error::usage(dir_name + "/state.bin is " + std::to_string(bytes.size()) +
+                        " bytes, the manifest says " + std::to_string(state.bytes) +
+                        " (truncated or replaced)");
   if (FileChecksum::of(bytes) != state.checksum)
-    return dir_name + "/state.bin fails its checksum (corrupted)";
+    return Error::usage(dir_name + "/state.bin fails its checksum (corrupted)");
   auto sections = StateSections::parse(bytes);
-  if (auto* error = std::get_if<std::string>(&sections)) return dir_name + "/state.bin: " + *error;
-  out.state = std::move(std::get<StateSections>(sections));
+  if (auto* error = sections.error_message())
+    return Error::usage(dir_name + "/state.bin: " + *error);
+  out.state = std::move(sections.value());
 
   out.memory_path = (dir / "memory.bin").string();
   auto opened = open_regular(out.memory_path, dir_name + "/memory.bin", UINT64_MAX,
                              dir_name + "/memory.bin: cannot read it");
-  if (auto* error = std::get_if<std::string>(&opened)) return *error;
-  const auto [memory_fd, memory_size] = std::get<std::pair<int, uint64_t>>(opened);
+  if (auto* error = opened.error_message()) return Error::usage(*error);
+  const auto [memory_fd, memory_size] = opened.value();
   ::close(memory_fd);
   if (memory_size != memory.bytes)
-    return dir_name + "/memory.bin is " + std::to_string(memory_size) + " bytes, the manifest says " +
-           std::to_string(memory.bytes) + " (truncated or replaced)";
+    return Error::usage(dir_name + "/memory.bin is " + std::to_string(memory_size) +
+                        " bytes, the manifest says " + std::to_string(memory.bytes) +
+                        " (truncated or replaced)");
   return out;
 }
 
@@ -210,8 +213,8 @@ constexpr size_t kRestoreChunkBytes = size_t{2} << 20;
 std::optional<std::string> load_snapshot_memory(const SnapshotOnDisk& snapshot, GuestRam& ram) {
   auto opened = open_regular(snapshot.memory_path, snapshot.memory_path, UINT64_MAX,
                              snapshot.memory_path + ": cannot read it");
-  if (auto* error = std::get_if<std::string>(&opened)) return *error;
-  const int fd = std::get<std::pair<int, uint64_t>>(opened).first;
+  if (auto* error = opened.error_message()) return *error;
+  const int fd = opened.value().first;
   FileChecksum checksum;
   for (const GuestRam::Region& r : ram.regions()) {
     // Every byte of RAM is about to be written: let the kernel back it with 2 MiB pages (one

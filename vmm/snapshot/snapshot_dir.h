@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "vmm/snapshot/migratable_vm.h"
+#include "vmm/result.h"
 
 namespace vmm {
 
@@ -27,7 +28,7 @@ struct SnapshotOnDisk {
 };
 
 // Reads and checks the manifest and state.bin (CRCs, format, versions) without touching RAM.
-std::variant<SnapshotOnDisk, std::string> read_snapshot_dir(const std::string& dir);
+Result<SnapshotOnDisk> read_snapshot_dir(const std::string& dir);
 // Reads memory.bin into `ram`, checking its size and CRC-32 against the manifest.
 std::optional<std::string> load_snapshot_memory(const SnapshotOnDisk& snapshot, GuestRam& ram);
 

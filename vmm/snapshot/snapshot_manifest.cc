@@ -13,6 +13,7 @@
 #include "vmm/precise/stepper_kind.h"
 #include "vmm/snapshot/file_checksum.h"
 #include "vmm/snapshot/state_sections.h"
+#include "vmm/result.h"
 
 namespace vmm {
 namespace {
@@ -25,10 +26,10 @@ std::string to_json_text(const SnapshotManifest& m) {
   nlohmann::ordered_json j;
   j["format"] = kFormat;
   j["version"] = kSnapshotFormatVersion;
-  j["machine"] = {{"vcpus", m.vcpus},       {"mem_mib", m.mem_mib},
-                  {"seed", m.seed},         {"timer_hz", m.timer_hz},
-                  {"stepper", m.stepper},   {"guest", m.linux_guest ? "linux" : "bundled"},
-                  {"kernel", m.kernel},     {"max_interrupt_rate", m.max_interrupt_rate}};
+  j["machine"] = {{"vcpus", m.vcpus},     {"mem_mib", m.mem_mib},
+                  {"seed", m.seed},       {"timer_hz", m.timer_hz},
+                  {"stepper", m.stepper}, {"guest", m.linux_guest ? "linux" : "bundled"},
+                  {"kernel", m.kernel},   {"max_interrupt_rate", m.max_interrupt_rate}};
   nlohmann::ordered_json cpuid = nlohmann::ordered_json::array();
   for (const CpuidEntry& e : m.cpuid)
     cpuid.push_back({e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx});
@@ -146,31 +147,32 @@ SnapshotManifest read_fields(const Json& j) {
 
 }  // namespace
 
-std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& text) {
+Result<SnapshotManifest> parse_manifest(const std::string& text) {
   // The manifest embeds the profile two levels down; deeper is crafted and refused while parsing.
   constexpr JsonLimits kLimits{.max_bytes = kMaxManifestBytes,
                                .max_depth = kProfileJsonLimits.max_depth + 2};
   auto document = read_json_text(text, kLimits);
   if (const auto* error = std::get_if<JsonTextError>(&document))
-    return "at " + line_column(text, error->offset) + ": " + error->message;
+    return Error::usage("at " + line_column(text, error->offset) + ": " + error->message);
   const Json& j = std::get<Json>(document);
-  if (!j.is_object()) return std::string("the manifest is not a JSON object");
+  if (!j.is_object()) return Error::usage(std::string("the manifest is not a JSON object"));
   // find(), not value(): value() throws type_error for a "format" that is no string.
   const auto format = j.find("format");
   if (format == j.end() || !format->is_string() || format->get<std::string>() != kFormat)
-    return std::string("not a pmuvm snapshot (format is not \"") + kFormat + "\")";
+    return Error::usage(std::string("not a pmuvm snapshot (format is not \"") + kFormat + "\")");
   if (!j.contains("version") || !j["version"].is_number_unsigned())
-    return std::string("the manifest has no format version");
+    return Error::usage(std::string("the manifest has no format version"));
   if (j["version"].get<uint64_t>() != kSnapshotFormatVersion)
-    return "snapshot format version " + std::to_string(j["version"].get<uint64_t>()) +
-           " (this pmuvm reads version " + std::to_string(kSnapshotFormatVersion) + ")";
+    return Error::usage("snapshot format version " + std::to_string(j["version"].get<uint64_t>()) +
+                        " (this pmuvm reads version " + std::to_string(kSnapshotFormatVersion) +
+                        ")");
   try {
     return read_fields(j);
   } catch (const BadField& bad) {
-    return bad.path + " (at " + line_column(text, locate_json_path(text, bad.path)) + ") " +
-           bad.problem;
+    return Error::usage(bad.path + " (at " + line_column(text, locate_json_path(text, bad.path)) +
+                        ") " + bad.problem);
   } catch (const nlohmann::json::exception& e) {  // a check above missed a type: still a refusal
-    return std::string("the manifest does not read: ") + e.what();
+    return Error::usage(std::string("the manifest does not read: ") + e.what());
   }
 }
 

@@ -19,6 +19,7 @@
 
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/cpuid_table.h"
+#include "vmm/result.h"
 
 namespace vmm {
 
@@ -31,8 +32,8 @@ struct SnapshotManifest {
   bool linux_guest = false;
   std::string kernel;
   uint32_t max_interrupt_rate = 0;
-  CpuProfile profile;              // the source's profile: the PMU models' parameters
-  std::vector<CpuidEntry> cpuid;   // the CPUID table the guest saw (before per-vCPU APIC IDs)
+  CpuProfile profile;             // the source's profile: the PMU models' parameters
+  std::vector<CpuidEntry> cpuid;  // the CPUID table the guest saw (before per-vCPU APIC IDs)
   struct File {
     uint64_t bytes = 0;
     uint64_t checksum = 0;  // XXH64 (file_checksum.h)
@@ -46,6 +47,6 @@ inline constexpr uint64_t kMaxManifestBytes = 1 << 20;
 std::string to_json_text(const SnapshotManifest& manifest);
 // The manifest, or a one-line reason (not JSON, another format or version, a field missing or
 // of the wrong type, named by its path and line:column, a profile that does not parse).
-std::variant<SnapshotManifest, std::string> parse_manifest(const std::string& text);
+Result<SnapshotManifest> parse_manifest(const std::string& text);
 
 }  // namespace vmm

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "vmm/snapshot/little_endian.h"
+#include "vmm/result.h"
 
 namespace vmm {
 namespace {
@@ -45,15 +46,15 @@ void StateSections::add_component(const std::string& name, uint16_t version,
   sections_[name] = std::move(bytes);
 }
 
-std::variant<std::span<const std::byte>, std::string> StateSections::component(
-    const std::string& name, uint16_t version) const {
+Result<std::span<const std::byte>> StateSections::component(const std::string& name,
+                                                            uint16_t version) const {
   const std::vector<std::byte>* bytes = find(name);
-  if (!bytes) return "the snapshot has no " + name + " state";
-  if (bytes->size() < 2) return "the snapshot's " + name + " state has no version";
+  if (!bytes) return Error::usage("the snapshot has no " + name + " state");
+  if (bytes->size() < 2) return Error::usage("the snapshot's " + name + " state has no version");
   const uint64_t saved = read_le(bytes->data(), 2);
   if (saved != version)
-    return "the snapshot's " + name + " state is version " + std::to_string(saved) +
-           " (this pmuvm reads version " + std::to_string(version) + ")";
+    return Error::usage("the snapshot's " + name + " state is version " + std::to_string(saved) +
+                        " (this pmuvm reads version " + std::to_string(version) + ")");
   return std::span<const std::byte>(*bytes).subspan(2);
 }
 
@@ -77,7 +78,7 @@ std::vector<std::byte> StateSections::serialize() const {
   return out;
 }
 
-std::variant<StateSections, std::string> StateSections::parse(std::span<const std::byte> in) {
+Result<StateSections> StateSections::parse(std::span<const std::byte> in) {
   size_t pos = 0;
   auto get = [&](int n, uint64_t& v) {
     if (static_cast<size_t>(n) > in.size() - pos) return false;
@@ -86,29 +87,32 @@ std::variant<StateSections, std::string> StateSections::parse(std::span<const st
     return true;
   };
   if (in.size() < sizeof kMagic || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
-    return std::string("not a pmuvm state container (bad magic)");
+    return Error::usage(std::string("not a pmuvm state container (bad magic)"));
   pos = sizeof kMagic;
   uint64_t version = 0, count = 0;
-  if (!get(4, version) || !get(4, count)) return std::string("state container is truncated");
+  if (!get(4, version) || !get(4, count))
+    return Error::usage(std::string("state container is truncated"));
   if (version != kSnapshotFormatVersion)
-    return "state container format version " + std::to_string(version) + " (this pmuvm reads " +
-           std::to_string(kSnapshotFormatVersion) + ")";
+    return Error::usage("state container format version " + std::to_string(version) +
+                        " (this pmuvm reads " + std::to_string(kSnapshotFormatVersion) + ")");
   StateSections out;
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t name_size = 0, size = 0, crc = 0;
     if (!get(2, name_size) || name_size > in.size() - pos)
-      return "state container is truncated in section " + std::to_string(i);
+      return Error::usage("state container is truncated in section " + std::to_string(i));
     std::string name(reinterpret_cast<const char*>(in.data() + pos), name_size);
     pos += name_size;
     if (!get(8, size) || !get(4, crc) || size > in.size() - pos)
-      return "state container is truncated in section " + name;
+      return Error::usage("state container is truncated in section " + name);
     std::span<const std::byte> bytes = in.subspan(pos, size);
     pos += size;
-    if (section_crc(name, bytes) != crc) return "section " + name + " fails its CRC-32 check (corrupted)";
-    if (out.sections_.count(name)) return "section " + name + " appears twice";
+    if (section_crc(name, bytes) != crc)
+      return Error::usage("section " + name + " fails its CRC-32 check (corrupted)");
+    if (out.sections_.count(name)) return Error::usage("section " + name + " appears twice");
     out.sections_[name] = std::vector<std::byte>(bytes.begin(), bytes.end());
   }
-  if (pos != in.size()) return std::string("state container has bytes after its last section");
+  if (pos != in.size())
+    return Error::usage(std::string("state container has bytes after its last section"));
   return out;
 }
 

@@ -16,6 +16,8 @@
 #include <variant>
 #include <vector>
 
+#include "vmm/result.h"
+
 namespace vmm {
 
 // 2: the KVM stepper's state is the step controller's (vmm/precise/step_controller.h), not the
@@ -46,15 +48,14 @@ class StateSections {
   void add_component(const std::string& name, uint16_t version, std::vector<std::byte> archive);
   // The archive in component section `name`, or a one-line reason: the section is missing, or
   // holds another version than `version`.
-  std::variant<std::span<const std::byte>, std::string> component(const std::string& name,
-                                                                  uint16_t version) const;
+  Result<std::span<const std::byte>> component(const std::string& name, uint16_t version) const;
   // The section's bytes, or nullptr when the snapshot has none of that name.
   const std::vector<std::byte>* find(const std::string& name) const;
   const std::map<std::string, std::vector<std::byte>>& all() const { return sections_; }
 
   std::vector<std::byte> serialize() const;
   // The container, or a one-line reason it is not a valid one.
-  static std::variant<StateSections, std::string> parse(std::span<const std::byte> bytes);
+  static Result<StateSections> parse(std::span<const std::byte> bytes);
 
  private:
   std::map<std::string, std::vector<std::byte>> sections_;
