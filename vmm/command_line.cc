@@ -101,8 +101,6 @@ std::optional<std::string> choose_profiles_mode(ProfilesCommand& cmd, bool basel
   return std::nullopt;
 }
 
-}  // namespace
-
 // One option of a subcommand: its name, the member of the command it sets, its help, how its
 // value is checked, and how --help shows it. A subcommand's options are a table of these rows,
 // in the order --help lists them.
@@ -127,6 +125,15 @@ CLI::Validator range(T low, T high) {
 CLI::Validator one_of(std::vector<std::string> names) { return CLI::IsMember(std::move(names)); }
 
 const std::vector<std::string> kLogLevels = {"trace", "debug", "info", "warn", "error", "off"};
+
+// --log-level, which `run` and `restore` share.
+template <typename Command>
+OptionRow<Command> log_level_row() {
+  return {"--log-level",
+          &Command::log_level,
+          "trace, debug, info, warn, error or off",
+          {one_of(kLogLevels)}};
+}
 
 template <typename Command>
 void add_options(CLI::App& app, Command& cmd, const std::vector<OptionRow<Command>>& rows) {
@@ -253,10 +260,7 @@ std::vector<OptionRow<RunCommand>> run_options() {
        false,
        true},
       {"--cmdline", &R::cmdline, "Linux: the kernel command line", {}, nullptr, true, true},
-      {"--log-level",
-       &R::log_level,
-       "trace, debug, info, warn, error or off",
-       {one_of(kLogLevels)}},
+      log_level_row<R>(),
       {"--lwp-report",
        &R::lwp_report,
        "At exit, print the LWP profile per task and event to FILE (- = stdout); it keeps 4096 "
@@ -343,10 +347,7 @@ std::vector<OptionRow<RestoreCommand>> restore_options() {
        {},
        nullptr,
        false},
-      {"--log-level",
-       &R::log_level,
-       "trace, debug, info, warn, error or off",
-       {one_of(kLogLevels)}},
+      log_level_row<R>(),
       {"--lwp-report",
        &R::lwp_report,
        "At exit, print the LWP profile (since boot) to FILE (- = stdout)",
@@ -413,10 +414,60 @@ std::optional<std::string> check_restore(const RestoreCommand& restore, bool pro
   return std::nullopt;
 }
 
-ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
-  ParsedCommandLine out;
-  std::vector<std::string> before;
-  std::vector<std::string> after;
+// The subcommands' CLI11 apps, with what the checks after parsing need of them.
+struct Subcommands {
+  CLI::App* run;
+  CLI::App* restore;
+  CLI::App* profiles;
+  CLI::App* ctl;
+  CLI::Option* baseline;
+  CLI::Option* check_migration;
+  CLI::Option* ctl_body;
+};
+
+CLI::App* add_profiles(CLI::App& app, ProfilesCommand& profiles, Subcommands& sub) {
+  CLI::App* cmd = app.add_subcommand(
+      "profiles",
+      "List the shipped CPU profiles, describe one, print a migration set's baseline "
+      "(--baseline) or check a migration between two profiles (--check-migration)");
+  cmd->add_option("profile", profiles.name, "A profile name or JSON file to describe");
+  // Both take any number of values (also none, so a following option is never taken for a
+  // value), and a wrong count gets our message (choose_profiles_mode), not CLI11's.
+  auto profile_list = [&](const char* name, std::vector<std::string>& values, const char* type,
+                          const char* help) {
+    return cmd->add_option(name, values, help)
+        ->type_name(type)
+        ->expected(0, CLI::detail::expected_max_vector_size);
+  };
+  sub.baseline =
+      profile_list("--baseline", profiles.baseline, "A B",
+                   "Print the migration baseline of two or more profiles (names or files) as JSON, "
+                   "cross-checked with libvirt");
+  sub.check_migration = profile_list(
+      "--check-migration", profiles.check_migration, "PROFILE",
+      "FROM TO: may a guest that booted with profile FROM run with profile TO? Status 0 yes, 1 no");
+  cmd->footer(kProfilesFooter);
+  return cmd;
+}
+
+CLI::App* add_ctl(CLI::App& app, CtlCommand& ctl, std::string& body, Subcommands& sub) {
+  CLI::App* cmd = app.add_subcommand(
+      "ctl",
+      "Call the API socket of a running pmuvm (`pmuvm run --api-socket PATH`) and print "
+      "the answer");
+  cmd->add_option("--api-socket", ctl.api_socket, "The API socket to call")
+      ->type_name("PATH")
+      ->required();
+  cmd->add_option("verb", ctl.verb, "The endpoint: " + api::route_names())->required();
+  sub.ctl_body = cmd->add_option("json", body, "Its JSON body");
+  cmd->footer(ctl_footer());
+  return cmd;
+}
+
+// Splits `argv` (without argv[0]) at the first "--": the options before it, the programs after.
+std::pair<std::vector<std::string>, std::vector<std::string>> split_at_separator(
+    const std::vector<std::string>& argv) {
+  std::vector<std::string> before, after;
   bool separated = false;
   for (size_t i = 1; i < argv.size(); ++i) {
     if (!separated && argv[i] == "--") {
@@ -425,57 +476,62 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
     }
     (separated ? after : before).push_back(argv[i]);
   }
+  return {before, after};
+}
 
+// After parsing: the subcommand that was given, or a usage error for what cannot go together.
+std::optional<std::string> finish(ParsedCommandLine& out, const Subcommands& sub,
+                                  const std::vector<std::string>& after,
+                                  const std::string& ctl_body) {
+  using Kind = ParsedCommandLine::Kind;
+  if (sub.run->parsed()) {
+    RunCommand& run = out.run;
+    run.programs = split_programs(after);
+    run.cmdline_given = given(*sub.run, "--cmdline");
+    run.cpu_given = given(*sub.run, "--cpu");
+    run.host_counters_given = given(*sub.run, "--host-counters");
+    run.double_skid_given = given(*sub.run, "--double-skid");
+    run.skid_margin_given = given(*sub.run, "--skid-margin");
+    if (auto error = check_run(run, *sub.run)) return error;
+    out.kind = Kind::kRun;
+  } else if (sub.restore->parsed()) {
+    if (auto error = check_restore(out.restore, !after.empty())) return error;
+    out.kind = Kind::kRestore;
+  } else if (sub.profiles->parsed()) {
+    if (auto error = choose_profiles_mode(out.profiles, sub.baseline->count() > 0,
+                                          sub.check_migration->count() > 0, !after.empty()))
+      return error;
+    out.kind = Kind::kProfiles;
+  } else if (sub.ctl->parsed()) {
+    if (!after.empty()) return "ctl takes no `--`: VERB and its JSON body follow the options";
+    if (sub.ctl_body->count() > 0) out.ctl.body = ctl_body;
+    out.kind = Kind::kCtl;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
+  ParsedCommandLine out;
+  const auto [before, after] = split_at_separator(argv);
   CLI::App app{
       "pmuvm — a KVM virtual machine monitor that gives guests virtual AMD Lightweight "
       "Profiling and a virtual Intel NetBurst PMU"};
   app.require_subcommand(1);
-  CLI::App* run_cmd = app.add_subcommand(
+  Subcommands sub{};
+  sub.run = app.add_subcommand(
       "run",
       "Boot the guest kernel and run PROGRAM(s) as ring-3 tasks, or boot Linux (--kernel BZIMAGE)");
-  add_options(*run_cmd, out.run, run_options());
-  run_cmd->footer(kRunFooter);
-
-  CLI::App* restore_cmd = app.add_subcommand(
+  add_options(*sub.run, out.run, run_options());
+  sub.run->footer(kRunFooter);
+  sub.restore = app.add_subcommand(
       "restore", "Resume a snapshot (written by the API's vm.snapshot) where it was taken");
-  add_options(*restore_cmd, out.restore, restore_options());
-  restore_cmd->get_option("--source")->required();
-
-  ProfilesCommand& profiles = out.profiles;
-  CLI::App* profiles_cmd = app.add_subcommand(
-      "profiles",
-      "List the shipped CPU profiles, describe one, print a migration set's baseline "
-      "(--baseline) or check a migration between two profiles (--check-migration)");
-  profiles_cmd->add_option("profile", profiles.name, "A profile name or JSON file to describe");
-  // Both take any number of values (also none, so a following option is never taken for a
-  // value), and a wrong count gets our message below, not CLI11's.
-  auto profile_list = [&](const char* name, std::vector<std::string>& values, const char* type,
-                          const char* help) {
-    return profiles_cmd->add_option(name, values, help)
-        ->type_name(type)
-        ->expected(0, CLI::detail::expected_max_vector_size);
-  };
-  CLI::Option* baseline_opt =
-      profile_list("--baseline", profiles.baseline, "A B",
-                   "Print the migration baseline of two or more profiles (names or files) as JSON, "
-                   "cross-checked with libvirt");
-  CLI::Option* check_opt = profile_list(
-      "--check-migration", profiles.check_migration, "PROFILE",
-      "FROM TO: may a guest that booted with profile FROM run with profile TO? Status 0 yes, 1 no");
-  profiles_cmd->footer(kProfilesFooter);
-
-  CtlCommand& ctl = out.ctl;
-  CLI::App* ctl_cmd = app.add_subcommand(
-      "ctl",
-      "Call the API socket of a running pmuvm (`pmuvm run --api-socket PATH`) and print "
-      "the answer");
-  ctl_cmd->add_option("--api-socket", ctl.api_socket, "The API socket to call")
-      ->type_name("PATH")
-      ->required();
-  ctl_cmd->add_option("verb", ctl.verb, "The endpoint: " + api::route_names())->required();
+  add_options(*sub.restore, out.restore, restore_options());
+  sub.restore->get_option("--source")->required();
+  sub.profiles = add_profiles(app, out.profiles, sub);
   std::string ctl_body;
-  CLI::Option* ctl_body_opt = ctl_cmd->add_option("json", ctl_body, "Its JSON body");
-  ctl_cmd->footer(ctl_footer());
+  sub.ctl = add_ctl(app, out.ctl, ctl_body, sub);
 
   std::vector<std::string> reversed(before.rbegin(), before.rend());
   try {
@@ -491,37 +547,10 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
     out.message = std::string("pmuvm: ") + e.what() + " (see pmuvm --help)";
     return out;
   }
-
-  auto usage_error = [&](const std::string& message) {
+  if (const std::optional<std::string> error = finish(out, sub, after, ctl_body)) {
+    out.kind = ParsedCommandLine::Kind::kExit;
     out.exit_status = 2;
-    out.message = "pmuvm: " + message;
-    return out;
-  };
-  if (run_cmd->parsed()) {
-    RunCommand& run = out.run;
-    run.programs = split_programs(after);
-    run.cmdline_given = given(*run_cmd, "--cmdline");
-    run.cpu_given = given(*run_cmd, "--cpu");
-    run.host_counters_given = given(*run_cmd, "--host-counters");
-    run.double_skid_given = given(*run_cmd, "--double-skid");
-    run.skid_margin_given = given(*run_cmd, "--skid-margin");
-    if (const std::optional<std::string> error = check_run(run, *run_cmd))
-      return usage_error(*error);
-    out.kind = ParsedCommandLine::Kind::kRun;
-  } else if (restore_cmd->parsed()) {
-    if (const std::optional<std::string> error = check_restore(out.restore, !after.empty()))
-      return usage_error(*error);
-    out.kind = ParsedCommandLine::Kind::kRestore;
-  } else if (profiles_cmd->parsed()) {
-    if (const std::optional<std::string> error = choose_profiles_mode(
-            profiles, baseline_opt->count() > 0, check_opt->count() > 0, !after.empty()))
-      return usage_error(*error);
-    out.kind = ParsedCommandLine::Kind::kProfiles;
-  } else if (ctl_cmd->parsed()) {
-    if (!after.empty())
-      return usage_error("ctl takes no `--`: VERB and its JSON body follow the options");
-    if (ctl_body_opt->count() > 0) ctl.body = ctl_body;
-    out.kind = ParsedCommandLine::Kind::kCtl;
+    out.message = "pmuvm: " + *error;
   }
   return out;
 }

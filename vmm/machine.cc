@@ -238,7 +238,8 @@ void Machine::Impl::set_up_kvm() {
   create_vcpus();
 }
 
-int Machine::Impl::run() {
+// Before any vCPU runs: the trace file, KVM and the vCPUs, a snapshot's state, the task names.
+void Machine::Impl::prepare_run() {
   if (!options_.lwp_trace.empty()) {
     trace.open(options_.lwp_trace);
     if (!trace) throw UsageError("cannot write LWP trace " + options_.lwp_trace);
@@ -257,7 +258,9 @@ int Machine::Impl::run() {
     const std::string& path = options_.programs[i].path;
     report.set_task_name(static_cast<uint32_t>(i + 1), path.substr(path.rfind('/') + 1));
   }
+}
 
+void Machine::Impl::install_signal_handlers() {
   // The kick signal only has to interrupt KVM_RUN, which returns EINTR whatever the flags say.
   // SA_RESTART keeps it from breaking anything else the vCPU thread may be doing, such as a
   // console write() on stdout (EINTR there would set the stream's error flag and lose output).
@@ -271,10 +274,10 @@ int Machine::Impl::run() {
   sigemptyset(&stop_sa.sa_mask);
   sigaction(SIGINT, &stop_sa, nullptr);
   sigaction(SIGTERM, &stop_sa, nullptr);
-  spdlog::info("{} {} with {} vCPU(s), {} MiB, CPU profile {}",
-               options_.restore ? "resuming" : "booting", options_.kernel_name, options_.vcpus,
-               options_.mem_mib, options_.profile.name);
-  timeline::mark(timeline::Mark::kKvmReady);
+}
+
+// The vCPU threads, the --debug-pause-every pauser and the API socket, until the run ends.
+void Machine::Impl::run_vcpus() {
   std::vector<std::thread> threads;
   for (auto& v : vcpus) threads.emplace_back([&v] { v->run(); });
   std::thread pauser;
@@ -285,13 +288,13 @@ int Machine::Impl::run() {
   std::optional<api::ApiServer> server;
   if (!options_.api_socket.empty()) {
     server.emplace(options_.api_socket, api);
-    if (auto error = server->start()) {
-      fail("--api-socket " + options_.api_socket + ": " + *error);
+    if (Status started = server->start(); !started.ok()) {
+      fail("--api-socket " + options_.api_socket + ": " + started.error().message);
       server.reset();
     }
   }
-  // The ticker returns once finish() stopped the run; only then are the vCPU threads joined, so
-  // it never signals a thread that is gone (a vCPU thread ends only after finish()).
+  // The ticker returns once the run ended; only then are the vCPU threads joined, so it never
+  // signals a thread that is gone (a vCPU thread ends only after the run ended).
   release_ticker();
   {
     std::lock_guard<std::mutex> g(debug_pause_lock);
@@ -306,13 +309,16 @@ int Machine::Impl::run() {
                  static_cast<unsigned long long>(options_.debug_pause_every),
                  static_cast<unsigned long long>(debug_pauses));
   if (server) server->stop();
+}
+
+// After the run: what happened, the report, the statistics, and the exit status.
+int Machine::Impl::end_run() {
   if (const int sig = lifecycle_.interrupted_by()) {
     spdlog::warn("stopped by signal {} ({}); exit status {}", sig, strsignal(sig), 128 + sig);
     for (auto& v : vcpus)
       spdlog::warn("vCPU {} was at {}", v->index(), describe_registers(v->kvm()));
   }
   for (auto& v : vcpus) v->log_rate_limit();
-
   if (lifecycle_.state() == VmLifecycle::State::kHandedOver) {
     spdlog::info("the VM now runs at the migration destination; this process ends with 0");
     return 0;
@@ -323,6 +329,17 @@ int Machine::Impl::run() {
     for (auto& v : vcpus) v->print_stats();
   if (const std::string failure = lifecycle_.failure(); !failure.empty()) throw VmmError(failure);
   return lifecycle_.exit_status();
+}
+
+int Machine::Impl::run() {
+  prepare_run();
+  install_signal_handlers();
+  spdlog::info("{} {} with {} vCPU(s), {} MiB, CPU profile {}",
+               options_.restore ? "resuming" : "booting", options_.kernel_name, options_.vcpus,
+               options_.mem_mib, options_.profile.name);
+  timeline::mark(timeline::Mark::kKvmReady);
+  run_vcpus();
+  return end_run();
 }
 
 void Machine::Impl::write_report() {

@@ -30,13 +30,13 @@ Status MachineApi::while_paused(const std::function<Status()>& work) {
 }
 
 ApiResponse MachineApi::pause() {
-  if (Status s = machine_.lifecycle().pause_by_user(); !s)
+  if (Status s = machine_.lifecycle().pause_by_user(); !s.ok())
     return error_response(409, s.error().message);
   return ApiResponse{200, {{"state", "paused"}}};
 }
 
 ApiResponse MachineApi::resume() {
-  if (Status s = machine_.lifecycle().resume_by_user(); !s)
+  if (Status s = machine_.lifecycle().resume_by_user(); !s.ok())
     return error_response(409, s.error().message);
   return ApiResponse{200, {{"state", "running"}}};
 }
@@ -48,14 +48,10 @@ ApiResponse MachineApi::snapshot(const std::string& destination_url) {
   // Nested inside a user's pause: the VM stays paused afterwards.
   if (!machine_.pause()) return error_response(409, "the VM has ended");
   const auto start = std::chrono::steady_clock::now();
-  const Status written = while_paused([&]() -> Status {
-    if (std::optional<std::string> error = write_snapshot_dir(*dir, machine_))
-      return Error::vmm(*error);
-    return {};
-  });
+  const Status written = while_paused([&] { return write_snapshot_dir(*dir, machine_); });
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (!written) return error_response(500, "snapshot failed: " + written.error().message);
+  if (!written.ok()) return error_response(500, "snapshot failed: " + written.error().message);
   spdlog::info("snapshot written to {} in {:.1f} ms", *dir, ms);
   return ApiResponse{
       200,
@@ -85,7 +81,7 @@ ApiResponse MachineApi::send_migration(const std::string& destination_url) {
 }
 
 ApiResponse MachineApi::shutdown() {
-  if (Status s = machine_.shut_down(); !s) return error_response(409, s.error().message);
+  if (Status s = machine_.shut_down(); !s.ok()) return error_response(409, s.error().message);
   return ApiResponse{200, {{"state", "ended"}}};
 }
 
@@ -96,7 +92,7 @@ ApiResponse MachineApi::pmu() {
     j = machine_.pmu_state();
     return {};
   });
-  if (!read) return error_response(500, "vm.pmu failed: " + read.error().message);
+  if (!read.ok()) return error_response(500, "vm.pmu failed: " + read.error().message);
   return ApiResponse{200, j};
 }
 

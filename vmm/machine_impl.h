@@ -118,7 +118,12 @@ struct Machine::Impl : MachineControl, VcpuHost {
   void debug_pauser();
 
   void create_vcpus();
+  // run() in its parts: before the vCPUs run, while they run, after they ended.
   int run();
+  void prepare_run();
+  static void install_signal_handlers();
+  void run_vcpus();
+  int end_run();
   void set_up_kvm();
   void write_report();
 

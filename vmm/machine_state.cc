@@ -111,7 +111,7 @@ nlohmann::json Machine::Impl::pmu_state() {
 }
 
 Status Machine::Impl::shut_down() {
-  if (Status s = lifecycle_.shut_down(); !s) return s;
+  if (Status s = lifecycle_.shut_down(); !s.ok()) return s;
   spdlog::info("vm.shutdown: the run ends (status 0)");
   return {};
 }

@@ -136,8 +136,7 @@ int restore(const vmm::RestoreCommand& cmd) {
   options.restore->state = std::move(snapshot.state);
   vmm::Machine machine(std::move(options));
   const auto start = std::chrono::steady_clock::now();
-  if (auto error = vmm::load_snapshot_memory(snapshot, machine.ram()))
-    throw vmm::UsageError("cannot restore: " + *error);
+  vmm::load_snapshot_memory(snapshot, machine.ram()).prefixed("cannot restore: ").throw_if_error();
   spdlog::info(
       "read {} bytes of guest memory in {:.1f} ms (checksum checked)", machine.ram().size(),
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
@@ -158,8 +157,9 @@ int incoming(const vmm::RunCommand& cmd) {
     // An API socket that cannot be served would fail the VM after the commit, when the source
     // has let it go: refuse it while the source still has it.
     if (!cmd.api_socket.empty())
-      if (auto problem = vmm::api::ApiServer::unusable_path(cmd.api_socket))
-        reasons.push_back("--api-socket: " + *problem);
+      if (const vmm::Status usable = vmm::api::ApiServer::unusable_path(cmd.api_socket);
+          !usable.ok())
+        reasons.push_back("--api-socket: " + usable.error().message);
     if (!reasons.empty()) {
       in->refuse(reasons);
       throw vmm::UsageError("refused the incoming VM" +

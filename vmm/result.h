@@ -2,7 +2,9 @@
 // Error, Status (Result<void>) holds nothing or an Error. An Error names its kind, which decides
 // the process's exit status at its edge (DESIGN §4.6): kUsage for input that cannot work (status
 // 2, UsageError), kVmm for a VMM or KVM failure (status 3, VmmError). Code that cannot go on
-// turns one into its exception there with value_or_throw() / throw_if_error().
+// turns one into its exception there with value_or_throw() / throw_if_error(). There is no
+// conversion to bool: `if (result)` would read as "if it failed" to code that used to return an
+// optional error, so every test says ok().
 //
 // (std::expected is C++23; this is the part of it pmuvm needs.)
 #pragma once
@@ -38,7 +40,6 @@ class [[nodiscard]] Result {
   Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
 
   bool ok() const { return v_.index() == 0; }
-  explicit operator bool() const { return ok(); }
   T& value() & { return std::get<0>(v_); }
   const T& value() const& { return std::get<0>(v_); }
   T&& value() && { return std::get<0>(std::move(v_)); }
@@ -67,9 +68,13 @@ class [[nodiscard]] Result<void> {
   Result(Error error) : error_(std::move(error)), failed_(true) {}  // NOLINT
 
   bool ok() const { return !failed_; }
-  explicit operator bool() const { return ok(); }
   const Error& error() const { return error_; }
   const std::string* error_message() const { return failed_ ? &error_.message : nullptr; }
+  // The same, with `context` in front of an error's message.
+  Result prefixed(const std::string& context) const {
+    if (!failed_) return {};
+    return error_.prefixed(context);
+  }
   void throw_if_error() const {
     if (failed_) error_.raise();
   }

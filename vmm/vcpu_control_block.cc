@@ -78,10 +78,12 @@ std::vector<std::byte> VcpuControlBlock::save_state() const {
   return pmu::lwp::serialize(lwp_.state());
 }
 
-std::optional<std::string> VcpuControlBlock::restore_state(std::span<const std::byte> bytes) {
+Status VcpuControlBlock::restore_state(std::span<const std::byte> bytes) {
   auto parsed = pmu::lwp::deserialize(bytes);
-  if (auto* error = std::get_if<std::string>(&parsed)) return *error;
-  return lwp_.load_state(std::get<pmu::lwp::UnitState>(parsed));
+  if (auto* error = std::get_if<std::string>(&parsed)) return Error::usage(*error);
+  if (auto error = lwp_.load_state(std::get<pmu::lwp::UnitState>(parsed)))
+    return Error::usage(*error);
+  return {};
 }
 
 std::optional<std::vector<std::byte>> VcpuControlBlock::save_netburst_state() const {
@@ -89,14 +91,15 @@ std::optional<std::vector<std::byte>> VcpuControlBlock::save_netburst_state() co
   return pmu::netburst::serialize(netburst_->state());
 }
 
-std::optional<std::string> VcpuControlBlock::restore_netburst_state(
-    const std::vector<std::byte>* bytes) {
-  if (!netburst_ && !bytes) return std::nullopt;
-  if (!netburst_) return "NetBurst state, but the CPU profile has no NetBurst PMU";
-  if (!bytes) return "no NetBurst state, but the CPU profile has a NetBurst PMU";
+Status VcpuControlBlock::restore_netburst_state(const std::vector<std::byte>* bytes) {
+  if (!netburst_ && !bytes) return {};
+  if (!netburst_) return Error::usage("NetBurst state, but the CPU profile has no NetBurst PMU");
+  if (!bytes) return Error::usage("no NetBurst state, but the CPU profile has a NetBurst PMU");
   auto state = pmu::netburst::deserialize(*bytes);
-  if (auto* error = std::get_if<std::string>(&state)) return *error;
-  return netburst_->load_state(std::get<pmu::netburst::PmuState>(state));
+  if (auto* error = std::get_if<std::string>(&state)) return Error::usage(*error);
+  if (auto error = netburst_->load_state(std::get<pmu::netburst::PmuState>(state)))
+    return Error::usage(*error);
+  return {};
 }
 
 }  // namespace vmm

@@ -24,6 +24,7 @@
 #include "pmu/lwp/lwp_unit.h"
 #include "pmu/netburst/netburst_pmu.h"
 #include "vmm/memory/page_walker.h"
+#include "vmm/result.h"
 
 namespace vmm {
 
@@ -75,12 +76,12 @@ class VcpuControlBlock {
 
   // The LWP unit's state (pmu/lwp/save_area.h: LWPMSR0 + the §5.5.2 save area).
   std::vector<std::byte> save_state() const;
-  std::optional<std::string> restore_state(std::span<const std::byte> bytes);
+  Status restore_state(std::span<const std::byte> bytes);
   // The NetBurst PMU's state in its own versioned format (pmu/netburst/save_state.h); nullopt
   // when the profile has no NetBurst PMU. restore: `bytes` null when the snapshot has none; a
   // one-line error when it does not fit this block (state without a PMU, a PMU without state).
   std::optional<std::vector<std::byte>> save_netburst_state() const;
-  std::optional<std::string> restore_netburst_state(const std::vector<std::byte>* bytes);
+  Status restore_netburst_state(const std::vector<std::byte>* bytes);
   uint64_t generation() const { return lwp_.generation(); }
 
   pmu::lwp::LwpUnit& lwp() { return lwp_; }

@@ -391,9 +391,10 @@ TEST_F(ApiServerTest, SocketIsOwnerOnlyAndRemovedAtStop) {
 TEST_F(ApiServerTest, ALiveSocketIsRefusedAndKeepsServing) {
   FakeVmApi other_vm;
   ApiServer other(socket_, other_vm);
-  auto error = other.start();
-  ASSERT_TRUE(error);
-  EXPECT_EQ(*error, "API socket " + socket_ + ": another process is listening on it");
+  const Status error = other.start();
+  ASSERT_FALSE(error.ok());
+  EXPECT_EQ(error.error().message,
+            "API socket " + socket_ + ": another process is listening on it");
   other.stop();  // not started: must not remove the first server's socket
   expect_still_serving(socket_, vm_);
   EXPECT_TRUE(other_vm.calls().empty());
@@ -405,8 +406,8 @@ TEST(ApiServerSocketFileTest, AStaleSocketIsReplaced) {
   ASSERT_TRUE(make_stale_socket(path));
   FakeVmApi vm;
   ApiServer server(path, vm);
-  auto error = server.start();
-  ASSERT_FALSE(error) << *error;
+  const Status started = server.start();
+  ASSERT_TRUE(started.ok()) << started.error().message;
   expect_still_serving(path, vm);
 }
 
@@ -416,7 +417,7 @@ TEST(ApiServerSocketFileTest, SomethingElseAtThePathIsLeftAlone) {
   std::ofstream(path) << "not a socket";
   FakeVmApi vm;
   ApiServer server(path, vm);
-  EXPECT_EQ(server.start(), "API socket " + path + " exists and is not a socket");
+  EXPECT_EQ(server.start().error().message, "API socket " + path + " exists and is not a socket");
   std::ifstream in(path);
   std::string content;
   std::getline(in, content);
@@ -425,14 +426,15 @@ TEST(ApiServerSocketFileTest, SomethingElseAtThePathIsLeftAlone) {
 
 TEST(ApiServerSocketFileTest, BadPathsAreRefused) {
   FakeVmApi vm;
-  EXPECT_EQ(ApiServer("", vm).start(), "API socket path is empty");
+  EXPECT_EQ(ApiServer("", vm).start().error().message, "API socket path is empty");
   const std::string long_path = "/tmp/" + std::string(103, 'x');
   EXPECT_EQ(
-      ApiServer(long_path, vm).start(),
+      ApiServer(long_path, vm).start().error().message,
       "API socket path " + long_path + " is longer than 107 bytes (the limit of a Unix socket)");
-  auto error = ApiServer("/nonexistent-dir/api.sock", vm).start();
-  ASSERT_TRUE(error);
-  EXPECT_EQ(*error, "API socket /nonexistent-dir/api.sock: cannot bind: No such file or directory");
+  const Status error = ApiServer("/nonexistent-dir/api.sock", vm).start();
+  ASSERT_FALSE(error.ok());
+  EXPECT_EQ(error.error().message,
+            "API socket /nonexistent-dir/api.sock: cannot bind: No such file or directory");
 }
 
 TEST(ApiServerSocketFileTest, StopRightAfterStartAndDestructorStop) {
@@ -441,7 +443,7 @@ TEST(ApiServerSocketFileTest, StopRightAfterStartAndDestructorStop) {
   FakeVmApi vm;
   for (int i = 0; i < 20; ++i) {
     ApiServer server(path, vm);
-    ASSERT_FALSE(server.start());
+    ASSERT_TRUE(server.start().ok());
     if (i % 2) server.stop();  // else the destructor stops
   }
   struct stat st;

@@ -96,8 +96,8 @@ class ApiServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_ = std::make_unique<ApiServer>(socket_, vm_);
-    auto error = server_->start();
-    ASSERT_FALSE(error) << *error;
+    const Status started = server_->start();
+    ASSERT_TRUE(started.ok()) << started.error().message;
   }
 
   ShortTempDir dir_;

@@ -13,6 +13,7 @@
 #include "guest/abi/pmuvm_abi.h"
 #include "vmm/devices/guest_console.h"
 #include "vmm/devices/port_devices.h"
+#include "tests/machine/console_capture.h"
 
 namespace vmm {
 namespace {
@@ -64,14 +65,7 @@ class ExitHandlerTest : public ::testing::Test {
   }
   ExitAction handle(const GuestKind& kind) { return handle_exit(run(), vcpu_, bus_, kind); }
   ExitAction handle() { return handle(*bundled_); }
-  std::string console_text() {
-    std::fflush(out_);
-    std::rewind(out_);
-    std::string s;
-    for (int c; (c = std::fgetc(out_)) != EOF;) s.push_back(static_cast<char>(c));
-    return s;
-  }
-  void TearDown() override { std::fclose(out_); }
+  std::string console_text() { return out_.text(); }
 
   alignas(4096) std::array<uint8_t, 4096> page_{};
   FakeVcpu vcpu_;
@@ -79,9 +73,10 @@ class ExitHandlerTest : public ::testing::Test {
   std::unique_ptr<GuestKind> linux_ = restored_guest_kind(true);
   ProgressPauses progress_{{"checkpoint"}, std::nullopt};
   const GuestKind* console_kind_ = bundled_.get();
-  std::FILE* out_ = std::tmpfile();
-  GuestConsole console_{
-      progress_, [this](std::string_view line) { return console_kind_->panic_reason(line); }, out_};
+  testing::ConsoleCapture out_;
+  GuestConsole console_{progress_,
+                        [this](std::string_view line) { return console_kind_->panic_reason(line); },
+                        out_.file()};
   SerialPort com1_{console_};
   ResetPort i8042_;
   ExitPort exit_port_;

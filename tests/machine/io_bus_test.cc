@@ -17,6 +17,7 @@
 #include "guest/abi/pmuvm_abi.h"
 #include "vmm/devices/guest_console.h"
 #include "vmm/devices/port_devices.h"
+#include "tests/machine/console_capture.h"
 #include "vmm/memory/guest_ram.h"
 
 namespace vmm {
@@ -76,21 +77,10 @@ TEST(IoBus, RefusesEmptyWrappingAndOverlappingRanges) {
   EXPECT_TRUE(bus.insert(0x110, 1, d).ok());    // right above it
 }
 
-// The console's output in a temporary file.
-struct ConsoleFile {
-  std::FILE* file = std::tmpfile();
-  ~ConsoleFile() { std::fclose(file); }
-  std::string text() {
-    std::fflush(file);
-    std::rewind(file);
-    std::string s;
-    for (int c; (c = std::fgetc(file)) != EOF;) s.push_back(static_cast<char>(c));
-    return s;
-  }
-};
+using testing::ConsoleCapture;
 
 TEST(GuestConsole, ALineWithAPauseTextPausesOnceAndAPanicLineFails) {
-  ConsoleFile out;
+  ConsoleCapture out;
   ProgressPauses progress({"ready"}, std::nullopt);
   GuestConsole console(
       progress,
@@ -98,7 +88,7 @@ TEST(GuestConsole, ALineWithAPauseTextPausesOnceAndAPanicLineFails) {
         if (line == "oops") return "panicked";
         return std::nullopt;
       },
-      out.file);
+      out.file());
   EXPECT_EQ(console.print("rea").kind, IoEffect::Kind::kNone);
   const IoEffect pause = console.print("dy\n");
   EXPECT_EQ(pause.kind, IoEffect::Kind::kPause);
@@ -112,9 +102,9 @@ TEST(GuestConsole, ALineWithAPauseTextPausesOnceAndAPanicLineFails) {
 }
 
 TEST(GuestConsole, KeepsAtMostTheLineLimitAndRefusesACraftedLine) {
-  ConsoleFile out;
+  ConsoleCapture out;
   ProgressPauses progress;
-  GuestConsole console(progress, nullptr, out.file);
+  GuestConsole console(progress, nullptr, out.file());
   console.print(std::string(GuestConsole::kLineLimit + 10, 'x'));
   EXPECT_EQ(console.line().size(), GuestConsole::kLineLimit);
   EXPECT_FALSE(console.restore_line(std::string(GuestConsole::kLineLimit + 1, 'y')).ok());
@@ -154,9 +144,9 @@ TEST(PortDevices, TheI8042ResetsOnlyOnCommandFE) {
 }
 
 TEST(PortDevices, TheBlockConsolePrintsABlockWhollyInRamAndDropsOthers) {
-  ConsoleFile out;
+  ConsoleCapture out;
   ProgressPauses progress;
-  GuestConsole console(progress, nullptr, out.file);
+  GuestConsole console(progress, nullptr, out.file());
   GuestRam ram(1 << 20);
   BlockConsolePort port(ram, console);
   const std::string text = "hello\n";
@@ -174,9 +164,9 @@ TEST(PortDevices, TheBlockConsolePrintsABlockWhollyInRamAndDropsOthers) {
 }
 
 TEST(PortDevices, SerialOutputFromManyThreadsLosesNoByte) {
-  ConsoleFile out;
+  ConsoleCapture out;
   ProgressPauses progress;
-  GuestConsole console(progress, nullptr, out.file);
+  GuestConsole console(progress, nullptr, out.file());
   SerialPort com1(console);
   IoBus bus;
   ASSERT_TRUE(bus.insert(Serial16550::kCom1Base, Serial16550::kPortCount, com1).ok());

@@ -94,7 +94,7 @@ TEST_F(VcpuControlBlockTest, SnapshotContinuesIdentically) {
   EXPECT_EQ(a.generation(), generation) << "saving changes nothing";
 
   VcpuControlBlock b(0, 0, caps_, 999, ram_, irq_);
-  ASSERT_EQ(b.restore_state(snapshot), std::nullopt);
+  ASSERT_TRUE(b.restore_state(snapshot).ok());
   b.enter_user(kCr3);
   run_instructions(b, 8, 0x400007);  // 15 in all: records at instructions 5, 10, 15
   EXPECT_EQ(b.read_msr(pmu::lwp::kMsrLwpControlBlock, 3, kCr3).value, kLwpcb);
@@ -121,9 +121,9 @@ TEST_F(VcpuControlBlockTest, NetburstMsrsRouteOnlyWhenTheProfileHasThePmu) {
 TEST_F(VcpuControlBlockTest, CorruptSnapshotIsRejectedWithReason) {
   VcpuControlBlock b(0, 0, caps_, 1, ram_, irq_);
   std::vector<std::byte> junk(10, std::byte{0x42});
-  auto error = b.restore_state(junk);
-  ASSERT_TRUE(error.has_value());
-  EXPECT_EQ(*error, "not an LWP save area (bad magic)");
+  const Status restored = b.restore_state(junk);
+  ASSERT_FALSE(restored.ok());
+  EXPECT_EQ(restored.error().message, "not an LWP save area (bad magic)");
 }
 
 }  // namespace

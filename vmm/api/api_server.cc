@@ -76,34 +76,35 @@ std::string reason_for_status(int status) {
 
 }  // namespace
 
-std::optional<std::string> ApiServer::unusable_path(const std::string& path) {
-  if (path.empty()) return "API socket path is empty";
+Status ApiServer::unusable_path(const std::string& path) {
+  if (path.empty()) return Error::usage("API socket path is empty");
   if (path.size() > kMaxUnixSocketPath)
-    return "API socket path " + path + " is longer than " + std::to_string(kMaxUnixSocketPath) +
-           " bytes (the limit of a Unix socket)";
+    return Error::usage("API socket path " + path + " is longer than " +
+                        std::to_string(kMaxUnixSocketPath) + " bytes (the limit of a Unix socket)");
   SocketProbe probe = probe_unix_socket(path);
   switch (probe.state) {
     case SocketProbe::State::kAbsent:
-    case SocketProbe::State::kStale: return std::nullopt;
+    case SocketProbe::State::kStale: return {};
     case SocketProbe::State::kListening:
-      return "API socket " + path + ": another process is listening on it";
+      return Error::usage("API socket " + path + ": another process is listening on it");
     case SocketProbe::State::kNotSocket:
-      return "API socket " + path + " exists and is not a socket";
+      return Error::usage("API socket " + path + " exists and is not a socket");
     case SocketProbe::State::kError: break;
   }
-  return "API socket " + path + ": " + probe.error;
+  return Error::usage("API socket " + path + ": " + probe.error);
 }
 
 namespace {
 
 // Makes `path` free for bind: nothing there, or a stale socket (its VMM died) that is removed.
 // A live socket or anything else is left alone.
-std::optional<std::string> claim_socket_path(const std::string& path) {
-  if (auto problem = ApiServer::unusable_path(path)) return problem;
+Status claim_socket_path(const std::string& path) {
+  if (Status usable = ApiServer::unusable_path(path); !usable.ok()) return usable;
   // Usable: nothing there (ENOENT), or a stale socket.
   if (unlink(path.c_str()) != 0 && errno != ENOENT)
-    return "API socket " + path + ": cannot remove the stale socket: " + std::strerror(errno);
-  return std::nullopt;
+    return Error::vmm("API socket " + path +
+                      ": cannot remove the stale socket: " + std::strerror(errno));
+  return {};
 }
 
 }  // namespace
@@ -286,14 +287,15 @@ ApiServer::~ApiServer() { stop(); }
 
 const std::string& ApiServer::socket_path() const { return impl_->path; }
 
-std::optional<std::string> ApiServer::start() {
+Status ApiServer::start() {
   Impl& s = *impl_;
-  if (s.started) return "API socket " + s.path + ": already started";
-  if (auto error = claim_socket_path(s.path)) return error;
+  if (s.started) return Error::vmm("API socket " + s.path + ": already started");
+  if (Status claimed = claim_socket_path(s.path); !claimed.ok()) return claimed;
 
   std::signal(SIGPIPE, SIG_IGN);
   auto failure = [&s](const std::string& what) {
-    const std::string reason = "API socket " + s.path + ": " + what + ": " + std::strerror(errno);
+    const Error reason =
+        Error::vmm("API socket " + s.path + ": " + what + ": " + std::strerror(errno));
     s.close_fds();
     return reason;
   };
@@ -317,7 +319,7 @@ std::optional<std::string> ApiServer::start() {
   for (auto [step, ok] : {std::pair{"chmod 0600", ::chmod(s.path.c_str(), 0600) == 0},
                           std::pair{"listen", ::listen(s.listen_fd, 64) == 0}})
     if (!ok) {
-      const std::string reason = failure(step);
+      const Error reason = failure(step);
       ::unlink(s.path.c_str());
       return reason;
     }
@@ -325,7 +327,7 @@ std::optional<std::string> ApiServer::start() {
   s.stopping = false;
   s.acceptor = std::thread([&s] { s.accept_loop(); });
   for (size_t i = 0; i < kWorkerThreads; ++i) s.workers.emplace_back([&s] { s.work(); });
-  return std::nullopt;
+  return {};
 }
 
 void ApiServer::stop() {

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "vmm/api/vm_api.h"
+#include "vmm/result.h"
 
 namespace vmm::api {
 
@@ -46,7 +47,7 @@ class ApiServer {
   // path is too long for a Unix socket, bind fails. A stale socket file (nobody listening) is
   // replaced. Ignores SIGPIPE for the whole process: a client that hangs up must cost a write
   // an EPIPE, not kill the VMM. Call once.
-  std::optional<std::string> start();
+  Status start();
 
   // Stops accepting, waits for the requests in progress (a VmApi call, or a slow client for up
   // to kIoTimeoutSeconds), then removes the socket file if it is still the one start() made.
@@ -58,7 +59,7 @@ class ApiServer {
   // Why start() would refuse `path` (another process listens there, it is not a socket, it is
   // too long), looked at without changing anything: a destination of a live migration asks
   // before it accepts a VM it could not serve.
-  static std::optional<std::string> unusable_path(const std::string& path);
+  static Status unusable_path(const std::string& path);
 
  private:
   struct Impl;

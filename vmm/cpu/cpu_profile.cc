@@ -8,6 +8,7 @@
 
 #include "vmm/cpu/profile_parser.h"
 #include "vmm/profiles/builtin_profiles.h"
+#include "vmm/result.h"
 
 namespace vmm {
 namespace {
@@ -52,12 +53,12 @@ ProfileResult parse_embedded_profile(std::string_view text, std::string_view sou
 }
 
 ProfileResult load_profile_file(const std::string& path) {
-  std::string why;
-  const std::optional<std::string> text = detail::read_text_file(path, why);
-  if (!text) return ProfileResult{std::nullopt, path + ": cannot read CPU profile: " + why};
+  const Result<std::string> text = detail::read_text_file(path);
+  if (!text.ok())
+    return ProfileResult{std::nullopt, path + ": cannot read CPU profile: " + text.error().message};
   const ProfileLookup lookup = builtin_lookup();
   detail::ParseContext ctx{lookup, {}};
-  return detail::parse_in_context(*text, path, {detail::file_key(path)}, ctx);
+  return detail::parse_in_context(text.value(), path, {detail::file_key(path)}, ctx);
 }
 
 ProfileResult builtin_profile(std::string_view name) {

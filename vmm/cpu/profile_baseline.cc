@@ -4,6 +4,7 @@
 
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
+#include "vmm/result.h"
 
 namespace vmm {
 namespace {
@@ -32,8 +33,8 @@ ProfileResult compute_baseline(const std::vector<CpuProfile>& members) {
   p.description = "Migration baseline of " + names +
                   " (proposal 5.1: the AND of their feature "
                   "bits and the minimum of their event counts and sizes), computed by pmuvm.";
-  if (const std::optional<std::string> why = detail::compose_baseline(members, p))
-    return ProfileResult{std::nullopt, "baseline of " + names + ": " + *why};
+  if (const Status composed = detail::compose_baseline(members, p); !composed.ok())
+    return ProfileResult{std::nullopt, "baseline of " + names + ": " + composed.error().message};
   return ProfileResult{std::move(p), ""};
 }
 
@@ -41,8 +42,8 @@ namespace detail {
 
 namespace lwp = pmu::lwp;
 
-std::optional<std::string> compose_baseline(const std::vector<CpuProfile>& members, CpuProfile& p) {
-  if (members.empty()) return "a baseline needs at least one member";
+Status compose_baseline(const std::vector<CpuProfile>& members, CpuProfile& p) {
+  if (members.empty()) return Error::usage("a baseline needs at least one member");
   const CpuProfile& first = members.front();
   p.vendor = first.vendor;
   p.family = first.family;
@@ -118,8 +119,8 @@ std::optional<std::string> compose_baseline(const std::vector<CpuProfile>& membe
     p.architectural_pmu = a;
   }
   if (const std::optional<std::string> why = lwp::validate(p.lwp))
-    return "the computed LWP capabilities are invalid: " + *why;
-  return std::nullopt;
+    return Error::usage("the computed LWP capabilities are invalid: " + *why);
+  return {};
 }
 
 }  // namespace detail

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "vmm/cpu/cpu_profile.h"
+#include "vmm/result.h"
 
 namespace vmm {
 
@@ -24,9 +25,8 @@ namespace detail {
 // (at least one): LWP = pmu::lwp::baseline(), enable policy = AND of the members' policies within
 // what the baseline offers, NetBurst = present only if every member has it (minimum of each
 // parameter); identity, brand, CPUID overrides, MISC_ENABLE and cache = the first member's.
-// Returns why the result is invalid, or nullopt.
-std::optional<std::string> compose_baseline(const std::vector<CpuProfile>& members,
-                                            CpuProfile& out);
+// Fails (usage) with why the result is invalid.
+Status compose_baseline(const std::vector<CpuProfile>& members, CpuProfile& out);
 
 }  // namespace detail
 }  // namespace vmm

@@ -19,6 +19,7 @@
 #include "vmm/cpu/profile_baseline.h"
 #include "vmm/cpu/profile_fields.h"
 #include "vmm/json/json_text.h"
+#include "vmm/result.h"
 
 namespace vmm::detail {
 namespace {
@@ -527,8 +528,8 @@ class ProfileParser {
       members.push_back(resolve_member(ref, path));
       p.baseline_of.push_back(ref);
     }
-    if (const std::optional<std::string> why = compose_baseline(members, p))
-      r_.fail("baseline_of", "baseline_of: " + *why);
+    if (const Status composed = compose_baseline(members, p); !composed.ok())
+      r_.fail("baseline_of", "baseline_of: " + composed.error().message);
     return p;
   }
 
@@ -544,10 +545,10 @@ class ProfileParser {
       if (file.is_relative()) file = std::filesystem::path(source_).parent_path() / file;
       const std::string key = file_key(file.string());
       check_cycle(key, ref, path);
-      std::string why;
-      const std::optional<std::string> text = read_text_file(file.string(), why);
-      if (!text) r_.fail(path, path + ": cannot read '" + file.string() + "': " + why);
-      result = parse_in_context(*text, file.string(), {key}, ctx_);
+      const Result<std::string> text = read_text_file(file.string());
+      if (!text.ok())
+        r_.fail(path, path + ": cannot read '" + file.string() + "': " + text.error().message);
+      result = parse_in_context(text.value(), file.string(), {key}, ctx_);
     } else {
       const std::string key = "name:" + ref;
       check_cycle(key, ref, path);
@@ -588,28 +589,24 @@ std::string file_key(const std::string& path) {
   return "file:" + p.string();
 }
 
-std::optional<std::string> read_text_file(const std::string& path, std::string& error) {
+Result<std::string> read_text_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    error = "is a directory";
-    return std::nullopt;
+    return Error::usage("is a directory");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    error = std::strerror(errno);
-    return std::nullopt;
+    return Error::usage(std::strerror(errno));
   }
   // One byte past the limit says the file is too big, without reading all of /dev/zero.
   std::string text(kProfileJsonLimits.max_bytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) {
-    error = "read error";
-    return std::nullopt;
+    return Error::usage("read error");
   }
   text.resize(static_cast<size_t>(in.gcount()));
   if (text.size() > kProfileJsonLimits.max_bytes) {
-    error = "larger than " + std::to_string(kProfileJsonLimits.max_bytes) + " bytes";
-    return std::nullopt;
+    return Error::usage("larger than " + std::to_string(kProfileJsonLimits.max_bytes) + " bytes");
   }
   return text;
 }

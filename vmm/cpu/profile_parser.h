@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "vmm/cpu/cpu_profile.h"
+#include "vmm/result.h"
 
 namespace vmm::detail {
 
@@ -30,7 +31,7 @@ ProfileResult parse_in_context(std::string_view text, std::string_view source_na
 
 // "file:" key of a path, canonical so that two spellings of one file are one key.
 std::string file_key(const std::string& path);
-// Reads a whole file; on failure returns nullopt and sets `error` to the OS reason.
-std::optional<std::string> read_text_file(const std::string& path, std::string& error);
+// Reads a whole file (at most a profile's size limit), or says why it cannot: the OS reason.
+Result<std::string> read_text_file(const std::string& path);
 
 }  // namespace vmm::detail

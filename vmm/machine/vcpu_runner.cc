@@ -198,10 +198,10 @@ void VcpuRunner::restore_state(const StateSections& s, const std::vector<uint32_
   kvm_->load_exit_state();
   const std::vector<std::byte>* lwp = s.find(p + "lwp");
   if (!lwp) throw UsageError("the snapshot has no " + p + "lwp state");
-  if (auto error = control_->restore_state(*lwp))
-    throw UsageError("the snapshot's " + p + "lwp state: " + *error);
-  if (auto error = control_->restore_netburst_state(s.find(p + "netburst")))
-    throw UsageError("the snapshot's " + p + "netburst state: " + *error);
+  control_->restore_state(*lwp).prefixed("the snapshot's " + p + "lwp state: ").throw_if_error();
+  control_->restore_netburst_state(s.find(p + "netburst"))
+      .prefixed("the snapshot's " + p + "netburst state: ")
+      .throw_if_error();
   VcpuCounts counts;
   read_component(s, p + "counts", VcpuCounts::kStateVersion, counts);
   counted_ = counts.counted;

@@ -112,17 +112,17 @@ std::optional<std::string> file_url_path(const std::string& url) {
   return url.substr(kScheme.size());
 }
 
-std::optional<std::string> write_snapshot_dir(const std::string& dir_name, MigratableVm& vm) {
+Status write_snapshot_dir(const std::string& dir_name, MigratableVm& vm) {
   const fs::path dir(dir_name);
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
-    return "snapshot directory " + dir_name + " exists and is not empty";
+    return Error::usage("snapshot directory " + dir_name + " exists and is not empty");
   fs::create_directories(dir, ec);
-  if (ec) return "cannot create snapshot directory " + dir_name + ": " + ec.message();
+  if (ec) return Error::vmm("cannot create snapshot directory " + dir_name + ": " + ec.message());
   auto fail = [&](std::string why) {
     for (const char* name : {"memory.bin", "state.bin", "manifest.json.new"})
       fs::remove(dir / name, ec);
-    return std::optional<std::string>(std::move(why));
+    return Error::vmm(std::move(why));
   };
 
   SnapshotManifest manifest = vm.manifest();
@@ -154,8 +154,8 @@ std::optional<std::string> write_snapshot_dir(const std::string& dir_name, Migra
     return fail(*error);
   if (::rename((dir / "manifest.json.new").c_str(), (dir / "manifest.json").c_str()) != 0)
     return fail("cannot rename " + (dir / "manifest.json.new").string() + ": " + errno_text());
-  if (auto error = sync_directory(dir)) return error;
-  return std::nullopt;
+  if (auto error = sync_directory(dir)) return Error::vmm(*error);
+  return {};
 }
 
 Result<SnapshotOnDisk> read_snapshot_dir(const std::string& dir_name) {
@@ -210,10 +210,10 @@ Result<SnapshotOnDisk> read_snapshot_dir(const std::string& dir_name) {
 
 constexpr size_t kRestoreChunkBytes = size_t{2} << 20;
 
-std::optional<std::string> load_snapshot_memory(const SnapshotOnDisk& snapshot, GuestRam& ram) {
+Status load_snapshot_memory(const SnapshotOnDisk& snapshot, GuestRam& ram) {
   auto opened = open_regular(snapshot.memory_path, snapshot.memory_path, UINT64_MAX,
                              snapshot.memory_path + ": cannot read it");
-  if (auto* error = opened.error_message()) return *error;
+  if (auto* error = opened.error_message()) return Error::usage(*error);
   const int fd = opened.value().first;
   FileChecksum checksum;
   for (const GuestRam::Region& r : ram.regions()) {
@@ -229,7 +229,7 @@ std::optional<std::string> load_snapshot_memory(const SnapshotOnDisk& snapshot, 
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         ::close(fd);
-        return snapshot.memory_path + " is shorter than the guest's RAM (truncated)";
+        return Error::usage(snapshot.memory_path + " is shorter than the guest's RAM (truncated)");
       }
       checksum.update({p, static_cast<size_t>(n)});
       p += n;
@@ -238,8 +238,8 @@ std::optional<std::string> load_snapshot_memory(const SnapshotOnDisk& snapshot, 
   }
   ::close(fd);
   if (checksum.digest() != snapshot.manifest.files.at("memory.bin").checksum)
-    return snapshot.memory_path + " fails its checksum (corrupted)";
-  return std::nullopt;
+    return Error::usage(snapshot.memory_path + " fails its checksum (corrupted)");
+  return {};
 }
 
 }  // namespace vmm

@@ -19,7 +19,7 @@ std::optional<std::string> file_url_path(const std::string& url);
 
 // Writes a snapshot of `vm` (which the caller has paused) into `dir` (created; an existing
 // non-empty directory is refused). Returns the reason on failure (a partial directory is removed).
-std::optional<std::string> write_snapshot_dir(const std::string& dir, MigratableVm& vm);
+Status write_snapshot_dir(const std::string& dir, MigratableVm& vm);
 
 struct SnapshotOnDisk {
   SnapshotManifest manifest;
@@ -30,6 +30,6 @@ struct SnapshotOnDisk {
 // Reads and checks the manifest and state.bin (CRCs, format, versions) without touching RAM.
 Result<SnapshotOnDisk> read_snapshot_dir(const std::string& dir);
 // Reads memory.bin into `ram`, checking its size and CRC-32 against the manifest.
-std::optional<std::string> load_snapshot_memory(const SnapshotOnDisk& snapshot, GuestRam& ram);
+Status load_snapshot_memory(const SnapshotOnDisk& snapshot, GuestRam& ram);
 
 }  // namespace vmm
