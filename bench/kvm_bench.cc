@@ -9,8 +9,8 @@
 //      (vmm/startup_timeline.h) into process start, options, guest load, KVM set-up, guest run,
 //      teardown and exit;
 //  (b) one trapped WRMSR of LWPMSR1 (0xC0000106) handled by pmuvm's own code (VcpuControlBlock::
-//      write_msr, reached exactly as vmm/machine_exits.cc reaches it) vs a bare PIO exit with a
-//      trivial handler, per exit, median of rounds;
+//      write_msr, reached exactly as vmm/machine/vcpu_exits.cc reaches it) vs a bare PIO exit with
+//      a trivial handler, per exit, median of rounds;
 //  (c) pmuvm's peak RSS (ru_maxrss from wait4) with the default guest RAM and with --mem 1024.
 //
 //   bazel build -c opt //bench:kvm_bench //vmm:pmuvm //guest/programs:hello &&
@@ -744,7 +744,7 @@ int main(int argc, char** argv) try {
     std::printf("  %-58s %9.2f µs\n", "WRMSR LWPMSR1 (0xC0000106) = 0, pmuvm's handler", msr);
     std::printf(
         "      (LLWPCB 0 = disable: valid at CPL 0 without a user-mapped LWPCB; each exit\n"
-        "       handled as vmm/machine_exits.cc handle_msr does: CPL and CR3 from the synced "
+        "       handled as vmm/machine/vcpu_exits.cc write_msr does: CPL and CR3 from the synced "
         "registers,\n"
         "       then VcpuControlBlock::write_msr; every one returned handled, no #GP)\n");
     std::printf("  %-58s %9.2f µs\n", "OUT dx, al: bare PIO exit, trivial handler", pio);
