@@ -133,7 +133,8 @@ void Machine::Impl::debug_pauser() {
       if (lifecycle_.ended()) return;
       --debug_pauses_owed;
     }
-    if (pause()) ++debug_pauses;
+    if (!pause()) return;  // the run ended: nothing is held
+    ++debug_pauses;
     resume();
   }
 }
