@@ -46,6 +46,7 @@ struct SteadyClock : pmu::Clock {
   }
 };
 
+// Members named like a VcpuHost method (options(), clock(), ...) carry a trailing underscore.
 struct Machine::Impl : MachineControl, VcpuHost {
   MachineOptions options_;
   GuestRam ram;
