@@ -123,10 +123,6 @@ inline bool wait_for_stderr(Child& child, const std::string& text, int timeout_s
   return false;
 }
 
-// Waits until a process listens on the Unix socket at `path` (a connect succeeds): the socket
-// file alone may be a stale one left by a process that ended. True when it does; false when
-// `owner` ended first or `timeout_seconds` passed. Only for API sockets: a migration destination
-// would take the probe's connection as its migration.
 // Waits (up to 60 s, 20 ms polls of the file) until `owner` has created the socket of its
 // `run --incoming unix:PATH` at `path`. pmuvm makes it appear only once it listens (bound as
 // PATH.new, renamed); a probe connection, as wait_until_listening makes, would be taken for the
@@ -141,6 +137,10 @@ inline bool wait_for_incoming_socket(const std::string& path, Child& owner) {
   return false;
 }
 
+// Waits until a process listens on the Unix socket at `path` (a connect succeeds): the socket
+// file alone may be a stale one left by a process that ended. True when it does; false when
+// `owner` ended first or `timeout_seconds` passed. Only for API sockets: a migration destination
+// would take the probe's connection as its migration.
 inline bool wait_until_listening(const std::string& path, Child& owner, int timeout_seconds = 60) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
