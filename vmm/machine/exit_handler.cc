@@ -71,19 +71,10 @@ ExitAction triple_fault(ExitContext& vcpu, const GuestKind& kind) {
               vcpu.last_exits());
 }
 
-}  // namespace
-
-ExitAction handle_exit(kvm_run& run, ExitContext& vcpu, const IoBus& bus, const GuestKind& kind) {
+// A fatal exit: the run fails with what is known of the vCPU.
+ExitAction fatal(const kvm_run& run, ExitContext& vcpu) {
   const std::string n = std::to_string(vcpu.index());
   switch (run.exit_reason) {
-    case KVM_EXIT_IO: return port_io(run, vcpu, bus);
-    case KVM_EXIT_X86_RDMSR: msr_access(run, vcpu, false); return {};
-    case KVM_EXIT_X86_WRMSR: msr_access(run, vcpu, true); return {};
-    case KVM_EXIT_DEBUG: vcpu.debug_exit(); return {};
-    case KVM_EXIT_INTR:
-    case KVM_EXIT_HLT: return {};
-    case KVM_EXIT_MMIO: return mmio(run, vcpu);
-    case KVM_EXIT_SHUTDOWN: return triple_fault(vcpu, kind);
     case KVM_EXIT_FAIL_ENTRY:
       return fail("KVM could not enter vCPU " + n + " (hardware reason " +
                   std::to_string(run.fail_entry.hardware_entry_failure_reason) +
@@ -94,6 +85,23 @@ ExitAction handle_exit(kvm_run& run, ExitContext& vcpu, const IoBus& bus, const 
     default:
       return fail("unexpected KVM exit reason " + std::to_string(run.exit_reason) + " on vCPU " +
                   n);
+  }
+}
+
+}  // namespace
+
+// Called at every exit (each step of the KVM stepper): the common exits build no strings.
+ExitAction handle_exit(kvm_run& run, ExitContext& vcpu, const IoBus& bus, const GuestKind& kind) {
+  switch (run.exit_reason) {
+    case KVM_EXIT_IO: return port_io(run, vcpu, bus);
+    case KVM_EXIT_X86_RDMSR: msr_access(run, vcpu, false); return {};
+    case KVM_EXIT_X86_WRMSR: msr_access(run, vcpu, true); return {};
+    case KVM_EXIT_DEBUG: vcpu.debug_exit(); return {};
+    case KVM_EXIT_INTR:
+    case KVM_EXIT_HLT: return {};
+    case KVM_EXIT_MMIO: return mmio(run, vcpu);
+    case KVM_EXIT_SHUTDOWN: return triple_fault(vcpu, kind);
+    default: return fatal(run, vcpu);
   }
 }
 
