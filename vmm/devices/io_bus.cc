@@ -27,10 +27,14 @@ BusDevice* IoBus::find(uint16_t port) const {
   return port < r.end ? r.device : nullptr;
 }
 
-IoEffect IoBus::access(uint16_t port, bool write, std::span<uint8_t> data) const {
-  if (BusDevice* device = find(port)) return device->access(port, write, data);
+IoEffect unanswered(bool write, std::span<uint8_t> data) {
   if (!write) std::memset(data.data(), 0xFF, data.size());
   return {};
+}
+
+IoEffect IoBus::access(uint16_t port, bool write, std::span<uint8_t> data) const {
+  if (BusDevice* device = find(port)) return device->access(port, write, data);
+  return unanswered(write, data);
 }
 
 }  // namespace vmm

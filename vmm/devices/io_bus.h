@@ -43,6 +43,10 @@ struct IoEffect {
   }
 };
 
+// An access nothing answers, as on a PC's ISA bus: a read floats high (0xFF bytes), a write is
+// dropped. What the bus does where no device is, and a device with an access it does not take.
+IoEffect unanswered(bool write, std::span<uint8_t> data);
+
 class BusDevice {
  public:
   virtual ~BusDevice() = default;

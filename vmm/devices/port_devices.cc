@@ -48,10 +48,8 @@ IoEffect ResetPort::access(uint16_t port, bool write, std::span<uint8_t> data) {
 }
 
 IoEffect ExitPort::access(uint16_t, bool write, std::span<uint8_t> data) {
-  if (!write || data.size() != 4) {  // only a 4-byte OUT means something here
-    if (!write) std::memset(data.data(), 0xFF, data.size());
-    return {};
-  }
+  // Only a 4-byte OUT means something here.
+  if (!write || data.size() != 4) return unanswered(write, data);
   uint32_t status = 0;
   std::memcpy(&status, data.data(), 4);
   spdlog::debug("guest reported exit status {}", status);
@@ -59,10 +57,7 @@ IoEffect ExitPort::access(uint16_t, bool write, std::span<uint8_t> data) {
 }
 
 IoEffect BlockConsolePort::access(uint16_t, bool write, std::span<uint8_t> data) {
-  if (!write || data.size() != 4) {
-    if (!write) std::memset(data.data(), 0xFF, data.size());
-    return {};
-  }
+  if (!write || data.size() != 4) return unanswered(write, data);
   uint32_t gpa = 0;
   std::memcpy(&gpa, data.data(), 4);
   uint32_t length = 0;
