@@ -86,7 +86,7 @@ Result<std::pair<int, uint64_t>> open_regular(const fs::path& path, const std::s
 Result<std::vector<std::byte>> read_regular(const fs::path& path, const std::string& name,
                                             uint64_t limit, const std::string& cannot_open) {
   auto opened = open_regular(path, name, limit, cannot_open);
-  if (auto* error = opened.error_message()) return Error::usage(*error);
+  if (!opened.ok()) return opened.error();
   const auto [fd, size] = opened.value();
   std::vector<std::byte> bytes(size);
   size_t got = 0;
@@ -163,12 +163,11 @@ Result<SnapshotOnDisk> read_snapshot_dir(const std::string& dir_name) {
   auto manifest_bytes =
       read_regular(dir / "manifest.json", dir_name + "/manifest.json", kMaxManifestBytes,
                    dir_name + " is not a pmuvm snapshot: cannot read its manifest.json");
-  if (auto* error = manifest_bytes.error_message()) return Error::usage(*error);
+  if (!manifest_bytes.ok()) return manifest_bytes.error();
   const std::vector<std::byte>& raw = manifest_bytes.value();
   const std::string text(reinterpret_cast<const char*>(raw.data()), raw.size());
   auto parsed = parse_manifest(text);
-  if (auto* error = parsed.error_message())
-    return Error::usage(dir_name + "/manifest.json: " + *error);
+  if (!parsed.ok()) return parsed.error().prefixed(dir_name + "/manifest.json: ");
   SnapshotOnDisk out;
   out.manifest = std::move(parsed.value());
   for (const char* name : {"memory.bin", "state.bin"})
@@ -181,7 +180,7 @@ Result<SnapshotOnDisk> read_snapshot_dir(const std::string& dir_name) {
 
   auto state_bytes = read_regular(dir / "state.bin", dir_name + "/state.bin", kMaxStateBytes,
                                   dir_name + "/state.bin: cannot read it");
-  if (auto* error = state_bytes.error_message()) return Error::usage(*error);
+  if (!state_bytes.ok()) return state_bytes.error();
   std::span<const std::byte> bytes(state_bytes.value());
   const SnapshotManifest::File state = out.manifest.files.at("state.bin");
   if (bytes.size() != state.bytes)
@@ -191,14 +190,13 @@ Result<SnapshotOnDisk> read_snapshot_dir(const std::string& dir_name) {
   if (FileChecksum::of(bytes) != state.checksum)
     return Error::usage(dir_name + "/state.bin fails its checksum (corrupted)");
   auto sections = StateSections::parse(bytes);
-  if (auto* error = sections.error_message())
-    return Error::usage(dir_name + "/state.bin: " + *error);
+  if (!sections.ok()) return sections.error().prefixed(dir_name + "/state.bin: ");
   out.state = std::move(sections.value());
 
   out.memory_path = (dir / "memory.bin").string();
   auto opened = open_regular(out.memory_path, dir_name + "/memory.bin", UINT64_MAX,
                              dir_name + "/memory.bin: cannot read it");
-  if (auto* error = opened.error_message()) return Error::usage(*error);
+  if (!opened.ok()) return opened.error();
   const auto [memory_fd, memory_size] = opened.value();
   ::close(memory_fd);
   if (memory_size != memory.bytes)
@@ -213,7 +211,7 @@ constexpr size_t kRestoreChunkBytes = size_t{2} << 20;
 Status load_snapshot_memory(const SnapshotOnDisk& snapshot, GuestRam& ram) {
   auto opened = open_regular(snapshot.memory_path, snapshot.memory_path, UINT64_MAX,
                              snapshot.memory_path + ": cannot read it");
-  if (auto* error = opened.error_message()) return Error::usage(*error);
+  if (!opened.ok()) return opened.error();
   const int fd = opened.value().first;
   FileChecksum checksum;
   for (const GuestRam::Region& r : ram.regions()) {
