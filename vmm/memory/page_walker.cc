@@ -11,6 +11,7 @@ constexpr uint64_t kPresent = 1ull << 0;
 constexpr uint64_t kWritable = 1ull << 1;
 constexpr uint64_t kUser = 1ull << 2;
 constexpr uint64_t kLargePage = 1ull << 7;
+constexpr uint64_t kExecuteDisable = 1ull << 63;
 constexpr uint64_t kAddressMask = 0x000FFFFFFFFFF000ull;  // bits 51:12
 
 bool canonical(uint64_t linear) {
@@ -28,7 +29,7 @@ std::optional<Translation> translate(const GuestRam& ram, uint64_t cr3, uint64_t
 
 std::variant<Translation, WalkFailure> walk(const GuestRam& ram, uint64_t cr3, uint64_t linear) {
   if (!canonical(linear)) return WalkFailure::kNotCanonical;
-  Translation t{0, true, true, 4096};
+  Translation t{0, true, true, true, 4096};
   uint64_t table = cr3 & kAddressMask;
   // Levels: PML4 (bits 47:39), PDPT (38:30), PD (29:21), PT (20:12).
   for (int level = 3; level >= 0; --level) {
@@ -39,6 +40,7 @@ std::variant<Translation, WalkFailure> walk(const GuestRam& ram, uint64_t cr3, u
     if (!(entry & kPresent)) return WalkFailure::kNotPresent;
     t.user = t.user && (entry & kUser);
     t.writable = t.writable && (entry & kWritable);
+    t.executable = t.executable && !(entry & kExecuteDisable);
     const bool large = (entry & kLargePage) && (level == 1 || level == 2);
     if ((entry & kLargePage) && level == 3)
       return WalkFailure::kReserved;  // PS is reserved in a PML4E
@@ -80,6 +82,15 @@ bool PagedGuestMemory::read(uint64_t linear, std::span<std::byte> out) {
   // The PMU models read only structures the user program owns (LWPCB): user mode must reach it.
   return for_each_piece(
       linear, out.size(), [this](const Translation& t) { return t.user || supervisor_reads_; },
+      [&](uint64_t gpa, uint64_t offset, uint64_t size) {
+        std::memcpy(out.data() + offset, ram_.host(gpa, size), size);
+      });
+}
+
+bool PagedGuestMemory::fetch(uint64_t linear, std::span<std::byte> out) {
+  return for_each_piece(
+      linear, out.size(),
+      [this](const Translation& t) { return t.executable && (t.user || supervisor_reads_); },
       [&](uint64_t gpa, uint64_t offset, uint64_t size) {
         std::memcpy(out.data() + offset, ram_.host(gpa, size), size);
       });

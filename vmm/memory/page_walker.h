@@ -16,8 +16,9 @@ namespace vmm {
 
 struct Translation {
   uint64_t gpa = 0;
-  bool user = false;      // U/S set at every level
-  bool writable = false;  // R/W set at every level
+  bool user = false;        // U/S set at every level
+  bool writable = false;    // R/W set at every level
+  bool executable = false;  // XD (bit 63) clear at every level (set without EFER.NXE: reserved)
   uint64_t page_size = 4096;
 };
 
@@ -49,6 +50,9 @@ class PagedGuestMemory : public pmu::GuestMemory {
   uint64_t cr3() const { return cr3_; }
 
   bool read(uint64_t linear, std::span<std::byte> out) override;
+  // An instruction fetch: like read(), and every page must be executable (issue 37: a fetch
+  // from a readable page with XD set faults).
+  bool fetch(uint64_t linear, std::span<std::byte> out);
   bool write(uint64_t linear, std::span<const std::byte> in) override;
   // kNotPresent / kProtection (present but not user-writable) are what a CPU would report as a
   // #PF; a non-canonical address, tables or a page outside RAM and reserved entries are
