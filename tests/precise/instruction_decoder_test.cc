@@ -147,6 +147,48 @@ TEST_F(DecoderTest, InvalidBytesAreRejected) {
   EXPECT_FALSE(decoder_.decode(truncated, regs_).has_value());
 }
 
+// Issue 37, case 8: an operand-size prefix on a near branch in 64-bit mode is ignored by Intel
+// CPUs and honoured by AMD's (a 16-bit operand: rel16, the target truncated to 16 bits; even the
+// length differs). Which one runs the guest is the host's business: such a branch has no
+// computed successor (the stepper single-steps it and reads where it went) and never sits inside
+// a block.
+TEST_F(DecoderTest, NearBranchesWithAnOperandSizePrefixAreNotPredicted) {
+  const std::vector<std::vector<uint8_t>> branches = {
+      {0x66, 0xe8, 0x10, 0x00, 0x00, 0x00},        // call rel (rel16 on AMD)
+      {0x66, 0xe9, 0x10, 0x00, 0x00, 0x00},        // jmp rel
+      {0x66, 0xeb, 0x05},                          // jmp rel8 (the target truncated on AMD)
+      {0x66, 0x0f, 0x84, 0x10, 0x00, 0x00, 0x00},  // jz rel
+      {0x66, 0x74, 0x05},                          // jz rel8
+      {0x66, 0xff, 0xe0},                          // jmp rax (ax on AMD)
+      {0x66, 0xc3},                                // ret (pops 2 bytes on AMD and Intel)
+  };
+  regs_.rflags = 0x246;  // ZF: the conditional ones are taken
+  for (const auto& bytes : branches) {
+    SCOPED_TRACE(testing::PrintToString(bytes));
+    const DecodedInstruction d = decode(bytes);
+    EXPECT_EQ(d.flow.kind, ControlFlow::Kind::kUnknown);
+    EXPECT_FALSE(d.trap_flag_safe);
+    EXPECT_FALSE(d.memory_computation);
+  }
+  // Without the prefix: predicted as before.
+  EXPECT_EQ(decode({0xeb, 0x05}).flow.kind, ControlFlow::Kind::kJump);
+  EXPECT_EQ(decode({0x74, 0x05}).flow.kind, ControlFlow::Kind::kJump);
+}
+
+// Issue 37, case 3: what loads a segment register (and so may change the FS/GS base the next
+// access adds) is known.
+TEST_F(DecoderTest, SegmentLoadsAreNamed) {
+  EXPECT_TRUE(decode({0x8e, 0xe0}).segment_written);                    // mov fs, eax
+  EXPECT_TRUE(decode({0x8e, 0xe8}).segment_written);                    // mov gs, eax
+  EXPECT_TRUE(decode({0x8e, 0xd0}).segment_written);                    // mov ss, eax
+  EXPECT_TRUE(decode({0x0f, 0xa1}).segment_written);                    // pop fs
+  EXPECT_TRUE(decode({0x0f, 0xb4, 0x07}).segment_written);              // lfs eax, [rdi]
+  EXPECT_TRUE(decode({0xf3, 0x48, 0x0f, 0xae, 0xd0}).segment_written);  // wrfsbase rax
+  EXPECT_TRUE(decode({0xf3, 0x48, 0x0f, 0xae, 0xd8}).segment_written);  // wrgsbase rax
+  EXPECT_FALSE(decode({0x8c, 0xe0}).segment_written);                   // mov eax, fs (a read)
+  EXPECT_FALSE(decode({0x48, 0x01, 0xd8}).segment_written);             // add rax, rbx
+}
+
 }  // namespace
 }  // namespace vmm
 

@@ -56,6 +56,35 @@ pmu::BranchKind classify(const ZydisDecodedInstruction& insn) {
 
 constexpr uint64_t kCF = 1u << 0, kPF = 1u << 2, kZF = 1u << 6, kSF = 1u << 7, kOF = 1u << 11;
 
+// A near branch (JMP, Jcc, LOOP, JrCXZ, CALL, RET) with an operand-size prefix: in 64-bit mode
+// Intel CPUs ignore the prefix and AMD CPUs honour it (a 16-bit operand: rel16 instead of rel32,
+// the new RIP truncated to 16 bits, a 16-bit return address), so its length and its target
+// depend on the CPU that runs the guest (issue 37, case 8). Zydis decodes Intel's behaviour.
+// Such a branch gets no computed successor: the stepper single-steps it and reads where it went.
+bool vendor_dependent_branch(const ZydisDecodedInstruction& insn) {
+  switch (insn.meta.category) {
+    case ZYDIS_CATEGORY_COND_BR:
+    case ZYDIS_CATEGORY_UNCOND_BR:
+    case ZYDIS_CATEGORY_CALL:
+    case ZYDIS_CATEGORY_RET:
+      return insn.meta.branch_type != ZYDIS_BRANCH_TYPE_FAR &&
+             (insn.attributes & ZYDIS_ATTRIB_HAS_OPERANDSIZE) != 0;
+    default: return false;
+  }
+}
+
+// It loads a segment register (MOV, POP, LFS/LGS/LSS) or an FS/GS base (WRFSBASE/WRGSBASE).
+bool writes_segment(const ZydisDecodedInstruction& insn, const ZydisDecodedOperand* ops) {
+  if (insn.mnemonic == ZYDIS_MNEMONIC_WRFSBASE || insn.mnemonic == ZYDIS_MNEMONIC_WRGSBASE)
+    return true;
+  for (uint8_t i = 0; i < insn.operand_count; ++i)
+    if (ops[i].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+        (ops[i].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) &&
+        ZydisRegisterGetClass(ops[i].reg.value) == ZYDIS_REGCLASS_SEGMENT)
+      return true;
+  return false;
+}
+
 // Whether a conditional branch is taken, from RFLAGS and RCX before it.
 bool taken(const ZydisDecodedInstruction& insn, const GuestRegisters& r) {
   const uint64_t f = r.rflags;
@@ -281,6 +310,7 @@ bool general_or_flags(ZydisRegister reg) {
 bool trap_flag_safe(const ZydisDecodedInstruction& insn, const ZydisDecodedOperand* ops,
                     const ControlFlow& flow) {
   if (insn.attributes & ZYDIS_ATTRIB_HAS_LOCK) return false;
+  if (flow.kind == ControlFlow::Kind::kUnknown) return false;
   // Hints: the forms with a memory operand (0F 1F /0) do not access it.
   if (insn.mnemonic == ZYDIS_MNEMONIC_NOP || insn.mnemonic == ZYDIS_MNEMONIC_ENDBR64) return true;
   if (!register_computation(insn.mnemonic)) return false;
@@ -470,6 +500,10 @@ ControlFlow InstructionDecoder::control_flow(const ZydisDecodedInstruction& insn
     case ZYDIS_MNEMONIC_SYSRET: flow.kind = ControlFlow::Kind::kUnknown; return flow;
     default: break;
   }
+  if (vendor_dependent_branch(insn)) {
+    flow.kind = ControlFlow::Kind::kUnknown;
+    return flow;
+  }
   const bool far = insn.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
   switch (insn.meta.category) {
     case ZYDIS_CATEGORY_COND_BR:
@@ -544,6 +578,8 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
              insn.mnemonic == ZYDIS_MNEMONIC_IRETQ;
   out.sysret = insn.mnemonic == ZYDIS_MNEMONIC_SYSRET || insn.mnemonic == ZYDIS_MNEMONIC_SYSEXIT;
   out.flow = control_flow(insn, ops, regs);
+  out.segment_written = writes_segment(insn, ops);
+  const bool vendor_dependent = vendor_dependent_branch(insn);
   out.trap_flag_safe = trap_flag_safe(insn, ops, out.flow);
   out.memory_computation = !out.trap_flag_safe && memory_computation(insn, ops);
 
@@ -559,8 +595,8 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
       out.gprs_written |= gpr_bit(op.reg.value);
     if (op.type == ZYDIS_OPERAND_TYPE_MEMORY)
       out.gprs_addressing |= gpr_bit(op.mem.base) | gpr_bit(op.mem.index);
-    if (out.branch != pmu::BranchKind::kNone && op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
-        op.imm.is_relative) {
+    if (out.branch != pmu::BranchKind::kNone && !vendor_dependent &&
+        op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE && op.imm.is_relative) {
       uint64_t target = 0;
       if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&insn, &op, regs.rip, &target)))
         out.direct_target = target;

@@ -114,6 +114,9 @@ struct DecodedInstruction {
   int64_t adjustment = 0;
   // PUSH or POP of a 64-bit register or immediate: one stack access, it can fault only there.
   bool stack_push_pop = false;
+  // It loads a segment register or an FS/GS base (MOV/POP to a segment register, LFS/LGS/LSS,
+  // WRFSBASE/WRGSBASE): FS- and GS-relative addresses after it use another base.
+  bool segment_written = false;
   bool iret = false;    // IRET/IRETD/IRETQ
   bool sysret = false;  // SYSRET (64-bit when REX.W) / SYSEXIT: only ever returns to user mode
 
