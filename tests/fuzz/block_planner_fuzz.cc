@@ -61,6 +61,7 @@ class FuzzVcpu : public vmm::StepTarget {
   uint64_t lstar() override { return kKernel + 0x100; }
   uint64_t idt_base() override { return kIdt; }
   uint16_t idt_limit() override { return 256 * 16 - 1; }
+  uint64_t tss_base() override { return kKernel + 0x2000; }
   GuestDebugRegisters guest_debug() override { return guest; }
   uint64_t cr4() override { return control4; }
   bool interrupt_pending() override { return pending; }

@@ -31,6 +31,14 @@ constexpr uint64_t kHandler = kKernel + 0x400;  // every gate's handler
 constexpr uint64_t kDebugHandler = kKernel + 0x500;
 constexpr uint64_t kInt3Handler = kKernel + 0x600;
 constexpr uint64_t kKernelStack = kKernel + 0x8000;
+// The TSS, whose RSP0 is where the CPU pushes the frame of an exception taken in user mode.
+constexpr uint64_t kTss = kKernel + 0x2000;
+constexpr uint64_t kEntryStack = kKernel + 0x7000;
+// Four 4 KiB user pages at 0xA00000 (a page table at 0x4000): code, a non-executable page, a
+// second (writable, non-executable) mapping of the code's frame, and more code.
+constexpr uint64_t kSmall = 0xA00000, kNoExec = 0xA01000, kAlias = 0xA02000, kSmall2 = 0xA03000;
+constexpr uint64_t kSmallFrame = 0xE00000;
+constexpr uint64_t NX = 1ull << 63;
 constexpr uint64_t kTF = 1u << 8;
 
 class FakeVcpu : public StepTarget {
@@ -42,6 +50,7 @@ class FakeVcpu : public StepTarget {
   uint8_t cpl() override { return ring; }
   uint64_t lstar() override { return kLstar; }
   uint64_t idt_base() override { return kIdt; }
+  uint64_t tss_base() override { return kTss; }
   uint16_t idt_limit() override { return 256 * 16 - 1; }
   uint64_t control4 = 0;
   uint64_t cr4() override { return control4; }
@@ -79,6 +88,12 @@ class StepControllerTest : public ::testing::Test {
     kernel_code(kHandler, {0x90});
     kernel_code(kDebugHandler, {0x90});
     kernel_code(kInt3Handler, {0x90});
+    ram_.write_u64(kTss + 4, kEntryStack);  // RSP0
+    ram_.write_u64(0x3000 + 5 * 8, 0x4000 | P | W | U);
+    ram_.write_u64(0x4000 + 0 * 8, kSmallFrame | P | W | U);
+    ram_.write_u64(0x4000 + 1 * 8, (kSmallFrame + 0x1000) | P | W | U | NX);
+    ram_.write_u64(0x4000 + 2 * 8, kSmallFrame | P | W | U | NX);
+    ram_.write_u64(0x4000 + 3 * 8, (kSmallFrame + 0x3000) | P | W | U);
     pmu::cache::Geometry& g = geometry_;
     g.l1d = {1024, 2, 4};
     g.l2 = {4096, 4, 12};
@@ -94,6 +109,15 @@ class StepControllerTest : public ::testing::Test {
   }
   void user_code(std::vector<uint8_t> bytes) {
     ram_.write(0x800000, std::as_bytes(std::span(bytes)));
+  }
+  // Code in the 4 KiB pages at kSmall (linear address, the pages are contiguous frames).
+  void small_code(uint64_t linear, std::vector<uint8_t> bytes) {
+    ram_.write(kSmallFrame + (linear - kSmall), std::as_bytes(std::span(bytes)));
+  }
+  // The frame the CPU pushed at RSP0 when user code at `rip` faulted (RIP, CS, RFLAGS, RSP, SS).
+  void departure_frame(uint64_t rip) {
+    const uint64_t f[5] = {rip, 0x33, 0x202, kUserData + 0x800, 0x2b};
+    for (int i = 0; i < 5; ++i) ram_.write_u64(kEntryStack - 40 + 8 * i, f[i]);
   }
   void user_u64(uint64_t linear, uint64_t value) {
     ram_.write_u64(0xA00000 + (linear - kUserData), value);
@@ -1206,6 +1230,229 @@ TEST_F(BlockStepTest, ASnapshotInsideABlockRetiresItTheSameAfterTheRestore) {
   ASSERT_EQ(out.retired.size(), 7u);
   ASSERT_EQ(out.retired[4].cache_miss_count, 1u);
   EXPECT_EQ(out.retired[4].cache_misses[0].data_address, kUserData + 0x808 - 8 - 16 + 0x88);
+}
+
+// What a block may contain (DESIGN §4.7, issue 37): fetch permission per page, segment state,
+// the physical pages of its code, the guest's debug state; and any early end of a block retires
+// exactly the prefix hardware retired.
+
+// Case 1: a JMP through a register into a readable page that is not executable. The fetch there
+// faults after the JMP retired: no block runs into that page.
+TEST_F(BlockStepTest, ABlockDoesNotRunIntoAPageItCannotExecute) {
+  small_code(kSmall, {0xff, 0xe0});  // jmp rax
+  small_code(kNoExec, std::vector<uint8_t>(16, 0x90));
+  vcpu_.regs.rax = kNoExec;
+  start_in_user(kSmall);
+  prepare();
+  EXPECT_TRUE(armed(kNoExec)) << "the JMP alone: its successor is where the fetch faults";
+  hit(kNoExec);
+  EXPECT_EQ(retired_rips_, std::vector<uint64_t>{kSmall});
+  // At the non-executable instruction: no successor (it faults), no TF (its #PF frame would
+  // carry it), the kernel's return watched.
+  prepare();
+  EXPECT_FALSE(applied_.single_step);
+  EXPECT_FALSE(armed(kNoExec + 1));
+  EXPECT_TRUE(armed(kIretSite));
+}
+
+// Case 1, the other way in: straight-line code running off the end of its executable page into
+// a non-executable one.
+TEST_F(BlockStepTest, ABlockEndsWhereTheNextPageCannotBeExecuted) {
+  // At the page's last bytes: add rax,1 | mov rbx,[rdi] | (next page, NX) nop ...
+  small_code(kSmall + 0xFF9, {0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x1f});
+  vcpu_.regs.rdi = kUserData;
+  start_in_user(kSmall + 0xFF9);
+  prepare();
+  EXPECT_TRUE(armed(kNoExec)) << "the block ends at the page end";
+  hit(kNoExec);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kSmall + 0xFF9, kSmall + 0xFFD}));
+  prepare();
+  EXPECT_FALSE(applied_.single_step) << "its fetch faults: no TF";
+}
+
+// Case 2: a register instruction whose bytes straddle into a non-executable page faults on its
+// fetch: it must not be single-stepped with TF (the #PF frame would carry it to the guest).
+TEST_F(TrapFlagStepTest, ARegisterInstructionWhoseFetchCanFaultIsNotSteppedByTf) {
+  small_code(kSmall + 0xFFE, {0x48, 0x01});  // add rax,rbx: its last byte on the NX page
+  small_code(kNoExec, {0xd8, 0x90});
+  start_in_user(kSmall + 0xFFE);
+  EXPECT_FALSE(applied_.single_step);
+  EXPECT_FALSE(armed(kNoExec + 1)) << "it never retires";
+  EXPECT_TRUE(armed(kIretSite)) << "the fault's return is watched";
+}
+
+TEST_F(TrapFlagStepTest, AnInstructionOnANonExecutablePageIsNotSteppedByTf) {
+  small_code(kNoExec, {0x90, 0x90});
+  start_in_user(kNoExec);
+  EXPECT_FALSE(applied_.single_step);
+  EXPECT_TRUE(armed(kIretSite));
+}
+
+// Case 3: a segment load inside a block changes the base the next FS-relative access uses.
+TEST_F(BlockStepTest, ASegmentLoadIsNeverFollowedByOtherInstructionsInItsBlock) {
+  // mov fs,eax | mov rbx,fs:[0x10] | nop
+  user_code({0x8e, 0xe0, 0x64, 0x48, 0x8b, 0x1c, 0x25, 0x10, 0x00, 0x00, 0x00, 0x90});
+  vcpu_.regs.fs_base = kUserData;
+  start_in_user(kUser);
+  prepare();
+  EXPECT_TRUE(armed(kUser + 2)) << "the load starts a block of its own, with the new base";
+  hit(kUser + 2);
+  EXPECT_EQ(retired_rips_, std::vector<uint64_t>{kUser});
+}
+
+// Case 4: a store through a second mapping of the block's own code frame is self-modifying code.
+TEST_F(BlockStepTest, AStoreThroughAnAliasOfTheBlocksCodeEndsIt) {
+  // add rax,1 | mov [rdi],rbx | add rax,1 | add rax,1 | jmp kSmall
+  small_code(kSmall, {0x48, 0x83, 0xc0, 0x01, 0x48, 0x89, 0x1f, 0x48, 0x83, 0xc0, 0x01, 0x48, 0x83,
+                      0xc0, 0x01, 0xeb, 0xef});
+  vcpu_.regs.rdi = kAlias + 7;  // the first `add` after the store, through the alias
+  start_in_user(kSmall);
+  prepare();
+  EXPECT_TRUE(applied_.single_step) << "the add alone (by TF): the store starts a block";
+  EXPECT_FALSE(armed(kSmall)) << "no block that loops back over the patched code";
+}
+
+TEST_F(BlockStepTest, TheFirstInstructionsStoreThroughAnAliasKeepsItOneInstruction) {
+  // mov [rdi],rbx | add rax,1 | jmp kSmall
+  small_code(kSmall, {0x48, 0x89, 0x1f, 0x48, 0x83, 0xc0, 0x01, 0xeb, 0xf7});
+  vcpu_.regs.rdi = kAlias + 3;
+  start_in_user(kSmall);
+  EXPECT_FALSE(prepare());
+  EXPECT_TRUE(armed(kSmall + 3));
+  EXPECT_FALSE(armed(kSmall));
+}
+
+// Case 5: with slots short, the exception return is the one watched in user mode: a fault or an
+// interrupt leaves user code through the IDT, and its handlers return by IRET.
+TEST_F(BlockStepTest, InUserModeTheExceptionReturnIsWatchedFirst) {
+  loop_code();
+  vcpu_.guest.db[0] = kUserData + 0x400;
+  vcpu_.guest.dr7 = 0x400 | 1 | (1u << 16);  // L0, a write watchpoint (perf's breakpoint)
+  start_in_user(kUser);
+  prepare();
+  EXPECT_TRUE(armed(kUser) && armed(kAfter)) << "a block: two successors";
+  EXPECT_TRUE(armed(kIretSite)) << "the one slot left watches the exception return";
+  EXPECT_FALSE(armed(kSysret));
+}
+
+TEST_F(StepControllerTest, InTheKernelTheReturnWatchedFirstFollowsHowItWasEntered) {
+  // The guest holds three slots: one is left.
+  for (int i = 0; i < 3; ++i) vcpu_.guest.db[i] = kUserData + 0x400 + 8 * i;
+  vcpu_.guest.dr7 = 0x400 | 0x15 | 0x111u << 16;
+  user_code({0x0f, 0x05, 0x48, 0x8b, 0x07});  // syscall | mov rax,[rdi]
+  vcpu_.regs.rdi = 0x1000000;
+  start_in_user(kUser);
+  hit(kLstar, 0);
+  EXPECT_TRUE(armed(kSysret)) << "entered by SYSCALL";
+  at_kernel(kSysret);
+  vcpu_.regs.rcx = kUser + 2;
+  vcpu_.regs.r11 = 0x202;
+  hit(kSysret, 0);
+  arrive_in_user(kUser + 2);
+  // The load faults (unmapped): the kernel is entered through the IDT.
+  at_kernel(kHandler);
+  ctl_->on_other_exit(vcpu_);
+  applied_ = ctl_->desired(vcpu_.guest);
+  EXPECT_TRUE(armed(kIretSite)) << "entered by an exception";
+  EXPECT_FALSE(armed(kSysret));
+}
+
+// Case 6: when the vCPU is found in user code the plan does not know (a return nobody saw), the
+// stepper starts again there; interrupts are not held forever.
+TEST_F(StepControllerTest, AKickThatFindsUserCodeElsewhereStartsOverThere) {
+  user_code({0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90});
+  start_in_user(kUser);
+  EXPECT_TRUE(ctl_->holds_interrupts());
+  at_user(kUser + 5);  // neither the pending instruction nor its successor
+  ctl_->on_kick(vcpu_);
+  EXPECT_EQ(ctl_->stats().missed_returns, 1u);
+  EXPECT_TRUE(ctl_->open_interrupt_window(vcpu_)) << "a window opens where the vCPU is";
+}
+
+// ... but not where the pending instruction is single-stepped because its successor is unknown
+// (here a near jump with an operand-size prefix, issue 37 case 8): the vCPU is past it, and
+// the trap that retires it comes next.
+TEST_F(StepControllerTest, AKickAfterASingleStepWithAnUnknownSuccessorWaitsForTheTrap) {
+  user_code({0x66, 0xeb, 0x05});  // jmp rel8 with an operand-size prefix
+  start_in_user(kUser);
+  EXPECT_TRUE(applied_.single_step);
+  at_user(kUser + 8);
+  ctl_->on_kick(vcpu_);
+  EXPECT_EQ(ctl_->stats().missed_returns, 0u);
+  debug_exit(kDr6SingleStep);
+  EXPECT_EQ(retired_rips_, std::vector<uint64_t>{kUser});
+}
+
+// Case 7: a fault inside a block (another vCPU replaced a page it reads) retires exactly the
+// instructions before the faulting one: the frame the CPU pushed at RSP0 names it.
+class BlockDepartureTest : public BlockStepTest {
+ protected:
+  // add rax,1 | mov rbx,[rdi] | mov [rsi+8],rbx | mov rcx,[rdi+64] | dec rdx | jnz kUser
+  void start_block() {
+    user_code({0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x1f, 0x48, 0x89, 0x5e,
+               0x08, 0x48, 0x8b, 0x4f, 0x40, 0x48, 0xff, 0xca, 0x75, 0xec});
+    vcpu_.regs.rdi = kUserData;
+    vcpu_.regs.rsi = kUserData + 0x100;
+    start_in_user(kUser);
+    EXPECT_TRUE(prepare());
+    EXPECT_TRUE(armed(kUser) && armed(kUser + 20)) << "one block";
+  }
+};
+
+TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtTheReturnRetiresWhatCameBefore) {
+  start_block();
+  departure_frame(kUser + 7);  // the store faulted
+  at_kernel(kIretSite);
+  iret_frame(kUser + 7);  // the kernel mapped the page again and returns to it
+  debug_exit(our_bit(kIretSite));
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 4}));
+  EXPECT_EQ(ctl_->mode(), StepController::Mode::kUser);
+  arrive_in_user(kUser + 7);
+  prepare();
+  hit(kUser);
+  EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 4, kUser + 7, kUser + 11,
+                                                  kUser + 15, kUser + 18}));
+}
+
+TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtAnotherExitRetiresWhatCameBefore) {
+  start_block();
+  departure_frame(kUser + 11);
+  at_kernel(kHandler);
+  const StepOutcome out = ctl_->on_other_exit(vcpu_);  // e.g. the kernel wrote an MSR
+  std::vector<uint64_t> rips;
+  for (const auto& r : out.retired) rips.push_back(r.rip);
+  EXPECT_EQ(rips, (std::vector<uint64_t>{kUser, kUser + 4, kUser + 7}));
+  EXPECT_EQ(ctl_->mode(), StepController::Mode::kKernel);
+}
+
+TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtAKickRetiresWhatCameBefore) {
+  start_block();
+  departure_frame(kUser + 4);
+  at_kernel(kHandler);
+  const StepOutcome out = ctl_->on_kick(vcpu_);
+  ASSERT_EQ(out.retired.size(), 1u);
+  EXPECT_EQ(out.retired[0].rip, kUser);
+}
+
+TEST_F(BlockDepartureTest, AFrameThatNamesNoInstructionOfTheBlockRetiresNothing) {
+  start_block();
+  // The first instruction, no instruction's start, elsewhere, a successor (x86 raises the
+  // successor's breakpoint before its fetch can fault).
+  for (const uint64_t rip : {kUser, kUser + 2, kUser + 0x100, kUser + 20}) {
+    SCOPED_TRACE(rip);
+    departure_frame(rip);
+    at_kernel(kHandler);
+    const StepOutcome out = ctl_->on_other_exit(vcpu_);
+    EXPECT_TRUE(out.retired.empty());
+    ctl_->set_scope(StepScope::kNothing, vcpu_);
+    start_in_user(kUser);
+    prepare();
+  }
+  // A kernel frame (CS with RPL 0) is no departure from user mode.
+  departure_frame(kUser + 7);
+  ram_.write_u64(kEntryStack - 32, 0x10);
+  at_kernel(kHandler);
+  EXPECT_TRUE(ctl_->on_other_exit(vcpu_).retired.empty());
 }
 
 // A return site from a snapshot names one of the three kinds of return (the stepper reads the

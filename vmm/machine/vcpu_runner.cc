@@ -53,7 +53,9 @@ VcpuRunner::VcpuRunner(VcpuHost& host, KvmVm& vm, GuestRam& ram, uint32_t index,
     guest_stepper_ = std::make_unique<GuestAssistedStepper>(ram, cache);
   if (options.stepper == StepperKind::kKvm || options.stepper == StepperKind::kKvmSingle)
     kvm_stepper_ = std::make_unique<StepController>(
-        ram, cache, StepController::Options{.block_steps = options.stepper == StepperKind::kKvm});
+        ram, cache,
+        StepController::Options{.trap_flag_steps = options.vcpus == 1,
+                                .block_steps = options.stepper == StepperKind::kKvm});
   if (options.host_backend && options.host_backend->counter_double) {
     auto counters = std::make_unique<SkiddingCounterDouble>(options.host_backend->double_skid);
     counter_double_ = counters.get();
@@ -323,7 +325,7 @@ void VcpuRunner::print_stats() const {
         "stepper: user steps %llu, single steps %llu, kernel steps %llu, return stops "
         "%llu (%llu into counted user mode), interrupt windows %llu, guest #DBs %llu, "
         "missed returns %llu; blocks %llu of %llu instructions, blocks refused for "
-        "lack of debug slots %llu\n",
+        "lack of debug slots %llu, blocks a fault ended inside %llu\n",
         index(), static_cast<unsigned long long>(debug_exits_),
         static_cast<unsigned long long>(io_exits_), static_cast<unsigned long long>(msr_exits_),
         static_cast<unsigned long long>(exit_count_ - debug_exits_ - io_exits_ - msr_exits_),
@@ -337,7 +339,8 @@ void VcpuRunner::print_stats() const {
         static_cast<unsigned long long>(st.missed_returns),
         static_cast<unsigned long long>(st.blocks),
         static_cast<unsigned long long>(st.block_instructions),
-        static_cast<unsigned long long>(st.blocks_refused_for_slots));
+        static_cast<unsigned long long>(st.blocks_refused_for_slots),
+        static_cast<unsigned long long>(st.blocks_left_by_faults));
   }
   // The host backend: what a host PMU would have cost. With the double the guest was stepped
   // through its free runs too; a host PMU has one kick per overflow instead of those steps.

@@ -32,6 +32,7 @@ class VcpuStepTarget : public StepTarget {
   uint64_t lstar() override { return vcpu_.msr(kMsrLstar); }
   uint64_t idt_base() override { return sregs().idt.base; }
   uint16_t idt_limit() override { return sregs().idt.limit; }
+  uint64_t tss_base() override { return sregs().tr.base; }
   uint64_t cr4() override { return sregs().cr4; }
   GuestDebugRegisters guest_debug() override {
     return guest_ ? *guest_ : guest_debug_registers(vcpu_);
@@ -146,12 +147,19 @@ void VcpuRunner::on_step() {
 
 void VcpuRunner::other_exit() {
   VcpuStepTarget target(*kvm_);
-  kvm_stepper_->on_other_exit(target);
+  // A block that a fault ended inside retires its prefix at the first exit in the kernel.
+  const StepOutcome out = kvm_stepper_->on_other_exit(target);
+  if (!out.retired.empty()) retire_all(out.retired, target.cpl(), target.registers().cr3);
 }
 
 void VcpuRunner::kicked() {
   VcpuStepTarget target(*kvm_);
-  kvm_stepper_->on_kick(target);
+  const StepOutcome out = kvm_stepper_->on_kick(target);
+  if (!out.retired.empty()) retire_all(out.retired, target.cpl(), target.registers().cr3);
+  if (out.entered_user) {  // the stepper found user code it had lost and starts over there
+    control_->enter_user(target.registers().cr3);
+    guest_debug_ = VcpuStepTarget::guest_debug_registers(*kvm_);
+  }
 }
 
 void VcpuRunner::interrupt_window(bool raised, bool kicked) {

@@ -66,7 +66,8 @@ void KernelEntryPoints::read_gates(pmu::GuestMemory& kernel) {
     uint32_t high = 0;
     std::memcpy(&high, &g[8], 4);
     target |= static_cast<uint64_t>(high) << 32;
-    gates_[v] = GateEntry{target, static_cast<uint8_t>((type_attr >> 5) & 3), true};
+    gates_[v] = GateEntry{target, static_cast<uint8_t>((type_attr >> 5) & 3), true,
+                          static_cast<uint8_t>(g[4] & 7)};
   }
 }
 
@@ -98,10 +99,18 @@ void KernelEntryPoints::search(pmu::GuestMemory& kernel, uint64_t begin, uint64_
   }
 }
 
-std::vector<ReturnSite> KernelEntryPoints::by_priority() const {
+std::vector<ReturnSite> KernelEntryPoints::by_priority(bool exception_first) const {
   std::vector<ReturnSite> out = sites_;
-  auto rank = [](const ReturnSite& s) {
-    if (s.seen_returning_to_user) return 0;
+  auto rank = [exception_first](const ReturnSite& s) {
+    const bool seen = s.seen_returning_to_user;
+    if (exception_first) {
+      switch (s.kind) {
+        case ReturnSite::Kind::kIret: return seen ? 0 : 1;
+        case ReturnSite::Kind::kSysret64: return seen ? 2 : 3;
+        case ReturnSite::Kind::kReturn32: return 4;
+      }
+    }
+    if (seen) return 0;
     switch (s.kind) {
       case ReturnSite::Kind::kSysret64: return 1;
       case ReturnSite::Kind::kIret: return 2;
@@ -133,6 +142,11 @@ std::optional<uint64_t> KernelEntryPoints::user_interrupt_entry(uint8_t vector) 
   if (vector >= gates_.size() || !gates_[vector].present || gates_[vector].dpl < 3)
     return std::nullopt;
   return gates_[vector].target;
+}
+
+uint8_t KernelEntryPoints::interrupt_stack(uint8_t vector) const {
+  if (vector >= gates_.size() || !gates_[vector].present) return 0;
+  return gates_[vector].ist;
 }
 
 std::optional<uint64_t> KernelEntryPoints::debug_handler() const {

@@ -10,7 +10,9 @@
 // to the kernel too (Linux 6.1 has three in its entry code; only native_irq_return_iret returns
 // to user mode, the NMI paths' return to the kernel). Breakpoint slots are few (four, less what
 // the guest's own debugging holds), so sites are armed in order: those seen returning to user
-// mode first, then SYSRETQ, then IRETQs nearest the SYSCALL entry, then the 32-bit returns.
+// mode first, then SYSRETQ, then IRETQs nearest the SYSCALL entry, then the 32-bit returns;
+// where the kernel is entered through the IDT (from user code that faults or is interrupted,
+// and after such an entry), the IRETs first: the IDT's handlers return by IRET.
 //
 // Limits: code between entry points further apart than kWindow is not searched; a kernel that
 // returns to user mode some other way (a far RET, a return built at run time) is not caught.
@@ -53,8 +55,12 @@ class KernelEntryPoints {
   // `idt_base` (limit `idt_limit`). Return sites already seen keep what was learned of them.
   void refresh(pmu::GuestMemory& kernel, uint64_t lstar, uint64_t idt_base, uint16_t idt_limit);
 
-  // Return sites, in the order breakpoints are armed on them.
-  std::vector<ReturnSite> by_priority() const;
+  // Return sites, in the order breakpoints are armed on them. `exception_first`: the kernel was
+  // (or will be) entered through the IDT (a fault, an interrupt: anything that leaves user code
+  // but SYSCALL), whose handlers return by IRET, so IRETs come before SYSRETs (issue 37, case 5:
+  // with few slots free, the SYSRET first left an exception's return to a signal handler
+  // unwatched).
+  std::vector<ReturnSite> by_priority(bool exception_first = false) const;
   const ReturnSite* site_at(uint64_t rip) const;
   // The site at `rip` returned to user mode.
   void saw_user_return(uint64_t rip);
@@ -65,6 +71,8 @@ class KernelEntryPoints {
   std::optional<uint64_t> user_interrupt_entry(uint8_t vector) const;
   // The #DB handler's entry (vector 1), however the gate's DPL is set.
   std::optional<uint64_t> debug_handler() const;
+  // The gate's IST index (1-7), 0 when it has none (the CPU switches to RSP0 from user mode).
+  uint8_t interrupt_stack(uint8_t vector) const;
 
   size_t site_count() const { return sites_.size(); }
 
@@ -79,9 +87,13 @@ class KernelEntryPoints {
     uint64_t target = 0;
     uint8_t dpl = 0;
     bool present = false;
+    uint8_t ist = 0;  // 0-7
     template <class Archive>
     void archive(Archive& a) {
-      a(target, dpl, present);
+      a(target, dpl, present, ist);
+      if constexpr (Archive::kLoading)
+        if (ist > 7)
+          throw pmu::StateFormatError("interrupt gate: IST " + std::to_string(ist) + " (0..7)");
     }
   };
   void read_gates(pmu::GuestMemory& kernel);

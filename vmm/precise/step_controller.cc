@@ -15,15 +15,18 @@ constexpr uint64_t kResumeFlag = 1u << 16;         // RFLAGS.RF
 constexpr uint64_t kAlignmentCheck = 1u << 18;     // RFLAGS.AC
 constexpr uint64_t kCr4ProtectionKeys = 1u << 22;  // CR4.PKE
 
-CodeBytes fetch(pmu::GuestMemory& memory, uint64_t rip) {
+// An instruction's bytes as the CPU fetches them: from pages that are present, executable and
+// (for user code) user pages; fewer when the next page cannot be fetched, none when the first
+// byte cannot (the instruction faults on its fetch: no successor, no TF step, no block).
+CodeBytes fetch(PagedGuestMemory& memory, uint64_t rip) {
   const uint64_t in_page = std::min<uint64_t>(15, kPage - (rip & (kPage - 1)));
   CodeBytes bytes;
   auto as_bytes = [&](size_t from, size_t n) {
     return std::span<std::byte>(reinterpret_cast<std::byte*>(bytes.data.data()) + from, n);
   };
-  if (!memory.read(rip, as_bytes(0, in_page))) return {};
+  if (!memory.fetch(rip, as_bytes(0, in_page))) return {};
   bytes.size = 15;
-  if (in_page < 15 && !memory.read(rip + in_page, as_bytes(in_page, 15 - in_page)))
+  if (in_page < 15 && !memory.fetch(rip + in_page, as_bytes(in_page, 15 - in_page)))
     bytes.size = in_page;
   return bytes;
 }
@@ -74,7 +77,7 @@ void StepController::set_scope(StepScope scope, StepTarget& at) {
     have_pre_ = false;
     reset_plan();
   } else {
-    enter_kernel(at);
+    enter_kernel(KernelEntry::kUnknown);
   }
 }
 
@@ -92,8 +95,9 @@ void StepController::enter_user(const GuestRegisters& at, StepOutcome& out) {
   plan_user_step();
 }
 
-void StepController::enter_kernel(StepTarget&) {
+void StepController::enter_kernel(KernelEntry how) {
   mode_ = scope_ == StepScope::kNothing ? Mode::kOff : Mode::kKernel;
+  kernel_entry_ = how;  // (return_sites() orders the sites by it)
   have_pre_ = false;
   reset_plan();
 }
@@ -187,6 +191,9 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
       first.completed_by_kvm || first.lwp_instruction || first.mnemonic == ZYDIS_MNEMONIC_POPF ||
       first.mnemonic == ZYDIS_MNEMONIC_POPFD || first.mnemonic == ZYDIS_MNEMONIC_POPFQ)
     return false;
+  // A segment load changes the FS/GS base the block's later accesses would be proven with (and a
+  // MOV SS holds the next instruction's breakpoints back): the next instruction starts a block.
+  if (first.segment_written) return false;
   // The guest's enabled execution breakpoints (DR7 R/W 00): a block never runs into one.
   const GuestDebugRegisters guest = at_exit.guest_debug();
   const uint8_t held = guest.held_slots();
@@ -202,11 +209,20 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
   // first instruction's fetch reached it; nothing after it can fault, not even a fetch).
   uint64_t rip = plan_.successors[0].rip;
   const uint64_t page_end = (rip & ~(kPage - 1)) + kPage;
-  // Stores into the pages of the block's code would change what runs from what was decoded.
-  auto into_code = [&, continuation = page_end - kPage](const MemoryAccess& w) {
-    for (const uint64_t code : {pre_.rip, pre_.rip + first.length - 1, continuation}) {
-      const uint64_t page = code & ~(kPage - 1);
-      if (w.address < page + kPage && w.address + w.size > page) return true;
+  // Stores into the block's code would change what runs from what was decoded: compared by the
+  // physical frames of its code pages, so that a store through another mapping of a frame counts
+  // (a store that cannot be translated faults, and then nothing after it runs).
+  std::array<uint64_t, 3> code_frames{};
+  size_t code_frame_count = 0;
+  for (const uint64_t code : {pre_.rip, pre_.rip + first.length - 1, page_end - kPage})
+    if (const std::optional<Translation> t = translate(ram_, pre_.cr3, code))
+      code_frames[code_frame_count++] = t->gpa & ~(kPage - 1);
+  auto into_code = [&](const MemoryAccess& w) {
+    for (const uint64_t linear : {w.address, w.address + (w.size ? w.size - 1 : 0)}) {
+      const std::optional<Translation> t = translate(ram_, pre_.cr3, linear);
+      if (!t) continue;
+      for (size_t i = 0; i < code_frame_count; ++i)
+        if ((t->gpa & ~(kPage - 1)) == code_frames[i]) return true;
     }
     return false;
   };
@@ -388,10 +404,13 @@ bool StepController::retire_block(uint64_t stopped_at, StepOutcome& out) {
 }
 
 const std::vector<uint64_t>& StepController::return_sites() const {
-  if (sites_stale_) {
+  // From user code, and after a fault or interrupt, the kernel is entered through the IDT.
+  const bool exception_first = mode_ == Mode::kUser || kernel_entry_ == KernelEntry::kException;
+  if (sites_stale_ || exception_first != sites_exception_first_) {
     sites_.clear();
-    for (const ReturnSite& s : entries_.by_priority()) sites_.push_back(s.rip);
+    for (const ReturnSite& s : entries_.by_priority(exception_first)) sites_.push_back(s.rip);
     sites_stale_ = false;
+    sites_exception_first_ = exception_first;
   }
   return sites_;
 }
@@ -503,7 +522,7 @@ void StepController::at_return_site(StepTarget& at, const ReturnSite& site, Step
   }
   out.resume_flag = true;  // the site's breakpoint stays armed: let the instruction run
   if (!user) {
-    if (mode_ == Mode::kUser) enter_kernel(at);
+    if (mode_ == Mode::kUser) enter_kernel(KernelEntry::kException);
     return;
   }
   if (!site.seen_returning_to_user) {
@@ -550,20 +569,84 @@ bool StepController::open_interrupt_window(StepTarget& at) {
   return true;
 }
 
-void StepController::on_kick(StepTarget& at) {
+StepOutcome StepController::on_kick(StepTarget& at) {
+  StepOutcome out;
   trap_flag_live_ = false;  // (a kick leaves it; re-arming costs one ioctl and is always right)
+  if (mode_ != Mode::kUser) return out;
   // In the kernel with interrupts held (a fault took it there): a kernel that waits for an
-  // interrupt (HLT) must get it. Nothing retired: the pending instruction faulted.
-  if (mode_ == Mode::kUser && left_user_mode(at)) enter_kernel(at);
+  // interrupt (HLT) must get it. What retired is what came before the faulting instruction.
+  if (left_user_mode(at)) {
+    retire_departed_prefix(at, at.registers(), out);
+    enter_kernel(KernelEntry::kException);
+    return out;
+  }
+  // In user code the plan does not know: neither the pending instruction nor a place the plan
+  // stops at or passes (a return that no armed site caught). Interrupts are held for the plan,
+  // and a window opens only at the pending instruction, so without starting again here they
+  // would wait as long as the user code runs (issue 37, case 6).
+  // (A single step whose successor is unknown is no such case: its trap comes next.)
+  const GuestRegisters now = at.registers();
+  if (at.cpl() == 3 && plan_.stop != Plan::Stop::kSingleStep && !plan_knows(now.rip)) {
+    ++stats_.missed_returns;
+    enter_user(now, out);
+  }
+  return out;
+}
+
+bool StepController::plan_knows(uint64_t rip) const {
+  if (!have_pre_ || rip == pre_.rip) return true;
+  for (const Plan::Successor& s : plan_.successors)
+    if (!s.kernel && s.rip == rip) return true;
+  return std::find(plan_.block.begin(), plan_.block.end(), rip) != plan_.block.end();
+}
+
+std::optional<uint64_t> StepController::departure_rip(StepTarget& at, const GuestRegisters& now) {
+  // The stacks the CPU may have switched to: RSP0, or the IST of a fault's gate (the faults a
+  // block's later instructions can raise when the page tables change under it).
+  kernel_memory_.set_cr3(now.cr3);
+  const uint64_t tss = at.tss_base();
+  std::array<uint64_t, 6> tops{};
+  size_t count = 0;
+  auto add_top = [&](uint64_t offset) {
+    const std::optional<uint64_t> top = read_u64(kernel_memory_, tss + offset);
+    if (top && std::find(tops.begin(), tops.begin() + count, *top) == tops.begin() + count)
+      tops[count++] = *top;
+  };
+  add_top(4);                                       // RSP0
+  for (const uint8_t vector : {6, 12, 13, 14, 17})  // #UD, #SS, #GP, #PF, #AC
+    if (const uint8_t ist = entries_.interrupt_stack(vector); ist != 0) add_top(36 + 8 * (ist - 1));
+  for (size_t i = 0; i < count; ++i) {
+    // 64-bit mode aligns the new stack to 16 bytes, then pushes SS, RSP, RFLAGS, CS, RIP (and an
+    // error code below them).
+    const uint64_t frame = (tops[i] & ~uint64_t{15}) - 40;
+    // A return under way copies its own frame there (Linux with page-table isolation builds the
+    // IRET frame on the entry stack): that frame says where the kernel returns, not where user
+    // mode was left.
+    if (frame == now.rsp) continue;
+    std::array<uint64_t, 5> f{};
+    if (!kernel_memory_.read(frame, std::as_writable_bytes(std::span(f)))) continue;
+    if ((f[1] & 3) == 3 && (f[4] & 3) == 3) return f[0];
+  }
+  return std::nullopt;
+}
+
+void StepController::retire_departed_prefix(StepTarget& at, const GuestRegisters& now,
+                                            StepOutcome& out) {
+  if (mode_ != Mode::kUser || plan_.block.empty() || plan_.window || plan_.step_return) return;
+  // The block ran with interrupts and NMIs held and cannot have called the kernel: only a fault
+  // took it there, and the fault's frame says at which instruction. Those before it retired
+  // (a fault of the first: none; a successor cannot fault before its breakpoint fires: code
+  // breakpoints come before fetch faults).
+  const std::optional<uint64_t> left_at = departure_rip(at, now);
+  if (!left_at || std::find(plan_.block.begin(), plan_.block.end(), *left_at) == plan_.block.end())
+    return;
+  retire_block(*left_at, out);
+  ++stats_.blocks_left_by_faults;
 }
 
 void StepController::on_exception_injected() {
   trap_flag_live_ = false;
-  if (mode_ == Mode::kUser) {
-    mode_ = Mode::kKernel;  // the return sites catch its return; nothing retired
-    have_pre_ = false;
-    reset_plan();
-  }
+  if (mode_ == Mode::kUser) enter_kernel(KernelEntry::kException);  // nothing retired
 }
 
 bool StepController::left_user_mode(StepTarget& at) {
@@ -620,7 +703,8 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6,
           // QEMU still names it in DR6 at a single-step trap).
           plan_user_step();
         } else {
-          enter_kernel(at);  // the return faulted (or the guest's #DB came first)
+          // The return faulted (or the guest's #DB came first).
+          enter_kernel(KernelEntry::kException);
           if (guest_bits) {
             out.deliver_debug = guest_bits;
             ++stats_.guest_debug_exceptions;
@@ -634,7 +718,7 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6,
         if (guest_bits) {
           out.deliver_debug = guest_bits;
           ++stats_.guest_debug_exceptions;
-          enter_kernel(at);
+          enter_kernel(KernelEntry::kException);
         }
         break;
       }
@@ -662,7 +746,7 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6,
         if (guest_bits) {
           out.deliver_debug = guest_bits;
           ++stats_.guest_debug_exceptions;
-          enter_kernel(at);  // the guest's #DB handler runs next
+          enter_kernel(KernelEntry::kException);  // the guest's #DB handler runs next
         } else {
           // Single-stepped by KVM: the TF KVM reports is not the guest's; the guest's stays
           // what it was, unless the instruction was a POPF that loaded another one.
@@ -688,11 +772,13 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6,
         const std::optional<DecodedInstruction> d = decode(pre_, 3);
         retire(pre_, d ? pre_.rip + d->length : now.rip, 3, out);
         ++stats_.user_steps;
-        enter_kernel(at);
-      } else if (site) {
-        at_return_site(at, *site, out);
+        enter_kernel(d && d->syscall ? KernelEntry::kSyscall : KernelEntry::kException);
       } else {
-        enter_kernel(at);
+        retire_departed_prefix(at, now, out);
+        if (site)
+          at_return_site(at, *site, out);
+        else
+          enter_kernel(KernelEntry::kException);
       }
       if (guest_bits) {
         out.deliver_debug = guest_bits;
@@ -749,15 +835,19 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6,
   return out;
 }
 
-void StepController::on_other_exit(StepTarget& at) {
+StepOutcome StepController::on_other_exit(StepTarget& at) {
+  StepOutcome out;
   trap_flag_live_ = false;
   switch (mode_) {
-    case Mode::kOff: return;
+    case Mode::kOff: return out;
     case Mode::kUser:
       // In the kernel now (an MSR access, port I/O, HLT): the pending user instruction was
       // interrupted or faulted.
-      if (left_user_mode(at)) enter_kernel(at);
-      return;
+      if (left_user_mode(at)) {
+        retire_departed_prefix(at, at.registers(), out);
+        enter_kernel(KernelEntry::kException);
+      }
+      return out;
     case Mode::kKernel:
     case Mode::kKernelStep:
       if (at.cpl() == 3) {  // user mode was reached past every armed return site
@@ -765,8 +855,9 @@ void StepController::on_other_exit(StepTarget& at) {
         StepOutcome ignored;
         enter_user(at.registers(), ignored);
       }
-      return;
+      return out;
   }
+  return out;
 }
 
 }  // namespace vmm

@@ -61,21 +61,32 @@
 // instruction is extended to a block: it (any instruction with a computable successor), then
 // the instructions from that successor on in its page that cannot fault, through direct JMPs
 // and CALLs within the page, up to and including the next other branch. The vCPU runs the whole
-// block to a
-// breakpoint on its successors (both sides of a conditional branch) with interrupts held, and the
-// stop retires every instruction of it from the decode. Exactness does not change because only
-// the first instruction of a block can fault: after it come register computations and relative
-// jumps (DecodedInstruction::trap_flag_safe) and memory computations whose accesses are proven:
-// addressed by registers no earlier instruction of the block wrote (so the decode's addresses,
-// from the block's first registers, are theirs) on present user pages, writable for stores (and
-// nothing changes the page tables under a block: interrupts, and with them TLB shootdowns, are
-// held; not with RFLAGS.AC or CR4.PKE, whose faults the walk cannot see). So a fault (the vCPU in
-// the kernel) means nothing retired; a trap inside the block (a guest data breakpoint, SVM's
-// NMI-window step) retires what comes before its RIP; and the cache model sees every access with
-// its real address, in order, as when stepping. Not extended: the guest's TF, POPF, REP strings,
-// instructions KVM completes (RDPMC reads the counters), a guest execution breakpoint or a page
-// end inside the block, a store into the block, a branch target inside it, and too few free
-// slots.
+// block to a breakpoint on its successors (both sides of a conditional branch) with interrupts
+// held, and the stop retires every instruction of it from the decode. What a block may contain
+// is decided from what can fault, trap or change its decode (issue 37):
+//   * fetch permission per page: code is read as the CPU fetches it (present, user, not XD;
+//     PagedGuestMemory::fetch), so a block never runs into a page it cannot execute, an
+//     instruction whose fetch can fault is never single-stepped by TF (its #PF frame would
+//     carry the TF), and it gets no successor: its fault is caught at the kernel's return;
+//   * what the later instructions do: register computations and relative jumps
+//     (DecodedInstruction::trap_flag_safe) and memory computations whose accesses are proven:
+//     addressed by registers no earlier instruction of the block wrote (so the decode's
+//     addresses, from the block's first registers, are theirs) on present user pages, writable
+//     for stores (not with RFLAGS.AC or CR4.PKE, whose faults the walk cannot see);
+//   * segment state: a first instruction that loads a segment register or an FS/GS base ends
+//     the block (the later accesses' base would be another);
+//   * the physical pages of its code: a store into a frame the block's code lies in, through
+//     any mapping, ends the block before it (self-modifying code);
+//   * the guest's debug state: its TF, POPF, its execution breakpoints inside the block, and
+//     enough free slots for the successors and a return site.
+// Any early end of a block retires exactly the prefix hardware retired: a trap inside it (a
+// guest data breakpoint, SVM's NMI-window step) retires what comes before its RIP; a fault (the
+// first instruction's, or a later one's where another vCPU changed the page tables under the
+// block) takes the vCPU into the kernel, and at the first exit there the frame the CPU pushed at
+// RSP0 (or the fault gate's IST stack; read through the TSS) names the faulting instruction:
+// those before it retired (retire_departed_prefix). The cache model sees every access with its
+// real address, in order, as when stepping. Not extended besides: REP strings, instructions KVM
+// completes (RDPMC reads the counters), a page end inside the block, a branch target inside it.
 // NetBurst T0_OS (kEveryCpl): kernel code entered by SYSCALL or running when counting starts is
 // single-stepped (TF in kernel frames only); interrupt and exception handlers entered from user
 // mode run unstepped, as before.
@@ -113,6 +124,9 @@ class StepTarget {
   virtual uint64_t lstar() = 0;  // IA32_LSTAR
   virtual uint64_t idt_base() = 0;
   virtual uint16_t idt_limit() = 0;
+  // The TSS's linear address (TR's base): RSP0 and the IST pointers say where the CPU pushed
+  // the frame of an exception taken in user mode.
+  virtual uint64_t tss_base() = 0;
   virtual GuestDebugRegisters guest_debug() = 0;  // the guest's own DR0-3, DR6, DR7
   virtual uint64_t cr4() = 0;
   // An interrupt or NMI waits for the guest (held while user code is counted).
@@ -177,6 +191,10 @@ class StepController {
     // (DecodedInstruction::trap_flag_safe) instead of putting a breakpoint on its successor:
     // nothing of the guest can see the TF while it runs, and a run of them keeps one KVM
     // configuration (a breakpoint that moves costs a KVM_SET_GUEST_DEBUG per instruction).
+    // Only where the vCPU is the guest's only one (vcpu_runner.cc): an instruction's fetch is
+    // proven when it is planned, but another vCPU can unmap the code page before it runs
+    // (reclaim, munmap or mprotect by another thread), and the #PF of that fetch would push the
+    // TF into the guest's frame.
     bool trap_flag_steps = true;
     // Runs straight-line register code as one block per exit (see the header comment); off for
     // `--stepper kvm-single`, the one-exit-per-instruction cross-check.
@@ -199,7 +217,9 @@ class StepController {
   StepOutcome on_debug_exit(StepTarget& at, uint64_t dr6, const DebugConfig& applied);
   // Any other exit (I/O, MSR, HLT, MMIO, an interrupt): nothing retired; where the vCPU is may
   // say that user mode was left or entered unseen.
-  void on_other_exit(StepTarget& at);
+  // What retired is a block's prefix, when the exit is the first since a fault inside the block
+  // took the vCPU into the kernel (found_departure).
+  StepOutcome on_other_exit(StepTarget& at);
 
   // Right before a KVM_RUN (after the PMU models have counted everything that retired): lets the
   // pending user instruction run as a block of at most `limit` instructions, where it can be one
@@ -219,7 +239,7 @@ class StepController {
   // pending user instruction (true), for the next KVM_RUN only.
   bool open_interrupt_window(StepTarget& at);
   // KVM_RUN returned without an exit (a kick): the vCPU stopped between two instructions.
-  void on_kick(StepTarget& at);
+  StepOutcome on_kick(StepTarget& at);
   // The VMM injected an exception at the boundary the vCPU stopped at (LWP's #PF trap): the vCPU
   // enters the kernel's handler before the pending user instruction runs.
   void on_exception_injected();
@@ -256,10 +276,14 @@ class StepController {
     // Blocks not made although the PMU models allowed one, because the guest's breakpoints left
     // too few free slots for the block's successors (block stepping falls back to steps).
     uint64_t blocks_refused_for_slots = 0;
+    // Blocks a fault ended after their first instruction (another vCPU changed the page tables
+    // under them): the instructions before the faulting one retired.
+    uint64_t blocks_left_by_faults = 0;
     template <class Archive>
     void archive(Archive& a) {
       a(user_steps, single_steps, kernel_steps, return_stops, user_returns, guest_debug_exceptions,
-        missed_returns, interrupt_windows, blocks, block_instructions, blocks_refused_for_slots);
+        missed_returns, interrupt_windows, blocks, block_instructions, blocks_refused_for_slots,
+        blocks_left_by_faults);
     }
   };
   const Stats& stats() const { return stats_; }
@@ -268,18 +292,18 @@ class StepController {
   // version covers the accountants' models (cache, predictor) too.
   // The version of what archive() saves: bump it with any change to that (snapshot sections,
   // vmm/snapshot/state_sections.h).
-  static constexpr uint16_t kStateVersion = 1;
+  static constexpr uint16_t kStateVersion = 2;
   template <class Archive>
   void archive(Archive& a) {
     a(user_accountant_, kernel_accountant_, entries_, mode_, scope_, pre_, have_pre_, plan_, stats_,
-      block_open_);
+      block_open_, kernel_entry_);
     // Untrusted when loaded (a snapshot, a migration stream): a block is never longer, and the
     // enums hold one of their values (the archive reads any byte into them).
     if (plan_.block.size() >= kMaxBlockInstructions)
       throw pmu::StateFormatError("step controller state: a block of " +
                                   std::to_string(plan_.block.size() + 1) + " instructions");
     if (mode_ > Mode::kKernelStep || scope_ > StepScope::kEveryCpl ||
-        plan_.stop > Plan::Stop::kTrapFlagStep)
+        plan_.stop > Plan::Stop::kTrapFlagStep || kernel_entry_ > KernelEntry::kException)
       throw pmu::StateFormatError(
           "step controller state: mode " + std::to_string(static_cast<int>(mode_)) + ", scope " +
           std::to_string(static_cast<int>(scope_)) + ", stop " +
@@ -330,8 +354,21 @@ class StepController {
     }
   };
 
+  // How the kernel was entered, which decides the return watched first (KernelEntryPoints::
+  // by_priority): SYSCALL returns by SYSRET, the IDT's handlers by IRET.
+  enum class KernelEntry : uint8_t { kUnknown, kSyscall, kException };
+
   void enter_user(const GuestRegisters& at, StepOutcome& out);
-  void enter_kernel(StepTarget& at);
+  void enter_kernel(KernelEntry how);
+  // Does the plan know user code at `rip` (the pending instruction, a successor, a block's)?
+  bool plan_knows(uint64_t rip) const;
+  // Where user mode was left, from the frame the CPU pushed on the stack it switched to (RSP0,
+  // or the IST of a fault's gate; read through the TSS): the faulting instruction's RIP.
+  std::optional<uint64_t> departure_rip(StepTarget& at, const GuestRegisters& now);
+  // At the first exit in the kernel since a block ran: a fault after the block's first
+  // instruction retires the instructions before it (DESIGN §4.7: any early end of a block
+  // retires exactly the prefix hardware retired).
+  void retire_departed_prefix(StepTarget& at, const GuestRegisters& now, StepOutcome& out);
   void plan_user_step();
   void reset_plan();  // Plan{}, keeping the successors' buffer
   // Stopped at return site `site`: where does it go?
@@ -370,8 +407,10 @@ class StepController {
   StepAccountant user_accountant_;
   StepAccountant kernel_accountant_;
   KernelEntryPoints entries_;
-  mutable std::vector<uint64_t> sites_;  // entries_.by_priority()'s addresses, unless stale
-  mutable bool sites_stale_ = true;      // set wherever entries_ changes
+  mutable std::vector<uint64_t> sites_;         // entries_.by_priority()'s addresses, unless stale
+  mutable bool sites_stale_ = true;             // set wherever entries_ changes
+  mutable bool sites_exception_first_ = false;  // the order sites_ is in
+  KernelEntry kernel_entry_ = KernelEntry::kUnknown;
   Mode mode_ = Mode::kOff;
   StepScope scope_ = StepScope::kNothing;
   GuestRegisters pre_;  // kUser / kKernelStep: the state before the next instruction
