@@ -28,7 +28,7 @@
 #define CW_RESTORE "  pop %r15\n  pop %r14\n  pop %r13\n  pop %r12\n  pop %rbp\n  pop %rbx\n"
 
 #define COUNTED_WINDOW(name, body)                                                   \
-  __asm__(".text\n"                                                                  \
+  __asm__(".pushsection .text\n"                                                    \
           ".globl " #name "_perf\n" #name "_perf:\n" CW_SAVE                         \
           "  mov %rsi, %r14\n  mov %rdi, %r15\n  mov $16, %eax\n"                    \
           "  mov $0x2400, %esi\n  xor %edx, %edx\n  syscall\n"                       \
@@ -40,7 +40,8 @@
           LLWPCB_RDI                                                                 \
           ".globl " #name "_lwp_body\n" #name "_lwp_body:\n" body                    \
           ".globl " #name "_lwp_end\n" #name "_lwp_end:\n" SLWPCB_RAX                \
-          "  xor %edx, %edx\n" LLWPCB_RDX CW_RESTORE "  ret\n");                     \
+          "  xor %edx, %edx\n" LLWPCB_RDX CW_RESTORE "  ret\n"                       \
+          ".popsection\n");                                                          \
   uint64_t name##_perf(int fd, void *arg);                                           \
   uint64_t name##_lwp(struct lwpcb *cb, void *arg);                                  \
   extern const char name##_perf_body[], name##_perf_end[], name##_lwp_body[], name##_lwp_end[];

@@ -15,6 +15,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/e2e/guest_test.h"
@@ -27,9 +28,24 @@ using pmuvm_e2e::runfile;
 
 // The programs every counting mode runs, with their arguments (init's groups).
 std::string window_programs(const std::string& mode) {
-  return "signal_count " + mode + " 100 , rep_count " + mode + " , self_tf " + mode +
-         " 10 , int3_count " + mode + " 10 , ptrace_check " + mode + " step 50 , ptrace_check " +
-         mode + " bp 50 , vdso_count " + mode;
+  std::string programs = "signal_count " + mode + " 100 , rep_count " + mode + " , self_tf " +
+                         mode + " 10 , int3_count " + mode + " 10 , ptrace_check " + mode +
+                         " step 50 , ptrace_check " + mode + " bp 50 , vdso_count " + mode;
+  // hazard_count's cases (guest/linux/hazards_MODE: Linux passes at most 32 words to init).
+  return programs + " , @hazards_" + mode;
+}
+
+// What hazard_count (guest/linux/hazard_count.c) must print for CASE with M = 20: B
+// instructions in the window, and so B + 5 counted by perf, B + 1 records by LWP; no TF of
+// pmuvm's in any frame. Each fault costs F = 11 (handler and restorer), the faulting instruction
+// does not retire: nx 4 + 14M, runoff 4 + 16M, straddle 4 + 14M, alias 4 + 13M, breakpoint
+// 2M + 11; segment 6,
+// or 5 + F where the null selector cleared FS's base.
+std::string hazard_line(const std::string& mode, const std::string& hazard, int64_t body,
+                        const std::string& note) {
+  const int64_t n = body + (mode == "perf" ? 5 : 1);
+  return "hazard_count: " + mode + " " + hazard + " counted " + std::to_string(n) + " expected " +
+         std::to_string(n) + ", tf leaks 0" + note + "\n";
 }
 
 struct Boot {
@@ -62,14 +78,15 @@ const std::map<std::string, Boot>& boots() {
         "guest/linux/initramfs_perf.cpio",
         "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks"}},
       // Two vCPUs: a counted task moved between them 10 times by its own sched_setaffinity.
+      // And a counted loop whose page the other vCPU keeps zapping (hazard_count smp).
       {"smp-lwp",
        {{"--cpu", "amd-lwp", "--vcpus", "2"},
         "guest/linux/initramfs.cpio",
-        "console=ttyS0 -- migrate_count lwp 10"}},
+        "console=ttyS0 -- migrate_count lwp 10 , hazard_count lwp smp 600"}},
       {"smp-perf",
        {{"--cpu", "intel-netburst", "--vcpus", "2"},
         "guest/linux/initramfs.cpio",
-        "console=ttyS0 nmi_watchdog=0 -- migrate_count perf 10"}},
+        "console=ttyS0 nmi_watchdog=0 -- migrate_count perf 10 , hazard_count perf smp 20000"}},
   };
   return all;
 }
@@ -121,6 +138,28 @@ class LinuxStepper : public pmuvm_e2e::GuestTest {
     EXPECT_EQ(m[1], mode);
     EXPECT_EQ(m[2], m[3]) << vdso;
     EXPECT_GT(std::stol(m[2]), 2 + (mode == "perf" ? 5 : 1)) << "no instruction of time() counted";
+    // Issue 37's hazards: fetch permission, a fetch straddling into a page it cannot execute,
+    // a segment load, code patched through an alias, a debug slot held by the guest.
+    const std::string faults = ", faults 20 where x86 faults";
+    EXPECT_EQ(lines(r, "hazard_count: " + mode + " nx "),
+              hazard_line(mode, "nx", 4 + 14 * 20, faults))
+        << dump(r);
+    EXPECT_EQ(lines(r, "hazard_count: " + mode + " straddle "),
+              hazard_line(mode, "straddle", 4 + 14 * 20, faults))
+        << dump(r);
+    EXPECT_EQ(lines(r, "hazard_count: " + mode + " runoff "),
+              hazard_line(mode, "runoff", 4 + 16 * 20, faults))
+        << dump(r);
+    const std::string segment = lines(r, "hazard_count: " + mode + " segment ");
+    EXPECT_TRUE(segment == hazard_line(mode, "segment", 6, ", the load kept the base") ||
+                segment == hazard_line(mode, "segment", 5 + 11, ", the load faulted"))
+        << dump(r);
+    EXPECT_EQ(lines(r, "hazard_count: " + mode + " alias "),
+              hazard_line(mode, "alias", 4 + 13 * 20, ""))
+        << dump(r);
+    EXPECT_EQ(lines(r, "hazard_count: " + mode + " breakpoint "),
+              hazard_line(mode, "breakpoint", 2 * 20 + 11, ""))
+        << dump(r);
     for (const char* program : {"signal_count", "rep_count", "self_tf", "int3_count", "vdso_count"})
       EXPECT_NE(r.out.find(std::string("init: ") + program + " exited 0"), std::string::npos)
           << program << "\n"
@@ -144,8 +183,8 @@ TEST_F(LinuxStepper, SingleSteppingAndPausingEveryFewHundredExitsChangeNothing) 
   const Result& paused = boot("lwp-single-paused");
   ASSERT_EQ(plain.status, 0) << dump(plain);
   EXPECT_EQ(paused.status, 0) << dump(paused);
-  for (const char* prefix :
-       {"signal_count:", "rep_count:", "self_tf:", "int3_count:", "ptrace_check:", "init:"})
+  for (const char* prefix : {"signal_count:", "rep_count:", "self_tf:", "int3_count:",
+                             "ptrace_check:", "hazard_count:", "init:"})
     EXPECT_EQ(lines(paused, prefix), lines(plain, prefix)) << prefix;
   // LWP's records, byte for byte (the same programs at the same addresses: norandmaps), without
   // pmuvm's task numbers: it numbers Linux tasks in the order it first sees their address spaces,
@@ -168,6 +207,27 @@ TEST_F(LinuxStepper, PerfCountsSignalHandlersRepOnceAndTheGuestsOwnDebugging) {
 // B = 5 + 13 * 10 = 135 instructions in the window (guest/linux/migrate_count.c), moving from
 // vCPU to vCPU after each of its 10 sched_setaffinity calls: LWP stores 136 records (with both
 // vCPUs' CoreIds), perf counts 140.
+// hazard_count smp M: B = 2 + 5M instructions while the other vCPU zaps the loop's page (M = 600
+// under LWP, whose ring holds 4096 records; 20000 under perf): a load that faults, at a block's
+// first instruction or inside one, retires exactly the instructions before it.
+TEST_F(LinuxStepper, ALoopWhosePageAnotherVcpuReplacesIsCountedExactly) {
+  static const std::regex line(
+      "hazard_count: (\\w+) smp counted (\\d+) expected (\\d+), tf leaks 0, zaps (\\d+)\n");
+  for (const auto& [name, mode, expected] :
+       {std::tuple{"smp-lwp", "lwp", 3003}, std::tuple{"smp-perf", "perf", 100007}}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    const std::string out = lines(r, "hazard_count:");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(out, m, line)) << dump(r);
+    EXPECT_EQ(m[1], mode);
+    EXPECT_EQ(m[2], std::to_string(expected)) << dump(r);
+    EXPECT_EQ(m[3], std::to_string(expected));
+    EXPECT_GT(std::stol(m[4]), 0) << "the other vCPU zapped the page";
+    EXPECT_NE(r.out.find("init: hazard_count exited 0"), std::string::npos) << dump(r);
+  }
+}
+
 TEST_F(LinuxStepper, ATaskMovingBetweenVcpusIsCountedExactly) {
   const Result& lwp = boot("smp-lwp");
   EXPECT_EQ(lines(lwp, "migrate_count:"),
