@@ -170,8 +170,51 @@ def migration_seeds(snapshot):
     write("corpus_migration_stream", "hello_only", b"\x00" + message(HELLO, hello))
 
 
+def block_exactness_seeds():
+    """Guests for block_exactness_fuzz: page flags (bit 0-2 present, 3 read-only, 4 supervisor,
+    5 XD), the start page and place, 768 bytes of code, 16 registers (even: an address in the
+    user pages), RFLAGS, the FS page, the block limit, the slots the guest holds."""
+    user = 0x400000
+
+    def reg(address):
+        return struct.pack("<Q", (address - user) << 1)
+
+    def guest(flags, start_page, where, code, regs, limit=40, held=0):
+        code = code + b"\x90" * 16 + b"\xcc" * (768 - len(code) - 16)
+        regs = (regs + [reg(user + 0x5000)] * 16)[:16]
+        return (bytes(flags) + bytes([start_page, where]) + code + b"".join(regs) +
+                struct.pack("<Q", 0x202) + bytes([5, limit, held]))
+
+    exec_nx = [1, 0x21, 1, 1, 1, 1]  # page 1 not executable
+    # add rax,rbx straddling into the non-executable page (offset 4094 of page 0).
+    write("corpus_block_exactness", "straddle",
+          guest(exec_nx, 0, 1, b"\x48\x01\xd8", []))
+    # jmp rax into the non-executable page.
+    write("corpus_block_exactness", "jump_nx",
+          guest(exec_nx, 0, 200, b"\xff\xe0", [reg(user + 0x1000)]))
+    # add rax,1 | mov rbx,[rdi] | add rax,rbx | dec rcx | jnz back; rdi on a supervisor page.
+    write("corpus_block_exactness", "load_fault",
+          guest([1, 1, 1, 1, 0x11, 1], 0, 200,
+                b"\x48\x83\xc0\x01\x48\x8b\x1f\x48\x01\xd8\x48\xff\xc9\x75\xf1",
+                [reg(user + 0x5000), reg(user + 0x10), reg(user), reg(user), reg(user),
+                 reg(user), reg(user), reg(user + 0x4000)]))
+    # xor eax,eax | mov fs,eax | mov rbx,fs:[0x10] | nop
+    write("corpus_block_exactness", "segment",
+          guest([1] * 6, 2, 200,
+                b"\x31\xc0\x8e\xe0\x64\x48\x8b\x1c\x25\x10\x00\x00\x00\x90", []))
+    # mov word [rdi],bx over the next instruction (jmp +4 becomes two nops) | jmp +4 | nops
+    write("corpus_block_exactness", "self_modifying",
+          guest([1] * 6, 1, 200, b"\x66\x89\x1f\xeb\x04\x90\x90\x90\x90\x90",
+                [reg(user), reg(user), reg(user), reg(user + 0x9090 % 0x6000), reg(user),
+                 reg(user), reg(user), reg(user + 0x1000 + (200 << 4) % 4096 + 3)]))
+    # straight-line code off the end of its page into a non-executable one, two slots held.
+    write("corpus_block_exactness", "runoff",
+          guest(exec_nx, 0, 7, b"\x48\x83\xc0\x01\x48\x83\xc0\x01", [], held=3))
+
+
 def main():
     http_seeds()
+    block_exactness_seeds()
     api_body_seeds()
     page_walker_seeds()
     libvirt_seeds()
