@@ -9,6 +9,13 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 
+// The end of the window after a guest address: at most the end of the address space (LSTAR and
+// the gates are guest values, 2^64 - 1 among them; issue 38).
+uint64_t window_end(uint64_t begin) {
+  return begin > ~uint64_t{0} - KernelEntryPoints::kWindow ? ~uint64_t{0}
+                                                           : begin + KernelEntryPoints::kWindow;
+}
+
 // The return site an instruction is, if it is one.
 std::optional<ReturnSite::Kind> return_kind(const ZydisDecodedInstruction& insn) {
   switch (insn.mnemonic) {
@@ -41,8 +48,8 @@ void KernelEntryPoints::refresh(pmu::GuestMemory& kernel, uint64_t lstar, uint64
   // The windows after the entry points, merged where they overlap, each decoded once.
   for (size_t i = 0; i < entries.size();) {
     const uint64_t begin = entries[i];
-    uint64_t end = begin + kWindow;
-    for (++i; i < entries.size() && entries[i] <= end; ++i) end = entries[i] + kWindow;
+    uint64_t end = window_end(begin);
+    for (++i; i < entries.size() && entries[i] <= end; ++i) end = window_end(entries[i]);
     search(kernel, begin, end);
   }
   for (ReturnSite& s : sites_)
@@ -74,13 +81,18 @@ void KernelEntryPoints::read_gates(pmu::GuestMemory& kernel) {
 void KernelEntryPoints::search(pmu::GuestMemory& kernel, uint64_t begin, uint64_t end) {
   // Linear decoding: x86 resynchronises within a few instructions after data or padding, and a
   // false find costs only a breakpoint that never fires at a return to user mode.
+  // [begin, end) may reach the top of the address space: pages are counted, never compared
+  // after an addition that could wrap.
   std::vector<uint8_t> code;
   code.reserve(end - begin);
-  for (uint64_t page = begin & ~(kPage - 1); page < end; page += kPage) {
+  const uint64_t first = begin & ~(kPage - 1), last = (end - 1) & ~(kPage - 1);
+  for (uint64_t n = 0; n <= (last - first) / kPage; ++n) {
+    const uint64_t page = first + n * kPage;
     std::array<uint8_t, kPage> bytes{};
     if (!kernel.read(page, std::as_writable_bytes(std::span(bytes)))) bytes.fill(0xCC);
-    const uint64_t from = std::max(page, begin), to = std::min(page + kPage, end);
-    code.insert(code.end(), bytes.begin() + (from - page), bytes.begin() + (to - page));
+    const uint64_t from = std::max(page, begin) - page;
+    const uint64_t to = std::min(page + (kPage - 1), end - 1) - page + 1;
+    code.insert(code.end(), bytes.begin() + from, bytes.begin() + to);
   }
   ZydisDecoder decoder;
   ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
