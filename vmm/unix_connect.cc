@@ -10,6 +10,15 @@
 
 namespace vmm {
 
+bool peer_is_trusted(int fd, uid_t* peer_uid) {
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  if (peer_uid) *peer_uid = static_cast<uid_t>(-1);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) return false;
+  if (peer_uid) *peer_uid = peer.uid;
+  return peer.uid == ::geteuid() || peer.uid == 0;
+}
+
 UnixConnection connect_unix(const std::string& path, int timeout_ms) {
   sockaddr_un addr{};
   if (path.size() >= sizeof addr.sun_path) return {-1, ENAMETOOLONG};
@@ -24,7 +33,13 @@ UnixConnection connect_unix(const std::string& path, int timeout_ms) {
       result = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     } while (result != 0 && errno == EINTR);
   }
-  if (result == 0) return {fd, 0};
+  if (result == 0) {
+    // Nothing is sent before the peer is known to be this user's (or root's).
+    uid_t uid = 0;
+    if (peer_is_trusted(fd, &uid)) return {fd, 0, uid};
+    ::close(fd);
+    return {-1, EACCES, uid};
+  }
   const int error = errno;
   ::close(fd);
   return {-1, error};

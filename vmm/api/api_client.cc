@@ -43,6 +43,9 @@ Result<int> connect_to(const std::string& path) {
   if (c.error == EAGAIN)
     return Error::vmm("the server accepted no connection within " +
                       std::to_string(kConnectTimeoutSeconds) + " s");
+  if (c.error == EACCES)  // nothing was sent to it
+    return Error::vmm("the server runs as uid " + std::to_string(c.peer_uid) +
+                      ", neither this user nor root: not talking to it");
   return Error::vmm(connect_failure_reason(path, c.error));
 }
 

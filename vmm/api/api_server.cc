@@ -21,6 +21,7 @@
 #include "vmm/api/http_wire.h"
 #include "vmm/api/request_body.h"
 #include "vmm/api/unix_socket_probe.h"
+#include "vmm/unix_connect.h"
 
 namespace vmm::api {
 namespace {
@@ -246,6 +247,12 @@ void ApiServer::Impl::accept_loop() {
         pollfd stop{stop_fd, POLLIN, 0};
         ::poll(&stop, 1, 100);
       }
+      continue;
+    }
+    // The API pauses, snapshots and migrates the VM: only this user or root may ask
+    // (vmm/unix_connect.h); anyone else is closed on without an answer.
+    if (!peer_is_trusted(fd)) {
+      ::close(fd);
       continue;
     }
     std::lock_guard lock(queue_mutex);

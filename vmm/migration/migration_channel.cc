@@ -54,10 +54,12 @@ MigrationChannel MigrationChannel::connect_to(const std::string& path, int timeo
   const UnixConnection c = connect_unix(path, timeout_ms);
   if (c.error == ENAMETOOLONG) throw MigrationError("socket path too long: " + path);
   if (c.fd < 0)
-    throw MigrationError("cannot connect to the destination at " + path + ": " +
-                         (c.error == EAGAIN
-                              ? "it accepted no connection within " + seconds_text(timeout_ms)
-                              : std::string(std::strerror(c.error))));
+    throw MigrationError(
+        "cannot connect to the destination at " + path + ": " +
+        (c.error == EAGAIN   ? "it accepted no connection within " + seconds_text(timeout_ms)
+         : c.error == EACCES ? "it runs as uid " + std::to_string(c.peer_uid) +
+                                   ", neither this user nor root (nothing of the VM was sent)"
+                             : std::string(std::strerror(c.error))));
   return MigrationChannel(c.fd);
 }
 

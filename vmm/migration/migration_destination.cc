@@ -11,6 +11,7 @@
 
 #include "vmm/memory/guest_ram.h"
 #include "vmm/snapshot/little_endian.h"
+#include "vmm/unix_connect.h"
 
 namespace vmm {
 namespace {
@@ -55,19 +56,12 @@ int listen_at(const std::string& path) {
 }
 
 // Whoever connects hands this VMM a whole VM (and learns whether it was taken): only this
-// process's user, or root, may. The socket file is 0600 already; the peer's credentials are
-// checked too, since a mode is easily loosened (a shared directory, a chmod, a copy).
+// process's user, or root, may (vmm/unix_connect.h).
 bool peer_may_migrate(int fd) {
-  ucred peer{};
-  socklen_t size = sizeof peer;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) {
-    spdlog::warn("migration: refused a connection whose credentials cannot be read: {}",
-                 std::strerror(errno));
-    return false;
-  }
-  if (peer.uid == ::geteuid() || peer.uid == 0) return true;
-  spdlog::warn("migration: refused a connection from uid {} (pid {}): this VMM runs as uid {}",
-               peer.uid, peer.pid, ::geteuid());
+  uid_t uid = 0;
+  if (peer_is_trusted(fd, &uid)) return true;
+  spdlog::warn("migration: refused a connection from uid {}: this VMM runs as uid {}", uid,
+               ::geteuid());
   return false;
 }
 
