@@ -188,7 +188,7 @@ TEST(StateSections, RoundTripAndChecks) {
   std::vector<std::byte> corrupt = bytes;
   corrupt.back() ^= std::byte{1};  // inside "vcpu0.kvm" (sections are in name order)
   EXPECT_EQ((vmm::StateSections::parse(corrupt)).error().message,
-            "section vcpu0.kvm fails its CRC-32 check (corrupted)");
+            "section \"vcpu0.kvm\" fails its CRC-32 check (corrupted)");
   std::vector<std::byte> version = bytes;
   version[8] = std::byte{9};
   EXPECT_EQ((vmm::StateSections::parse(version)).error().message,

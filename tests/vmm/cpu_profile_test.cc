@@ -536,11 +536,18 @@ TEST(Errors, KeysNextToBaselineOf) {
       StartsWith("t.json:4:3: vendor is not allowed next to baseline_of"));
 }
 
+// Untrusted strings reach the terminal escaped (issue 38 item 4).
+TEST(Errors, AnUnknownNameIsShownEscaped) {
+  EXPECT_THAT(ErrorOf(Lines({"{", "  \"name\": \"b\",", "  \"description\": \"d\",",
+                             "  \"baseline_of\": [\"amd-lwp\", \"x\\u001b[2Jy\"]", "}"})),
+              HasSubstr("unknown profile \"x\\x1b[2Jy\""));
+}
+
 TEST(Errors, UnknownBaselineMember) {
   //   "baseline_of": ["amd-lwp", "amd-lwp-huge"]    element 1 at column 30
   EXPECT_THAT(ErrorOf(Lines({"{", "  \"name\": \"b\",", "  \"description\": \"d\",",
                              "  \"baseline_of\": [\"amd-lwp\", \"amd-lwp-huge\"]", "}"})),
-              StartsWith("t.json:4:30: baseline_of[1]: unknown profile 'amd-lwp-huge'"));
+              StartsWith("t.json:4:30: baseline_of[1]: unknown profile \"amd-lwp-huge\""));
   EXPECT_THAT(ErrorOf(Lines({"{", "  \"name\": \"b\",", "  \"description\": \"d\",",
                              "  \"baseline_of\": [\"amd-lwp\", \"missing.json\"]", "}"}),
                       TempDir() + "/b.json"),

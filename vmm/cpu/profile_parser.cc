@@ -19,6 +19,7 @@
 #include "vmm/cpu/profile_baseline.h"
 #include "vmm/cpu/profile_fields.h"
 #include "vmm/json/json_text.h"
+#include "vmm/printable.h"
 #include "vmm/result.h"
 
 namespace vmm::detail {
@@ -104,7 +105,8 @@ class ProfileParser {
           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
         });
     if (!ok)
-      r_.fail("name", "name must be 1..64 characters from A-Z a-z 0-9 . _ -, got \"" + name + "\"");
+      r_.fail("name",
+              "name must be 1..64 characters from A-Z a-z 0-9 . _ -, got " + in_quotes(name));
     return name;
   }
 
@@ -153,8 +155,8 @@ class ProfileParser {
         const std::string name = r_.string((*list)[i], path);
         const CpuidFeature* f = find_cpuid_feature(name);
         if (f == nullptr)
-          r_.fail(path, path + ": unknown CPUID feature \"" + name +
-                            "\" (the names are listed in vmm/profiles/README.md)");
+          r_.fail(path, path + ": unknown CPUID feature " + in_quotes(name) +
+                            " (the names are listed in vmm/profiles/README.md)");
         if (name == "lwp")
           r_.fail(path, path +
                             ": \"lwp\" (CPUID 0x80000001 ECX[15]) follows the lwp section; "
@@ -212,8 +214,8 @@ class ProfileParser {
     if (p.vendor.size() != 12 || !printable_ascii(p.vendor))
       r_.fail("vendor",
               "vendor must be exactly 12 printable ASCII characters (CPUID 0 EBX, EDX, "
-              "ECX), got \"" +
-                  p.vendor + "\"");
+              "ECX), got " +
+                  in_quotes(p.vendor));
     // Displayed family = base + extended; base saturates at 0xF, extended is 8 bits.
     p.family = static_cast<uint32_t>(
         r_.unsigned_value(r_.required(root, "", "family"), "family", 1, 0xF + 0xFF, true));
@@ -270,7 +272,7 @@ class ProfileParser {
       else if (reg == "edx")
         ov.reg = CpuidRegister::kEdx;
       else
-        r_.fail(reg_path, reg_path + " must be one of eax, ebx, ecx, edx, got \"" + reg + "\"");
+        r_.fail(reg_path, reg_path + " must be one of eax, ebx, ecx, edx, got " + in_quotes(reg));
       if (ov.set & ov.clear)
         r_.fail(path,
                 path + " sets and clears the same bits " + ProfileFields::hex(ov.set & ov.clear));
@@ -332,7 +334,7 @@ class ProfileParser {
         if (name == e.name) slot = &(c.*e.offered);
       if (slot == nullptr)
         r_.fail(path,
-                path + " must be one of IRE, BRE, DME (proposal Table 2), got \"" + name + "\"");
+                path + " must be one of IRE, BRE, DME (proposal Table 2), got " + in_quotes(name));
       if (*slot) r_.fail(path, path + ": event " + name + " is listed twice");
       *slot = true;
     }
@@ -352,7 +354,7 @@ class ProfileParser {
         for (const LwpPolicyName& b : kLwpPolicyBits)
           if (name == b.name) bit = &b;
         if (bit == nullptr)
-          r_.fail(path, path + " must be one of EN, IRE, BRE, DME, INT, got \"" + name + "\"");
+          r_.fail(path, path + " must be one of EN, IRE, BRE, DME, INT, got " + in_quotes(name));
         // What offers each bit: LWP itself (EN), the interrupt (INT), else the event.
         const std::string needs = bit->bit == lwp::msr0::kEnabled ? "lwp.available"
                                   : bit->bit == lwp::msr0::kInterrupt
@@ -554,8 +556,8 @@ class ProfileParser {
       check_cycle(key, ref, path);
       const std::optional<NamedProfileText> found = ctx_.lookup ? ctx_.lookup(ref) : std::nullopt;
       if (!found)
-        r_.fail(path, path + ": unknown profile '" + ref +
-                          "' (not a shipped profile; a file "
+        r_.fail(path, path + ": unknown profile " + in_quotes(ref) +
+                          " (not a shipped profile; a file "
                           "must be given as a path ending in .json)");
       result = parse_in_context(found->text, found->source_name, {key}, ctx_);
     }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <span>
 
+#include "vmm/printable.h"
 #include "vmm/snapshot/little_endian.h"
 #include "vmm/snapshot/state_sections.h"
 #include "vmm/unix_connect.h"
@@ -145,7 +146,9 @@ std::vector<std::byte> MigrationChannel::expect(MigrationMessage expected, int t
   std::vector<std::byte> payload;
   const MigrationMessage got = receive(payload, timeout_ms);
   if (got == MigrationMessage::kRefuse && expected != MigrationMessage::kRefuse)
-    throw MigrationError("the destination refused the VM:\n" + to_text(payload));
+    throw MigrationError(
+        "the destination refused the VM:\n" +
+        printable(to_text(payload), {.max_bytes = 16 << 10, .keep_newlines = true}));
   if (got != expected)
     throw MigrationError(std::string("expected a migration ") + name_of(expected) +
                          " message, got " + name_of(got));

@@ -11,6 +11,7 @@
 #include "vmm/json/json_text.h"
 #include "vmm/machine_limits.h"
 #include "vmm/precise/stepper_kind.h"
+#include "vmm/printable.h"
 #include "vmm/snapshot/file_checksum.h"
 #include "vmm/snapshot/state_sections.h"
 #include "vmm/result.h"
@@ -89,7 +90,7 @@ SnapshotManifest read_fields(const Json& j) {
   m.stepper = text_field(number("stepper"), "machine.stepper");
   const std::string guest = text_field(number("guest"), "machine.guest");
   if (guest != "bundled" && guest != "linux")
-    throw BadField{"machine.guest", "is \"" + guest + "\", not \"bundled\" or \"linux\""};
+    throw BadField{"machine.guest", "is " + in_quotes(guest) + ", not \"bundled\" or \"linux\""};
   m.linux_guest = guest == "linux";
   m.kernel = text_field(number("kernel"), "machine.kernel");
   // Only a name, which the log prints: printable, so a manifest cannot write lines of its own.
@@ -100,7 +101,8 @@ SnapshotManifest read_fields(const Json& j) {
   m.max_interrupt_rate =
       whole_number<uint32_t>(number("max_interrupt_rate"), "machine.max_interrupt_rate");
   if (!parse_stepper(m.stepper))
-    throw BadField{"machine.stepper", "is \"" + m.stepper + "\", not a stepper this pmuvm has"};
+    throw BadField{"machine.stepper",
+                   "is " + in_quotes(m.stepper) + ", not a stepper this pmuvm has"};
   // The command line's ranges: a manifest cannot ask for a machine `run` could not make.
   if (m.vcpus == 0 || m.vcpus > limits::kMaxVcpus)
     throw BadField{"machine.vcpus", "is " + std::to_string(m.vcpus) + ", not 1.." +

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "vmm/snapshot/little_endian.h"
+#include "vmm/printable.h"
 #include "vmm/result.h"
 
 namespace vmm {
@@ -103,12 +104,13 @@ Result<StateSections> StateSections::parse(std::span<const std::byte> in) {
     std::string name(reinterpret_cast<const char*>(in.data() + pos), name_size);
     pos += name_size;
     if (!get(8, size) || !get(4, crc) || size > in.size() - pos)
-      return Error::usage("state container is truncated in section " + name);
+      return Error::usage("state container is truncated in section " + in_quotes(name));
     std::span<const std::byte> bytes = in.subspan(pos, size);
     pos += size;
     if (section_crc(name, bytes) != crc)
-      return Error::usage("section " + name + " fails its CRC-32 check (corrupted)");
-    if (out.sections_.count(name)) return Error::usage("section " + name + " appears twice");
+      return Error::usage("section " + in_quotes(name) + " fails its CRC-32 check (corrupted)");
+    if (out.sections_.count(name))
+      return Error::usage("section " + in_quotes(name) + " appears twice");
     out.sections_[name] = std::vector<std::byte>(bytes.begin(), bytes.end());
   }
   if (pos != in.size())
