@@ -1,12 +1,15 @@
 // libFuzzer target: the KVM stepper's step controller (vmm/precise/step_controller.h), block
-// stepping included, planning over untrusted guest code and registers. The input is a guest: the
+// stepping included, planning over untrusted guest code and registers. The input is a guest:
+// optionally its IA32_LSTAR and four IDT gates (anywhere in the address space), the
 // registers, the block limit the PMU models would allow, the guest's debug registers, a page of
 // user code and a page of user data; then a sequence of exits (a stop at one of the armed
 // breakpoints, a single-step trap, a kick, an exit into the kernel) as KVM would report them for
 // the configuration the controller asked for. The controller must never crash, read or write out
 // of bounds, report more than it can hold (RetiredInstructions throws: a finding), or report a
 // kernel instruction as a user one. Built and run by tests/fuzz/run_fuzzer.sh block_planner_fuzz.
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <cstring>
 #include <span>
 #include <stdexcept>
@@ -58,7 +61,8 @@ class FuzzVcpu : public vmm::StepTarget {
   uint64_t control4 = 0;
   GuestRegisters registers() override { return regs; }
   uint8_t cpl() override { return ring; }
-  uint64_t lstar() override { return kKernel + 0x100; }
+  uint64_t lstar_value = kKernel + 0x100;
+  uint64_t lstar() override { return lstar_value; }
   uint64_t idt_base() override { return kIdt; }
   uint16_t idt_limit() override { return 256 * 16 - 1; }
   uint64_t tss_base() override { return kKernel + 0x2000; }
@@ -112,7 +116,31 @@ uint64_t pick_armed(const DebugConfig& applied, uint8_t choice) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in({data, size});
   vmm::GuestRam& g = ram();
+  // IA32_LSTAR and IDT gates are the guest's to choose (issue 38: a gate near 2^64 made the
+  // return-site search wrap): the first byte says whether LSTAR and four gates come from the
+  // input; the gates are put back after the input.
+  const uint8_t guest_entries = in.u8();
   FuzzVcpu vcpu;
+  if (guest_entries & 1) vcpu.lstar_value = in.u64();
+  std::array<std::pair<uint8_t, uint64_t>, 4> gates{};
+  const size_t gate_count = guest_entries & 2 ? gates.size() : 0;
+  for (size_t i = 0; i < gate_count; ++i) gates[i] = {in.u8(), in.u64()};
+  auto write_gate = [&](uint8_t vector, uint64_t target) {
+    uint8_t gate[16] = {};
+    gate[0] = target & 0xFF, gate[1] = (target >> 8) & 0xFF, gate[2] = 0x10;
+    gate[5] = static_cast<uint8_t>(0x80 | (vector == 3 || vector == 0x80 ? 3 : 0) << 5 | 0xE);
+    gate[6] = (target >> 16) & 0xFF, gate[7] = (target >> 24) & 0xFF;
+    const uint32_t high = static_cast<uint32_t>(target >> 32);
+    std::memcpy(&gate[8], &high, 4);
+    g.write(kIdt + 16 * vector, std::as_bytes(std::span(gate)));
+  };
+  for (size_t i = 0; i < gate_count; ++i) write_gate(gates[i].first, gates[i].second);
+  struct PutBack {
+    std::function<void()> fn;
+    ~PutBack() { fn(); }
+  } put_back{[&] {
+    for (size_t i = 0; i < gate_count; ++i) write_gate(gates[i].first, kKernel + 0x400);
+  }};
   uint64_t* gprs[] = {&vcpu.regs.rax, &vcpu.regs.rcx, &vcpu.regs.rdx, &vcpu.regs.rbx,
                       &vcpu.regs.rsp, &vcpu.regs.rbp, &vcpu.regs.rsi, &vcpu.regs.rdi,
                       &vcpu.regs.r8,  &vcpu.regs.r9,  &vcpu.regs.r10, &vcpu.regs.r11,
