@@ -32,7 +32,11 @@
  *      loop runs INT 0x80 (a DPL-3 gate whose handler presets the counter to -1 and clears
  *      OVF) then one more instruction, 2000 times: each iteration overflows once and raises a
  *      PMI that pmuvm drops. Prints "pmi flood: done", exit status 0; the VMM's log must not
- *      grow with the PMIs */
+ *      grow with the PMIs
+ *   9  an IDT gate near the top of the address space (issue 38 item 1): #PF at 2^64 - 10 KiB;
+ *      then intel-netburst's IQ_COUNTER0 counts instr_retired at T0_OS and T0_USR, so the KVM
+ *      stepper searches the 8 KiB after each gate for the kernel's returns (they reach the last
+ *      page). Prints "entries at the top: survived", exit status 0 */
     .text
     .globl _start
 _start:
@@ -472,6 +476,46 @@ stack_top:
 user_stack:
     .skip 4096
 user_stack_top:
+#elif CRASH_MODE == 9
+    cli
+    lea stack9_top(%rip), %rsp
+    lea idt9(%rip), %rdi
+    mov $14, %esi                    /* #PF: 10 KiB below the top of the address space, so the */
+    movabs $0xFFFFFFFFFFFFD800, %rax /* 8 KiB searched after it reach the last page */
+    call set_gate
+    lidt idt9_descriptor(%rip)
+    /* Counting starts: the KVM stepper looks for the kernel's returns after LSTAR and the gates */
+    mov $0x3B8, %ecx                 /* CRU_ESCR0: instr_retired, NBOGUSNTAG, T0_OS | T0_USR */
+    mov $(0x02 << 25) | (1 << 9) | 0xC, %eax
+    xor %edx, %edx
+    wrmsr
+    mov $0x36C, %ecx                 /* CCCR 12: ENABLE, ESCR select 4, any thread */
+    mov $(1 << 12) | (4 << 13) | (3 << 16), %eax
+    xor %edx, %edx
+    wrmsr
+    lea top_done(%rip), %rsi
+    call print
+    mov $0x510, %dx
+    xor %eax, %eax
+    out %eax, %dx
+1:  hlt
+    jmp 1b
+
+    .data
+    .balign 8
+idt9_descriptor:
+    .word 15 * 16 - 1
+    .quad idt9
+top_done:
+    .asciz "entries at the top: survived\n"
+    .bss
+    .balign 16
+idt9:
+    .skip 15 * 16
+    .balign 16
+stack9:
+    .skip 4096
+stack9_top:
 #else
     /* Printed inline, not with print below: this mode has no stack (RSP is 0 at entry). */
     lea message(%rip), %rsi
@@ -492,7 +536,7 @@ message:
 #endif
 
 #if CRASH_MODE >= 6
-/* Helpers of the modes that print and handle faults (6-8). */
+/* Helpers of the modes that print and handle faults (6-9). */
     .text
 set_gate:                            /* IDT at %rdi, vector %esi: 64-bit interrupt gate, DPL 0,
                                         CS 0x08, to the handler at %rax */
