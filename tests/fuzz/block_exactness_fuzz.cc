@@ -28,87 +28,38 @@
 #include <span>
 #include <vector>
 
+#include "tests/fuzz/stepper_fuzz_guest.h"
 #include "vmm/precise/step_controller.h"
 
 namespace {
 
+using stepper_fuzz::FuzzVcpu;
+using stepper_fuzz::Input;
+using stepper_fuzz::kCr3;
+using stepper_fuzz::kEntryStack;
+using stepper_fuzz::kHandler;
+using stepper_fuzz::kKernel;
+using stepper_fuzz::P;
+using stepper_fuzz::U;
+using stepper_fuzz::W;
+using stepper_fuzz::XD;
 using vmm::DebugConfig;
 using vmm::GuestRegisters;
 using vmm::StepController;
 using vmm::StepScope;
 
-constexpr uint64_t P = 1, W = 2, U = 4, PS = 0x80, XD = 1ull << 63;
-constexpr uint64_t kCr3 = 0x1000;
-constexpr uint64_t kKernel = 0x200000, kUser = 0x400000;
-constexpr uint64_t kIdt = kKernel + 0x1000, kTss = kKernel + 0x2000;
-constexpr uint64_t kEntryStack = kKernel + 0x7000;
-constexpr uint64_t kHandler = kKernel + 0x400;
+constexpr uint64_t kUser = 0x400000;
 constexpr int kPages = 6;
 constexpr uint64_t kFrames = 0x800000;  // user page i's frame: kFrames + i * 4 KiB
 constexpr uint64_t kPage = 4096;
 
-class Input {
- public:
-  explicit Input(std::span<const uint8_t> bytes) : bytes_(bytes) {}
-  uint64_t u64() {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= uint64_t{u8()} << (8 * i);
-    return v;
-  }
-  uint8_t u8() { return at_ < bytes_.size() ? bytes_[at_++] : 0; }
-  std::span<const uint8_t> take(size_t n) {
-    const size_t k = std::min(n, bytes_.size() - at_);
-    const std::span<const uint8_t> s = bytes_.subspan(at_, k);
-    at_ += k;
-    return s;
-  }
-
- private:
-  std::span<const uint8_t> bytes_;
-  size_t at_ = 0;
-};
-
-class FuzzVcpu : public vmm::StepTarget {
- public:
-  GuestRegisters regs{};
-  uint8_t ring = 3;
-  vmm::GuestDebugRegisters guest;
-  GuestRegisters registers() override { return regs; }
-  uint8_t cpl() override { return ring; }
-  uint64_t lstar() override { return kKernel + 0x100; }
-  uint64_t idt_base() override { return kIdt; }
-  uint16_t idt_limit() override { return 256 * 16 - 1; }
-  uint64_t tss_base() override { return kTss; }
-  vmm::GuestDebugRegisters guest_debug() override { return guest; }
-  uint64_t cr4() override { return 0; }
-  bool interrupt_pending() override { return false; }
-};
-
-// Kernel half of the layout of tests/precise/step_controller_test.cc (entry, return sites, IDT,
-// TSS), and a page table for the user pages.
+// Guest RAM: the kernel half (stepper_fuzz_guest.h) and a page table at 0x4000 for the user
+// pages at 0x400000 (their entries are the input's).
 vmm::GuestRam& ram() {
   static vmm::GuestRam* r = [] {
     auto* g = new vmm::GuestRam(16 << 20);
-    g->write_u64(kCr3, 0x2000 | P | W | U);
-    g->write_u64(0x2000, 0x3000 | P | W | U);
-    g->write_u64(0x3000 + 1 * 8, kKernel | P | W | PS);
+    stepper_fuzz::write_kernel(*g);
     g->write_u64(0x3000 + 2 * 8, 0x4000 | P | W | U);
-    const std::vector<uint8_t> padding(0x1000, 0xCC);
-    g->write(kKernel, std::as_bytes(std::span(padding)));
-    const uint8_t swapgs[] = {0x0f, 0x01, 0xf8}, sysret[] = {0x48, 0x0f, 0x07},
-                  iret[] = {0x48, 0xcf}, nop = 0x90;
-    g->write(kKernel + 0x100, std::as_bytes(std::span(swapgs)));
-    g->write(kKernel + 0x110, std::as_bytes(std::span(sysret)));
-    g->write(kKernel + 0x200, std::as_bytes(std::span(iret)));
-    g->write(kHandler, std::as_bytes(std::span(&nop, 1)));
-    for (int v = 0; v < 256; ++v) {
-      uint8_t gate[16] = {};
-      gate[0] = kHandler & 0xFF, gate[1] = (kHandler >> 8) & 0xFF, gate[2] = 0x10;
-      gate[5] = static_cast<uint8_t>(0x80 | (v == 3 || v == 0x80 ? 3 : 0) << 5 | 0xE);
-      gate[6] = (kHandler >> 16) & 0xFF, gate[7] = (kHandler >> 24) & 0xFF;
-      g->write(kIdt + 16 * v, std::as_bytes(std::span(gate)));
-    }
-    g->write_u64(kTss + 4, kEntryStack);
     return g;
   }();
   return *r;

@@ -15,89 +15,34 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tests/fuzz/stepper_fuzz_guest.h"
 #include "vmm/precise/step_controller.h"
 
 namespace {
 
+using stepper_fuzz::FuzzVcpu;
+using stepper_fuzz::Input;
+using stepper_fuzz::kCr3;
+using stepper_fuzz::kHandler;
+using stepper_fuzz::kKernel;
+using stepper_fuzz::P;
+using stepper_fuzz::PS;
+using stepper_fuzz::U;
+using stepper_fuzz::W;
 using vmm::DebugConfig;
-using vmm::GuestDebugRegisters;
-using vmm::GuestRegisters;
 using vmm::StepController;
 using vmm::StepScope;
 
-constexpr uint64_t P = 1, W = 2, U = 4, PS = 0x80;
-constexpr uint64_t kCr3 = 0x1000;
-constexpr uint64_t kKernel = 0x200000, kUser = 0x400000, kUserData = 0x600000;
-constexpr uint64_t kIdt = kKernel + 0x1000;
+constexpr uint64_t kUser = 0x400000, kUserData = 0x600000;
 
-class Input {
- public:
-  explicit Input(std::span<const uint8_t> bytes) : bytes_(bytes) {}
-  uint64_t u64() {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= uint64_t{u8()} << (8 * i);
-    return v;
-  }
-  uint8_t u8() { return at_ < bytes_.size() ? bytes_[at_++] : 0; }
-  std::span<const uint8_t> take(size_t n) {
-    const size_t k = std::min(n, bytes_.size() - at_);
-    const std::span<const uint8_t> s = bytes_.subspan(at_, k);
-    at_ += k;
-    return s;
-  }
-  bool done() const { return at_ >= bytes_.size(); }
-
- private:
-  std::span<const uint8_t> bytes_;
-  size_t at_ = 0;
-};
-
-class FuzzVcpu : public vmm::StepTarget {
- public:
-  GuestRegisters regs{};
-  uint8_t ring = 3;
-  GuestDebugRegisters guest;
-  bool pending = false;
-  uint64_t control4 = 0;
-  GuestRegisters registers() override { return regs; }
-  uint8_t cpl() override { return ring; }
-  uint64_t lstar_value = kKernel + 0x100;
-  uint64_t lstar() override { return lstar_value; }
-  uint64_t idt_base() override { return kIdt; }
-  uint16_t idt_limit() override { return 256 * 16 - 1; }
-  uint64_t tss_base() override { return kKernel + 0x2000; }
-  GuestDebugRegisters guest_debug() override { return guest; }
-  uint64_t cr4() override { return control4; }
-  bool interrupt_pending() override { return pending; }
-};
-
-// Guest RAM with the layout of tests/precise/step_controller_test.cc: a supervisor 2 MiB page
-// for the kernel (entry, return sites, IDT), user code at 0x400000 and user data at 0x600000.
+// Guest RAM: the kernel half (stepper_fuzz_guest.h), user code at 0x400000 and user data at
+// 0x600000 (2 MiB pages).
 vmm::GuestRam& ram() {
   static vmm::GuestRam* r = [] {
     auto* g = new vmm::GuestRam(16 << 20);
-    g->write_u64(kCr3, 0x2000 | P | W | U);
-    g->write_u64(0x2000, 0x3000 | P | W | U);
-    g->write_u64(0x3000 + 1 * 8, kKernel | P | W | PS);
+    stepper_fuzz::write_kernel(*g);
     g->write_u64(0x3000 + 2 * 8, 0x800000 | P | W | U | PS);
     g->write_u64(0x3000 + 3 * 8, 0xA00000 | P | W | U | PS);
-    const std::vector<uint8_t> padding(0x1000, 0xCC);
-    g->write(kKernel, std::as_bytes(std::span(padding)));
-    const uint8_t swapgs[] = {0x0f, 0x01, 0xf8}, sysret[] = {0x48, 0x0f, 0x07},
-                  iret[] = {0x48, 0xcf};
-    g->write(kKernel + 0x100, std::as_bytes(std::span(swapgs)));
-    g->write(kKernel + 0x110, std::as_bytes(std::span(sysret)));
-    g->write(kKernel + 0x200, std::as_bytes(std::span(iret)));
-    for (int v = 0; v < 256; ++v) {
-      const uint64_t target = kKernel + 0x400;
-      uint8_t gate[16] = {};
-      gate[0] = target & 0xFF, gate[1] = (target >> 8) & 0xFF, gate[2] = 0x10;
-      gate[5] = static_cast<uint8_t>(0x80 | (v == 3 || v == 0x80 ? 3 : 0) << 5 | 0xE);
-      gate[6] = (target >> 16) & 0xFF, gate[7] = (target >> 24) & 0xFF;
-      g->write(kIdt + 16 * v, std::as_bytes(std::span(gate)));
-    }
-    const uint8_t nop = 0x90;
-    g->write(kKernel + 0x400, std::as_bytes(std::span(&nop, 1)));
     return g;
   }();
   return *r;
@@ -125,21 +70,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::array<std::pair<uint8_t, uint64_t>, 4> gates{};
   const size_t gate_count = guest_entries & 2 ? gates.size() : 0;
   for (size_t i = 0; i < gate_count; ++i) gates[i] = {in.u8(), in.u64()};
-  auto write_gate = [&](uint8_t vector, uint64_t target) {
-    uint8_t gate[16] = {};
-    gate[0] = target & 0xFF, gate[1] = (target >> 8) & 0xFF, gate[2] = 0x10;
-    gate[5] = static_cast<uint8_t>(0x80 | (vector == 3 || vector == 0x80 ? 3 : 0) << 5 | 0xE);
-    gate[6] = (target >> 16) & 0xFF, gate[7] = (target >> 24) & 0xFF;
-    const uint32_t high = static_cast<uint32_t>(target >> 32);
-    std::memcpy(&gate[8], &high, 4);
-    g.write(kIdt + 16 * vector, std::as_bytes(std::span(gate)));
-  };
-  for (size_t i = 0; i < gate_count; ++i) write_gate(gates[i].first, gates[i].second);
+  for (size_t i = 0; i < gate_count; ++i)
+    stepper_fuzz::write_gate(g, gates[i].first, gates[i].second);
   struct PutBack {
     std::function<void()> fn;
     ~PutBack() { fn(); }
   } put_back{[&] {
-    for (size_t i = 0; i < gate_count; ++i) write_gate(gates[i].first, kKernel + 0x400);
+    for (size_t i = 0; i < gate_count; ++i) stepper_fuzz::write_gate(g, gates[i].first, kHandler);
   }};
   uint64_t* gprs[] = {&vcpu.regs.rax, &vcpu.regs.rcx, &vcpu.regs.rdx, &vcpu.regs.rbx,
                       &vcpu.regs.rsp, &vcpu.regs.rbp, &vcpu.regs.rsi, &vcpu.regs.rdi,

@@ -808,6 +808,17 @@ class BlockStepTest : public StepControllerTest {
     vcpu_.regs.rdi = kUserData;
   }
   const std::vector<uint64_t> kWholeLoop{kMov, kAdd, kXor, kInc, kCmp, kJnz};
+  // add rax,1 | mov rbx,[rdi] | mov [rsi+8],rbx | mov rcx,[rdi+64] | dec rdx | jnz kUser: one
+  // block, its loads and store proven, both successors armed.
+  void start_memory_block() {
+    user_code({0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x1f, 0x48, 0x89, 0x5e,
+               0x08, 0x48, 0x8b, 0x4f, 0x40, 0x48, 0xff, 0xca, 0x75, 0xec});
+    vcpu_.regs.rdi = kUserData;
+    vcpu_.regs.rsi = kUserData + 0x100;
+    start_in_user(kUser);
+    EXPECT_TRUE(prepare());
+    EXPECT_TRUE(armed(kUser) && armed(kUser + 20)) << "one block";
+  }
 };
 
 TEST_F(BlockStepTest, StraightLineRegisterCodeRetiresAtOneStop) {
@@ -859,14 +870,7 @@ TEST_F(BlockStepTest, TheBlockEndsWhereThePmuWouldShowSomething) {
 }
 
 TEST_F(BlockStepTest, ProvenLoadsAndStoresRunInsideTheBlockAndReachTheCacheModelInOrder) {
-  // add rax,1 | mov rbx,[rdi] | mov [rsi+8],rbx | mov rcx,[rdi+64] | dec rdx | jnz kUser
-  user_code({0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x1f, 0x48, 0x89, 0x5e,
-             0x08, 0x48, 0x8b, 0x4f, 0x40, 0x48, 0xff, 0xca, 0x75, 0xec});
-  vcpu_.regs.rdi = kUserData;
-  vcpu_.regs.rsi = kUserData + 0x100;
-  start_in_user(kUser);
-  EXPECT_TRUE(prepare());
-  EXPECT_TRUE(armed(kUser) && armed(kUser + 20));
+  start_memory_block();
   const StepOutcome out = hit(kUser);
   ASSERT_EQ(out.retired.size(), 6u);
   ASSERT_EQ(out.retired[1].cache_miss_count, 1u) << "a cold cache misses";
@@ -1384,23 +1388,13 @@ TEST_F(StepControllerTest, AKickAfterASingleStepWithAnUnknownSuccessorWaitsForTh
 }
 
 // Case 7: a fault inside a block (another vCPU replaced a page it reads) retires exactly the
-// instructions before the faulting one: the frame the CPU pushed at RSP0 names it.
-class BlockDepartureTest : public BlockStepTest {
- protected:
-  // add rax,1 | mov rbx,[rdi] | mov [rsi+8],rbx | mov rcx,[rdi+64] | dec rdx | jnz kUser
-  void start_block() {
-    user_code({0x48, 0x83, 0xc0, 0x01, 0x48, 0x8b, 0x1f, 0x48, 0x89, 0x5e,
-               0x08, 0x48, 0x8b, 0x4f, 0x40, 0x48, 0xff, 0xca, 0x75, 0xec});
-    vcpu_.regs.rdi = kUserData;
-    vcpu_.regs.rsi = kUserData + 0x100;
-    start_in_user(kUser);
-    EXPECT_TRUE(prepare());
-    EXPECT_TRUE(armed(kUser) && armed(kUser + 20)) << "one block";
-  }
-};
+// instructions before the faulting one: the frame the CPU pushed at RSP0 names it
+// (start_memory_block: add rax,1 | mov rbx,[rdi] | mov [rsi+8],rbx | mov rcx,[rdi+64] |
+// dec rdx | jnz kUser).
+using BlockDepartureTest = BlockStepTest;
 
 TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtTheReturnRetiresWhatCameBefore) {
-  start_block();
+  start_memory_block();
   departure_frame(kUser + 7);  // the store faulted
   at_kernel(kIretSite);
   iret_frame(kUser + 7);  // the kernel mapped the page again and returns to it
@@ -1415,7 +1409,7 @@ TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtTheReturnRetiresWhatCameBe
 }
 
 TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtAnotherExitRetiresWhatCameBefore) {
-  start_block();
+  start_memory_block();
   departure_frame(kUser + 11);
   at_kernel(kHandler);
   const StepOutcome out = ctl_->on_other_exit(vcpu_);  // e.g. the kernel wrote an MSR
@@ -1426,7 +1420,7 @@ TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtAnotherExitRetiresWhatCame
 }
 
 TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtAKickRetiresWhatCameBefore) {
-  start_block();
+  start_memory_block();
   departure_frame(kUser + 4);
   at_kernel(kHandler);
   const StepOutcome out = ctl_->on_kick(vcpu_);
@@ -1435,7 +1429,7 @@ TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtAKickRetiresWhatCameBefore
 }
 
 TEST_F(BlockDepartureTest, AFrameThatNamesNoInstructionOfTheBlockRetiresNothing) {
-  start_block();
+  start_memory_block();
   // The first instruction, no instruction's start, elsewhere, a successor (x86 raises the
   // successor's breakpoint before its fetch can fault).
   for (const uint64_t rip : {kUser, kUser + 2, kUser + 0x100, kUser + 20}) {
