@@ -1,9 +1,11 @@
 // The migration wire protocol (vmm/migration/migration_channel.h) over a socket pair: frames
 // round-trip, and every malformed frame or vanished peer is a MigrationError with its reason.
 #include "vmm/migration/migration_channel.h"
+#include "vmm/migration/migration_destination.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -181,4 +183,30 @@ TEST(MigrationChannel, AListenerThatNeverAcceptsFailsTheConnectAtItsDeadline) {
   close(listener);
   unlink(path.c_str());
   rmdir(dir_template);
+}
+
+// A destination never takes over a socket path another process listens on (issue 38 item 5: it
+// unlinked it, and the other process's clients then reached this VMM); a stale one it replaces.
+TEST(IncomingMigration, ALiveSocketAtThePathIsLeftAlone) {
+  char dir[] = "/tmp/pmuvm-incoming.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/in.sock";
+  const int live = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(bind(live, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(live, 1), 0);
+  std::string error;
+  try {
+    vmm::IncomingMigration::accept_at(path);
+  } catch (const MigrationError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("another process listens on"), std::string::npos) << error;
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << "the live socket's file is still there";
+  close(live);
+  unlink(path.c_str());
+  rmdir(dir);
 }

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "vmm/api/unix_socket_probe.h"
 #include "vmm/memory/guest_ram.h"
 #include "vmm/snapshot/little_endian.h"
 #include "vmm/unix_connect.h"
@@ -36,7 +37,11 @@ int listen_at(const std::string& path) {
   for (const std::string& p : {path, staging}) {
     if (::lstat(p.c_str(), &st) == 0) {
       if (!S_ISSOCK(st.st_mode)) throw MigrationError(p + " exists and is not a socket");
-      ::unlink(p.c_str());  // a stale socket of an earlier run
+      // A socket someone listens on is another process's (a VMM waiting for its own migration):
+      // it is left alone. Only a stale one, of a run that ended, is replaced (issue 38 item 5).
+      if (api::probe_unix_socket(p).state == api::SocketProbe::State::kListening)
+        throw MigrationError(p + " is a socket another process listens on: not replacing it");
+      ::unlink(p.c_str());
     }
   }
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

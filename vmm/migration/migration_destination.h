@@ -15,7 +15,8 @@ namespace vmm {
 
 class IncomingMigration {
  public:
-  // Listens at `path` (a stale socket file is replaced), accepts one connection and reads the
+  // Listens at `path` (a stale socket file is replaced; one another process listens on is not:
+  // MigrationError), accepts one connection and reads the
   // hello. Throws MigrationError (garbage, a dropped connection, a manifest that does not parse).
   static IncomingMigration accept_at(const std::string& path);
   // The same over a connection already accepted (and vetted), which it takes over.
