@@ -215,7 +215,19 @@ bool KvmVcpu::interrupt_pending() const {
 void KvmVcpu::set_cr2(uint64_t value) {
   kvm_sregs s = sregs();  // fresh, not the exit copy: SET_SREGS writes every field back
   s.cr2 = value;
-  if (ioctl(fd_, KVM_SET_SREGS, &s) < 0) throw_errno("KVM_SET_SREGS (CR2)");
+  write_sregs(s, "KVM_SET_SREGS (CR2)");
+}
+
+void KvmVcpu::write_sregs(kvm_sregs s, const char* what) {
+  // TR's cached type: KVM_GET_SREGS on AMD always reports it busy (0xB, "the busy flag isn't
+  // exposed"), whatever was loaded. The guest cannot read the cached type (STR gives the selector,
+  // LAR reads the GDT) and long mode never consults it, but QEMU's TCG, which runs the nested
+  // KVM host of DESIGN §4.8, checks I/O permissions only through a TR of type 9 exactly: a busy
+  // TR written back made a Linux guest's `outl` after ioperm() fault with #GP (after a restore;
+  // and after LWP's #PF trap set CR2 this way, deterministically with one vCPU). LTR leaves the
+  // cached type 9 on that host, so 9 is what the guest had there.
+  if (s.tr.type == 0xB) s.tr.type = 0x9;
+  if (ioctl(fd_, KVM_SET_SREGS, &s) < 0) throw_errno(what);
 }
 
 bool KvmVcpu::inject_page_fault(uint64_t linear, uint32_t error_code) {

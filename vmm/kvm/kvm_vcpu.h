@@ -90,6 +90,8 @@ class KvmVcpu {
   void load_exit_state();
 
  private:
+  // KVM_SET_SREGS of `s`, TR's cached type as the guest loaded it (kvm_vcpu.cc says why).
+  void write_sregs(kvm_sregs s, const char* what);
   KvmVm& vm_;
   uint32_t index_;
   int fd_ = -1;

@@ -56,15 +56,7 @@ void KvmVcpu::restore_state(const VcpuArchState& s, const std::vector<uint32_t>&
   if (ioctl(fd_, KVM_SET_XSAVE, &s.xsave) < 0) throw_errno("KVM_SET_XSAVE");
   // A host without XSAVE reports no XCRs (nr_xcrs 0) and refuses to set any.
   if (s.xcrs.nr_xcrs > 0 && ioctl(fd_, KVM_SET_XCRS, &s.xcrs) < 0) throw_errno("KVM_SET_XCRS");
-  kvm_sregs sregs = s.sregs;
-  // TR's cached type: KVM_GET_SREGS on AMD always reports it busy (0xB, "the busy flag isn't
-  // exposed"), whatever was loaded. The guest cannot read the cached type (STR gives the selector,
-  // LAR reads the GDT) and long mode never consults it, but QEMU's TCG, which runs the nested
-  // KVM host of DESIGN §4.8, checks I/O permissions only through a TR of type 9 exactly: a
-  // restored busy TR made a Linux guest's `outl` after ioperm() fault with #GP. LTR leaves the
-  // cached type 9 on that host, so 9 is what the guest had there.
-  if (sregs.tr.type == 0xB) sregs.tr.type = 0x9;
-  if (ioctl(fd_, KVM_SET_SREGS, &sregs) < 0) throw_errno("KVM_SET_SREGS");
+  write_sregs(s.sregs, "KVM_SET_SREGS");
   // Only what pmuvm itself saves on this host: a crafted state names any MSR it likes.
   const MsrSelection msrs = restorable_msrs(s.msrs, msr_indices);
   if (!msrs.dropped.empty()) {
