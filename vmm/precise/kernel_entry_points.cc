@@ -83,6 +83,7 @@ void KernelEntryPoints::search(pmu::GuestMemory& kernel, uint64_t begin, uint64_
   // false find costs only a breakpoint that never fires at a return to user mode.
   // [begin, end) may reach the top of the address space: pages are counted, never compared
   // after an addition that could wrap.
+  if (end <= begin) return;
   std::vector<uint8_t> code;
   code.reserve(end - begin);
   const uint64_t first = begin & ~(kPage - 1), last = (end - 1) & ~(kPage - 1);
