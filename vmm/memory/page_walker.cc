@@ -80,20 +80,21 @@ bool PagedGuestMemory::for_each_piece(uint64_t linear, uint64_t length, Ok ok, F
 
 bool PagedGuestMemory::read(uint64_t linear, std::span<std::byte> out) {
   // The PMU models read only structures the user program owns (LWPCB): user mode must reach it.
-  return for_each_piece(
-      linear, out.size(), [this](const Translation& t) { return t.user || supervisor_reads_; },
-      [&](uint64_t gpa, uint64_t offset, uint64_t size) {
-        std::memcpy(out.data() + offset, ram_.host(gpa, size), size);
-      });
+  return copy_out(linear, out,
+                  [this](const Translation& t) { return t.user || supervisor_reads_; });
 }
 
 bool PagedGuestMemory::fetch(uint64_t linear, std::span<std::byte> out) {
-  return for_each_piece(
-      linear, out.size(),
-      [this](const Translation& t) { return t.executable && (t.user || supervisor_reads_); },
-      [&](uint64_t gpa, uint64_t offset, uint64_t size) {
-        std::memcpy(out.data() + offset, ram_.host(gpa, size), size);
-      });
+  return copy_out(linear, out, [this](const Translation& t) {
+    return t.executable && (t.user || supervisor_reads_);
+  });
+}
+
+template <typename Ok>
+bool PagedGuestMemory::copy_out(uint64_t linear, std::span<std::byte> out, Ok ok) {
+  return for_each_piece(linear, out.size(), ok, [&](uint64_t gpa, uint64_t offset, uint64_t size) {
+    std::memcpy(out.data() + offset, ram_.host(gpa, size), size);
+  });
 }
 
 bool PagedGuestMemory::write(uint64_t linear, std::span<const std::byte> in) {

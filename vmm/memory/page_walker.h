@@ -64,6 +64,9 @@ class PagedGuestMemory : public pmu::GuestMemory {
   // checking every piece; returns false (and calls nothing) if any piece fails `ok`.
   template <typename Ok, typename Fn>
   bool for_each_piece(uint64_t linear, uint64_t length, Ok ok, Fn fn);
+  // Copies [linear, linear + out.size()) out of RAM when every piece passes `ok` (read, fetch).
+  template <typename Ok>
+  bool copy_out(uint64_t linear, std::span<std::byte> out, Ok ok);
 
   GuestRam& ram_;
   bool supervisor_reads_;
