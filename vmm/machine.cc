@@ -19,6 +19,7 @@
 
 #include "guest/abi/pmuvm_abi.h"
 #include "vmm/api/api_server.h"
+#include "vmm/migration/migration_channel.h"
 #include "vmm/boot/long_mode.h"
 #include "vmm/cpu/cache_model_geometry.h"
 #include "vmm/cpu/cpuid_table.h"
@@ -251,7 +252,6 @@ void Machine::Impl::prepare_run() {
     uint64_t counted = 0;  // --pause-at-instructions goes on from the snapshot's count
     for (auto& v : vcpus) counted += v->counted();
     progress_.set_counted(counted);
-    if (options_.restore->before_start) options_.restore->before_start();
     options_.restore->state = StateSections();  // not needed any more; may be large
   }
   // The bundled kernel numbers its tasks 1.. in the order of the programs (guest/kernel/task.c).
@@ -277,32 +277,69 @@ void Machine::Impl::install_signal_handlers() {
   sigaction(SIGTERM, &stop_sa, nullptr);
 }
 
+std::optional<std::string> Machine::Impl::stop_requested() const {
+  if (const int sig = g_stop_signal.load())
+    return std::string("stopped by signal ") + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  if (lifecycle_.ended()) return std::string("the run ended");
+  return std::nullopt;
+}
+
 // The vCPU threads, the --debug-pause-every pauser and the API socket, until the run ends.
 void Machine::Impl::run_vcpus() {
+  // A migration's destination creates its threads and binds its API socket before it says ready
+  // (each can fail, and after the commit the source has let the VM go): its vCPUs start held,
+  // and run only once the source committed.
+  const bool incoming = options_.restore && options_.restore->commit;
+  if (incoming) lifecycle_.hold_from_start();
   std::vector<std::thread> threads;
-  for (auto& v : vcpus) threads.emplace_back([&v] { v->run(); });
   std::thread pauser;
-  if (options_.debug_pause_every) pauser = std::thread([this] { debug_pauser(); });
   // The API socket serves while the vCPUs run; stopped (and its socket removed) before the
   // machine goes away, so no call reaches a machine that is gone.
   MachineApi api(*this);
   std::optional<api::ApiServer> server;
-  if (!options_.api_socket.empty()) {
-    server.emplace(options_.api_socket, api);
-    if (Status started = server->start(); !started.ok()) {
-      fail("--api-socket " + options_.api_socket + ": " + started.error().message);
-      server.reset();
+  auto join_all = [&] {
+    {
+      std::lock_guard<std::mutex> g(debug_pause_lock);
+      debug_pause_due.notify_all();
     }
+    if (pauser.joinable()) pauser.join();
+    for (std::thread& t : threads) t.join();
+  };
+  try {
+    for (auto& v : vcpus) threads.emplace_back([&v] { v->run(); });
+    if (options_.debug_pause_every) pauser = std::thread([this] { debug_pauser(); });
+    if (!options_.api_socket.empty()) {
+      server.emplace(options_.api_socket, api);
+      if (Status started = server->start(); !started.ok()) {
+        const std::string why =
+            "--api-socket " + options_.api_socket + ": " + started.error().message;
+        if (incoming) throw VmmError(why);  // the source keeps the VM
+        fail(why);
+        server.reset();
+      }
+    }
+    if (incoming) {
+      api.set_migrating(true);
+      options_.restore->commit([this] { return stop_requested(); });
+      api.set_migrating(false);
+      lifecycle_.release();
+    }
+  } catch (const std::exception& e) {
+    // Nothing ran: the held vCPUs (and the pauser) leave as the run ends, and the VM stays the
+    // source's. Only a destination gets here: thread creation failing on a normal start is the
+    // same end without a source to tell.
+    const std::string why = e.what();
+    lifecycle_.end(3);  // the exception below is the outcome, not this status
+    join_all();
+    if (server) server->stop();
+    if (!incoming) throw;
+    if (options_.restore->fail_before_commit) options_.restore->fail_before_commit(why);
+    throw MigrationError(why);
   }
   // The ticker returns once the run ended; only then are the vCPU threads joined, so it never
   // signals a thread that is gone (a vCPU thread ends only after the run ended).
   release_ticker();
-  {
-    std::lock_guard<std::mutex> g(debug_pause_lock);
-    debug_pause_due.notify_all();
-  }
-  if (pauser.joinable()) pauser.join();
-  for (std::thread& t : threads) t.join();
+  join_all();
   timeline::mark(timeline::Mark::kGuestEnded);
   if (options_.debug_pause_every)  // said whatever the log level: the answer to an option given
     std::fprintf(stderr,

@@ -13,7 +13,22 @@ using api::error_response;
 
 ApiResponse MachineApi::ping() { return ApiResponse{200, {{"version", "pmuvm 0.11"}}}; }
 
-ApiResponse MachineApi::info() { return ApiResponse{200, machine_.describe()}; }
+void MachineApi::set_migrating(bool on) {
+  std::lock_guard g(calls_);
+  migrating_ = on;
+}
+
+std::optional<ApiResponse> MachineApi::refused_while_migrating() const {
+  if (!migrating_) return std::nullopt;
+  return error_response(409, "a migration is in progress");
+}
+
+ApiResponse MachineApi::info() {
+  std::lock_guard g(calls_);
+  nlohmann::json description = machine_.describe();
+  if (migrating_) description["state"] = "migrating";
+  return ApiResponse{200, std::move(description)};
+}
 
 Status MachineApi::while_paused(const std::function<Status()>& work) {
   // The hold pause_machine() took is given back however `work` ends: an exception (a snapshot
@@ -30,18 +45,24 @@ Status MachineApi::while_paused(const std::function<Status()>& work) {
 }
 
 ApiResponse MachineApi::pause() {
+  std::lock_guard g(calls_);
+  if (auto refused = refused_while_migrating()) return *refused;
   if (Status s = machine_.lifecycle().pause_by_user(); !s.ok())
     return error_response(409, s.error().message);
   return ApiResponse{200, {{"state", "paused"}}};
 }
 
 ApiResponse MachineApi::resume() {
+  std::lock_guard g(calls_);
+  if (auto refused = refused_while_migrating()) return *refused;
   if (Status s = machine_.lifecycle().resume_by_user(); !s.ok())
     return error_response(409, s.error().message);
   return ApiResponse{200, {{"state", "running"}}};
 }
 
 ApiResponse MachineApi::snapshot(const std::string& destination_url) {
+  std::lock_guard g(calls_);
+  if (auto refused = refused_while_migrating()) return *refused;
   if (machine_.lifecycle().ended()) return error_response(409, "the VM has ended");
   const std::optional<std::string> dir = file_url_path(destination_url);
   if (!dir) return error_response(400, "destination_url must be file:///DIR");
@@ -58,12 +79,29 @@ ApiResponse MachineApi::snapshot(const std::string& destination_url) {
       {{"destination", *dir}, {"memory_bytes", machine_.guest_ram().size()}, {"milliseconds", ms}}};
 }
 
-ApiResponse MachineApi::send_migration(const std::string& destination_url) {
-  if (machine_.lifecycle().ended()) return error_response(409, "the VM has ended");
+ApiResponse MachineApi::send_migration(const std::string& destination_url,
+                                       std::optional<int> deadline_ms) {
   const std::string path = unix_url_path(destination_url);
   if (path.empty()) return error_response(400, "destination_url must be unix:PATH");
+  {
+    std::lock_guard g(calls_);
+    if (auto refused = refused_while_migrating()) return *refused;
+    if (machine_.lifecycle().ended()) return error_response(409, "the VM has ended");
+    migrating_ = true;
+  }
+  struct EndMigrating {
+    MachineApi& api;
+    ~EndMigrating() { api.set_migrating(false); }
+  } end_migrating{*this};
+  MigrationLimits limits;
+  if (deadline_ms) limits.deadline_ms = *deadline_ms;
+  // A stop signal or vm.shutdown ends the run: the migration gives up at once (DESIGN §4.12).
+  limits.stop_check = [this]() -> std::optional<std::string> {
+    if (machine_.lifecycle().ended()) return "the VM's run ended during the migration";
+    return std::nullopt;
+  };
   // A VM the user paused migrates too; its pre-copy rounds then find nothing dirty.
-  const MigrationOutcome out = migrate_to(path, machine_);
+  const MigrationOutcome out = migrate_to(path, machine_, limits);
   nlohmann::json stats = {{"pages_per_round", out.stats.pages_per_round},
                           {"final_pages", out.stats.final_pages},
                           {"state_bytes", out.stats.state_bytes},
@@ -80,12 +118,15 @@ ApiResponse MachineApi::send_migration(const std::string& destination_url) {
   return ApiResponse{200, stats};
 }
 
+// Also during a migration: the migration then gives up at once (its stop check sees the end).
 ApiResponse MachineApi::shutdown() {
   if (Status s = machine_.shut_down(); !s.ok()) return error_response(409, s.error().message);
   return ApiResponse{200, {{"state", "ended"}}};
 }
 
 ApiResponse MachineApi::pmu() {
+  std::lock_guard g(calls_);
+  if (auto refused = refused_while_migrating()) return *refused;
   if (!machine_.pause()) return error_response(409, "the VM has ended");
   nlohmann::json j;
   const Status read = while_paused([&]() -> Status {

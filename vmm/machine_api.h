@@ -5,6 +5,8 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "vmm/api/vm_api.h"
@@ -22,16 +24,28 @@ class MachineApi : public api::VmApi {
   api::ApiResponse pause() override;
   api::ApiResponse resume() override;
   api::ApiResponse snapshot(const std::string& destination_url) override;
-  api::ApiResponse send_migration(const std::string& destination_url) override;
+  api::ApiResponse send_migration(const std::string& destination_url,
+                                  std::optional<int> deadline_ms) override;
   api::ApiResponse shutdown() override;
   api::ApiResponse pmu() override;
 
+  // A migration is under way (this side's send_migration, or the destination's wait for the
+  // commit): every call but ping, info and shutdown answers 409, and info's state is
+  // "migrating".
+  void set_migrating(bool on);
+
  private:
+  // Under calls_: the refusal a call gets while migrating, or nothing.
+  std::optional<api::ApiResponse> refused_while_migrating() const;
   // Runs `work` inside a hold the caller took (MachineControl::pause) and releases it after,
   // whatever happens; an exception becomes the error.
   Status while_paused(const std::function<Status()>& work);
 
-  MachineControl& machine_;  // its lifecycle keeps every state: calls hold none here
+  MachineControl& machine_;  // its lifecycle keeps every state but the migration's
+  // Held by the calls that touch the VM (not during send_migration's own run, which the server
+  // lets beside the others, vm_api.h): none of them touches the VM a migration holds.
+  std::mutex calls_;
+  bool migrating_ = false;  // under calls_
 };
 
 }  // namespace vmm

@@ -124,6 +124,9 @@ struct Machine::Impl : MachineControl, VcpuHost {
   void prepare_run();
   static void install_signal_handlers();
   void run_vcpus();
+  // Why a wait outside the run loop (a migration's) should end now: a stop signal, or the end of
+  // the run (vm.shutdown); nothing otherwise.
+  std::optional<std::string> stop_requested() const;
   int end_run();
   void set_up_kvm();
   void write_report();

@@ -145,8 +145,8 @@ int restore(const vmm::RestoreCommand& cmd) {
   return machine.run();
 }
 
-// `run --incoming unix:PATH`: everything before the VM runs is refused with status 2 (the
-// source keeps its VM); once it runs, its exit status is the guest's.
+// `run --incoming unix:PATH`: everything before the VM runs is refused with status 2 and the
+// source hears why (it keeps its VM); once it runs, its exit status is the guest's.
 int incoming(const vmm::RunCommand& cmd) {
   std::optional<vmm::IncomingMigration> in;
   try {
@@ -172,7 +172,8 @@ int incoming(const vmm::RunCommand& cmd) {
     options.pause_on_output = cmd.pause_on_output;
     options.pause_at_instructions = cmd.pause_at_instructions;
     vmm::IncomingMigration* channel = &*in;
-    options.restore->before_start = [channel] { channel->ready_and_wait_for_commit(); };
+    options.restore->commit = [channel](const auto& stop_check) { channel->commit(stop_check); };
+    options.restore->fail_before_commit = [channel](const std::string& why) { channel->fail(why); };
     // The machine (its RAM) exists before the pages arrive; its state follows them.
     vmm::Machine machine(std::move(options));
     machine.set_up_kvm();  // before the pages and the state: not in the downtime
@@ -182,6 +183,11 @@ int incoming(const vmm::RunCommand& cmd) {
     return machine.run();
   } catch (const vmm::MigrationError& e) {
     throw vmm::UsageError(std::string("incoming migration failed before the VM ran: ") + e.what());
+  } catch (const std::exception& e) {
+    // KVM, the guest's RAM, a state that does not load: the source hears why, and keeps its VM.
+    // (After the commit the channel is closed: fail() does nothing for a VM that ran.)
+    if (in) in->fail(e.what());
+    throw;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "tests/api/api_test_support.h"
@@ -261,6 +262,32 @@ TEST_F(ApiServerTest, CallsNeverOverlap) {
   EXPECT_EQ(ok, 4);
   EXPECT_EQ(vm_.calls().size(), 4u);
   EXPECT_EQ(vm_.most_concurrent_calls(), 1);
+}
+
+// A migration takes as long as its peer makes it; the API answers meanwhile (DESIGN §4.12: a
+// migration held the one-call lock, so ping hung behind a stalled destination).
+TEST_F(ApiServerTest, AMigrationInProgressDoesNotHoldOtherCalls) {
+  std::promise<void> migration_may_end;
+  std::shared_future<void> may_end = migration_may_end.get_future().share();
+  std::promise<void> migration_began;
+  vm_.respond = [&](const std::string& name, const std::string&) -> ApiResponse {
+    if (name == "vm.send-migration") {
+      migration_began.set_value();
+      may_end.wait();
+    }
+    return ApiResponse{200, {{"call", name}}};
+  };
+  std::thread migration([&] {
+    const HttpReply r = http_request(socket_, "PUT", "/api/v1/vm.send-migration",
+                                     R"({"destination_url":"unix:/run/x","deadline_ms":1500})");
+    EXPECT_EQ(r.status, 200) << r.body;
+  });
+  migration_began.get_future().wait();
+  EXPECT_EQ(http_request(socket_, "GET", "/api/v1/vmm.ping").status, 200);
+  EXPECT_EQ(http_request(socket_, "GET", "/api/v1/vm.info").status, 200);
+  migration_may_end.set_value();
+  migration.join();
+  EXPECT_EQ(vm_.calls()[0], "vm.send-migration unix:/run/x deadline_ms=1500");
 }
 
 TEST_F(ApiServerTest, TargetOver8KiBIs414AndHeadersOver80KiBAre431) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,8 +44,9 @@ class FakeVmApi : public VmApi {
   ApiResponse pause() override { return call("vm.pause"); }
   ApiResponse resume() override { return call("vm.resume"); }
   ApiResponse snapshot(const std::string& url) override { return call("vm.snapshot", url); }
-  ApiResponse send_migration(const std::string& url) override {
-    return call("vm.send-migration", url);
+  ApiResponse send_migration(const std::string& url, std::optional<int> deadline_ms) override {
+    return call("vm.send-migration",
+                deadline_ms ? url + " deadline_ms=" + std::to_string(*deadline_ms) : url);
   }
   ApiResponse shutdown() override { return call("vm.shutdown"); }
   ApiResponse pmu() override { return call("vm.pmu"); }

@@ -4,7 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
 #include <stdexcept>
 #include <string>
 
@@ -41,6 +49,20 @@ class FakeMachine : public MachineControl {
   VmLifecycle life_{0, [] {}};  // no vCPUs: every hold is immediate
 };
 
+// A machine whose manifest can be sent (the golden snapshot's).
+class SilentMachine : public FakeMachine {
+ public:
+  SnapshotManifest manifest() override {
+    std::ifstream in("tests/snapshot/golden/lwp_kvm.manifest.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse_manifest(text.str()).value();
+  }
+  nlohmann::json describe() override {
+    return {{"state", lifecycle().ended() ? "ended" : "running"}};
+  }
+};
+
 std::string fresh_dir(const std::string& name) {
   const char* t = std::getenv("TEST_TMPDIR");
   return std::string(t ? t : "/tmp") + "/" + name;
@@ -64,6 +86,48 @@ TEST(MachineApiTest, AFailedPmuReadResumesTheVm) {
   MachineApi api(m);
   EXPECT_EQ(api.pmu().status, 500);
   EXPECT_EQ(m.pauses, m.resumes);
+}
+
+// While a migration runs (here: to a destination that takes the connection and says nothing),
+// the API answers: info says "migrating", calls that would touch the VM are refused with 409,
+// and a shutdown ends the run, which ends the migration at once (before, every call waited
+// behind the migration, ping included, and SIGTERM could not end it).
+TEST(MachineApiTest, DuringAMigrationTheApiAnswersAndAShutdownEndsIt) {
+  char dir[] = "/tmp/pmuvm-api-mig.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/in.sock";
+  const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+
+  SilentMachine m;
+  MachineApi api(m);
+  api::ApiResponse migration;
+  std::thread migrating([&] { migration = api.send_migration("unix:" + path, 600'000); });
+  const int peer = accept(listener, nullptr, nullptr);  // the source connected: it is migrating
+  ASSERT_GE(peer, 0);
+  api::ApiResponse info;
+  do info = api.info();
+  while (info.body["state"] != "migrating");  // set before the connect: at once
+  EXPECT_EQ(api.ping().status, 200);
+  EXPECT_EQ(api.pause().status, 409);
+  EXPECT_EQ(api.snapshot("file://" + fresh_dir("snap-mig")).body["error"],
+            "a migration is in progress");
+  EXPECT_EQ(api.send_migration("unix:" + path, std::nullopt).status, 409);
+  EXPECT_EQ(api.shutdown().status, 200);
+  migrating.join();
+  EXPECT_EQ(migration.status, 409);
+  EXPECT_NE(migration.body.dump().find("the VM's run ended during the migration"),
+            std::string::npos)
+      << migration.body.dump();
+  EXPECT_EQ(api.info().body["state"], "ended");
+  close(peer);
+  close(listener);
+  unlink(path.c_str());
+  rmdir(dir);
 }
 
 }  // namespace

@@ -67,6 +67,25 @@ TEST(RequestBodyTest, BodiesWithoutKeys) {
   EXPECT_EQ(error_of("vm.info", ""), "");
 }
 
+TEST(RequestBodyTest, AMigrationsDeadlineIsAnIntegerInRange) {
+  auto mig = check_request_body(route("vm.send-migration"),
+                                R"({"destination_url":"unix:/m","deadline_ms":2500})");
+  ASSERT_TRUE(mig.ok()) << mig.error().message;
+  EXPECT_EQ(mig.value().deadline_ms, 2500);
+  EXPECT_EQ(check_request_body(route("vm.send-migration"), R"({"destination_url":"unix:/m"})")
+                .value()
+                .deadline_ms,
+            std::nullopt);
+  for (const char* bad : {"99", "3600001", "1.5", "\"9\"", "-1", "1e40"})
+    EXPECT_EQ(error_of("vm.send-migration",
+                       std::string(R"({"destination_url":"unix:/m","deadline_ms":)") + bad + "}"),
+              std::string("deadline_ms must be an integer from 100 to 3600000, not ") +
+                  (std::string(bad) == "1e40" ? "1e+40" : bad))
+        << bad;
+  EXPECT_EQ(error_of("vm.snapshot", R"({"destination_url":"file:///x","deadline_ms":500})"),
+            "unknown key(s) in the body of vm.snapshot: \"deadline_ms\"");
+}
+
 TEST(RequestBodyTest, ParseJsonBody) {
   EXPECT_EQ((parse_json_body("[1]")).value(), nlohmann::json::array({1}));
   EXPECT_EQ((parse_json_body("{")).error().message.rfind("body at 1:2: JSON syntax error", 0), 0u);

@@ -12,9 +12,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <regex>
@@ -678,6 +682,185 @@ TEST_F(MigrationTest, DestinationThatCannotServeItsApiSocketRefusesTheVm) {
   std::filesystem::remove(taken);
   EXPECT_EQ(left.status, 0) << left.err;
   EXPECT_EQ(left.out, b.result.out);
+}
+
+// Stands between a source and a destination (the test's man in the middle): forwards every frame
+// both ways and lets the test act when a frame of a given type passes, at a point of the
+// protocol rather than of time.
+class MigrationProxy {
+ public:
+  using Hook = std::function<void(uint32_t type)>;
+  MigrationProxy(const std::string& listen_path, const std::string& destination, Hook to_source)
+      : listener_(listen_unix(listen_path, 1)), path_(listen_path) {
+    EXPECT_GE(listener_, 0);
+    thread_ = std::thread([this, destination, to_source] {
+      const int src = accept(listener_, nullptr, nullptr);
+      const int dst = connect_unix(destination);
+      if (src < 0 || dst < 0) return;
+      std::thread up([&] { forward(src, dst, [](uint32_t) {}); });
+      forward(dst, src, to_source);
+      up.join();
+      close(src);
+      close(dst);
+    });
+  }
+  ~MigrationProxy() {
+    thread_.join();
+    close(listener_);
+    unlink(path_.c_str());
+  }
+
+ private:
+  static bool read_all(int fd, char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t r = read(fd, p, n);
+      if (r <= 0) return false;
+      p += r;
+      n -= static_cast<size_t>(r);
+    }
+    return true;
+  }
+  // Frames ("PMIG", u32 type, u64 length, bytes, u32 CRC) from `in` to `out` until `in` ends.
+  static void forward(int in, int out, const Hook& hook) {
+    std::vector<char> frame;
+    for (;;) {
+      char header[16];
+      if (!read_all(in, header, sizeof header)) break;
+      uint32_t type;
+      uint64_t length;
+      std::memcpy(&type, header + 4, 4);
+      std::memcpy(&length, header + 8, 8);
+      frame.assign(header, header + 16);
+      frame.resize(16 + length + 4);
+      if (!read_all(in, frame.data() + 16, length + 4)) break;
+      hook(type);
+      if (write(out, frame.data(), frame.size()) != static_cast<ssize_t>(frame.size())) break;
+    }
+    shutdown(out, SHUT_WR);
+  }
+  int listener_;
+  std::string path_;
+  std::thread thread_;
+};
+
+// The destination's API socket path is taken by another process after the destination checked
+// it (at the hello) and before it is bound: the destination binds it before it says ready, so it
+// refuses the VM then, naming why, and the source runs on (before, it bound the socket after the
+// commit, when the source had let go, and exited 3: the VM was lost).
+TEST_F(MigrationTest, AnApiSocketTakenMidMigrationIsRefusedBeforeReady) {
+  const Workload w{{"--cpu", "amd-lwp", "--", guest_program("spin"), "taken", "6", "3000000"}};
+  const Baseline b = baseline(w, "spin.taken");
+  ASSERT_EQ(b.result.status, 0) << b.result.err;
+  Hop destination = start_destination("taken.dst");
+  std::filesystem::remove(destination.api);
+  int taker = -1;
+  const std::string via = socket_path("taken.proxy");
+  std::filesystem::remove(via);
+  Hop source = start_source(w, "taken.src", /*paused=*/true);
+  Result c;
+  {
+    MigrationProxy proxy(via, destination.incoming, [&](uint32_t type) {
+      if (type == 2) taker = listen_unix(destination.api, 4);  // kAccept: checked, not bound
+    });
+    c = ctl(source.api, "vm.send-migration", R"({"destination_url":"unix:)" + via + R"("})");
+  }
+  ASSERT_GE(taker, 0);
+  const Result d = destination.process->wait();
+  EXPECT_EQ(d.status, 2) << d.err;
+  EXPECT_NE(
+      d.err.find("incoming migration failed before the VM ran: --api-socket " + destination.api),
+      std::string::npos)
+      << d.err;
+  EXPECT_EQ(c.status, 1) << c.out;
+  EXPECT_NE(c.out.find("the destination failed before it could run the VM: --api-socket"),
+            std::string::npos)
+      << c.out;
+  EXPECT_EQ(ctl(source.api, "vm.resume").status, 0);
+  const Result left = source.process->wait();
+  close(taker);
+  std::filesystem::remove(destination.api);
+  EXPECT_EQ(left.status, 0) << left.err;
+  EXPECT_EQ(left.out, b.result.out);
+}
+
+// A destination that drips its accept, a byte at a time: the source gives up at the deadline
+// the request named and its VM runs on; meanwhile its API answers (state "migrating"). Before,
+// the source waited as long as bytes kept coming, holding the API's one-call lock.
+TEST_F(MigrationTest, ADestinationThatDripsItsAnswerIsGivenUpAtTheDeadline) {
+  const Workload w{{"--cpu", "amd-lwp", "--", guest_program("spin"), "drip", "6", "3000000"}};
+  const Baseline b = baseline(w, "spin.drip");
+  ASSERT_EQ(b.result.status, 0) << b.result.err;
+  const std::string path = socket_path("drip.mig");
+  std::filesystem::remove(path);
+  const int listener = listen_unix(path, 1);
+  ASSERT_GE(listener, 0);
+  std::promise<void> hello_read;
+  std::atomic<bool> stop = false;
+  std::thread drip([&] {
+    const int fd = accept(listener, nullptr, nullptr);
+    char buf[65536];
+    if (read(fd, buf, sizeof buf) <= 0) ADD_FAILURE() << "no hello";
+    hello_read.set_value();
+    const unsigned char accept_frame[20] = {'P', 'M', 'I', 'G', 2};
+    for (size_t i = 0; i < sizeof accept_frame && !stop; ++i) {
+      if (write(fd, accept_frame + i, 1) != 1) break;
+      usleep(400'000);  // the test's peer is slow on purpose; the source's deadline is 2 s
+    }
+    close(fd);
+  });
+  Hop source = start_source(w, "drip.src", /*paused=*/true);
+  Result c;
+  std::thread migrating([&] {
+    c = ctl(source.api, "vm.send-migration",
+            R"({"destination_url":"unix:)" + path + R"(","deadline_ms":2000})");
+  });
+  hello_read.get_future().wait();
+  EXPECT_EQ(ctl(source.api, "vmm.ping").status, 0);
+  const Result info = ctl(source.api, "vm.info");
+  migrating.join();
+  stop = true;
+  drip.join();
+  close(listener);
+  EXPECT_NE(info.out.find(R"("state": "migrating")"), std::string::npos) << info.out;
+  EXPECT_EQ(c.status, 1) << c.out;
+  EXPECT_NE(c.out.find("the migration peer did not answer within 2 s"), std::string::npos) << c.out;
+  EXPECT_EQ(ctl(source.api, "vm.resume").status, 0);
+  const Result left = source.process->wait();
+  EXPECT_EQ(left.status, 0) << left.err;
+  EXPECT_EQ(left.out, b.result.out);
+}
+
+// SIGTERM while the source waits on a destination that says nothing: pmuvm ends at once with
+// 128 + 15 (before, the signal waited for the stuck migration, which held the VM and the API).
+TEST_F(MigrationTest, SigtermEndsASourceStuckInAMigration) {
+  const Workload w{{"--cpu", "amd-lwp", "--", guest_program("spin"), "term", "6", "3000000"}};
+  const std::string path = socket_path("term.mig");
+  std::filesystem::remove(path);
+  const int listener = listen_unix(path, 1);
+  ASSERT_GE(listener, 0);
+  std::promise<void> hello_read;
+  std::thread silent([&] {
+    const int fd = accept(listener, nullptr, nullptr);
+    char buf[65536];
+    if (read(fd, buf, sizeof buf) <= 0) ADD_FAILURE() << "no hello";
+    hello_read.set_value();
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
+    close(fd);
+  });
+  Hop source = start_source(w, "term.src", /*paused=*/true);
+  Result c;
+  std::thread migrating([&] {
+    c = ctl(source.api, "vm.send-migration", R"({"destination_url":"unix:)" + path + R"("})");
+  });
+  hello_read.get_future().wait();
+  source.process->signal(SIGTERM);
+  const Result left = source.process->wait();  // the Child's timeout is 300 s; this takes < 1 s
+  migrating.join();
+  silent.join();
+  close(listener);
+  EXPECT_EQ(left.status, 143) << left.err;
+  EXPECT_NE(left.err.find("stopped by signal 15"), std::string::npos) << left.err;
 }
 
 }  // namespace

@@ -77,6 +77,10 @@ class Child {
   // What it printed so far.
   std::string out() const { return slurp(out_path_); }
   std::string err() const { return slurp(err_path_); }
+  // Sends `sig` (through timeout(1), which passes it on to pmuvm).
+  void signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
   // True once it has ended (the result is then in wait()).
   bool ended() {
     if (pid_ <= 0) return true;

@@ -26,7 +26,7 @@ namespace {
 
 void send_messages(int fd, const uint8_t* data, size_t size) {
   vmm::MigrationChannel out(fd);  // closes fd when done
-  out.set_send_stall_timeout(5000);
+  out.set_send_deadline(5000);
   const bool raw_tail = size > 0 && (data[0] & 1);
   size_t at = size > 0 ? 1 : 0;
   try {

@@ -167,6 +167,23 @@ TEST(VmLifecycle, StartsPausedWhenAsked) {
   EXPECT_TRUE(life.must_park());
 }
 
+// A migration's destination creates its vCPU threads before it says ready: they must not run a
+// single instruction until the commit releases them.
+TEST(VmLifecycle, AHoldFromStartParksEveryVcpuBeforeItsFirstInstruction) {
+  FakeVcpus v(2);
+  VmLifecycle& life = v.life();
+  life.hold_from_start();
+  v.start();
+  ASSERT_TRUE(life.hold());  // returns once both are parked: they parked before any step
+  EXPECT_EQ(v.steps_[0], 0u);
+  EXPECT_EQ(v.steps_[1], 0u);
+  EXPECT_EQ(life.state(), State::kRunning);
+  life.release();
+  life.release();  // the commit
+  while (v.steps_[0] == 0 || v.steps_[1] == 0) std::this_thread::yield();
+  v.stop();
+}
+
 TEST(VmLifecycle, EndingWakesAParkedVcpuAndAWaiter) {
   FakeVcpus v(2);
   v.start();

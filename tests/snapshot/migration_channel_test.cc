@@ -9,8 +9,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 namespace {
@@ -103,7 +106,7 @@ TEST(MigrationChannel, PeerThatGoesAwayOrStallsIsAnError) {
   {
     Pair p;
     MigrationChannel receiver(p.b);
-    EXPECT_EQ(error_of(receiver, 100), "the migration peer did not answer in time");
+    EXPECT_EQ(error_of(receiver, 100), "the migration peer did not answer within 0.1 s");
     close(p.a);
   }
   {
@@ -141,20 +144,86 @@ TEST(MigrationUrls, UnixAndFile) {
 }  // namespace
 
 // A destination that stops reading must not hold the source (paused, its API busy) for ever:
-// the send fails once nothing could be written for the stall deadline.
-TEST(MigrationChannel, APeerThatStopsReadingFailsTheSendAtTheStallDeadline) {
+// the send fails at its deadline.
+TEST(MigrationChannel, APeerThatStopsReadingFailsTheSendAtItsDeadline) {
   Pair p;
   MigrationChannel sender(p.a);
-  sender.set_send_stall_timeout(200);
+  sender.set_send_deadline(200);
   const std::vector<std::byte> frame(16 << 20, std::byte{1});  // far more than a socket buffer
   try {
     sender.send(MigrationMessage::kPages, frame);
     ADD_FAILURE() << "the send completed although nobody read";
   } catch (const MigrationError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "the migration peer stopped reading: nothing of pages could be sent for 0.2 s");
+    EXPECT_EQ(std::string(e.what()), "the migration peer did not take pages within 0.2 s");
   }
   close(p.b);
+}
+
+// A peer that drips its answer, one byte at a time well inside any idle timeout, is held to the
+// deadline of the whole message (issue 38: the timeouts were per poll(), so a byte every 50 s
+// held the source's paused VM for ever).
+TEST(MigrationChannel, AnAnswerDrippedByteByByteFailsAtTheMessagesDeadline) {
+  Pair p;
+  MigrationChannel receiver(p.b);
+  std::atomic<bool> done{false};
+  std::thread drip([&] {
+    const unsigned char frame[20] = {'P', 'M', 'I', 'G', 6};  // ready, empty
+    for (size_t i = 0; i < sizeof frame && !done; ++i) {
+      if (write(p.a, frame + i, 1) != 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(error_of(receiver, 300), "the migration peer did not answer within 0.3 s");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
+  done = true;
+  drip.join();
+  close(p.a);
+}
+
+// The same for a peer that reads a little at a time: the send of one message has a deadline.
+TEST(MigrationChannel, APeerThatReadsByDripsFailsTheSendAtItsDeadline) {
+  Pair p;
+  MigrationChannel sender(p.a);
+  sender.set_send_deadline(300);
+  std::atomic<bool> done{false};
+  std::thread slow_reader([&] {
+    std::vector<char> buf(64 << 10);
+    while (!done) {
+      if (read(p.b, buf.data(), buf.size()) <= 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  const std::vector<std::byte> frame(64 << 20, std::byte{1});
+  try {
+    sender.send(MigrationMessage::kPages, frame);
+    ADD_FAILURE() << "64 MiB went through a reader of 64 KiB per 20 ms within 0.3 s";
+  } catch (const MigrationError& e) {
+    EXPECT_EQ(std::string(e.what()), "the migration peer did not take pages within 0.3 s");
+  }
+  done = true;
+  shutdown(p.a, SHUT_RDWR);
+  slow_reader.join();
+}
+
+// Whatever a wait's deadline, a stop request (SIGTERM, the run ended) ends it within a poll slice.
+TEST(MigrationChannel, AStopRequestEndsAWaitAtOnce) {
+  Pair p;
+  MigrationChannel receiver(p.b);
+  std::atomic<bool> stop{false};
+  receiver.set_stop_check([&]() -> std::optional<std::string> {
+    if (stop) return "the run was stopped";
+    return std::nullopt;
+  });
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stop = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(error_of(receiver, 60'000), "the run was stopped");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  stopper.join();
+  close(p.a);
 }
 
 // A destination that listens but never accepts (its backlog full) fails the connect at its

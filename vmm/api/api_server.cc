@@ -123,7 +123,7 @@ struct ApiServer::Impl {
 
   const std::string path;
   VmApi& vm;
-  std::mutex vm_mutex;  // one VmApi call at a time (vm_api.h)
+  std::mutex vm_mutex;  // one VmApi call at a time, send_migration aside (vm_api.h)
   int listen_fd = -1;
   int stop_fd = -1;  // an eventfd, readable from stop() on: every wait of the server ends
   std::thread acceptor;
@@ -174,7 +174,9 @@ ApiResponse ApiServer::Impl::handle(const HttpRequest& request) {
 }
 
 ApiResponse ApiServer::Impl::call_vm(const ApiRoute& route, const RequestBody& body) {
-  std::lock_guard lock(vm_mutex);
+  // A migration takes seconds to minutes; the calls that come meanwhile are answered (vm_api.h).
+  std::unique_lock lock(vm_mutex, std::defer_lock);
+  if (route.verb != ApiVerb::kSendMigration) lock.lock();
   try {
     switch (route.verb) {
       case ApiVerb::kPing: return vm.ping();
@@ -182,7 +184,8 @@ ApiResponse ApiServer::Impl::call_vm(const ApiRoute& route, const RequestBody& b
       case ApiVerb::kPause: return vm.pause();
       case ApiVerb::kResume: return vm.resume();
       case ApiVerb::kSnapshot: return vm.snapshot(body.destination_url);
-      case ApiVerb::kSendMigration: return vm.send_migration(body.destination_url);
+      case ApiVerb::kSendMigration:
+        return vm.send_migration(body.destination_url, body.deadline_ms);
       case ApiVerb::kShutdown: return vm.shutdown();
       case ApiVerb::kPmu: return vm.pmu();
     }

@@ -54,6 +54,7 @@ Result<RequestBody> check_request_body(const ApiRoute& route, std::string_view b
   std::string unknown;
   for (const auto& [key, value] : object.items()) {
     if (!route.destination_scheme.empty() && key == "destination_url") continue;
+    if (route.verb == ApiVerb::kSendMigration && key == "deadline_ms") continue;
     unknown += (unknown.empty() ? "" : ", ") + nlohmann::json(key).dump();
   }
   if (!unknown.empty())
@@ -61,7 +62,17 @@ Result<RequestBody> check_request_body(const ApiRoute& route, std::string_view b
                         unknown);
 
   if (route.destination_scheme.empty()) return RequestBody{};
-  return check_destination_url(route, object);
+  auto checked = check_destination_url(route, object);
+  if (!checked.ok()) return checked;
+  if (auto it = object.find("deadline_ms"); it != object.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < RequestBody::kMinDeadlineMs ||
+        it->get<int64_t>() > RequestBody::kMaxDeadlineMs)
+      return Error::usage("deadline_ms must be an integer from " +
+                          std::to_string(RequestBody::kMinDeadlineMs) + " to " +
+                          std::to_string(RequestBody::kMaxDeadlineMs) + ", not " + it->dump());
+    checked.value().deadline_ms = static_cast<int>(it->get<int64_t>());
+  }
+  return checked;
 }
 
 }  // namespace vmm::api

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -17,6 +18,11 @@ namespace vmm::api {
 // (vm.snapshot: "file:///DIR", vm.send-migration: "unix:/PATH"), empty otherwise.
 struct RequestBody {
   std::string destination_url;
+  // vm.send-migration's optional "deadline_ms" (kMinDeadlineMs..kMaxDeadlineMs): how long the
+  // source waits for each answer and for its paused phase (migration_source.h).
+  std::optional<int> deadline_ms;
+  static constexpr int kMinDeadlineMs = 100;
+  static constexpr int kMaxDeadlineMs = 3'600'000;
 };
 
 // `text` parsed, or the one-line reason it is not JSON ("body is not valid JSON: ..."); shared
@@ -24,7 +30,8 @@ struct RequestBody {
 Result<nlohmann::json> parse_json_body(std::string_view text);
 
 // A GET takes no body. A PUT takes nothing, or a JSON object holding exactly the route's keys:
-// none, or "destination_url", a string of the route's scheme followed by an absolute path.
+// none, or "destination_url", a string of the route's scheme followed by an absolute path
+// (vm.send-migration: and optionally "deadline_ms", an integer in range).
 // Returns the body, or a one-line reason naming what is wrong (unknown keys by name).
 Result<RequestBody> check_request_body(const ApiRoute& route, std::string_view body);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace vmm::api {
@@ -24,10 +25,11 @@ inline ApiResponse error_response(int status, std::string reason) {
 
 // Threading: ApiServer calls these on one of its own threads (never the VM's, never the thread
 // that started the server), one call at a time: a call does not begin before the previous one
-// returned. A call may block as long as it needs (a migration takes seconds); meanwhile other
-// requests wait, ping included. An exception thrown here becomes a 500 response with its
-// what(); the server keeps serving. Do not call ApiServer::stop() from inside a call (stop()
-// waits for the call in progress).
+// returned — except send_migration, which may run beside any other call (a migration takes
+// seconds to minutes, and the API answers during it: DESIGN §4.12). An implementation keeps the
+// calls that come during a migration from touching the VM the migration holds. An exception thrown
+// here becomes a 500 response with its what(); the server keeps serving. Do not call
+// ApiServer::stop() from inside a call (stop() waits for the call in progress).
 class VmApi {
  public:
   virtual ~VmApi() = default;
@@ -43,8 +45,10 @@ class VmApi {
   // directory path (checked by the server).
   virtual ApiResponse snapshot(const std::string& destination_url) = 0;
   // PUT /api/v1/vm.send-migration: migrate to a `pmuvm run --incoming` waiting on
-  // `destination_url`, "unix:" + a socket path (checked by the server).
-  virtual ApiResponse send_migration(const std::string& destination_url) = 0;
+  // `destination_url`, "unix:" + a socket path (checked by the server); `deadline_ms` as the
+  // body gave it, or none for the default.
+  virtual ApiResponse send_migration(const std::string& destination_url,
+                                     std::optional<int> deadline_ms) = 0;
   // PUT /api/v1/vm.shutdown: end the run.
   virtual ApiResponse shutdown() = 0;
   // GET /api/v1/vm.pmu: per-vCPU LWP and NetBurst state.

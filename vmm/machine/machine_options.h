@@ -73,9 +73,14 @@ struct MachineOptions {
   struct Restore {
     SnapshotManifest manifest;
     StateSections state;
-    // Called after the state is loaded and before any vCPU runs (a migration's ready/commit
-    // hand-shake; it throws to abandon the VM).
-    std::function<void()> before_start;
+    // A migration's destination (migration_destination.h). `commit` is called once everything
+    // that can fail is done (state loaded, vCPU threads created and held, API socket bound) and
+    // before any vCPU runs: it says ready, waits for the commit and says running, or throws
+    // when the VM must not run here (the source keeps it). `stop_check` names a stop request
+    // (a signal, vm.shutdown) that ends the wait. `fail_before_commit` tells the source why the
+    // destination could not get that far.
+    std::function<void(const std::function<std::optional<std::string>()>& stop_check)> commit;
+    std::function<void(const std::string& reason)> fail_before_commit;
   };
   std::optional<Restore> restore;
 };

@@ -69,6 +69,12 @@ void VmLifecycle::pause_at_progress() {
   kick_all_();  // the calling vCPU parks at the top of its loop
 }
 
+void VmLifecycle::hold_from_start() {
+  std::lock_guard<std::mutex> g(lock_);
+  ++holds_;
+  update_park_request();
+}
+
 bool VmLifecycle::hold() {
   {
     std::lock_guard<std::mutex> g(lock_);

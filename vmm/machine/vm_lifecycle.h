@@ -52,6 +52,9 @@ class VmLifecycle {
   // held, when the VM ended meanwhile (nothing to save or hand over then).
   bool hold();
   void release();
+  // A hold taken before the vCPU threads start (a migration's destination creates them before it
+  // says ready): each parks before its first instruction; release() lets them run.
+  void hold_from_start();
   // While held: `work(index)` on each vCPU's own thread, returning when all are done. The first
   // exception thrown there is thrown here.
   void on_each_vcpu(const std::function<void(uint32_t index)>& work);

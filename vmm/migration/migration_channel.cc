@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <span>
 
 #include "vmm/printable.h"
@@ -40,6 +41,7 @@ const char* name_of(MigrationMessage m) {
     case MigrationMessage::kState: return "state";
     case MigrationMessage::kReady: return "ready";
     case MigrationMessage::kCommit: return "commit";
+    case MigrationMessage::kRunning: return "running";
   }
   return "?";
 }
@@ -73,6 +75,7 @@ void MigrationChannel::send(MigrationMessage type, const void* data, size_t size
   const auto* bytes = static_cast<const std::byte*>(data);
   std::vector<std::byte> trailer;
   append_le(trailer, crc32_of({bytes, size}), 4);
+  const Clock::time_point deadline = deadline_in(send_deadline_ms_);
   using Piece = std::pair<const std::byte*, size_t>;
   for (const auto& [p, n] : {Piece{header.data(), header.size()}, Piece{bytes, size},
                              Piece{trailer.data(), trailer.size()}}) {
@@ -84,15 +87,11 @@ void MigrationChannel::send(MigrationMessage type, const void* data, size_t size
       const ssize_t w = ::send(fd_, at, left, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w < 0 && errno == EINTR) continue;
       if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        pollfd pfd{fd_, POLLOUT, 0};
-        const int ready = ::poll(&pfd, 1, send_stall_timeout_ms_);
-        if (ready == 0)
-          throw MigrationError(std::string("the migration peer stopped reading: nothing of ") +
-                               name_of(type) + " could be sent for " +
-                               seconds_text(send_stall_timeout_ms_));
-        if (ready < 0 && errno != EINTR)
-          throw MigrationError(std::string("the migration connection broke while sending ") +
-                               name_of(type) + ": " + std::strerror(errno));
+        if (!wait_for(POLLOUT, deadline))
+          throw MigrationError(std::string("the migration peer did not take ") + name_of(type) +
+                               (deadline == deadline_cap_
+                                    ? std::string(" before the migration's deadline")
+                                    : " within " + seconds_text(send_deadline_ms_)));
         continue;  // writable, hung up (the next send says so) or interrupted
       }
       if (w <= 0)
@@ -104,38 +103,68 @@ void MigrationChannel::send(MigrationMessage type, const void* data, size_t size
   }
 }
 
-void MigrationChannel::read_exact(void* out, size_t size, int timeout_ms) {
+MigrationChannel::Clock::time_point MigrationChannel::deadline_in(int ms) const {
+  if (ms < 0) return deadline_cap_;
+  return std::min(deadline_cap_, Clock::now() + std::chrono::milliseconds(ms));
+}
+
+bool MigrationChannel::wait_for(short events, Clock::time_point deadline) {
+  for (;;) {
+    if (stop_check_)
+      if (std::optional<std::string> reason = stop_check_()) throw MigrationError(*reason);
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) return false;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
+    // Sliced so that a stop request is seen within kStopCheckMs.
+    const int slice =
+        static_cast<int>(std::min<int64_t>(left, stop_check_ ? kStopCheckMs : 1 << 30));
+    pollfd pfd{fd_, events, 0};
+    const int ready = ::poll(&pfd, 1, slice);
+    if (ready > 0) return true;  // ready, or hung up / broken: the read or write says which
+    if (ready < 0 && errno != EINTR)
+      throw MigrationError(std::string("migration connection: ") + std::strerror(errno));
+  }
+}
+
+bool MigrationChannel::read_exact(void* out, size_t size, Clock::time_point deadline) {
   auto* p = static_cast<std::byte*>(out);
   while (size > 0) {
-    pollfd pfd{fd_, POLLIN, 0};
-    const int ready = ::poll(&pfd, 1, timeout_ms);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) throw MigrationError("the migration peer did not answer in time");
-    const ssize_t n = ::recv(fd_, p, size, 0);
-    if (n < 0 && errno == EINTR) continue;
+    if (!wait_for(POLLIN, deadline)) return false;
+    const ssize_t n = ::recv(fd_, p, size, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n == 0) throw MigrationError("the migration peer closed the connection");
     if (n < 0) throw MigrationError(std::string("migration connection: ") + std::strerror(errno));
     p += n;
     size -= static_cast<size_t>(n);
   }
+  return true;
 }
 
 MigrationMessage MigrationChannel::receive(std::vector<std::byte>& payload, int timeout_ms) {
+  const Clock::time_point deadline = deadline_in(timeout_ms);
+  if (std::optional<MigrationMessage> m = receive_by(payload, deadline)) return *m;
+  if (timeout_ms < 0 || deadline == deadline_cap_)
+    throw MigrationError("the migration peer did not answer before the migration's deadline");
+  throw MigrationError("the migration peer did not answer within " + seconds_text(timeout_ms));
+}
+
+std::optional<MigrationMessage> MigrationChannel::receive_by(std::vector<std::byte>& payload,
+                                                             Clock::time_point deadline) {
   std::byte header[16];
-  read_exact(header, sizeof header, timeout_ms);
+  if (!read_exact(header, sizeof header, deadline)) return std::nullopt;
   if (read_le(header, 4) != kFrameMagic)
     throw MigrationError("not a pmuvm migration stream (bad frame magic)");
   const uint64_t type = read_le(header + 4, 4);
   const uint64_t size = read_le(header + 8, 8);
-  if (type < 1 || type > static_cast<uint32_t>(MigrationMessage::kCommit))
+  if (type < 1 || type > static_cast<uint32_t>(MigrationMessage::kRunning))
     throw MigrationError("unknown migration message type " + std::to_string(type));
   if (size > kMaxFrame)
     throw MigrationError("migration message of " + std::to_string(size) + " bytes (limit " +
                          std::to_string(kMaxFrame) + ")");
   payload.resize(size);
-  read_exact(payload.data(), size, timeout_ms);
   std::byte trailer[4];
-  read_exact(trailer, sizeof trailer, timeout_ms);
+  if (!read_exact(payload.data(), size, deadline) || !read_exact(trailer, sizeof trailer, deadline))
+    return std::nullopt;
   if (read_le(trailer, 4) != crc32_of(payload))
     throw MigrationError(std::string("migration message ") +
                          name_of(static_cast<MigrationMessage>(type)) + " fails its CRC-32 check");

@@ -101,6 +101,7 @@ IncomingMigration IncomingMigration::over_connection(int fd) {
 }
 
 void IncomingMigration::refuse(const std::vector<std::string>& reasons) {
+  if (!channel_) return;
   std::string text;
   for (const std::string& r : reasons) text += r + "\n";
   channel_->send(MigrationMessage::kRefuse, text);
@@ -137,9 +138,26 @@ StateSections IncomingMigration::receive(GuestRam& ram) {
   }
 }
 
-void IncomingMigration::ready_and_wait_for_commit() {
+void IncomingMigration::commit(const std::function<std::optional<std::string>()>& stop_check) {
+  channel_->set_stop_check(stop_check);
   channel_->send(MigrationMessage::kReady, nullptr, 0);
   channel_->expect(MigrationMessage::kCommit, kStreamTimeoutMs);
+  // Said before the vCPUs run: a source that cannot hear it (it gave up at its deadline and
+  // resumed) makes this send fail, and the VM does not run here as well.
+  channel_->send(MigrationMessage::kRunning, nullptr, 0);
+  channel_.reset();
+}
+
+void IncomingMigration::fail(const std::string& reason) {
+  if (!channel_) return;
+  try {
+    channel_->set_send_deadline(1000);
+    channel_->send(MigrationMessage::kRefuse,
+                   "the destination failed before it could run the VM: " + reason + "\n");
+  } catch (const MigrationError&) {
+    // the source is gone or stalled; it keeps (or lost) the VM either way
+  }
+  channel_.reset();
 }
 
 }  // namespace vmm

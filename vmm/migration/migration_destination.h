@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,14 @@ class IncomingMigration {
   // Receives RAM pages into `ram` until the state arrives; every page is bounds-checked against
   // the RAM (a page outside it is a protocol error, never a write outside the guest).
   StateSections receive(GuestRam& ram);
-  // The state is loaded: tell the source, and wait for its commit (MigrationError if it does not
-  // come: the VM must not run twice).
-  void ready_and_wait_for_commit();
+  // Everything that can fail is done (state loaded, threads created, sockets bound): says ready,
+  // waits for the source's commit and says running. When it returns the VM is this side's to
+  // run; a MigrationError (no commit by the deadline, a stop request from `stop_check`, a source
+  // gone before it could hear "running") means it must not run here: the source keeps it.
+  void commit(const std::function<std::optional<std::string>()>& stop_check);
+  // Something failed before commit(): the source hears why (kRefuse) and keeps its VM. Best
+  // effort: a source already gone needs no answer. Idempotent.
+  void fail(const std::string& reason);
 
  private:
   IncomingMigration(std::unique_ptr<MigrationChannel> ch, SnapshotManifest m)

@@ -13,7 +13,6 @@ namespace vmm {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-constexpr int kReplyTimeoutMs = 60'000;
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) {
@@ -54,15 +53,19 @@ std::vector<uint64_t> nonzero_pages(GuestRam& ram) {
 
 }  // namespace
 
-MigrationOutcome migrate_to(const std::string& path, MigratableVm& vm, uint32_t max_rounds,
-                            uint64_t converged_pages) {
+MigrationOutcome migrate_to(const std::string& path, MigratableVm& vm,
+                            const MigrationLimits& limits) {
   MigrationOutcome out;
   const auto start = Clock::now();
   bool tracking = false, paused = false;
+  const int deadline_ms = limits.deadline_ms;
   try {
-    MigrationChannel ch = MigrationChannel::connect_to(path);
+    MigrationChannel ch =
+        MigrationChannel::connect_to(path, std::min(deadline_ms, kConnectTimeoutMs));
+    ch.set_send_deadline(deadline_ms);
+    ch.set_stop_check(limits.stop_check);
     ch.send(MigrationMessage::kHello, to_json_text(vm.manifest()));
-    ch.expect(MigrationMessage::kAccept, kReplyTimeoutMs);
+    ch.expect(MigrationMessage::kAccept, deadline_ms);
 
     vm.set_dirty_tracking(true);  // before round 0: nothing written during it is missed
     tracking = true;
@@ -73,12 +76,14 @@ MigrationOutcome migrate_to(const std::string& path, MigratableVm& vm, uint32_t 
       out.stats.pages_per_round.push_back(pages.size());
       spdlog::info("migration: round {} sent {} pages", round, pages.size());
       pages = vm.take_dirty_pages();
-      if (pages.size() <= converged_pages || round + 1 >= max_rounds) break;
+      if (pages.size() <= limits.converged_pages || round + 1 >= limits.max_rounds) break;
     }
 
     const auto pause_start = Clock::now();
     if (!vm.pause()) throw MigrationError("the guest's run ended during the migration");
     paused = true;
+    // The VM is unavailable from here: the whole phase has one deadline.
+    ch.cap_deadlines_at(pause_start + std::chrono::milliseconds(deadline_ms));
     const double pause_ms = ms_since(pause_start);
     std::vector<uint64_t> rest = vm.take_dirty_pages();
     rest.insert(rest.end(), pages.begin(), pages.end());
@@ -91,14 +96,17 @@ MigrationOutcome migrate_to(const std::string& path, MigratableVm& vm, uint32_t 
     out.stats.state_bytes = state.size();
     ch.send(MigrationMessage::kState, state);
     const double state_ms = ms_since(pause_start);
-    ch.expect(MigrationMessage::kReady, kReplyTimeoutMs);
+    ch.expect(MigrationMessage::kReady, deadline_ms);
     ch.send(MigrationMessage::kCommit, nullptr, 0);
+    // Let go only once the destination says it runs: a destination that died or stalled after
+    // kReady must not take the VM with it.
+    ch.expect(MigrationMessage::kRunning, deadline_ms);
     out.stats.downtime_ms = ms_since(pause_start);
     // Where the downtime went, cumulative: what to look at when it grows.
     spdlog::info(
         "migration: downtime {:.1f} ms: vCPUs paused after {:.1f}, {} last pages sent "
-        "after {:.1f}, state ({} bytes) sent after {:.1f}, destination ready and "
-        "committed after {:.1f}",
+        "after {:.1f}, state ({} bytes) sent after {:.1f}, destination ready, committed and "
+        "running after {:.1f}",
         out.stats.downtime_ms, pause_ms, rest.size(), pages_ms, state.size(), state_ms,
         out.stats.downtime_ms);
     out.stats.total_ms = ms_since(start);
