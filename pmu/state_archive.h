@@ -9,6 +9,12 @@
 // snapshot that contains it, and its blobs are checksummed there, so the reader's checks are a
 // second line of defence: every length is checked against the bytes left, a short or oversized
 // blob throws StateFormatError (one line), and nothing is ever read out of bounds.
+// Elements: every map entry and every element of a vector of other than integers is one element
+// of the archive's budget (set_element_budget): the reader refuses a count over what is left of
+// it *before* it allocates (a crafted 1 GiB blob would otherwise become gigabytes of map nodes
+// before any model could check its limits), and the writer refuses to write what the reader
+// would refuse (DESIGN §4.12: never a snapshot pmuvm cannot read back). Strings and vectors of
+// integers are their bytes and count only against the blob's length.
 //
 // Supported: integers, bool, enums, std::string, std::array, std::vector, std::map,
 // std::optional, and any class with an archive() member. Other trivially copyable structs (plain
@@ -19,6 +25,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <climits>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -51,9 +58,36 @@ RawBytes<T> raw_bytes(T& value) {
   return RawBytes<T>{value};
 }
 
+// The element budget of a type's archive: its kMaxArchivedElements when it declares one, else
+// kDefaultElementBudget.
+inline constexpr uint64_t kDefaultElementBudget = uint64_t{1} << 20;
+template <typename T>
+constexpr uint64_t element_budget_of() {
+  if constexpr (requires { T::kMaxArchivedElements; })
+    return T::kMaxArchivedElements;
+  else
+    return kDefaultElementBudget;
+}
+
+// Shared by writer and reader: what is left of the budget, and the one-line refusal.
+class ElementBudget {
+ public:
+  void set(uint64_t n) { left_ = total_ = n; }
+  void spend(uint64_t n) {
+    if (n > left_)
+      throw StateFormatError("more than " + std::to_string(total_) +
+                             " elements (maps and lists) in one state blob");
+    left_ -= n;
+  }
+
+ private:
+  uint64_t left_ = UINT64_MAX, total_ = UINT64_MAX;
+};
+
 class StateWriter {
  public:
   static constexpr bool kLoading = false;
+  void set_element_budget(uint64_t n) { budget_.set(n); }
   template <typename... T>
   void operator()(const T&... fields) {
     (put(fields), ...);
@@ -94,11 +128,13 @@ class StateWriter {
       const auto* p = reinterpret_cast<const std::byte*>(v.data());
       out_.insert(out_.end(), p, p + v.size() * sizeof(T));
     } else {
+      budget_.spend(v.size());
       for (const T& x : v) put(x);
     }
   }
   template <typename K, typename V, typename C>
   void put_other(const std::map<K, V, C>& m) {
+    budget_.spend(m.size());
     put_u64(m.size(), 8);
     for (const auto& [k, v] : m) put(k), put(v);
   }
@@ -114,6 +150,7 @@ class StateWriter {
   }
 
   std::vector<std::byte> out_;
+  ElementBudget budget_;
 };
 
 class StateReader {
@@ -123,6 +160,7 @@ class StateReader {
   // blob with a recomputed checksum is refused there, before any field is used.
   static constexpr bool kLoading = true;
   explicit StateReader(std::span<const std::byte> in) : in_(in) {}
+  void set_element_budget(uint64_t n) { budget_.set(n); }
 
   template <typename... T>
   void operator()(T&&... fields) {
@@ -191,6 +229,7 @@ class StateReader {
         std::memcpy(v.data(), in_.data() + pos_, n * sizeof(T));
       pos_ += n * sizeof(T);
     } else {
+      budget_.spend(n);
       v.reserve(n);
       for (size_t i = 0; i < n; ++i) get(v.emplace_back());
     }
@@ -198,6 +237,7 @@ class StateReader {
   template <typename K, typename V, typename C>
   void get_other(std::map<K, V, C>& m) {
     const size_t n = get_count();
+    budget_.spend(n);
     m.clear();
     for (size_t i = 0; i < n; ++i) {
       K k{};
@@ -223,6 +263,7 @@ class StateReader {
   }
   std::span<const std::byte> in_;
   size_t pos_ = 0;
+  ElementBudget budget_;
 };
 
 }  // namespace pmu

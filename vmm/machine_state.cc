@@ -65,7 +65,8 @@ StateSections Machine::Impl::capture_state() {
   {
     std::lock_guard<std::mutex> g(report_lock);
     s.add_component("report.lwp", LwpReport::kStateVersion, archived(report));
-    s.add_component("report.linux_tasks", kLinuxTasksStateVersion, archived(linux_tasks));
+    s.add_component("report.linux_tasks", kLinuxTasksStateVersion,
+                    archived(linux_tasks, LwpReport::kMaxTasks));
   }
   return s;
 }
@@ -84,7 +85,8 @@ void Machine::Impl::apply_state(const StateSections& s) {
   read_component(s, "devices.console", kConsoleLineStateVersion, line);
   console.restore_line(std::move(line)).throw_if_error();
   read_component(s, "report.lwp", LwpReport::kStateVersion, report);
-  read_component(s, "report.linux_tasks", kLinuxTasksStateVersion, linux_tasks);
+  read_component(s, "report.linux_tasks", kLinuxTasksStateVersion, linux_tasks,
+                 LwpReport::kMaxTasks);
   if (linux_tasks.size() > LwpReport::kMaxTasks)
     throw UsageError(
         "the snapshot's report.linux_tasks state: " + std::to_string(linux_tasks.size()) +

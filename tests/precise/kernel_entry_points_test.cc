@@ -9,7 +9,9 @@
 
 #include <array>
 #include <cstring>
+#include <vector>
 
+#include "pmu/state_archive.h"
 #include "tests/support/fake_guest_memory.h"
 
 namespace vmm {
@@ -51,6 +53,30 @@ TEST(KernelEntryPoints, LstarAtTheTopOfTheAddressSpaceIsSearchedWithoutWrapping)
   KernelEntryPoints entries;
   entries.refresh(mem, ~0ull - 0x2800, kIdt, 256 * 16 - 1);
   EXPECT_EQ(entries.syscall_entry(), ~0ull - 0x2800);
+}
+
+// A state with more return sites than a search ever keeps (a crafted snapshot: the sites were not
+// capped on load) is refused.
+TEST(KernelEntryPoints, AStateWithMoreSitesThanTheBudgetIsRefused) {
+  struct Crafted {
+    uint64_t lstar = 0, idt_base = 0;
+    uint16_t idt_limit = 0;
+    bool known = true;
+    std::vector<ReturnSite> sites = std::vector<ReturnSite>(KernelEntryPoints::kMaxSites + 1);
+    std::vector<uint8_t> gates;  // an empty list looks the same
+    void archive(pmu::StateWriter& a) { a(lstar, idt_base, idt_limit, known, sites, gates); }
+  } crafted;
+  pmu::StateWriter w;
+  w(crafted);
+  KernelEntryPoints entries;
+  pmu::StateReader r(w.bytes());
+  try {
+    r(entries);
+    ADD_FAILURE() << "loaded";
+  } catch (const pmu::StateFormatError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "kernel entry points: 17 return sites (at most 16), 0 gates (at most 256)");
+  }
 }
 
 }  // namespace

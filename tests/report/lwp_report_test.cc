@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pmu/state_archive.h"
 #include "vmm/report/lwp_trace.h"
 
 namespace vmm {
@@ -52,14 +53,14 @@ TEST(LwpReportTest, TopLimitsAndTiesAreDeterministic) {
 // it could not place is still counted and said.
 TEST(LwpReportTest, AGuestCannotGrowTheReportWithoutBound) {
   LwpReport r;
-  for (uint64_t i = 0; i < LwpReport::kMaxAddresses + 10; ++i)
+  for (uint64_t i = 0; i < LwpReport::kMaxPlacedAddresses + 10; ++i)
     r.add_record(1, encode_instructions_retired(0, 0x400000 + i), false);
   r.add_record(1, encode_instructions_retired(0, 0x400000), false);  // a kept address still counts
   for (uint32_t task = 2; task < LwpReport::kMaxTasks + 100; ++task) r.add_interrupt(task);
   const std::string text = r.render(1, 4);
-  EXPECT_NE(text.find("instructions retired: 65547 records\n"
+  EXPECT_NE(text.find("instructions retired: 262155 records\n"
                       "     0x0000000000400000        2   0.00% ####\n"
-                      "     (10 records at addresses beyond the first 65536, not placed)\n"),
+                      "     (10 records at addresses beyond the report's 262144, not placed)\n"),
             std::string::npos)
       << text.substr(0, 400);
   // Tasks 2..4096 fill the table (4096 with task 1); the 99 after them are counted together.
@@ -68,6 +69,61 @@ TEST(LwpReportTest, AGuestCannotGrowTheReportWithoutBound) {
                 "99 threshold interrupts\n"),
       std::string::npos);
   EXPECT_EQ(text.find("== task 4097 "), std::string::npos);
+}
+
+// The address budget is the whole report's, not each task's: 4096 tasks each at 64 Ki addresses
+// made ~805 M entries (~51 GB) before (issue 38).
+TEST(LwpReportTest, TheAddressBudgetIsOneForAllTasks) {
+  LwpReport r;
+  const uint64_t per_task = LwpReport::kMaxPlacedAddresses / 4;
+  for (uint32_t task = 1; task <= 8; ++task)
+    for (uint64_t i = 0; i < per_task; ++i)
+      r.add_record(task, encode_instructions_retired(0, 0x400000 + i), false);
+  EXPECT_EQ(r.placed_addresses(), LwpReport::kMaxPlacedAddresses);
+  const std::string text = r.render(1, 4);
+  EXPECT_NE(text.find("== task 5:"), std::string::npos);
+  EXPECT_NE(text.find("(65536 records at addresses beyond the report's 262144, not placed)"),
+            std::string::npos)
+      << text.substr(0, 600);
+  // The full report fits the state the reader accepts, and reads back whole.
+  pmu::StateWriter w;
+  w.set_element_budget(LwpReport::kMaxArchivedElements);
+  w(r);
+  LwpReport back;
+  pmu::StateReader reader(w.bytes());
+  reader.set_element_budget(LwpReport::kMaxArchivedElements);
+  reader(back);
+  reader.expect_end();
+  EXPECT_EQ(back.render(1, 4), text);
+  EXPECT_EQ(back.placed_addresses(), LwpReport::kMaxPlacedAddresses);
+}
+
+// A crafted state holding more than the budget is refused when its count is read, before the
+// entries are allocated (before, a 1 GiB state became gigabytes of map nodes first).
+TEST(LwpReportTest, ACraftedStateOverTheBudgetIsRefusedBeforeAllocating) {
+  std::vector<std::byte> bytes;  // one task, one event, 4 Mi addresses claimed (8 MiB follow)
+  auto put = [&](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) bytes.push_back(static_cast<std::byte>(v >> (8 * i)));
+  };
+  put(1, 8);         // tasks
+  put(1, 4);         // task 1
+  put(0, 8);         // name ""
+  put(1, 8);         // events
+  put(1, 1);         // event 1
+  put(5, 8);         // records
+  put(1u << 22, 8);  // by_rip entries
+  bytes.resize(bytes.size() + (8 << 20));
+  LwpReport r;
+  pmu::StateReader reader(bytes);
+  reader.set_element_budget(LwpReport::kMaxArchivedElements);
+  try {
+    reader(r);
+    ADD_FAILURE() << "read";
+  } catch (const pmu::StateFormatError& e) {
+    EXPECT_EQ(std::string(e.what()), "more than " +
+                                         std::to_string(LwpReport::kMaxArchivedElements) +
+                                         " elements (maps and lists) in one state blob");
+  }
 }
 
 TEST(LwpReportTest, EmptyReportSaysSo) {

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "pmu/branch/branch_predictor.h"
 #include "pmu/cache/cache_model.h"
@@ -81,6 +84,37 @@ TEST(StateArchive, HugeCountIsRefusedWithoutAllocating) {
   std::vector<uint64_t> out;
   StateReader r(w.bytes());
   EXPECT_THROW(r(out), StateFormatError);
+}
+
+// Maps and lists of structures spend an element budget: the reader refuses a count over what is
+// left before it allocates, and the writer refuses to write what the reader would refuse.
+TEST(StateArchive, TheElementBudgetHoldsForWriterAndReader) {
+  std::map<uint32_t, std::vector<std::string>> nested = {{1, {"a", "b"}}, {2, {"c"}}};
+  pmu::StateWriter ok;
+  ok.set_element_budget(5);  // 2 map entries + 3 strings
+  ok(nested);
+  pmu::StateReader back(ok.bytes());
+  back.set_element_budget(5);
+  decltype(nested) read;
+  back(read);
+  EXPECT_EQ(read, nested);
+
+  pmu::StateWriter over;
+  over.set_element_budget(4);
+  EXPECT_THROW(over(nested), pmu::StateFormatError);
+  pmu::StateReader refused(ok.bytes());
+  refused.set_element_budget(4);
+  try {
+    refused(read);
+    ADD_FAILURE() << "read";
+  } catch (const pmu::StateFormatError& e) {
+    EXPECT_EQ(std::string(e.what()), "more than 4 elements (maps and lists) in one state blob");
+  }
+  // Vectors of integers are their bytes: no element is spent.
+  std::vector<uint64_t> tags(1000, 7);
+  pmu::StateWriter bulk;
+  bulk.set_element_budget(0);
+  bulk(tags);
 }
 
 TEST(StateArchive, TrailingBytesAndBadBooleansAreRefused) {

@@ -611,5 +611,36 @@ TEST(CpuProfile, EmbeddedProfilesNeverOpenFiles) {
   EXPECT_TRUE(named.ok()) << named.error;
 }
 
+// A baseline whose members name each other in a diamond (each of 3 profiles per level names all
+// 3 of the next) is parsed once per profile, not once per path: 3^8 parses of the leaves before
+// (three 180 KB files of this shape kept `pmuvm profiles` busy for hours, issue 38).
+TEST(CpuProfileTest, ADiamondOfBaselinesParsesEachMemberOnce) {
+  constexpr int kLevels = 8;
+  const std::string leaf = builtin_lookup()("amd-lwp")->text;
+  int lookups = 0;
+  const ProfileLookup lookup = [&](std::string_view name) -> std::optional<NamedProfileText> {
+    ++lookups;
+    const std::string n(name);
+    const int level = n[1] - 'a';  // "Lc_2": level 2, member 2
+    if (level == kLevels) {
+      std::string text = leaf;
+      text.replace(text.find("\"amd-lwp\""), 9, "\"" + n + "\"");
+      return NamedProfileText{n + ".json", text};
+    }
+    std::string members;
+    for (int i = 0; i < 3; ++i)
+      members += std::string(i ? ", " : "") + "\"L" + char('a' + level + 1) + "_" +
+                 std::to_string(i) + "\"";
+    return NamedProfileText{
+        n + ".json",
+        "{\"name\": \"" + n + "\", \"description\": \"d\", \"baseline_of\": [" + members + "]}"};
+  };
+  const ProfileResult r = parse_profile(
+      R"({"name": "top", "description": "d", "baseline_of": ["La_0", "La_1", "La_2"]})", "top.json",
+      lookup);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(lookups, 3 * (kLevels + 1));
+}
+
 }  // namespace
 }  // namespace vmm

@@ -538,22 +538,23 @@ class ProfileParser {
   CpuProfile resolve_member(const std::string& ref, const std::string& path) {
     const bool is_path = ref.find('/') != std::string::npos ||
                          (ref.size() > 5 && ref.compare(ref.size() - 5, 5, ".json") == 0);
-    ProfileResult result;
     if (is_path && !ctx_.files_allowed)
       r_.fail(path, path + ": a profile inside a snapshot or migration stream names no files ('" +
                         ref + "')");
+    std::filesystem::path file(ref);
+    if (is_path && file.is_relative()) file = std::filesystem::path(source_).parent_path() / file;
+    const std::string key = is_path ? file_key(file.string()) : "name:" + ref;
+    check_cycle(key, ref, path);
+    // A member parsed without a cycle has none below it whatever chain names it next (a cycle
+    // through it would have been found when it was parsed), so its result stands for every path.
+    if (auto it = ctx_.resolved.find(key); it != ctx_.resolved.end()) return it->second;
+    ProfileResult result;
     if (is_path) {
-      std::filesystem::path file(ref);
-      if (file.is_relative()) file = std::filesystem::path(source_).parent_path() / file;
-      const std::string key = file_key(file.string());
-      check_cycle(key, ref, path);
       const Result<std::string> text = read_text_file(file.string());
       if (!text.ok())
         r_.fail(path, path + ": cannot read '" + file.string() + "': " + text.error().message);
       result = parse_in_context(text.value(), file.string(), {key}, ctx_);
     } else {
-      const std::string key = "name:" + ref;
-      check_cycle(key, ref, path);
       const std::optional<NamedProfileText> found = ctx_.lookup ? ctx_.lookup(ref) : std::nullopt;
       if (!found)
         r_.fail(path, path + ": unknown profile " + in_quotes(ref) +
@@ -562,6 +563,7 @@ class ProfileParser {
       result = parse_in_context(found->text, found->source_name, {key}, ctx_);
     }
     if (!result.ok()) throw ProfileFields::Failure{result.error};
+    ctx_.resolved.emplace(key, *result.profile);
     return std::move(*result.profile);
   }
 

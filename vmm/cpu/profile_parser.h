@@ -2,6 +2,7 @@
 // members recursively. cpu_profile.cc wraps it in the public API of cpu_profile.h.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,9 @@ struct ParseContext {
   const ProfileLookup& lookup;
   std::vector<ParseFrame> frames;
   bool files_allowed = true;  // false: baseline_of may name shipped profiles only
+  // Members already parsed, by key ("name:X", "file:/path"): a member named on many paths (a
+  // diamond of baselines) is parsed once, not once per path (N^depth).
+  std::map<std::string, CpuProfile> resolved;
 };
 
 // Parses `text`. `identity_keys` are the keys under which the caller found this text (its

@@ -34,6 +34,9 @@ struct VcpuArchState {
   kvm_mp_state mp_state{};
   kvm_debugregs debugregs{};
   std::vector<MsrValue> msrs;  // every MSR KVM lists as one to save (KVM_GET_MSR_INDEX_LIST)
+  // KVM's list holds a few hundred; a state with more is not one pmuvm wrote (pmu::ElementBudget:
+  // refused before the list is allocated).
+  static constexpr uint64_t kMaxArchivedElements = 4096;
 
   // The version of what archive() saves: bump it with any change to that (snapshot sections,
   // vmm/snapshot/state_sections.h).

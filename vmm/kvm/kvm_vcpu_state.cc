@@ -60,8 +60,13 @@ void KvmVcpu::restore_state(const VcpuArchState& s, const std::vector<uint32_t>&
   // Only what pmuvm itself saves on this host: a crafted state names any MSR it likes.
   const MsrSelection msrs = restorable_msrs(s.msrs, msr_indices);
   if (!msrs.dropped.empty()) {
+    // The first few by name: the list is the state's, and one line stays one line.
+    constexpr size_t kNamed = 16;
     std::string names;
-    for (uint32_t index : msrs.dropped) names += fmt::format(" {:#x}", index);
+    for (size_t i = 0; i < msrs.dropped.size() && i < kNamed; ++i)
+      names += fmt::format(" {:#x}", msrs.dropped[i]);
+    if (msrs.dropped.size() > kNamed)
+      names += fmt::format(" and {} more", msrs.dropped.size() - kNamed);
     spdlog::warn(
         "vCPU {}: {} MSR(s) of the saved state not restored (not ones this host's KVM "
         "saves, paravirtual, or repeated):{}",

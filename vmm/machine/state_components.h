@@ -13,21 +13,26 @@
 
 namespace vmm {
 
+// `value`'s archive, within the element budget its reader will have (pmu::element_budget_of, or
+// `budget`): StateFormatError rather than a state pmuvm would refuse to read back.
 template <typename T>
-std::vector<std::byte> archived(T& value) {
+std::vector<std::byte> archived(T& value, uint64_t budget = pmu::element_budget_of<T>()) {
   pmu::StateWriter w;
+  w.set_element_budget(budget);
   w(value);
   return w.take();
 }
 
 // Component `name` at `version` into `value`, all of it; UsageError naming the section when it
-// is missing, of another version, or does not fit.
+// is missing, of another version, or does not fit (its element budget included).
 template <typename T>
-void read_component(const StateSections& s, const std::string& name, uint16_t version, T& value) {
+void read_component(const StateSections& s, const std::string& name, uint16_t version, T& value,
+                    uint64_t budget = pmu::element_budget_of<T>()) {
   auto archive = s.component(name, version);
   if (auto* error = archive.error_message()) throw UsageError(*error);
   try {
     pmu::StateReader r(archive.value());
+    r.set_element_budget(budget);
     r(value);
     r.expect_end();
   } catch (const pmu::StateFormatError& e) {

@@ -80,6 +80,11 @@ class KernelEntryPoints {
   template <class Archive>
   void archive(Archive& a) {
     a(lstar_, idt_base_, idt_limit_, known_, sites_, gates_);
+    if constexpr (Archive::kLoading)
+      if (sites_.size() > kMaxSites || gates_.size() > 256)
+        throw pmu::StateFormatError("kernel entry points: " + std::to_string(sites_.size()) +
+                                    " return sites (at most " + std::to_string(kMaxSites) + "), " +
+                                    std::to_string(gates_.size()) + " gates (at most 256)");
   }
 
  private:

@@ -46,10 +46,7 @@ std::optional<pmu::RetiredInstruction> StepSequencer::account(const GuestRegiste
 
 std::optional<pmu::RetiredInstruction> StepSequencer::enter_user(const GuestRegisters& regs) {
   std::optional<pmu::RetiredInstruction> syscall;
-  if (pending_ && pending_->cr3 != regs.cr3) {
-    parked_[pending_->cr3] = *pending_;  // another task runs first; settled at its own re-entry
-    pending_.reset();
-  }
+  if (pending_ && pending_->cr3 != regs.cr3) park_pending();  // settled at its own re-entry
   if (!pending_) {
     if (auto it = parked_.find(regs.cr3); it != parked_.end()) {
       pending_ = it->second;
@@ -73,11 +70,16 @@ std::optional<pmu::RetiredInstruction> StepSequencer::syscall_entered() {
   return syscall;
 }
 
-void StepSequencer::take_pending(uint64_t cr3) {
-  if (pending_ && pending_->cr3 != cr3) {  // other tasks ran since this one left user mode
+void StepSequencer::park_pending() {
+  if (parked_.size() < kMaxParked || parked_.count(pending_->cr3))
     parked_[pending_->cr3] = *pending_;
-    pending_.reset();
-  }
+  else
+    ++dropped_;  // no room (a guest with more address spaces in flight): counted, not kept
+  pending_.reset();
+}
+
+void StepSequencer::take_pending(uint64_t cr3) {
+  if (pending_ && pending_->cr3 != cr3) park_pending();  // other tasks ran since it left
   if (!pending_)
     if (auto it = parked_.find(cr3); it != parked_.end()) {
       pending_ = it->second;

@@ -83,7 +83,12 @@ class StepSequencer {
     pending_ = at;
   }
 
-  uint64_t dropped() const { return dropped_; }        // pending instructions that did not retire
+  // Address spaces whose pending instruction is parked at once: the guest chooses how many
+  // tasks leave user mode (each a CR3), so the map has a budget; beyond it the instruction is
+  // dropped (counted in dropped(): its SYSCALL, if it was one, goes uncounted).
+  static constexpr size_t kMaxParked = 8192;
+  // Pending instructions that did not retire, or found no room to be parked.
+  uint64_t dropped() const { return dropped_; }
   uint64_t unreadable() const { return unreadable_; }  // code bytes that could not be fetched
 
   // Snapshot / migration: the pending and parked pre-states (the ignored ranges are set up
@@ -91,6 +96,11 @@ class StepSequencer {
   template <class Archive>
   void archive(Archive& a) {
     a(pending_, parked_, dropped_, unreadable_);
+    if constexpr (Archive::kLoading)
+      if (parked_.size() > kMaxParked)
+        throw pmu::StateFormatError("step sequencer: " + std::to_string(parked_.size()) +
+                                    " parked address spaces (at most " +
+                                    std::to_string(kMaxParked) + ")");
   }
 
  private:
@@ -98,6 +108,8 @@ class StepSequencer {
     uint64_t begin, end;
   };
   bool ignored(uint64_t rip) const;
+  // Parks the pending instruction under its CR3, within kMaxParked.
+  void park_pending();
   // Makes the pending instruction the one of address space `cr3` (parking another's).
   void take_pending(uint64_t cr3);
   // Up to 15 instruction bytes (no heap: this runs at every step).

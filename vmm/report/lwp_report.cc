@@ -34,8 +34,8 @@ void LwpReport::add_record(uint32_t task, const pmu::lwp::EventRecordBytes& reco
   ++e.records;
   if (auto it = e.by_rip.find(d.rip); it != e.by_rip.end())
     ++it->second;
-  else if (e.by_rip.size() < kMaxAddresses)
-    e.by_rip.emplace(d.rip, 1);
+  else if (placed_ < kMaxPlacedAddresses)
+    e.by_rip.emplace(d.rip, 1), ++placed_;
   else
     ++e.untracked;
 }
@@ -75,8 +75,9 @@ std::string LwpReport::render(int top, int bar_width) const {
       }
       if (e.untracked != 0) {
         std::snprintf(line, sizeof line,
-                      "     (%" PRIu64 " records at addresses beyond the first %zu, not placed)\n",
-                      e.untracked, kMaxAddresses);
+                      "     (%" PRIu64
+                      " records at addresses beyond the report's %zu, not placed)\n",
+                      e.untracked, kMaxPlacedAddresses);
         out += line;
       }
     }

@@ -18,11 +18,15 @@ class LwpReport {
  public:
   // The guest chooses task numbers (PMUVM_MSR_TASK), address spaces and record addresses: the
   // report keeps at most kMaxTasks tasks (later ones are counted together as kOtherTasks) and
-  // kMaxAddresses addresses per task and event (records at further ones are counted, not
-  // placed), so a guest cannot grow the VMM's memory without bound.
+  // kMaxPlacedAddresses addresses over all its tasks and events (records at further ones are
+  // counted per event, not placed), so a guest cannot grow the VMM's memory without bound: about
+  // 20 MiB at most, and a state of about 5 MiB (within a migration frame).
   static constexpr size_t kMaxTasks = 4096;
-  static constexpr size_t kMaxAddresses = 65536;
+  static constexpr size_t kMaxPlacedAddresses = size_t{1} << 18;
   static constexpr uint32_t kOtherTasks = 0xFFFFFFFF;
+  // Its archive's element budget (pmu::ElementBudget): the tasks, their events (LWP records
+  // carry three event IDs, pmu/lwp/architecture.h; 7 leaves room), and the placed addresses.
+  static constexpr uint64_t kMaxArchivedElements = (kMaxTasks + 1) * 8 + kMaxPlacedAddresses;
 
   void set_task_name(uint32_t task, std::string name) { stats_of(task).name = std::move(name); }
   void add_record(uint32_t task, const pmu::lwp::EventRecordBytes& record, bool missed);
@@ -36,6 +40,7 @@ class LwpReport {
 
   // `top` addresses per event; bars are `bar_width` characters for the hottest address.
   std::string render(int top = 10, int bar_width = 30) const;
+  size_t placed_addresses() const { return placed_; }
 
   // Snapshot / migration: a restored run reports everything since boot.
   // The version of what archive() saves: bump it with any change to that (snapshot sections,
@@ -47,11 +52,13 @@ class LwpReport {
     if constexpr (Archive::kLoading) {
       if (tasks_.size() > kMaxTasks + 1)
         throw pmu::StateFormatError("LWP report: " + std::to_string(tasks_.size()) + " tasks");
+      placed_ = 0;
       for (const auto& [id, t] : tasks_)
-        for (const auto& [event, e] : t.events)
-          if (e.by_rip.size() > kMaxAddresses)
-            throw pmu::StateFormatError("LWP report: " + std::to_string(e.by_rip.size()) +
-                                        " addresses for one task and event");
+        for (const auto& [event, e] : t.events) placed_ += e.by_rip.size();
+      if (placed_ > kMaxPlacedAddresses)
+        throw pmu::StateFormatError("LWP report: " + std::to_string(placed_) +
+                                    " addresses placed (at most " +
+                                    std::to_string(kMaxPlacedAddresses) + ")");
     }
   }
 
@@ -59,7 +66,7 @@ class LwpReport {
   struct EventStats {
     uint64_t records = 0;
     std::map<uint64_t, uint64_t> by_rip;
-    uint64_t untracked = 0;  // records at addresses beyond the first kMaxAddresses
+    uint64_t untracked = 0;  // records at addresses the report had no room left for
     template <class Archive>
     void archive(Archive& a) {
       a(records, by_rip, untracked);
@@ -79,6 +86,7 @@ class LwpReport {
   TaskStats& stats_of(uint32_t task);
 
   std::map<uint32_t, TaskStats> tasks_;
+  size_t placed_ = 0;  // addresses in all by_rip maps: at most kMaxPlacedAddresses
 };
 
 std::string event_name(uint8_t event_id);

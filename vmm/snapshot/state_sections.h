@@ -22,7 +22,7 @@ namespace vmm {
 
 // 2: the KVM stepper's state is the step controller's (vmm/precise/step_controller.h), not the
 // single-step stepper's flags: a version-1 snapshot is refused with a clear reason.
-// 3: the LWP report counts the records it keeps no address for (LwpReport::kMaxAddresses).
+// 3: the LWP report counts the records it keeps no address for (LwpReport::kMaxPlacedAddresses).
 // 4: the step controller keeps a planned block (block stepping) and counts blocks.
 // 5: the manifest's files carry an XXH64 ("xxh64", file_checksum.h) instead of a CRC-32.
 // 6: one section per component, each with its own version (add_component): vcpuN.counts,
