@@ -324,6 +324,19 @@ std::vector<OptionRow<RunCommand>> run_options() {
        {},
        nullptr,
        false},
+      {"--max-mem",
+       &R::max_mem_mib,
+       "With --incoming: refuse an arriving VM that asks for more guest RAM than this (MiB); by "
+       "default the host's physical memory is the limit (a migration's peer chooses the size)",
+       {range(limits::kMinMemMib, limits::kMaxMemMib)},
+       "MiB",
+       false},
+      {"--max-vcpus",
+       &R::max_vcpus,
+       "With --incoming: refuse an arriving VM that asks for more vCPUs than this",
+       {range(uint64_t{1}, uint64_t{limits::kMaxVcpus})},
+       "N",
+       false},
       {"--api-socket",
        &R::api_socket,
        "Serve the HTTP API (`pmuvm ctl`: pause, resume, snapshot, migrate, shut down, PMU state) "
@@ -385,6 +398,9 @@ std::optional<std::string> check_run(const RunCommand& run, const CLI::App& app)
            " needs --api-socket (only vm.resume can continue the VM)";
   for (const std::string& text : run.pause_on_output)
     if (text.empty()) return "--pause-on-output needs a text (every line contains the empty one)";
+  if (run.incoming.empty() && (run.max_mem_mib || run.max_vcpus))
+    return std::string(run.max_mem_mib ? "--max-mem" : "--max-vcpus") +
+           " limits what an arriving VM may ask for: it goes with --incoming";
   if (!run.incoming.empty()) {
     // The arriving VM brings its machine: options that shape one would be silently ignored.
     for (const OptionRow<RunCommand>& row : run_options())

@@ -50,6 +50,10 @@ struct RunCommand {
   // A live migration's destination (DESIGN §4.10): "unix:PATH"; the machine comes from the
   // source, so no kernel, programs or machine-shape options go with it.
   std::string incoming;
+  // --incoming: the most memory and vCPUs an arriving VM may ask for (0: the host's RAM, and
+  // limits::kMaxVcpus).
+  std::optional<uint64_t> max_mem_mib;
+  std::optional<uint64_t> max_vcpus;
   bool cpu_given = false;  // --cpu given: the destination's profile the VM must fit
   bool paused = false;     // start with every vCPU paused until vm.resume (needs --api-socket)
   // Progress points at which the VM pauses itself (vmm/progress_pauses.h; need --api-socket).

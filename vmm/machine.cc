@@ -270,8 +270,12 @@ void Machine::Impl::install_signal_handlers() {
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaction(kKickSignal, &sa, nullptr);
+  // The stop signals only set a flag the ticker looks at every 50 ms (and a migration's waits
+  // every 100 ms); SA_RESTART, as for the kick, keeps them from failing a console write or a
+  // socket call that happened to be in progress on whichever thread took the signal.
   struct sigaction stop_sa {};
   stop_sa.sa_handler = [](int sig) { g_stop_signal = sig; };
+  stop_sa.sa_flags = SA_RESTART;
   sigemptyset(&stop_sa.sa_mask);
   sigaction(SIGINT, &stop_sa, nullptr);
   sigaction(SIGTERM, &stop_sa, nullptr);

@@ -4,6 +4,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -20,8 +22,10 @@
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/host/backend_choice.h"
 #include "vmm/loader/elf_image.h"
+#include "vmm/loader/image_file.h"
 #include "vmm/cpu/migration_check.h"
 #include "vmm/machine.h"
+#include "vmm/machine_limits.h"
 #include "vmm/migration/migration_destination.h"
 #include "vmm/snapshot/snapshot_dir.h"
 #include "vmm/profiles_command.h"
@@ -30,29 +34,38 @@
 
 namespace {
 
-vmm::ElfImage load_elf_or_usage_error(const std::string& path) {
-  auto r = vmm::load_elf_file(path);
+// Guest images go into the guest's RAM whole: none can be larger, and that is checked before
+// a byte is read (vmm/loader/image_file.h); the exact fit is checked later, with the layout.
+struct ImageLimit {
+  uint64_t bytes;
+  std::string why;
+};
+ImageLimit image_limit(uint64_t mem_mib) {
+  return {mem_mib << 20, "the guest's " + std::to_string(mem_mib) + " MiB of RAM (--mem)"};
+}
+
+vmm::ElfImage load_elf_or_usage_error(const std::string& path, const ImageLimit& limit) {
+  auto r = vmm::load_elf_file(path, limit.bytes, limit.why);
   if (auto* error = r.error_message()) throw vmm::UsageError(*error);
   return std::move(r.value());
 }
 
-// The whole file, or a usage error naming it. Kernels and initrds are read whole (they are copied
-// into guest RAM whole); the size is checked against the RAM later, with the layout.
-std::vector<uint8_t> read_file_or_usage_error(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw vmm::UsageError(std::string("cannot read ") + what + " " + path + ": " +
-                          std::strerror(errno));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  if (in.bad()) throw vmm::UsageError(std::string("cannot read ") + what + " " + path);
-  return bytes;
+// The whole file, or a usage error naming it.
+std::vector<uint8_t> read_file_or_usage_error(const std::string& path, const char* what,
+                                              const ImageLimit& limit) {
+  auto r = vmm::read_image_file(path, limit.bytes, limit.why);
+  if (auto* error = r.error_message())
+    throw vmm::UsageError(std::string("cannot read ") + what + " " + *error);
+  const std::vector<std::byte>& bytes = r.value();
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  return std::vector<uint8_t>(p, p + bytes.size());
 }
 
 // --kernel is a Linux bzImage (DESIGN §4.9) or an ELF kernel; --initrd/--cmdline and the
 // programs must fit the kind.
 void choose_kernel(const vmm::RunCommand& cmd, vmm::MachineOptions& options) {
-  std::vector<uint8_t> file = read_file_or_usage_error(cmd.kernel, "kernel");
+  const ImageLimit limit = image_limit(cmd.mem_mib);
+  std::vector<uint8_t> file = read_file_or_usage_error(cmd.kernel, "kernel", limit);
   options.kernel_name = cmd.kernel;
   if (!vmm::has_linux_boot_header(file)) {
     if (!cmd.initrd.empty() || cmd.cmdline_given)
@@ -61,7 +74,7 @@ void choose_kernel(const vmm::RunCommand& cmd, vmm::MachineOptions& options) {
                             "Linux guests");
     if (cmd.programs.empty())
       throw vmm::UsageError("run needs at least one program after `--` (see pmuvm run --help)");
-    options.kernel = load_elf_or_usage_error(cmd.kernel);
+    options.kernel = load_elf_or_usage_error(cmd.kernel, limit);
     return;
   }
   auto image = vmm::parse_bzimage(file, cmd.kernel);
@@ -73,7 +86,8 @@ void choose_kernel(const vmm::RunCommand& cmd, vmm::MachineOptions& options) {
   vmm::MachineOptions::LinuxGuest linux_guest;
   linux_guest.bzimage = std::move(file);
   linux_guest.image = image.value();
-  if (!cmd.initrd.empty()) linux_guest.initrd = read_file_or_usage_error(cmd.initrd, "initrd");
+  if (!cmd.initrd.empty())
+    linux_guest.initrd = read_file_or_usage_error(cmd.initrd, "initrd", limit);
   linux_guest.initrd_name = cmd.initrd;
   linux_guest.cmdline = cmd.cmdline;
   options.linux_guest = std::move(linux_guest);
@@ -98,6 +112,13 @@ std::vector<std::string> refusals_for(const vmm::SnapshotManifest& m, const std:
   }
   for (std::string& r : vmm::host_cpuid_refusals(m, kvm_device)) reasons.push_back(std::move(r));
   return reasons;
+}
+
+// The host's physical memory in MiB: the default ceiling for the RAM an arriving VM asks for.
+uint64_t host_memory_mib() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return vmm::limits::kMaxMemMib;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) >> 20;
 }
 
 std::string join_reasons(const std::vector<std::string>& reasons) {
@@ -154,6 +175,17 @@ int incoming(const vmm::RunCommand& cmd) {
     const vmm::SnapshotManifest& m = in->manifest();
     std::vector<std::string> reasons =
         refusals_for(m, cmd.cpu_given ? cmd.cpu : "", cmd.kvm_device);
+    // The peer chooses the machine's size; this side chooses what it lends (DESIGN §4.12).
+    const uint64_t max_mem = cmd.max_mem_mib.value_or(host_memory_mib());
+    if (m.mem_mib > max_mem)
+      reasons.push_back("the VM asks for " + std::to_string(m.mem_mib) + " MiB of RAM; this " +
+                        "destination lends at most " + std::to_string(max_mem) + " MiB (" +
+                        (cmd.max_mem_mib ? "--max-mem" : "the host's memory; --max-mem") + ")");
+    const uint64_t max_vcpus = cmd.max_vcpus.value_or(vmm::limits::kMaxVcpus);
+    if (m.vcpus > max_vcpus)
+      reasons.push_back("the VM asks for " + std::to_string(m.vcpus) + " vCPUs; this " +
+                        "destination lends at most " + std::to_string(max_vcpus) +
+                        " (--max-vcpus)");
     // An API socket that cannot be served would fail the VM after the commit, when the source
     // has let it go: refuse it while the source still has it.
     if (!cmd.api_socket.empty())
@@ -221,7 +253,8 @@ int run(const vmm::RunCommand& cmd) {
     choose_kernel(cmd, options);
   }
   for (const vmm::ProgramArgs& p : cmd.programs)
-    options.programs.push_back(vmm::GuestProgram{p.path, load_elf_or_usage_error(p.path), p.args});
+    options.programs.push_back(vmm::GuestProgram{
+        p.path, load_elf_or_usage_error(p.path, image_limit(cmd.mem_mib)), p.args});
   // Counting backend (DESIGN §4.11): the host PMU is asked only when the host backend may be.
   const vmm::BackendRequest request{.backend = cmd.backend,
                                     .stepper = cmd.stepper,

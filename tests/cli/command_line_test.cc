@@ -237,6 +237,13 @@ TEST(CommandLineTest, IncomingAndRestore) {
             "pmuvm: --incoming takes no programs: the migrated VM brings its own");
   EXPECT_EQ(parse({"run", "--incoming", "tcp:1.2.3.4:5"}).message,
             "pmuvm: --incoming needs unix:PATH, not tcp:1.2.3.4:5");
+  // What an arriving VM may ask for: limits of the destination, meaningless without --incoming.
+  auto capped = parse({"run", "--incoming", "unix:/m", "--max-mem", "512", "--max-vcpus", "2"});
+  ASSERT_EQ(capped.kind, ParsedCommandLine::Kind::kRun) << capped.message;
+  EXPECT_EQ(capped.run.max_mem_mib, 512u);
+  EXPECT_EQ(capped.run.max_vcpus, 2u);
+  EXPECT_EQ(parse({"run", "--max-vcpus", "2", "--", "a.elf"}).message,
+            "pmuvm: --max-vcpus limits what an arriving VM may ask for: it goes with --incoming");
 
   EXPECT_TRUE(parse({"run", "--paused", "--api-socket", "/a", "--", "a.elf"}).run.paused);
   EXPECT_EQ(parse({"run", "--paused", "--", "a.elf"}).message,

@@ -121,7 +121,13 @@ TEST(CliErrors, LinuxKernelInputs) {
        "pmuvm: " + big + ": the initrd (40 MiB) does not fit in RAM beside " + ok +
            " (needs --mem of at least 65 MiB)"},
       {{"run", "--kvm-device", nokvm, "--kernel", ok, "--initrd", "/nonexistent/rd"},
-       "pmuvm: cannot read initrd /nonexistent/rd: No such file or directory"},
+       "pmuvm: cannot read initrd /nonexistent/rd: cannot open (No such file or directory)"},
+      // Kind and size before a byte is read: /dev/zero was read until memory ran out.
+      {{"run", "--kvm-device", nokvm, "--kernel", "/dev/zero"},
+       "pmuvm: cannot read kernel /dev/zero: not a regular file"},
+      {{"run", "--kvm-device", nokvm, "--mem", "32", "--kernel", ok, "--initrd", big},
+       "pmuvm: cannot read initrd " + big +
+           ": 41943040 bytes, larger than the guest's 32 MiB of RAM (--mem)"},
       {{"run", "--kvm-device", nokvm, "--kernel", ok, "--cmdline", std::string(3000, 'x')},
        "pmuvm: --cmdline is 3000 bytes; " + ok + " accepts at most 2047"},
       {{"run", "--kvm-device", nokvm, "--stepper", "guest", "--kernel", ok},

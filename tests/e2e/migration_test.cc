@@ -684,6 +684,28 @@ TEST_F(MigrationTest, DestinationThatCannotServeItsApiSocketRefusesTheVm) {
   EXPECT_EQ(left.out, b.result.out);
 }
 
+// The peer chooses the machine's size; the destination chooses what it lends: a VM asking for
+// more RAM than --max-mem is refused before anything is allocated, and the source runs on.
+TEST_F(MigrationTest, ADestinationLendsNoMoreThanItsMaxMem) {
+  const Workload w{{"--cpu", "amd-lwp", "--", guest_program("spin"), "lend", "6", "3000000"}};
+  const Baseline b = baseline(w, "spin.lend");
+  ASSERT_EQ(b.result.status, 0) << b.result.err;
+  Hop destination = start_destination("lend.dst", {"--max-mem", "64", "--max-vcpus", "1"});
+  Hop source = start_source(w, "lend.src", /*paused=*/true);
+  const Result c = ctl(source.api, "vm.send-migration",
+                       R"({"destination_url":"unix:)" + destination.incoming + R"("})");
+  const Result d = destination.process->wait();
+  EXPECT_EQ(d.status, 2) << d.err;
+  const std::string why = "the VM asks for 256 MiB of RAM; this destination lends at most 64 MiB";
+  EXPECT_NE(d.err.find(why), std::string::npos) << d.err;
+  EXPECT_EQ(c.status, 1) << c.out;
+  EXPECT_NE(c.out.find(why), std::string::npos) << c.out;
+  EXPECT_EQ(ctl(source.api, "vm.resume").status, 0);
+  const Result left = source.process->wait();
+  EXPECT_EQ(left.status, 0) << left.err;
+  EXPECT_EQ(left.out, b.result.out);
+}
+
 // Stands between a source and a destination (the test's man in the middle): forwards every frame
 // both ways and lets the test act when a frame of a given type passes, at a point of the
 // protocol rather than of time.

@@ -25,28 +25,13 @@ using stepper_fuzz::Input;
 using stepper_fuzz::kCr3;
 using stepper_fuzz::kHandler;
 using stepper_fuzz::kKernel;
-using stepper_fuzz::P;
-using stepper_fuzz::PS;
-using stepper_fuzz::U;
-using stepper_fuzz::W;
 using vmm::DebugConfig;
 using vmm::StepController;
 using vmm::StepScope;
 
-constexpr uint64_t kUser = 0x400000, kUserData = 0x600000;
-
-// Guest RAM: the kernel half (stepper_fuzz_guest.h), user code at 0x400000 and user data at
-// 0x600000 (2 MiB pages).
-vmm::GuestRam& ram() {
-  static vmm::GuestRam* r = [] {
-    auto* g = new vmm::GuestRam(16 << 20);
-    stepper_fuzz::write_kernel(*g);
-    g->write_u64(0x3000 + 2 * 8, 0x800000 | P | W | U | PS);
-    g->write_u64(0x3000 + 3 * 8, 0xA00000 | P | W | U | PS);
-    return g;
-  }();
-  return *r;
-}
+using stepper_fuzz::kUser;
+using stepper_fuzz::kUserData;
+using stepper_fuzz::ram;
 
 uint64_t pick_armed(const DebugConfig& applied, uint8_t choice) {
   for (int k = 0; k < 4; ++k) {

@@ -93,4 +93,19 @@ inline void write_kernel(vmm::GuestRam& g) {
   g.write_u64(kTss + 4, kEntryStack);  // RSP0
 }
 
+constexpr uint64_t kUser = 0x400000, kUserData = 0x600000;
+
+// Guest RAM of 16 MiB: the kernel half, user code at 0x400000 (frame 0x800000) and user data at
+// 0x600000 (frame 0xA00000), 2 MiB pages; made once per process.
+inline vmm::GuestRam& ram() {
+  static vmm::GuestRam* r = [] {
+    auto* g = new vmm::GuestRam(16 << 20);
+    write_kernel(*g);
+    g->write_u64(0x3000 + 2 * 8, 0x800000 | P | W | U | PS);
+    g->write_u64(0x3000 + 3 * 8, 0xA00000 | P | W | U | PS);
+    return g;
+  }();
+  return *r;
+}
+
 }  // namespace stepper_fuzz

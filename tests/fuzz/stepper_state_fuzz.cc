@@ -1,14 +1,19 @@
 // libFuzzer target for the steppers' state as a snapshot or migration stream carries it (sections
 // vcpuN.kvm_stepper and vcpuN.guest_stepper, DESIGN §4.12): byte 0 picks the step controller
 // (bit 0 clear) or the guest-assisted stepper (set) and bit 1 the cache geometry (amd-lwp or
-// intel-netburst), the rest is its archive, loaded over 4 MiB of guest RAM. Checked: no crash or
-// sanitizer report; a state that loads saves and loads again to the same bytes.
+// intel-netburst), the rest is its archive, loaded (with the element budget a snapshot's reader
+// has) over the guest of stepper_fuzz_guest.h. Checked: no crash or sanitizer report; a state
+// that loads saves and loads again to the same bytes; and a step controller that loaded is run:
+// blocks extended, debug exits, a single-step trap, a kick and a kernel exit, over that guest (a
+// crafted state may make the run fail with an exception, as a vCPU would fail its run, never
+// crash).
 // Seeds (corpus_stepper_state/): the step controller archive of tests/snapshot/golden/lwp_kvm, and
 // a fresh guest-assisted stepper with intel-netburst's geometry (StateWriter output; the golden
 // netburst_guest one holds 540 KB of cache model).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <span>
 #include <vector>
 
@@ -17,18 +22,21 @@
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/memory/guest_ram.h"
 #include "vmm/precise/guest_assisted_stepper.h"
+#include "tests/fuzz/stepper_fuzz_guest.h"
 #include "vmm/precise/step_controller.h"
 
 namespace {
 
+// True when `bytes` loaded into `first` (and saved and loaded again identically into `second`).
 template <typename Stepper>
-void load_save_load(Stepper& first, Stepper& second, std::span<const std::byte> bytes) {
+bool load_save_load(Stepper& first, Stepper& second, std::span<const std::byte> bytes) {
   try {
     pmu::StateReader r(bytes);
+    r.set_element_budget(pmu::element_budget_of<Stepper>());
     r(first);
     r.expect_end();
   } catch (const pmu::StateFormatError&) {
-    return;  // refused: what crafted bytes should mostly get
+    return false;  // refused: what crafted bytes should mostly get
   }
   pmu::StateWriter w;
   w(first);
@@ -39,13 +47,53 @@ void load_save_load(Stepper& first, Stepper& second, std::span<const std::byte> 
   pmu::StateWriter w2;
   w2(second);
   if (w2.take() != saved) std::abort();
+  return true;
+}
+
+// A loaded step controller at work: each exit kind once or twice, at user code of the fuzz guest.
+void run(vmm::StepController& ctl) {
+  using stepper_fuzz::kKernel;
+  using stepper_fuzz::kUser;
+  stepper_fuzz::FuzzVcpu vcpu;
+  vcpu.regs.cr3 = stepper_fuzz::kCr3;
+  vcpu.regs.rsp = stepper_fuzz::kUserData + 0x800;
+  vcpu.regs.rflags = 0x202;
+  try {
+    for (int exit = 0; exit < 8; ++exit) {
+      vcpu.ring = 3;
+      vcpu.regs.rip = kUser + 4 * exit;
+      ctl.extend_block(8, vcpu);
+      const vmm::DebugConfig applied = ctl.desired(vcpu.guest);
+      switch (exit % 4) {
+        case 0: {  // at the first breakpoint armed, if any
+          for (int i = 0; i < 4; ++i)
+            if (applied.ours & (1u << i)) {
+              vcpu.regs.rip = applied.address[i];
+              vcpu.ring = vcpu.regs.rip >= kKernel && vcpu.regs.rip < kKernel + 0x200000 ? 0 : 3;
+              (void)ctl.on_debug_exit(vcpu, (1u << i) | 0xFFFF0FF0, applied);
+              break;
+            }
+          break;
+        }
+        case 1: (void)ctl.on_debug_exit(vcpu, 0x4000 | 0xFFFF0FF0, applied); break;
+        case 2: (void)ctl.on_kick(vcpu); break;
+        case 3:
+          vcpu.ring = 0;
+          vcpu.regs.rip = stepper_fuzz::kHandler;
+          (void)ctl.on_other_exit(vcpu);
+          break;
+      }
+    }
+  } catch (const std::exception&) {
+    // the vCPU's run fails with the reason (vcpu_runner.cc): an outcome, not a crash
+  }
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  static vmm::GuestRam ram(4 << 20);
+  vmm::GuestRam& ram = stepper_fuzz::ram();
   static const pmu::cache::Geometry geometries[2] = {
       vmm::cache_model_geometry(vmm::builtin_profile("amd-lwp").profile->cache),
       vmm::cache_model_geometry(vmm::builtin_profile("intel-netburst").profile->cache)};
@@ -53,7 +101,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data + 1), size - 1);
   if ((data[0] & 1) == 0) {
     vmm::StepController first(ram, geometry), second(ram, geometry);
-    load_save_load(first, second, bytes);
+    if (load_save_load(first, second, bytes)) run(first);
   } else {
     vmm::GuestAssistedStepper first(ram, geometry), second(ram, geometry);
     load_save_load(first, second, bytes);

@@ -5,7 +5,10 @@
 #include <elf.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <variant>
 
 #include "tests/support/elf_builder.h"
@@ -90,8 +93,19 @@ TEST(ElfImageTest, RejectsProgramHeadersOutsideFile) {
 }
 
 TEST(ElfImageTest, MissingFileIsAnError) {
-  EXPECT_EQ(error_of(load_elf_file("/nonexistent/prog.elf")),
+  EXPECT_EQ(error_of(load_elf_file("/nonexistent/prog.elf", 1 << 20, "1 MiB")),
             "/nonexistent/prog.elf: cannot open (No such file or directory)");
+}
+
+// Kind and size are checked before a byte is read: /dev/zero named by mistake was read until
+// memory ran out.
+TEST(ElfImageTest, NoDeviceAndNothingLargerThanTheLimitIsRead) {
+  EXPECT_EQ(error_of(load_elf_file("/dev/zero", 1 << 20, "1 MiB")),
+            "/dev/zero: not a regular file");
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/big.elf";
+  { std::ofstream(path) << std::string(4097, 'x'); }
+  EXPECT_EQ(error_of(load_elf_file(path, 4096, "the guest's 4 KiB")),
+            path + ": 4097 bytes, larger than the guest's 4 KiB");
 }
 
 }  // namespace

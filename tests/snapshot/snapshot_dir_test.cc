@@ -3,6 +3,8 @@
 #include "vmm/snapshot/snapshot_dir.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -158,7 +160,8 @@ TEST(SnapshotDir, EveryDamageIsRefusedWithItsReason) {
 }
 
 // Files a snapshot directory holds are read only as regular files of the sizes the manifest
-// allows: a FIFO or a device in their place (a crafted directory) is refused, never read from.
+// allows: a FIFO in their place (a crafted directory) is refused, never read from, and a
+// symbolic link (to /dev/zero, to another user's file) is not followed.
 TEST(SnapshotDir, NonRegularFilesAreRefused) {
   FakeVm vm;
   const std::string good = temp_dir("snap-good-nonreg");
@@ -168,9 +171,40 @@ TEST(SnapshotDir, NonRegularFilesAreRefused) {
     fs::copy(good, dir);
     fs::remove(dir + "/" + name);
     fs::create_symlink("/dev/zero", dir + "/" + name);
+    EXPECT_NE(read_error(dir).find(std::string(name) + " is a symbolic link"), std::string::npos)
+        << read_error(dir);
+    fs::remove(dir + "/" + name);
+    ASSERT_EQ(mkfifo((dir + "/" + name).c_str(), 0600), 0);
     EXPECT_NE(read_error(dir).find(std::string(name) + " is not a regular file"), std::string::npos)
         << read_error(dir);
   }
+}
+
+// The directory itself: not reached through a symbolic link and this user's or root's, for
+// reading and for writing (before, both were accepted: another user's directory could swap what
+// is read, a link could send a snapshot elsewhere).
+TEST(SnapshotDir, ADirectoryOfAnotherUserOrALinkIsRefused) {
+  FakeVm vm;
+  const std::string good = temp_dir("snap-good-owner");
+  ASSERT_TRUE(vmm::write_snapshot_dir(good, vm).ok());
+  const std::string link = temp_dir("snap-link");
+  fs::create_directory_symlink(good, link);
+  EXPECT_EQ(read_error(link), link + " is a symbolic link: name the directory itself");
+  EXPECT_EQ(read_error(link + "/"), link + " is a symbolic link: name the directory itself");
+  const std::string empty = temp_dir("snap-empty-target");
+  fs::create_directories(empty);
+  const std::string empty_link = temp_dir("snap-empty-link");
+  fs::create_directory_symlink(empty, empty_link);
+  EXPECT_EQ(vmm::write_snapshot_dir(empty_link, vm).error().message,
+            empty_link + " is a symbolic link: name the directory itself");
+  EXPECT_TRUE(fs::is_empty(empty));
+
+  if (geteuid() != 0) GTEST_FAIL() << "chown to another user needs root (the tests run as root)";
+  ASSERT_EQ(chown(good.c_str(), 65534, 65534), 0);
+  EXPECT_EQ(read_error(good), good + " belongs to uid 65534, neither this user nor root");
+  ASSERT_EQ(chown(empty.c_str(), 65534, 65534), 0);
+  EXPECT_EQ(vmm::write_snapshot_dir(empty, vm).error().message,
+            empty + " belongs to uid 65534, neither this user nor root");
 }
 
 // The manifest, which makes the directory a snapshot, is the last file to appear, whole (written

@@ -1,4 +1,6 @@
 #include "vmm/loader/elf_image.h"
+
+#include "vmm/loader/image_file.h"
 #include "vmm/result.h"
 
 #include <elf.h>
@@ -75,13 +77,11 @@ Result<ElfImage> parse_elf(std::vector<std::byte> bytes, const std::string& name
   return image;
 }
 
-Result<ElfImage> load_elf_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error::usage(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> bytes(raw.size());
-  std::memcpy(bytes.data(), raw.data(), raw.size());
-  return parse_elf(std::move(bytes), path);
+Result<ElfImage> load_elf_file(const std::string& path, uint64_t limit,
+                               const std::string& limit_why) {
+  auto bytes = read_image_file(path, limit, limit_why);
+  if (!bytes.ok()) return bytes.error();
+  return parse_elf(std::move(bytes.value()), path);
 }
 
 }  // namespace vmm

@@ -39,7 +39,9 @@ struct ElfImage {
 // segments, no address wrap, and an entry point inside an executable segment.
 Result<ElfImage> parse_elf(std::vector<std::byte> bytes, const std::string& name);
 
-// Reads and parses a file; errors name the path ("prog.elf: not an ELF file").
-Result<ElfImage> load_elf_file(const std::string& path);
+// Reads (read_image_file: a regular file of at most `limit` bytes, `limit_why` saying what the
+// limit is) and parses a file; errors name the path ("prog.elf: not an ELF file").
+Result<ElfImage> load_elf_file(const std::string& path, uint64_t limit,
+                               const std::string& limit_why);
 
 }  // namespace vmm

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -61,13 +63,33 @@ std::optional<std::string> sync_directory(const fs::path& dir) {
   return std::nullopt;
 }
 
+constexpr uint64_t kMaxStateBytes = 1ull << 30;
+
+// A snapshot directory is this user's (or root's) and is not reached through a symbolic link
+// (DESIGN §4.12): another user's directory, or a link, could swap what is read or receive what
+// is written. Nothing there yet is fine (`may_be_missing`: the writer creates it).
+std::optional<std::string> unsafe_directory(const fs::path& dir, bool may_be_missing) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0)
+    return errno == ENOENT && may_be_missing
+               ? std::nullopt
+               : std::optional<std::string>(dir.string() + ": " + errno_text());
+  if (S_ISLNK(st.st_mode)) return dir.string() + " is a symbolic link: name the directory itself";
+  if (!S_ISDIR(st.st_mode)) return dir.string() + " is not a directory";
+  if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    return dir.string() + " belongs to uid " + std::to_string(st.st_uid) +
+           ", neither this user nor root";
+  return std::nullopt;
+}
+
 // Opens a file of a snapshot for reading: it must be a regular file (a FIFO in its place is
-// opened without waiting for a writer, O_NONBLOCK, and refused; a device likewise), of at most
-// `limit` bytes. Returns the descriptor and its size, or the reason (`cannot_open` and errno
-// when there is no file to open).
+// opened without waiting for a writer, O_NONBLOCK, and refused; a device likewise; a symbolic
+// link is not followed, O_NOFOLLOW), of at most `limit` bytes. Returns the descriptor and its size,
+// or the reason (`cannot_open` and errno when there is no file to open).
 Result<std::pair<int, uint64_t>> open_regular(const fs::path& path, const std::string& name,
                                               uint64_t limit, const std::string& cannot_open) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ELOOP) return Error::usage(name + " is a symbolic link");
   if (fd < 0) return Error::usage(cannot_open + " (" + errno_text() + ")");
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -101,8 +123,6 @@ Result<std::vector<std::byte>> read_regular(const fs::path& path, const std::str
   return bytes;
 }
 
-constexpr uint64_t kMaxStateBytes = 1ull << 30;
-
 }  // namespace
 
 std::optional<std::string> file_url_path(const std::string& url) {
@@ -114,6 +134,7 @@ std::optional<std::string> file_url_path(const std::string& url) {
 
 Status write_snapshot_dir(const std::string& dir_name, MigratableVm& vm) {
   const fs::path dir(dir_name);
+  if (auto unsafe = unsafe_directory(dir, /*may_be_missing=*/true)) return Error::usage(*unsafe);
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
     return Error::usage("snapshot directory " + dir_name + " exists and is not empty");
@@ -144,11 +165,18 @@ Status write_snapshot_dir(const std::string& dir_name, MigratableVm& vm) {
   }
   manifest.files["memory.bin"] = {ram.size(), memory_checksum.digest()};
   const std::vector<std::byte> state = vm.capture_state().serialize();
+  // Never a snapshot read_snapshot_dir would refuse (DESIGN §4.12).
+  if (state.size() > kMaxStateBytes)
+    return fail("the VM's state is " + std::to_string(state.size()) + " bytes; a snapshot holds " +
+                "at most " + std::to_string(kMaxStateBytes));
   if (auto error = write_file(dir / "state.bin", state.data(), state.size())) return fail(*error);
   manifest.files["state.bin"] = {state.size(), FileChecksum::of(state)};
   // The manifest makes the directory a snapshot: it appears last and whole (written beside,
   // synced, renamed, the directory synced), so a snapshot cut short is never read as one.
   const std::string text = to_json_text(manifest);
+  if (text.size() > kMaxManifestBytes)
+    return fail("the manifest is " + std::to_string(text.size()) + " bytes; a snapshot's is at " +
+                "most " + std::to_string(kMaxManifestBytes));
   if (auto error = write_file(dir / "manifest.json.new",
                               reinterpret_cast<const std::byte*>(text.data()), text.size()))
     return fail(*error);
@@ -160,6 +188,9 @@ Status write_snapshot_dir(const std::string& dir_name, MigratableVm& vm) {
 
 Result<SnapshotOnDisk> read_snapshot_dir(const std::string& dir_name) {
   const fs::path dir(dir_name);
+  // A trailing slash makes lstat follow a link: the directory is looked at without it.
+  if (auto unsafe = unsafe_directory(dir.has_filename() ? dir : dir.parent_path(), false))
+    return Error::usage(*unsafe);
   auto manifest_bytes =
       read_regular(dir / "manifest.json", dir_name + "/manifest.json", kMaxManifestBytes,
                    dir_name + " is not a pmuvm snapshot: cannot read its manifest.json");
