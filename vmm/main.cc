@@ -28,6 +28,7 @@
 #include "vmm/machine_limits.h"
 #include "vmm/migration/migration_destination.h"
 #include "vmm/snapshot/snapshot_dir.h"
+#include "vmm/printable.h"
 #include "vmm/profiles_command.h"
 #include "vmm/startup_timeline.h"
 #include "vmm/vmm_error.h"
@@ -302,6 +303,13 @@ int run(const vmm::RunCommand& cmd) {
   return status;
 }
 
+// An error as the terminal may show it: errors quote what came from outside (a profile's keys, a
+// manifest's fields, a peer's words), so every one is escaped on its way out (DESIGN §4.12);
+// a refusal's reasons keep their lines.
+std::string error_text(const std::exception& e) {
+  return vmm::printable(e.what(), {.max_bytes = 64 << 10, .keep_newlines = true});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -321,10 +329,10 @@ int main(int argc, char** argv) {
         return vmm::api::run_ctl(cl.ctl.api_socket, cl.ctl.verb, cl.ctl.body, std::cout, std::cerr);
     }
   } catch (const vmm::UsageError& e) {
-    std::cerr << "pmuvm: " << e.what() << '\n';
+    std::cerr << "pmuvm: " << error_text(e) << '\n';
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "pmuvm: " << e.what() << '\n';
+    std::cerr << "pmuvm: " << error_text(e) << '\n';
     return 3;
   }
   return 3;

@@ -9,6 +9,7 @@
 #include "vmm/cpu/migration_check.h"
 #include "vmm/cpu/profile_baseline.h"
 #include "vmm/cpu/profile_writer.h"
+#include "vmm/printable.h"
 
 namespace vmm {
 namespace {
@@ -16,8 +17,9 @@ namespace {
 constexpr int kUsageError = 2;
 constexpr int kVmmFailure = 3;
 
+// Messages quote profile files (names, keys): escaped on the way out (vmm/printable.h).
 int fail(std::ostream& err, int status, const std::string& message) {
-  err << "pmuvm: " << message << '\n';
+  err << "pmuvm: " << printable(message, {.max_bytes = 64 << 10, .keep_newlines = true}) << '\n';
   return status;
 }
 

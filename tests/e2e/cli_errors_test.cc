@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -138,6 +139,31 @@ TEST(CliErrors, LinuxKernelInputs) {
     auto r = run(c.args);
     EXPECT_EQ(r.status, 2) << c.error;
     EXPECT_EQ(last_line(r.err), c.error);
+  }
+}
+
+// Errors quote what came from outside (a profile's keys, a snapshot manifest's file names): they
+// reach the terminal escaped, whatever the message (before, a manifest's file name was printed
+// raw: a snapshot could clear the screen of whoever restored it).
+TEST(CliErrors, ErrorsAreEscaped) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  std::ofstream(tmp + "/escapes.json")
+      << "{\"name\": \"x\", \"description\": \"d\", \"\\u001b[2Jboom\": 1}";
+  const std::string dir = tmp + "/escapes.snapshot";
+  std::filesystem::create_directories(dir);
+  std::string manifest =
+      pmuvm_e2e::slurp(pmuvm_e2e::runfile("tests/snapshot/golden/lwp_kvm.manifest.json"));
+  manifest.replace(manifest.find("\"files\": {"), 10,
+                   "\"files\": {\"\\u001b[2Jevil\": {\"bytes\": 1, \"xxh64\": \"zz\"},");
+  std::ofstream(dir + "/manifest.json") << manifest;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "--cpu", tmp + "/escapes.json", "--", hello()},
+        std::vector<std::string>{"profiles", tmp + "/escapes.json"},
+        std::vector<std::string>{"restore", "--source", "file://" + dir}}) {
+    auto r = run(args);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("\\x1b[2J"), std::string::npos) << r.err;
   }
 }
 
