@@ -412,4 +412,68 @@ TEST_F(LinuxGuest, MigratesTwiceWhileBootingAndProfiling) {
   EXPECT_TRUE(has_line(all, "init: lwp_pair exited 0")) << dump(all);
 }
 
+// A guest that floods the LWP report (issue 38): 8 processes, each with its own address space,
+// store a record per instruction over 40962 instructions of their own NOP sleds: 327696 places
+// (task, address) for the report. The report places 262144 of them (one budget for all tasks;
+// before, 65536 per task and event, so all were placed and a guest with 4096 processes could reach
+// ~805 M entries) and counts the rest; the VM, flooded, then migrates (the report within the state
+// a migration frame carries) and the destination reports every record.
+TEST_F(LinuxGuest, AnLwpReportFloodStaysWithinItsBudgetAndMigrates) {
+  const std::string base = "/tmp/pmuvm-flood-" + std::to_string(getpid());
+  const std::string api = base + ".api", incoming = base + ".mig";
+  std::filesystem::remove(incoming);
+  Child destination({"run", "--incoming", "unix:" + incoming, "--lwp-report", "-"}, 600);
+  ASSERT_TRUE(wait_for_incoming_socket(incoming, destination)) << destination.err();
+  std::vector<std::string> argv = {"run",
+                                   "--cpu",
+                                   "amd-lwp",
+                                   "--mem",
+                                   "512",
+                                   "--api-socket",
+                                   api,
+                                   "--pause-on-output",
+                                   "addresses done",
+                                   "--kernel",
+                                   runfile("guest_kernel_patches/bzImage"),
+                                   "--initrd",
+                                   runfile("guest/linux/initramfs.cpio"),
+                                   "--cmdline",
+                                   "console=ttyS0 -- lwp_flood 8 40960"};
+  Child source(argv, 600);
+  std::string why;
+  ASSERT_TRUE(pmuvm_e2e::wait_for_stderr(source, "pmuvm: paused: ", 600, &why)) << why;
+  ASSERT_TRUE(pmuvm_e2e::wait_until_listening(api, source)) << source.err();
+  const Result c = run({"ctl", "--api-socket", api, "vm.send-migration",
+                        R"({"destination_url":"unix:)" + incoming + R"("})"});
+  ASSERT_EQ(c.status, 0) << c.out << c.err << source.err();
+  EXPECT_EQ(source.wait().status, 0);
+  const Result r = destination.wait();
+  Result all = r;
+  all.out = source.out() + r.out;
+  EXPECT_EQ(r.status, 0) << dump(all);
+  EXPECT_TRUE(has_line(all, "lwp_flood: 8 tasks x 40960 addresses done")) << dump(all);
+  EXPECT_EQ(lines(all, "lwp_flood: child").size(),
+            8 * std::string("lwp_flood: child 0: 40962 records stored\n").size())
+      << lines(all, "lwp_flood: child");
+  // The report: 8 tasks of 40962 records each, one at each of 327696 places (a task's address:
+  // each task's first JMP is its own entry too); 262144 are placed, the other 65552 counted.
+  uint64_t tasks = 0, records = 0, not_placed = 0;
+  std::istringstream in(r.out);
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (line.rfind("== task ", 0) == 0) ++tasks;
+    if (std::regex_match(line, m, std::regex(R"(\s+instructions retired: (\d+) records)")))
+      records += std::stoull(m[1]);
+    if (std::regex_match(
+            line, m,
+            std::regex(
+                R"(\s+\((\d+) records at addresses beyond the report's 262144, not placed\))")))
+      not_placed += std::stoull(m[1]);
+  }
+  EXPECT_EQ(tasks, 8u) << r.out;
+  EXPECT_EQ(records, 8u * 40962) << r.out;
+  EXPECT_EQ(not_placed, 65552u) << r.out;
+}
+
 }  // namespace
