@@ -684,6 +684,59 @@ TEST_F(MigrationTest, DestinationThatCannotServeItsApiSocketRefusesTheVm) {
   EXPECT_EQ(left.out, b.result.out);
 }
 
+// A destination of another user (here one the test runs as nobody, listening where the source is
+// sent) gets nothing of the VM: the source checks its peer's uid before the hello, says why, and
+// its VM runs on (before, whoever listened at the path received all RAM and state).
+TEST_F(MigrationTest, ADestinationOfAnotherUserGetsNothing) {
+  const Workload w{{"--cpu", "amd-lwp", "--", guest_program("spin"), "other", "6", "3000000"}};
+  const Baseline b = baseline(w, "spin.other");
+  ASSERT_EQ(b.result.status, 0) << b.result.err;
+  const std::string path = socket_path("other.mig");
+  std::filesystem::remove(path);
+  const std::string dir = std::filesystem::path(path).parent_path();
+  struct stat dir_st {};
+  ASSERT_EQ(stat(dir.c_str(), &dir_st), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0777), 0);  // nobody may create its socket there
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // as nobody: listen, tell the test, take one connection, count its bytes
+    close(ready[0]);
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
+    const int listener = listen_unix(path, 1);
+    if (listener < 0) _exit(11);
+    if (write(ready[1], "x", 1) != 1) _exit(12);
+    const int fd = accept(listener, nullptr, nullptr);
+    char buf[4096];
+    size_t got = 0;
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) got += static_cast<size_t>(n);
+    _exit(got == 0 ? 0 : 13);
+  }
+  close(ready[1]);
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1) << "the nobody listener did not start";
+  close(ready[0]);
+  Hop source = start_source(w, "other.src", /*paused=*/true);
+  const Result c =
+      ctl(source.api, "vm.send-migration", R"({"destination_url":"unix:)" + path + R"("})");
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  chmod(dir.c_str(), dir_st.st_mode & 07777);
+  std::filesystem::remove(path);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "10: setuid, 11: listen, 12: pipe, 13: the source sent something";
+  EXPECT_EQ(c.status, 1) << c.out;
+  EXPECT_NE(c.out.find("it runs as uid 65534, neither this user nor root (nothing of the VM was "
+                       "sent)"),
+            std::string::npos)
+      << c.out;
+  EXPECT_EQ(ctl(source.api, "vm.resume").status, 0);
+  const Result left = source.process->wait();
+  EXPECT_EQ(left.status, 0) << left.err;
+  EXPECT_EQ(left.out, b.result.out);
+}
+
 // The peer chooses the machine's size; the destination chooses what it lends: a VM asking for
 // more RAM than --max-mem is refused before anything is allocated, and the source runs on.
 TEST_F(MigrationTest, ADestinationLendsNoMoreThanItsMaxMem) {
