@@ -309,6 +309,9 @@ void Machine::Impl::run_vcpus() {
     if (pauser.joinable()) pauser.join();
     for (std::thread& t : threads) t.join();
   };
+  // Until the commit the API answers as during any migration (vm_api.h): nothing may pause or
+  // snapshot a VM that is not yet this side's.
+  if (incoming) api.set_migrating(true);
   try {
     for (auto& v : vcpus) threads.emplace_back([&v] { v->run(); });
     if (options_.debug_pause_every) pauser = std::thread([this] { debug_pauser(); });
@@ -323,7 +326,6 @@ void Machine::Impl::run_vcpus() {
       }
     }
     if (incoming) {
-      api.set_migrating(true);
       options_.restore->commit([this] { return stop_requested(); });
       api.set_migrating(false);
       lifecycle_.release();

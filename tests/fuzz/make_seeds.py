@@ -9,6 +9,7 @@ Each seed's first byte is the selector its fuzz target documents.
 import json
 import os
 import struct
+import zlib
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -212,6 +213,44 @@ def block_exactness_seeds():
           guest(exec_nx, 0, 7, b"\x48\x83\xc0\x01\x48\x83\xc0\x01", [], held=3))
 
 
+def state_container(sections):
+    """A state container (vmm/snapshot/state_sections.h) of (name, bytes) sections."""
+    out = b"PMUVMST\0" + struct.pack("<II", 6, len(sections))
+    for name, data in sorted(sections):
+        crc = zlib.crc32(data, zlib.crc32(name.encode()))
+        out += struct.pack("<H", len(name)) + name.encode() + struct.pack("<QI", len(data), crc) + data
+    return out
+
+
+def vmm_state_seeds():
+    """vmm_state_fuzz: component sections are a u16 version and the archive (pmu/state_archive.h):
+    little-endian integers, u64 counts before strings, lists and maps."""
+    def string(text):
+        return struct.pack("<Q", len(text)) + text
+
+    def event(records, by_rip, untracked):
+        out = struct.pack("<QQ", records, len(by_rip))
+        for rip, count in by_rip:
+            out += struct.pack("<QQ", rip, count)
+        return out + struct.pack("<Q", untracked)
+
+    task = (string(b"CR3 0x1000") + struct.pack("<Q", 2)
+            + b"\x01" + event(3, [(0x400000, 2), (0x400010, 1)], 0)
+            + b"\x02" + event(1, [(0x400020, 1)], 4)
+            + struct.pack("<QQQ", 5, 2, 1))
+    report = struct.pack("<HQI", 1, 1, 1) + task
+    tasks = struct.pack("<HQ", 1, 2) + struct.pack("<QI", 0x1000, 1) + struct.pack("<QI", 0x2000, 2)
+    counts = struct.pack("<HQIBQQ", 1, 1000, 1, 0, 2, 0)
+    console = struct.pack("<H", 1) + string(b"half a line")
+    write("corpus_vmm_state", "report_tasks_counts_console", state_container([
+        ("report.lwp", report), ("report.linux_tasks", tasks), ("vcpu0.counts", counts),
+        ("devices.console", console)]))
+    # The Linux task map claiming 5000 entries (its budget is 4096), with the bytes to hold them:
+    # refused by the budget when the count is read, before any entry.
+    over = struct.pack("<HQ", 1, 5000) + bytes(5000)
+    write("corpus_vmm_state", "tasks_over_budget", state_container([("report.linux_tasks", over)]))
+
+
 def main():
     http_seeds()
     block_exactness_seeds()
@@ -219,6 +258,7 @@ def main():
     page_walker_seeds()
     libvirt_seeds()
     image_seeds()
+    vmm_state_seeds()
     if len(sys.argv) > 1:
         migration_seeds(sys.argv[1])
 

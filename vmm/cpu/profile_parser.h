@@ -25,7 +25,7 @@ struct ParseContext {
   bool files_allowed = true;  // false: baseline_of may name shipped profiles only
   // Members already parsed, by key ("name:X", "file:/path"): a member named on many paths (a
   // diamond of baselines) is parsed once, not once per path (N^depth).
-  std::map<std::string, CpuProfile> resolved;
+  std::map<std::string, CpuProfile> resolved = {};
 };
 
 // Parses `text`. `identity_keys` are the keys under which the caller found this text (its
