@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/support/unix_sockets.h"
 #include "vmm/memory/guest_ram.h"
 
 namespace vmm {
@@ -96,12 +97,8 @@ TEST(MachineApiTest, DuringAMigrationTheApiAnswersAndAShutdownEndsIt) {
   char dir[] = "/tmp/pmuvm-api-mig.XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string path = std::string(dir) + "/in.sock";
-  const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
+  const int listener = pmuvm_testing::listen_unix(path, 1);
+  ASSERT_GE(listener, 0);
 
   SilentMachine m;
   MachineApi api(m);

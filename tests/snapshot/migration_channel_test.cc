@@ -3,6 +3,8 @@
 #include "vmm/migration/migration_channel.h"
 #include "vmm/migration/migration_destination.h"
 
+#include "tests/support/unix_sockets.h"
+
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -232,15 +234,11 @@ TEST(MigrationChannel, AListenerThatNeverAcceptsFailsTheConnectAtItsDeadline) {
   char dir_template[] = "/tmp/migration_channel_test.XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);
   const std::string path = std::string(dir_template) + "/sock";
-  const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strcpy(addr.sun_path, path.c_str());
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 0), 0);
+  const int listener = pmuvm_testing::listen_unix(path, 0);
+  ASSERT_GE(listener, 0);
   // A backlog of 0 holds one connection: the next connect waits for an accept.
-  const int first = socket(AF_UNIX, SOCK_STREAM, 0);
-  ASSERT_EQ(connect(first, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int first = pmuvm_testing::connect_unix(path);
+  ASSERT_GE(first, 0);
   try {
     MigrationChannel::connect_to(path, 200);
     ADD_FAILURE() << "connected although the listener accepts nothing";
@@ -260,12 +258,8 @@ TEST(IncomingMigration, ALiveSocketAtThePathIsLeftAlone) {
   char dir[] = "/tmp/pmuvm-incoming.XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string path = std::string(dir) + "/in.sock";
-  const int live = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  ASSERT_EQ(bind(live, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(live, 1), 0);
+  const int live = pmuvm_testing::listen_unix(path, 1);
+  ASSERT_GE(live, 0);
   std::string error;
   try {
     vmm::IncomingMigration::accept_at(path);

@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/unix_sockets.h"
 #include "vmm/memory/guest_ram.h"
 #include "vmm/migration/migration_channel.h"
 #include "vmm/migration/migration_destination.h"
@@ -65,12 +66,8 @@ class Destination {
     EXPECT_NE(mkdtemp(dir), nullptr);
     dir_ = dir;
     path_ = dir_ + "/in.sock";
-    listener_ = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path_.c_str(), sizeof addr.sun_path - 1);
-    EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(listen(listener_, 1), 0);
+    listener_ = pmuvm_testing::listen_unix(path_, 1);
+    EXPECT_GE(listener_, 0);
     thread_ = std::thread([this, script] {
       const int fd = accept(listener_, nullptr, nullptr);
       if (fd >= 0) script(fd);
@@ -159,7 +156,9 @@ TEST(MigrationHandover, AnAnswerDrippedByteByByteIsGivenUpAtTheDeadline) {
     ch.expect(MigrationMessage::kHello, 5000);
     const unsigned char accept_frame[20] = {'P', 'M', 'I', 'G', 2};
     for (size_t i = 0; i < sizeof accept_frame && !stop_dripping; ++i) {
-      if (write(fd, accept_frame + i, 1) != 1) break;
+      // MSG_NOSIGNAL: the source gives up and closes while this drips (a SIGPIPE would end the
+      // test).
+      if (send(fd, accept_frame + i, 1, MSG_NOSIGNAL) != 1) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
