@@ -1,5 +1,7 @@
 #include "vmm/command_line.h"
 
+#include "vmm/version.h"
+
 #include <CLI/CLI.hpp>
 #include <optional>
 #include <sstream>
@@ -533,7 +535,9 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& argv) {
   const auto [before, after] = split_at_separator(argv);
   CLI::App app{
       "pmuvm — a KVM virtual machine monitor that gives guests virtual AMD Lightweight "
-      "Profiling and a virtual Intel NetBurst PMU"};
+      "Profiling and a virtual Intel NetBurst PMU",
+      "pmuvm"};  // the name the usage lines give ("Usage: pmuvm run [OPTIONS]")
+  app.set_version_flag("--version", kPmuvmVersion, "Print which pmuvm this is and exit");
   app.require_subcommand(1);
   Subcommands sub{};
   sub.run = app.add_subcommand(

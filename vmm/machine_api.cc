@@ -5,13 +5,14 @@
 #include "vmm/migration/migration_channel.h"
 #include "vmm/migration/migration_source.h"
 #include "vmm/snapshot/snapshot_dir.h"
+#include "vmm/version.h"
 
 namespace vmm {
 
 using api::ApiResponse;
 using api::error_response;
 
-ApiResponse MachineApi::ping() { return ApiResponse{200, {{"version", "pmuvm 0.11"}}}; }
+ApiResponse MachineApi::ping() { return ApiResponse{200, {{"version", kPmuvmVersion}}}; }
 
 void MachineApi::set_migrating(bool on) {
   std::lock_guard g(calls_);

@@ -1,6 +1,7 @@
 // The pmuvm command line (DESIGN §4.6): programs and their arguments after `--`, every option
 // with its default, and usage errors as one line with exit status 2.
 #include "vmm/command_line.h"
+#include "vmm/version.h"
 
 #include <gtest/gtest.h>
 
@@ -80,6 +81,18 @@ TEST(CommandLineTest, HelpDocumentsEveryRunOption) {
   EXPECT_EQ(top.exit_status, 0);
   EXPECT_NE(top.message.find("profiles"), std::string::npos);
   EXPECT_NE(top.message.find("ctl"), std::string::npos);
+}
+
+// The usage lines name the program and its subcommand, and --version says which pmuvm this is
+// (issue 42: "Usage: [OPTIONS] SUBCOMMAND" named nothing).
+TEST(CommandLineTest, UsageNamesTheProgramAndVersionIsOneLine) {
+  EXPECT_NE(parse({"--help"}).message.find("Usage: pmuvm [OPTIONS] SUBCOMMAND"), std::string::npos)
+      << parse({"--help"}).message;
+  EXPECT_NE(parse({"run", "--help"}).message.find("Usage: pmuvm run [OPTIONS]"), std::string::npos);
+  const auto v = parse({"--version"});
+  EXPECT_EQ(v.kind, ParsedCommandLine::Kind::kExit);
+  EXPECT_EQ(v.exit_status, 0);
+  EXPECT_EQ(v.message, std::string(vmm::kPmuvmVersion) + "\n");
 }
 
 // A Linux guest: --kernel alone is enough (whether it is a bzImage is the file's business,
