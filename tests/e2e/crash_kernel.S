@@ -181,11 +181,8 @@ storm_done:
     call print_hex32
     lea storm_end(%rip), %rsi
     call print
-    mov $0x510, %dx
     xor %eax, %eax
-    out %eax, %dx
-2:  hlt
-    jmp 2b
+    jmp exit_guest
 
 load_lwpcb_at_eax:                   /* LLWPCB at CPL 0 (WRMSR LWPMSR1), then user entry */
     xor %edx, %edx
@@ -382,11 +379,8 @@ unexpected_gp:
     call print
     mov (%rsp), %eax
     call print_hex32
-    mov $0x510, %dx
     mov $2, %eax
-    out %eax, %dx
-1:  hlt
-    jmp 1b
+    jmp exit_guest
 
 pf7_handler:
     lea pf_seen(%rip), %rsi
@@ -420,11 +414,8 @@ pf7_handler:
     call print_hex32
     lea newline(%rip), %rsi
     call print
-    mov $0x510, %dx
     xor %eax, %eax
-    out %eax, %dx
-1:  hlt
-    jmp 1b
+    jmp exit_guest
 
     .data
     .balign 8
@@ -495,11 +486,8 @@ user_stack_top:
     wrmsr
     lea top_done(%rip), %rsi
     call print
-    mov $0x510, %dx
     xor %eax, %eax
-    out %eax, %dx
-1:  hlt
-    jmp 1b
+    jmp exit_guest
 
     .data
     .balign 8
@@ -550,6 +538,13 @@ set_gate:                            /* IDT at %rdi, vector %esi: 64-bit interru
     shr $16, %rax
     mov %eax, 8(%rsi)
     ret
+
+exit_guest:                          /* at CPL 0: the guest's exit status %eax through port
+                                        0x510, then halted for good */
+    mov $0x510, %dx
+    out %eax, %dx
+1:  hlt
+    jmp 1b
 
 print:                               /* the NUL-terminated string at %rsi to COM1 */
     mov $0x3f8, %dx
