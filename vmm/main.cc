@@ -6,14 +6,11 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include "vmm/api/api_server.h"
 #include "vmm/api/ctl.h"
@@ -54,12 +51,10 @@ vmm::ElfImage load_elf_or_usage_error(const std::string& path, const ImageLimit&
 // The whole file, or a usage error naming it.
 std::vector<uint8_t> read_file_or_usage_error(const std::string& path, const char* what,
                                               const ImageLimit& limit) {
-  auto r = vmm::read_image_file(path, limit.bytes, limit.why);
+  auto r = vmm::read_image_file<uint8_t>(path, limit.bytes, limit.why);
   if (auto* error = r.error_message())
     throw vmm::UsageError(std::string("cannot read ") + what + " " + *error);
-  const std::vector<std::byte>& bytes = r.value();
-  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
-  return std::vector<uint8_t>(p, p + bytes.size());
+  return std::move(r.value());
 }
 
 // --kernel is a Linux bzImage (DESIGN §4.9) or an ELF kernel; --initrd/--cmdline and the

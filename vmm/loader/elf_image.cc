@@ -6,10 +6,7 @@
 #include <elf.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 namespace vmm {
 
@@ -79,7 +76,7 @@ Result<ElfImage> parse_elf(std::vector<std::byte> bytes, const std::string& name
 
 Result<ElfImage> load_elf_file(const std::string& path, uint64_t limit,
                                const std::string& limit_why) {
-  auto bytes = read_image_file(path, limit, limit_why);
+  auto bytes = read_image_file<std::byte>(path, limit, limit_why);
   if (!bytes.ok()) return bytes.error();
   return parse_elf(std::move(bytes.value()), path);
 }

@@ -9,8 +9,8 @@
 
 namespace vmm {
 
-Result<std::vector<std::byte>> read_image_file(const std::string& path, uint64_t limit,
-                                               const std::string& limit_why) {
+Status read_image_into(const std::string& path, uint64_t limit, const std::string& limit_why,
+                       const std::function<void*(size_t size)>& storage) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Error::usage(path + ": cannot open (" + std::strerror(errno) + ")");
   struct Closer {
@@ -24,10 +24,10 @@ Result<std::vector<std::byte>> read_image_file(const std::string& path, uint64_t
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size > limit)
     return Error::usage(path + ": " + std::to_string(size) + " bytes, larger than " + limit_why);
-  std::vector<std::byte> bytes(size);
+  auto* bytes = static_cast<char*>(storage(size));
   size_t got = 0;
   while (got < size) {
-    const ssize_t n = ::read(fd, bytes.data() + got, size - got);
+    const ssize_t n = ::read(fd, bytes + got, size - got);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Error::usage(path + ": cannot read (" + std::strerror(errno) + ")");
     if (n == 0) break;
@@ -36,7 +36,7 @@ Result<std::vector<std::byte>> read_image_file(const std::string& path, uint64_t
   char extra;
   if (got != size || ::read(fd, &extra, 1) != 0)
     return Error::usage(path + ": changed size while it was read");
-  return bytes;
+  return {};
 }
 
 }  // namespace vmm
