@@ -4,6 +4,7 @@
 
 #include <elf.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -106,6 +107,10 @@ TEST(ElfImageTest, NoDeviceAndNothingLargerThanTheLimitIsRead) {
   { std::ofstream(path) << std::string(4097, 'x'); }
   EXPECT_EQ(error_of(load_elf_file(path, 4096, "the guest's 4 KiB")),
             path + ": 4097 bytes, larger than the guest's 4 KiB");
+  // A FIFO: refused at once, not waited on for a writer.
+  const std::string fifo = std::string(std::getenv("TEST_TMPDIR")) + "/fifo.elf";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error_of(load_elf_file(fifo, 4096, "4 KiB")), fifo + ": not a regular file");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "vmm/regular_file.h"
 #include "vmm/snapshot/file_checksum.h"
 #include "vmm/result.h"
 
@@ -82,44 +83,47 @@ std::optional<std::string> unsafe_directory(const fs::path& dir, bool may_be_mis
   return std::nullopt;
 }
 
-// Opens a file of a snapshot for reading: it must be a regular file (a FIFO in its place is
-// opened without waiting for a writer, O_NONBLOCK, and refused; a device likewise; a symbolic
-// link is not followed, O_NOFOLLOW), of at most `limit` bytes. Returns the descriptor and its size,
-// or the reason (`cannot_open` and errno when there is no file to open).
-Result<std::pair<int, uint64_t>> open_regular(const fs::path& path, const std::string& name,
-                                              uint64_t limit, const std::string& cannot_open) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 && errno == ELOOP) return Error::usage(name + " is a symbolic link");
-  if (fd < 0) return Error::usage(cannot_open + " (" + errno_text() + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error::usage(name + " is not a regular file");
+// Why a file of a snapshot (`name` in messages) cannot be read: it must be a regular file, not
+// reached through a symbolic link, of at most `limit` bytes (vmm/regular_file.h);
+// `cannot_open` and errno when there is no file to open.
+Error snapshot_file_refusal(const RegularFileProblem& problem, const std::string& name,
+                            uint64_t limit, const std::string& cannot_open) {
+  using Kind = RegularFileProblem::Kind;
+  switch (problem.kind) {
+    case Kind::kCannotOpen:
+      return Error::usage(cannot_open + " (" + std::strerror(problem.error_number) + ")");
+    case Kind::kSymbolicLink: return Error::usage(name + " is a symbolic link");
+    case Kind::kNotRegular: return Error::usage(name + " is not a regular file");
+    case Kind::kTooLarge:
+      return Error::usage(name + " is " + std::to_string(problem.size) + " bytes (at most " +
+                          std::to_string(limit) + ")");
+    case Kind::kReadError:
+    case Kind::kChanged: break;
   }
-  if (static_cast<uint64_t>(st.st_size) > limit) {
-    ::close(fd);
-    return Error::usage(name + " is " + std::to_string(st.st_size) + " bytes (at most " +
-                        std::to_string(limit) + ")");
-  }
-  return std::pair<int, uint64_t>(fd, static_cast<uint64_t>(st.st_size));
+  return Error::usage(name + ": cannot read it (it changed while read)");
 }
 
-// Reads all of a regular file of at most `limit` bytes (open_regular).
+// Opens a file of a snapshot for reading (snapshot_file_refusal says what it must be). Returns
+// the descriptor and its size, or the reason.
+Result<std::pair<int, uint64_t>> open_regular(const fs::path& path, const std::string& name,
+                                              uint64_t limit, const std::string& cannot_open) {
+  auto opened = open_regular_file(path.string(), limit, /*follow_links=*/false);
+  if (auto* problem = std::get_if<RegularFileProblem>(&opened))
+    return snapshot_file_refusal(*problem, name, limit, cannot_open);
+  const OpenRegularFile file = std::get<OpenRegularFile>(opened);
+  return std::pair<int, uint64_t>(file.fd, file.size);
+}
+
+// Reads all of a file of a snapshot (as open_regular opens it).
 Result<std::vector<std::byte>> read_regular(const fs::path& path, const std::string& name,
                                             uint64_t limit, const std::string& cannot_open) {
-  auto opened = open_regular(path, name, limit, cannot_open);
-  if (!opened.ok()) return opened.error();
-  const auto [fd, size] = opened.value();
-  std::vector<std::byte> bytes(size);
-  size_t got = 0;
-  while (got < size) {
-    const ssize_t n = ::read(fd, bytes.data() + got, size - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (got != size) return Error::usage(name + ": cannot read it (it changed while read)");
+  std::vector<std::byte> bytes;
+  const std::optional<RegularFileProblem> problem =
+      read_regular_file(path.string(), limit, /*follow_links=*/false, [&](size_t size) -> void* {
+        bytes.resize(size);
+        return bytes.data();
+      });
+  if (problem) return snapshot_file_refusal(*problem, name, limit, cannot_open);
   return bytes;
 }
 
