@@ -23,6 +23,7 @@
 #include "vmm/boot/long_mode.h"
 #include "vmm/cpu/cache_model_geometry.h"
 #include "vmm/cpu/cpuid_table.h"
+#include "vmm/cpu/netburst_config.h"
 #include "vmm/machine_api.h"
 #include "vmm/machine_impl.h"
 #include "vmm/report/lwp_trace.h"
@@ -65,21 +66,6 @@ std::vector<std::string> cpuid_refusals(const KvmSystem& kvm, const SnapshotMani
                                         uint32_t pv_features) {
   return cpuid_bits_missing(
       m.cpuid, filter_guest_cpuid(supported_cpuid(kvm), m.profile, pv_features).entries);
-}
-
-// The profile's NetBurst PMU as the model takes it, if it has one.
-std::optional<pmu::netburst::Config> netburst_config(const CpuProfile& profile) {
-  if (!profile.netburst) return std::nullopt;
-  pmu::netburst::Config c;
-  c.counters = profile.netburst->counters;
-  c.counter_bits = profile.netburst->counter_bits;
-  c.threads_per_core = profile.netburst->threads_per_core;
-  c.third_level_cache = profile.cache.l3.has_value();
-  // IQ_ESCR0/1 exist on family 0xF models 1 and 2 only (pmu/netburst/README.md).
-  c.iq_escrs = profile.family == 0xF && profile.model <= 2;
-  if (auto error = pmu::netburst::validate(c))
-    throw UsageError("CPU profile " + profile.name + ": NetBurst PMU: " + *error);
-  return c;
 }
 
 }  // namespace

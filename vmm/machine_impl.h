@@ -28,6 +28,7 @@
 #include "vmm/kvm/kvm_vm.h"
 #include "vmm/machine.h"
 #include "vmm/machine/guest_kind.h"
+#include "vmm/machine/machine_sections.h"
 #include "vmm/machine/vcpu_host.h"
 #include "vmm/machine/vcpu_runner.h"
 #include "vmm/machine/vm_lifecycle.h"
@@ -144,6 +145,9 @@ struct Machine::Impl : MachineControl, VcpuHost {
   // Loads a snapshot's state into the freshly created VM, vCPUs and models (before any runs).
   // Throws UsageError naming the section that is missing or does not fit.
   void apply_state(const StateSections& s);
+  // The machine's own state sections (vmm/machine/machine_sections.h), `vm_state` standing in
+  // for KVM's.
+  MachineParts machine_parts(VmArchState& vm_state);
 
   nlohmann::json describe() override;
   nlohmann::json pmu_state() override;

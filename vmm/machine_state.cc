@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "vmm/machine/state_components.h"
+#include "vmm/machine/machine_sections.h"
 #include "vmm/machine_impl.h"
 #include "vmm/vmm_error.h"
 
@@ -45,52 +45,39 @@ SnapshotManifest Machine::Impl::manifest() {
   return m;
 }
 
-// One section per component, each with its own version (StateSections::add_component); each
-// vCPU runner saves its own ("vcpuN.*").
+// The sections and what each holds: vmm/machine/machine_sections.h. Each vCPU runner saves its
+// own ("vcpuN.*").
 StateSections Machine::Impl::capture_state() {
   StateSections s;
   VmArchState vm_state = vm->save_state(guest_kind_->has_pit());
-  s.add_component("vm.kvm", VmArchState::kStateVersion, archived(vm_state));
   const std::vector<uint32_t> msrs = kvm->msrs_to_save();
   // Each vCPU's KVM state is read by its own thread (kvm_vcpu.h), parked.
   std::vector<StateSections> per_vcpu(vcpus.size());
   lifecycle_.on_each_vcpu([&](uint32_t i) { vcpus[i]->save_state(per_vcpu[i], msrs); });
-  for (const StateSections& part : per_vcpu)
-    for (const auto& [name, bytes] : part.all()) s.add(name, bytes);
   // The vCPUs are parked: nothing prints or touches a device meanwhile (each locks itself).
-  s.add_component("devices.serial", SerialPort::kStateVersion, archived(serial));
-  s.add_component("devices.cmos", CmosPort::kStateVersion, archived(cmos));
-  std::string line = console.line();
-  s.add_component("devices.console", kConsoleLineStateVersion, archived(line));
   {
     std::lock_guard<std::mutex> g(report_lock);
-    s.add_component("report.lwp", LwpReport::kStateVersion, archived(report));
-    s.add_component("report.linux_tasks", kLinuxTasksStateVersion,
-                    archived(linux_tasks, LwpReport::kMaxTasks));
+    save_machine_sections(s, machine_parts(vm_state));
   }
+  for (const StateSections& part : per_vcpu)
+    for (const auto& [name, bytes] : part.all()) s.add(name, bytes);
   return s;
 }
 
+// Every section is loaded before KVM sees any of it: a state that does not fit leaves the VM
+// untouched (and the restore fails).
 void Machine::Impl::apply_state(const StateSections& s) {
   VmArchState vm_state;
-  read_component(s, "vm.kvm", VmArchState::kStateVersion, vm_state);
+  load_machine_sections(s, machine_parts(vm_state));
+  std::vector<VcpuArchState> arch;
+  for (auto& v : vcpus) arch.push_back(v->load_state(s));
   const std::vector<uint32_t> msrs = kvm->msrs_to_save();  // what a restore may set
-  if (guest_kind_->has_pit() != vm_state.pit.has_value())
-    throw UsageError("the snapshot's device state does not match its guest kind");
-  for (auto& v : vcpus) v->restore_state(s, msrs);
+  for (size_t i = 0; i < vcpus.size(); ++i) vcpus[i]->apply_kvm_state(arch[i], msrs);
   vm->restore_state(vm_state);
-  read_component(s, "devices.serial", SerialPort::kStateVersion, serial);
-  read_component(s, "devices.cmos", CmosPort::kStateVersion, cmos);
-  std::string line;
-  read_component(s, "devices.console", kConsoleLineStateVersion, line);
-  console.restore_line(std::move(line)).throw_if_error();
-  read_component(s, "report.lwp", LwpReport::kStateVersion, report);
-  read_component(s, "report.linux_tasks", kLinuxTasksStateVersion, linux_tasks,
-                 LwpReport::kMaxTasks);
-  if (linux_tasks.size() > LwpReport::kMaxTasks)
-    throw UsageError(
-        "the snapshot's report.linux_tasks state: " + std::to_string(linux_tasks.size()) +
-        " Linux address spaces (at most " + std::to_string(LwpReport::kMaxTasks) + ")");
+}
+
+MachineParts Machine::Impl::machine_parts(VmArchState& vm_state) {
+  return MachineParts{vm_state, serial, cmos, console, report, linux_tasks, guest_kind_->has_pit()};
 }
 
 nlohmann::json Machine::Impl::describe() {

@@ -11,7 +11,6 @@
 #include "pmu/state_archive.h"
 #include "vmm/cpu/cache_model_geometry.h"
 #include "vmm/host/perf_host_counters.h"
-#include "vmm/machine/state_components.h"
 
 namespace vmm {
 namespace {
@@ -170,63 +169,33 @@ void VcpuRunner::count_exit(uint32_t reason) {
   }
 }
 
-// One section per component, each with its own version (StateSections::add_component); the LWP
-// unit and the NetBurst PMU save their own versioned formats (pmu/lwp/save_area.h,
-// pmu/netburst/save_state.h).
-void VcpuRunner::save_state(StateSections& s, const std::vector<uint32_t>& msrs) {
-  const std::string p = "vcpu" + std::to_string(index()) + ".";
-  VcpuArchState arch = kvm_->save_state(msrs);
-  s.add_component(p + "kvm", VcpuArchState::kStateVersion, archived(arch));
-  s.add(p + "lwp", control_->save_state());
-  if (auto netburst = control_->save_netburst_state()) s.add(p + "netburst", *netburst);
-  VcpuCounts counts{counted_, task_, interrupts_.pmi_pending, page_faults_.delivered,
-                    page_faults_.dropped};
-  s.add_component(p + "counts", VcpuCounts::kStateVersion, archived(counts));
-  s.add_component(p + "interrupt_limit", pmu::RateLimitedInterruptSink::kStateVersion,
-                  archived(*limited_));
-  if (kvm_stepper_)
-    s.add_component(p + "kvm_stepper", StepController::kStateVersion, archived(*kvm_stepper_));
-  if (guest_stepper_)
-    s.add_component(p + "guest_stepper", GuestAssistedStepper::kStateVersion,
-                    archived(*guest_stepper_));
+VcpuParts VcpuRunner::state_parts(VcpuArchState& arch, VcpuCounts& counts) {
+  return VcpuParts{
+      index(), arch, *control_, counts, *limited_, kvm_stepper_.get(), guest_stepper_.get()};
 }
 
-void VcpuRunner::restore_state(const StateSections& s, const std::vector<uint32_t>& msrs) {
-  const CpuProfile& profile = host_.options().profile;
-  const std::string p = "vcpu" + std::to_string(index()) + ".";
+void VcpuRunner::save_state(StateSections& s, const std::vector<uint32_t>& msrs) {
+  VcpuArchState arch = kvm_->save_state(msrs);
+  VcpuCounts counts{counted_, task_, interrupts_.pmi_pending, page_faults_.delivered,
+                    page_faults_.dropped};
+  save_vcpu_sections(s, state_parts(arch, counts));
+}
+
+VcpuArchState VcpuRunner::load_state(const StateSections& s) {
   VcpuArchState arch;
-  read_component(s, p + "kvm", VcpuArchState::kStateVersion, arch);
-  kvm_->restore_state(arch, msrs);
-  kvm_->load_exit_state();
-  const std::vector<std::byte>* lwp = s.find(p + "lwp");
-  if (!lwp) throw UsageError("the snapshot has no " + p + "lwp state");
-  control_->restore_state(*lwp).prefixed("the snapshot's " + p + "lwp state: ").throw_if_error();
-  control_->restore_netburst_state(s.find(p + "netburst"))
-      .prefixed("the snapshot's " + p + "netburst state: ")
-      .throw_if_error();
   VcpuCounts counts;
-  read_component(s, p + "counts", VcpuCounts::kStateVersion, counts);
+  load_vcpu_sections(s, state_parts(arch, counts), host_.options().profile);
   counted_ = counts.counted;
   task_ = counts.task;
   interrupts_.pmi_pending = counts.pmi_pending;
   page_faults_.delivered = counts.page_faults_delivered;
   page_faults_.dropped = counts.page_faults_dropped;
-  read_component(s, p + "interrupt_limit", pmu::RateLimitedInterruptSink::kStateVersion, *limited_);
-  // Held interrupts come from the PMU models the profile has: threshold vectors from LWP with
-  // its interrupt, NMIs and PMIs from NetBurst.
-  if (!limited_->held_vectors().empty() && !(profile.lwp.available && profile.lwp.interrupt))
-    throw UsageError("the snapshot's " + p +
-                     "interrupt_limit state holds a threshold interrupt, but CPU profile " +
-                     profile.name + " has no LWP interrupt");
-  if (limited_->holds_nmi_or_pmi() && !profile.netburst)
-    throw UsageError("the snapshot's " + p + "interrupt_limit state holds a PMI, but CPU profile " +
-                     profile.name + " has no NetBurst PMU");
-  // The stepper the snapshot's manifest named is the one this machine was built with (restore
-  // checks it), so its section is there; a crafted one without it is refused here.
-  if (kvm_stepper_)
-    read_component(s, p + "kvm_stepper", StepController::kStateVersion, *kvm_stepper_);
-  if (guest_stepper_)
-    read_component(s, p + "guest_stepper", GuestAssistedStepper::kStateVersion, *guest_stepper_);
+  return arch;
+}
+
+void VcpuRunner::apply_kvm_state(const VcpuArchState& arch, const std::vector<uint32_t>& msrs) {
+  kvm_->restore_state(arch, msrs);
+  kvm_->load_exit_state();
   debug_unknown_ = true;
 }
 

@@ -33,6 +33,7 @@
 #include "vmm/kvm/kvm_vcpu.h"
 #include "vmm/log_budget.h"
 #include "vmm/machine/vcpu_host.h"
+#include "vmm/machine/machine_sections.h"
 #include "vmm/machine/vcpu_interrupts.h"
 #include "vmm/precise/guest_assisted_stepper.h"
 #include "vmm/precise/step_controller.h"
@@ -98,11 +99,13 @@ class VcpuRunner {
   uint64_t holding_since_ns() const { return holding_since_ns_.load(); }
 
   // Snapshot / migration of this vCPU: its KVM state, models, counts, rate limiter and stepper as
-  // sections "vcpuN.*". save_state runs on the vCPU's own thread while it is parked
-  // (VmLifecycle::on_each_vcpu); restore_state before its thread starts, and throws UsageError
-  // naming a section that is missing or does not fit.
+  // sections "vcpuN.*" (vmm/machine/machine_sections.h). save_state runs on the vCPU's own thread
+  // while it is parked (VmLifecycle::on_each_vcpu). A restore, before the thread starts, first
+  // loads every section (load_state: UsageError naming a section that is missing or does not
+  // fit) and returns the KVM state, which apply_kvm_state then hands to KVM.
   void save_state(StateSections& s, const std::vector<uint32_t>& msrs);
-  void restore_state(const StateSections& s, const std::vector<uint32_t>& msrs);
+  VcpuArchState load_state(const StateSections& s);
+  void apply_kvm_state(const VcpuArchState& arch, const std::vector<uint32_t>& msrs);
   // vm.pmu: LWP and NetBurst state and the counted instructions (parked).
   nlohmann::json pmu_state();
 
@@ -114,6 +117,10 @@ class VcpuRunner {
 
  private:
   friend class VcpuExits;  // the vCPU as the exit handler sees it (vcpu_exits.cc)
+
+  // This vCPU's objects as its state sections name them, with `arch` and `counts` standing in
+  // for the KVM state and the counts kept in several places here.
+  VcpuParts state_parts(VcpuArchState& arch, VcpuCounts& counts);
 
   // A counting backend handed CPL-3 instructions to the PMU models.
   void count_instruction();
