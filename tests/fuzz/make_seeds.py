@@ -7,6 +7,7 @@ running guests, the bundled kernel and a guest program -- are copied in as they 
 Each seed's first byte is the selector its fuzz target documents.
 """
 import json
+import gzip
 import os
 import struct
 import zlib
@@ -222,9 +223,46 @@ def state_container(sections):
     return out
 
 
-def vmm_state_seeds():
-    """vmm_state_fuzz: component sections are a u16 version and the archive (pmu/state_archive.h):
-    little-endian integers, u64 counts before strings, lists and maps."""
+def parse_state_container(data):
+    """The (name, bytes) sections of a state container written by state_container() or pmuvm."""
+    count = struct.unpack_from("<I", data, 12)[0]
+    at, sections = 16, []
+    for _ in range(count):
+        (name_len,) = struct.unpack_from("<H", data, at)
+        name = data[at + 2:at + 2 + name_len].decode()
+        at += 2 + name_len
+        size, _crc = struct.unpack_from("<QI", data, at)
+        at += 12
+        sections.append((name, data[at:at + size]))
+        at += size
+    return sections
+
+
+def machine_state_seeds():
+    """machine_state_fuzz: byte 0 the machine (bits 0-1 profile, 2-3 stepper, 4 Linux, 5 two
+    vCPUs), then a container. Seeds: the golden states with their own machines (a state that loads
+    whole), the same with the VMM's small sections of vmm_sections() swapped in, and the task map
+    over its budget."""
+    goldens = {"lwp_kvm": 0x00,          # amd-lwp, kvm, bundled kernel, one vCPU
+               "netburst_guest": 0x09}   # intel-netburst, guest-assisted
+    small = dict(vmm_sections())
+    for name, machine in goldens.items():
+        with gzip.open(os.path.join(HERE, "..", "snapshot", "golden", name + ".state.bin.gz")) as f:
+            golden = f.read()
+        write("corpus_machine_state", name, bytes([machine]) + golden)
+        swapped = [(n, small.get(n, data)) for n, data in parse_state_container(golden)]
+        write("corpus_machine_state", name + "_small_sections",
+              bytes([machine]) + state_container(swapped))
+    # The Linux task map claiming 5000 entries (its budget is 4096), with the bytes to hold them:
+    # refused by the budget when the count is read, before any entry.
+    over = struct.pack("<HQ", 1, 5000) + bytes(5000)
+    write("corpus_machine_state", "tasks_over_budget",
+          b"\x00" + state_container([("report.linux_tasks", over)]))
+
+
+def vmm_sections():
+    """The VMM's own component sections, small: a component is a u16 version and the archive
+    (pmu/state_archive.h): little-endian integers, u64 counts before strings, lists and maps."""
     def string(text):
         return struct.pack("<Q", len(text)) + text
 
@@ -242,13 +280,8 @@ def vmm_state_seeds():
     tasks = struct.pack("<HQ", 1, 2) + struct.pack("<QI", 0x1000, 1) + struct.pack("<QI", 0x2000, 2)
     counts = struct.pack("<HQIBQQ", 1, 1000, 1, 0, 2, 0)
     console = struct.pack("<H", 1) + string(b"half a line")
-    write("corpus_vmm_state", "report_tasks_counts_console", state_container([
-        ("report.lwp", report), ("report.linux_tasks", tasks), ("vcpu0.counts", counts),
-        ("devices.console", console)]))
-    # The Linux task map claiming 5000 entries (its budget is 4096), with the bytes to hold them:
-    # refused by the budget when the count is read, before any entry.
-    over = struct.pack("<HQ", 1, 5000) + bytes(5000)
-    write("corpus_vmm_state", "tasks_over_budget", state_container([("report.linux_tasks", over)]))
+    return [("report.lwp", report), ("report.linux_tasks", tasks), ("vcpu0.counts", counts),
+            ("devices.console", console)]
 
 
 def main():
@@ -258,7 +291,7 @@ def main():
     page_walker_seeds()
     libvirt_seeds()
     image_seeds()
-    vmm_state_seeds()
+    machine_state_seeds()
     if len(sys.argv) > 1:
         migration_seeds(sys.argv[1])
 

@@ -1,5 +1,6 @@
-// What the KVM stepper's fuzz targets (block_planner_fuzz, block_exactness_fuzz) share: a reader
-// of the input, a vCPU as the step controller sees it, and the kernel half of the guest (the
+// What the KVM stepper's fuzz targets (block_planner_fuzz, block_exactness_fuzz, and the state
+// targets that run a loaded one: stepper_state_fuzz, machine_state_fuzz) share: a reader of the
+// input, a vCPU as the step controller sees it, and the kernel half of the guest (the
 // layout of tests/precise/step_controller_test.cc: a supervisor 2 MiB page at 0x200000 with the
 // SYSCALL entry, a SYSRETQ and an IRETQ to find, an IDT whose gates all go to one handler, a
 // TSS whose RSP0 is the entry stack).
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <span>
 #include <vector>
 
@@ -106,6 +108,44 @@ inline vmm::GuestRam& ram() {
     return g;
   }();
   return *r;
+}
+
+// A step controller loaded from a crafted state (stepper_state_fuzz, machine_state_fuzz) at work:
+// each exit kind once or twice, at user code of the fuzz guest.
+inline void exercise(vmm::StepController& ctl) {
+  FuzzVcpu vcpu;
+  vcpu.regs.cr3 = kCr3;
+  vcpu.regs.rsp = kUserData + 0x800;
+  vcpu.regs.rflags = 0x202;
+  try {
+    for (int exit = 0; exit < 8; ++exit) {
+      vcpu.ring = 3;
+      vcpu.regs.rip = kUser + 4 * exit;
+      ctl.extend_block(8, vcpu);
+      const vmm::DebugConfig applied = ctl.desired(vcpu.guest);
+      switch (exit % 4) {
+        case 0: {  // at the first breakpoint armed, if any
+          for (int i = 0; i < 4; ++i)
+            if (applied.ours & (1u << i)) {
+              vcpu.regs.rip = applied.address[i];
+              vcpu.ring = vcpu.regs.rip >= kKernel && vcpu.regs.rip < kKernel + 0x200000 ? 0 : 3;
+              (void)ctl.on_debug_exit(vcpu, (1u << i) | 0xFFFF0FF0, applied);
+              break;
+            }
+          break;
+        }
+        case 1: (void)ctl.on_debug_exit(vcpu, 0x4000 | 0xFFFF0FF0, applied); break;
+        case 2: (void)ctl.on_kick(vcpu); break;
+        case 3:
+          vcpu.ring = 0;
+          vcpu.regs.rip = kHandler;
+          (void)ctl.on_other_exit(vcpu);
+          break;
+      }
+    }
+  } catch (const std::exception&) {
+    // the vCPU's run fails with the reason (vcpu_runner.cc): an outcome, not a crash
+  }
 }
 
 }  // namespace stepper_fuzz

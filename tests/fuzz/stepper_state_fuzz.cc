@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <exception>
 #include <span>
 #include <vector>
 
@@ -50,45 +49,6 @@ bool load_save_load(Stepper& first, Stepper& second, std::span<const std::byte> 
   return true;
 }
 
-// A loaded step controller at work: each exit kind once or twice, at user code of the fuzz guest.
-void run(vmm::StepController& ctl) {
-  using stepper_fuzz::kKernel;
-  using stepper_fuzz::kUser;
-  stepper_fuzz::FuzzVcpu vcpu;
-  vcpu.regs.cr3 = stepper_fuzz::kCr3;
-  vcpu.regs.rsp = stepper_fuzz::kUserData + 0x800;
-  vcpu.regs.rflags = 0x202;
-  try {
-    for (int exit = 0; exit < 8; ++exit) {
-      vcpu.ring = 3;
-      vcpu.regs.rip = kUser + 4 * exit;
-      ctl.extend_block(8, vcpu);
-      const vmm::DebugConfig applied = ctl.desired(vcpu.guest);
-      switch (exit % 4) {
-        case 0: {  // at the first breakpoint armed, if any
-          for (int i = 0; i < 4; ++i)
-            if (applied.ours & (1u << i)) {
-              vcpu.regs.rip = applied.address[i];
-              vcpu.ring = vcpu.regs.rip >= kKernel && vcpu.regs.rip < kKernel + 0x200000 ? 0 : 3;
-              (void)ctl.on_debug_exit(vcpu, (1u << i) | 0xFFFF0FF0, applied);
-              break;
-            }
-          break;
-        }
-        case 1: (void)ctl.on_debug_exit(vcpu, 0x4000 | 0xFFFF0FF0, applied); break;
-        case 2: (void)ctl.on_kick(vcpu); break;
-        case 3:
-          vcpu.ring = 0;
-          vcpu.regs.rip = stepper_fuzz::kHandler;
-          (void)ctl.on_other_exit(vcpu);
-          break;
-      }
-    }
-  } catch (const std::exception&) {
-    // the vCPU's run fails with the reason (vcpu_runner.cc): an outcome, not a crash
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -101,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data + 1), size - 1);
   if ((data[0] & 1) == 0) {
     vmm::StepController first(ram, geometry), second(ram, geometry);
-    if (load_save_load(first, second, bytes)) run(first);
+    if (load_save_load(first, second, bytes)) stepper_fuzz::exercise(first);
   } else {
     vmm::GuestAssistedStepper first(ram, geometry), second(ram, geometry);
     load_save_load(first, second, bytes);
