@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the synthetic seeds of tests/fuzz (the real ones -- shipped profiles, snapshots of
-running guests, the bundled kernel and a guest program -- are copied in as they are; README.md).
+running guests, the bundled kernel and a guest program -- are copied in as they are; docs/testing.md).
 
     tests/fuzz/make_seeds.py SNAPSHOT_DIR   # a snapshot of a guest profiling with LWP
 
