@@ -21,6 +21,8 @@ packages=(
   zlib1g-dev                     # CRC-32 of the state container and migration frames
   libxxhash-dev xxhash           # XXH64 of a snapshot's files; xxhsum for bench/migration_bench
   libpfm4-dev                    # NetBurst event encodings (test oracle)
+  libdw-dev binutils             # the report's function and file:line (elfutils' libdwfl,
+                                 # dlopen'ed); binutils' nm/addr2line: its test oracle
   python3                        # test-result summary
   qemu-system-x86                # runs the bundled guest kernel under TCG in tests (no KVM needed);
                                  # also brings the libraries tools/kvm-host's QEMU 10 needs

@@ -276,6 +276,15 @@ std::vector<OptionRow<RunCommand>> run_options() {
        {},
        nullptr,
        false},
+      {"--symbols",
+       &R::symbols,
+       "An ELF file (static, with its symbols; DWARF for lines) whose functions, files and lines "
+       "name the --lwp-report's addresses of tasks that are not a program given here (Linux "
+       "processes, a resumed VM's tasks); may be given several times, the first that knows an "
+       "address names it. The bundled kernel's programs are named from their own files",
+       {},
+       "ELF",
+       false},
       {"--max-interrupt-rate",
        &R::max_interrupt_rate,
        "Most PMU interrupts per second per vCPU; more are held back (0 = no limit, at most "
@@ -375,6 +384,13 @@ std::vector<OptionRow<RestoreCommand>> restore_options() {
        {},
        nullptr,
        false},
+      {"--symbols",
+       &R::symbols,
+       "An ELF file whose functions, files and lines name the --lwp-report's addresses; may be "
+       "given several times, the first that knows an address names it",
+       {},
+       "ELF",
+       false},
       {"--kvm-device", &R::kvm_device, "The KVM device to open"},
       {"--api-socket",
        &R::api_socket,
@@ -400,6 +416,8 @@ std::optional<std::string> check_run(const RunCommand& run, const CLI::App& app)
            " needs --api-socket (only vm.resume can continue the VM)";
   for (const std::string& text : run.pause_on_output)
     if (text.empty()) return "--pause-on-output needs a text (every line contains the empty one)";
+  if (!run.symbols.empty() && run.lwp_report.empty())
+    return "--symbols names the addresses of the LWP report: it goes with --lwp-report";
   if (run.incoming.empty() && (run.max_mem_mib || run.max_vcpus))
     return std::string(run.max_mem_mib ? "--max-mem" : "--max-vcpus") +
            " limits what an arriving VM may ask for: it goes with --incoming";
@@ -429,6 +447,8 @@ std::optional<std::string> check_restore(const RestoreCommand& restore, bool pro
   if (programs) return "restore takes no programs: the snapshot holds its own";
   if (restore.source.rfind("file:///", 0) != 0)
     return "--source needs file:///DIR, not " + restore.source;
+  if (!restore.symbols.empty() && restore.lwp_report.empty())
+    return "--symbols names the addresses of the LWP report: it goes with --lwp-report";
   return std::nullopt;
 }
 

@@ -41,8 +41,9 @@ struct RunCommand {
   std::string cmdline = "console=ttyS0";  // Linux only
   bool cmdline_given = false;
   std::string log_level = "warn";
-  std::string lwp_report;  // "" none, "-" stdout, else file
-  std::string lwp_trace;   // "" none, else file
+  std::string lwp_report;            // "" none, "-" stdout, else file
+  std::string lwp_trace;             // "" none, else file
+  std::vector<std::string> symbols;  // ELF files naming the report's addresses (Linux tasks)
   uint32_t max_interrupt_rate = 10000;
   std::string kvm_device = "/dev/kvm";
   std::string api_socket;  // "" none, else the API socket's path (DESIGN §4.10)
@@ -70,6 +71,7 @@ struct RestoreCommand {
   std::string log_level = "warn";
   std::string lwp_report;
   std::string lwp_trace;
+  std::vector<std::string> symbols;
   std::string kvm_device = "/dev/kvm";
   std::string api_socket;
   bool stats = false;

@@ -26,6 +26,7 @@
 #include "vmm/cpu/netburst_config.h"
 #include "vmm/machine_api.h"
 #include "vmm/machine_impl.h"
+#include "vmm/report/code_places.h"
 #include "vmm/report/lwp_trace.h"
 #include "vmm/startup_timeline.h"
 #include "vmm/vmm_error.h"
@@ -373,7 +374,12 @@ int Machine::Impl::run() {
 }
 
 void Machine::Impl::write_report() {
-  const std::string text = report.render();
+  // The bundled kernel numbers its tasks 1.. in the order of the programs (guest/kernel/task.c).
+  std::map<uint32_t, std::string> own;
+  for (size_t i = 0; i < options_.programs.size(); ++i)
+    own[static_cast<uint32_t>(i + 1)] = options_.programs[i].path;
+  TaskCodePlaces places(std::move(own), options_.symbols);
+  const std::string text = report.render(10, 30, std::ref(places));
   if (options_.lwp_report == "-") {
     std::fputs(text.c_str(), stdout);
     return;

@@ -130,6 +130,7 @@ vmm::MachineOptions resumed_options(const vmm::SnapshotManifest& m, const Comman
   vmm::MachineOptions options = vmm::options_from_manifest(m);
   options.lwp_report = cmd.lwp_report;
   options.lwp_trace = cmd.lwp_trace;
+  options.symbols = cmd.symbols;
   options.kvm_device = cmd.kvm_device;
   options.api_socket = cmd.api_socket;
   options.stats = cmd.stats;
@@ -234,6 +235,7 @@ int run(const vmm::RunCommand& cmd) {
   options.max_interrupts_per_second = cmd.max_interrupt_rate;
   options.lwp_report = cmd.lwp_report;
   options.lwp_trace = cmd.lwp_trace;
+  options.symbols = cmd.symbols;
   options.kvm_device = cmd.kvm_device;
   options.api_socket = cmd.api_socket;
   options.start_paused = cmd.paused;

@@ -43,6 +43,9 @@ FREESTANDING_COPTS = [
     "-falign-loops=1",
     "-falign-labels=1",
     "-mstringop-strategy=loop",
+    # DWARF line tables, so pmuvm's report can name file:line (vmm/report/code_places.h); GCC
+    # generates the same code with and without -g.
+    "-g",
     "-Wall",
     "-Wextra",
 ]

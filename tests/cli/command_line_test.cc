@@ -278,6 +278,15 @@ TEST(CommandLineTest, IncomingAndRestore) {
       "pmuvm: --pause-at-instructions needs --api-socket (only vm.resume can continue the VM)");
   EXPECT_EQ(parse({"run", "--api-socket", "/a", "--pause-on-output", "", "--", "a.elf"}).message,
             "pmuvm: --pause-on-output needs a text (every line contains the empty one)");
+  // --symbols: repeatable, and only with the report whose addresses it names.
+  auto sym = parse(
+      {"run", "--lwp-report", "-", "--symbols", "a.elf", "--symbols", "b.elf", "--", "a.elf"});
+  ASSERT_EQ(sym.kind, ParsedCommandLine::Kind::kRun) << sym.message;
+  EXPECT_EQ(sym.run.symbols, (std::vector<std::string>{"a.elf", "b.elf"}));
+  EXPECT_EQ(parse({"run", "--symbols", "a.elf", "--", "a.elf"}).message,
+            "pmuvm: --symbols names the addresses of the LWP report: it goes with --lwp-report");
+  EXPECT_EQ(parse({"restore", "--source", "file:///tmp/s", "--symbols", "a.elf"}).message,
+            "pmuvm: --symbols names the addresses of the LWP report: it goes with --lwp-report");
   EXPECT_EQ(parse({"run", "--api-socket", "/a", "--pause-at-instructions", "0", "--", "a.elf"})
                 .exit_status,
             2);

@@ -27,8 +27,15 @@ struct StepperRun {
   pmuvm_e2e::Result result;
   std::string lines;   // the program's own console lines ("NAME: ..."), absolute RIPs masked
   std::string trace;   // --lwp-trace
-  std::string report;  // --lwp-report
+  std::string report;  // --lwp-report without the places of its addresses (without_places)
+  std::string places;  // --lwp-report as printed
 };
+
+// `report` without the function/file:line after each address's bar: the cases compute the
+// addresses, the places come from the ELF (checked in FullRingKeepsHead...).
+std::string without_places(const std::string& report) {
+  return std::regex_replace(report, std::regex("(%) (#+) +[^\n]+"), "$1 $2");
+}
 
 class GuestLwp : public pmuvm_e2e::GuestTest {
  protected:
@@ -56,7 +63,8 @@ class GuestLwp : public pmuvm_e2e::GuestTest {
                                     << s.result.out << s.result.err;
       s.lines = program_lines(s.result.out, name + ":");
       s.trace = slurp(trace);
-      s.report = slurp(report);
+      s.places = slurp(report);
+      s.report = without_places(s.places);
       runs.push_back(std::move(s));
     }
     for (size_t j = 1; j < runs.size(); ++j) {
@@ -266,6 +274,17 @@ TEST_F(GuestLwp, FullRingKeepsHeadCountsMissedEventsAndReportsAndTracesThem) {
   }
   EXPECT_EQ(runs[0].trace, trace);
   for (const StepperRun& s : runs) EXPECT_EQ(s.report, report) << s.stepper;
+  // Each address is named from the program's ELF: the assembly function that holds the sequence,
+  // and the offset (no line: top-level asm has no DWARF lines; symbols and lines themselves are
+  // checked against binutils in tests/report).
+  std::istringstream lines(runs[0].places);
+  int named = 0;
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("     0x", 0) == 0) {
+      EXPECT_TRUE(std::regex_search(line, std::regex("#  lwp_ring_full\\+0x[0-9a-f]+$"))) << line;
+      ++named;
+    }
+  EXPECT_EQ(named, 6) << runs[0].places;
 }
 
 TEST_F(GuestLwp, ThresholdInterruptComesOncePerCrossingThroughLwpWait) {

@@ -59,7 +59,20 @@ Result ctl(const std::string& socket, const std::string& verb, const std::string
 // One workload: pmuvm run options and programs, the same for every run of a case.
 struct Workload {
   std::vector<std::string> args;
+  // A resumed VM's report names its programs' addresses from the files --symbols gives (it has
+  // no programs on its command line): the workload's programs, the first after each `--`.
+  std::vector<std::string> symbols() const {
+    std::vector<std::string> out;
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--") out.insert(out.end(), {"--symbols", args[i + 1]});
+    return out;
+  }
 };
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 std::string guest_program(const std::string& name) { return runfile("guest/programs/" + name); }
 
@@ -173,9 +186,11 @@ class MigrationTest : public GuestTest {
     std::vector<uint64_t> points;
     for (int i = 1; i <= 5; ++i) points.push_back(b.at(0.1 + 0.15 * (i - 1)));
     std::vector<Hop> hops(1);
-    for (int i = 1; i <= 5; ++i)
-      hops.push_back(start_destination(name + "." + std::to_string(i),
-                                       i < 5 ? pause_at(points[i]) : std::vector<std::string>{}));
+    for (int i = 1; i <= 5; ++i) {
+      std::vector<std::string> extra = w.symbols();
+      if (i < 5) extra = concat(extra, pause_at(points[i]));
+      hops.push_back(start_destination(name + "." + std::to_string(i), extra));
+    }
     hops[0] = start_source(w, name + ".0", /*paused=*/false, pause_at(points[0]));
     for (int i = 1; i <= 5; ++i) {
       ASSERT_TRUE(paused_at_its_point(*hops[i - 1].process)) << "migration " << i;
@@ -229,7 +244,9 @@ class MigrationTest : public GuestTest {
 
     const std::string trace2 = temp(name + ".restored.trace");
     const Result restored = run(
-        {"restore", "--source", "file://" + dir, "--lwp-report", "-", "--lwp-trace", trace2}, 300);
+        concat({"restore", "--source", "file://" + dir, "--lwp-report", "-", "--lwp-trace", trace2},
+               w.symbols()),
+        300);
     EXPECT_EQ(restored.status, b.result.status) << restored.err;
     EXPECT_EQ(printed + restored.out, b.result.out) << "restored:\n"
                                                     << restored.out << restored.err;
@@ -342,7 +359,7 @@ TEST_F(MigrationTest, TwoVcpuGuestMigrates) {
   const Baseline b = baseline(w, "two-vcpus");
   ASSERT_EQ(b.result.status, 0) << b.result.err;
   ASSERT_GT(b.counted, 1000u) << b.result.err;
-  Hop destination = start_destination("two.dst");
+  Hop destination = start_destination("two.dst", w.symbols());
   Hop source = start_source(w, "two.src", /*paused=*/false, pause_at(b.at(0.4)));
   ASSERT_TRUE(paused_at_its_point(*source.process));
   const Result c = migrate(source, destination);

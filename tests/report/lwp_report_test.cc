@@ -27,6 +27,27 @@ TEST(LwpReportTest, RendersTopAddressesWithShareAndBars) {
   EXPECT_EQ(r.render(10, 10), expected);
 }
 
+TEST(LwpReportTest, PlacesFollowTheBarsInOneColumnWhereKnown) {
+  LwpReport r;
+  r.set_task_name(1, "demo");
+  for (int i = 0; i < 3; ++i) r.add_record(1, encode_instructions_retired(0, 0x401000), false);
+  r.add_record(1, encode_instructions_retired(0, 0x401010), false);
+  r.add_record(1, encode_instructions_retired(0, 0x401020), false);
+  const LwpReport::PlaceOf place_of = [](uint32_t task, uint64_t address) {
+    EXPECT_EQ(task, 1u);
+    return address == 0x401020
+               ? std::nullopt
+               : std::optional<std::string>(address == 0x401000 ? "main+0x10 a.c:3" : "f a.c:9");
+  };
+  const std::string expected =
+      "== task 1 demo: 0 missed events, 0 threshold interrupts\n"
+      "   instructions retired: 5 records\n"
+      "     0x0000000000401000        3  60.00% ##########  main+0x10 a.c:3\n"
+      "     0x0000000000401010        1  20.00% ###         f a.c:9\n"
+      "     0x0000000000401020        1  20.00% ###\n";
+  EXPECT_EQ(r.render(10, 10, place_of), expected);
+}
+
 TEST(LwpReportTest, NamesInterruptsTheRateLimitCoalesced) {
   LwpReport r;
   r.set_task_name(1, "storm");

@@ -57,7 +57,9 @@ struct MachineOptions {
   };
   std::optional<HostBackend> host_backend;
   std::string lwp_report;  // "" = none, "-" = stdout, else a file
-  std::string lwp_trace;   // "" = none, else a JSON-lines file
+  // ELF files naming the report's addresses of tasks that are not one of `programs` (--symbols).
+  std::vector<std::string> symbols;
+  std::string lwp_trace;  // "" = none, else a JSON-lines file
   std::string kvm_device = "/dev/kvm";
   std::string api_socket;     // "" = none; else the HTTP API's Unix socket (DESIGN §4.10)
   bool start_paused = false;  // every vCPU parked before its first instruction until vm.resume

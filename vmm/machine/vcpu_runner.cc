@@ -239,7 +239,8 @@ void VcpuRunner::log_closing_lines() const {
   if (page_faults_.delivered || page_faults_.dropped)
     spdlog::info("vCPU {}: LWP #PF traps: {} delivered, {} dropped (raised by SYSCALL)", index(),
                  page_faults_.delivered, page_faults_.dropped);
-  if (kvm_stepper_) {  // what stepping cost: steps per counted instruction (bench/, docs/stepping.md)
+  // What stepping cost: steps per counted instruction (bench/, docs/stepping.md).
+  if (kvm_stepper_) {
     const StepController::Stats& st = kvm_stepper_->stats();
     spdlog::info(
         "vCPU {}: KVM stepper: {} user instructions at their successor breakpoint, {} "

@@ -40,7 +40,7 @@ void LwpReport::add_record(uint32_t task, const pmu::lwp::EventRecordBytes& reco
     ++e.untracked;
 }
 
-std::string LwpReport::render(int top, int bar_width) const {
+std::string LwpReport::render(int top, int bar_width, const PlaceOf& place_of) const {
   std::string out;
   char line[256];
   if (tasks_.empty()) return "LWP report: no task stored any record\n";
@@ -69,9 +69,13 @@ std::string LwpReport::render(int top, int bar_width) const {
       const uint64_t hottest = hot.empty() ? 1 : hot.front().second;
       for (const auto& [rip, count] : hot) {
         const int bar = static_cast<int>((count * bar_width + hottest / 2) / hottest);
-        std::snprintf(line, sizeof line, "     %#018" PRIx64 " %8" PRIu64 " %6.2f%% %s\n", rip,
-                      count, 100.0 * count / e.records, std::string(std::max(bar, 1), '#').c_str());
+        std::snprintf(line, sizeof line, "     %#018" PRIx64 " %8" PRIu64 " %6.2f%% %s", rip, count,
+                      100.0 * count / e.records, std::string(std::max(bar, 1), '#').c_str());
         out += line;
+        // The place after a full-width bar's column, so places line up.
+        if (const std::optional<std::string> place = place_of ? place_of(id, rip) : std::nullopt)
+          out += std::string(std::max(bar_width - std::max(bar, 1), 0) + 2, ' ') + *place;
+        out += "\n";
       }
       if (e.untracked != 0) {
         std::snprintf(line, sizeof line,

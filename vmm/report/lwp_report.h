@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "pmu/lwp/event_record.h"
@@ -38,8 +40,11 @@ class LwpReport {
     if (coalesced) ++t.coalesced;
   }
 
-  // `top` addresses per event; bars are `bar_width` characters for the hottest address.
-  std::string render(int top = 10, int bar_width = 30) const;
+  // What an address of a task's code is (its function, file and line: code_places.h), or nullopt.
+  using PlaceOf = std::function<std::optional<std::string>(uint32_t task, uint64_t address)>;
+  // `top` addresses per event; bars are `bar_width` characters for the hottest address; each
+  // address followed by its place where `place_of` knows one.
+  std::string render(int top = 10, int bar_width = 30, const PlaceOf& place_of = {}) const;
   size_t placed_addresses() const { return placed_; }
 
   // Snapshot / migration: a restored run reports everything since boot.
