@@ -276,6 +276,15 @@ std::vector<OptionRow<RunCommand>> run_options() {
        {},
        nullptr,
        false},
+      {"--perf-data",
+       &R::perf_data,
+       "Write the LWP records of the run as a perf.data FILE for Linux's perf tools (`perf report "
+       "-i FILE`, `perf script`, `perf annotate`): one sample per record, with the task's ELF "
+       "mapped so perf names functions and lines (the bundled kernel's programs; --symbols' first "
+       "file for other tasks)",
+       {},
+       "FILE",
+       false},
       {"--symbols",
        &R::symbols,
        "An ELF file (static, with its symbols; DWARF for lines) whose functions, files and lines "
@@ -384,6 +393,15 @@ std::vector<OptionRow<RestoreCommand>> restore_options() {
        {},
        nullptr,
        false},
+      {"--perf-data",
+       &R::perf_data,
+       "Write the LWP records stored from now on as a perf.data FILE for Linux's perf tools (`perf "
+       "report "
+       "-i FILE`, `perf script`, `perf annotate`): one sample per record, with the task's ELF "
+       "mapped so perf names functions and lines (--symbols' first file)",
+       {},
+       "FILE",
+       false},
       {"--symbols",
        &R::symbols,
        "An ELF file whose functions, files and lines name the --lwp-report's addresses; may be "
@@ -416,8 +434,9 @@ std::optional<std::string> check_run(const RunCommand& run, const CLI::App& app)
            " needs --api-socket (only vm.resume can continue the VM)";
   for (const std::string& text : run.pause_on_output)
     if (text.empty()) return "--pause-on-output needs a text (every line contains the empty one)";
-  if (!run.symbols.empty() && run.lwp_report.empty())
-    return "--symbols names the addresses of the LWP report: it goes with --lwp-report";
+  if (!run.symbols.empty() && run.lwp_report.empty() && run.perf_data.empty())
+    return "--symbols names the addresses of the LWP report or perf data: it goes with "
+           "--lwp-report or --perf-data";
   if (run.incoming.empty() && (run.max_mem_mib || run.max_vcpus))
     return std::string(run.max_mem_mib ? "--max-mem" : "--max-vcpus") +
            " limits what an arriving VM may ask for: it goes with --incoming";
@@ -447,8 +466,9 @@ std::optional<std::string> check_restore(const RestoreCommand& restore, bool pro
   if (programs) return "restore takes no programs: the snapshot holds its own";
   if (restore.source.rfind("file:///", 0) != 0)
     return "--source needs file:///DIR, not " + restore.source;
-  if (!restore.symbols.empty() && restore.lwp_report.empty())
-    return "--symbols names the addresses of the LWP report: it goes with --lwp-report";
+  if (!restore.symbols.empty() && restore.lwp_report.empty() && restore.perf_data.empty())
+    return "--symbols names the addresses of the LWP report or perf data: it goes with "
+           "--lwp-report or --perf-data";
   return std::nullopt;
 }
 

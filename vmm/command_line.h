@@ -44,6 +44,7 @@ struct RunCommand {
   std::string lwp_report;            // "" none, "-" stdout, else file
   std::string lwp_trace;             // "" none, else file
   std::vector<std::string> symbols;  // ELF files naming the report's addresses (Linux tasks)
+  std::string perf_data;             // "" none, else the perf.data file
   uint32_t max_interrupt_rate = 10000;
   std::string kvm_device = "/dev/kvm";
   std::string api_socket;  // "" none, else the API socket's path (DESIGN §4.10)
@@ -72,6 +73,7 @@ struct RestoreCommand {
   std::string lwp_report;
   std::string lwp_trace;
   std::vector<std::string> symbols;
+  std::string perf_data;
   std::string kvm_device = "/dev/kvm";
   std::string api_socket;
   bool stats = false;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string_view>
@@ -29,6 +30,8 @@
 #include "vmm/report/code_places.h"
 #include "vmm/report/lwp_trace.h"
 #include "vmm/startup_timeline.h"
+#include "vmm/loader/elf_image.h"
+#include "vmm/printable.h"
 #include "vmm/vmm_error.h"
 
 namespace vmm {
@@ -208,6 +211,10 @@ void Machine::Impl::create_vcpus() {
       std::lock_guard<std::mutex> g(report_lock);
       report.add_record(raw->task(), rec.bytes, rec.missed);
       if (trace.is_open()) trace << trace_line(raw->task(), raw->index(), rec) << '\n';
+      if (perf_data)
+        perf_data->add_record(
+            raw->task(), raw->index(), rec.bytes,
+            raw->control().lwp().event_interval(std::to_integer<uint8_t>(rec.bytes[0])));
     });
     vcpus.push_back(std::move(v));
   }
@@ -233,6 +240,7 @@ void Machine::Impl::prepare_run() {
     trace.open(options_.lwp_trace);
     if (!trace) throw UsageError("cannot write LWP trace " + options_.lwp_trace);
   }
+  if (!options_.perf_data.empty()) open_perf_data();
   set_up_kvm();
   if (options_.restore) {
     apply_state(options_.restore->state);
@@ -355,6 +363,11 @@ int Machine::Impl::end_run() {
     return 0;
   }
   if (!options_.lwp_report.empty()) write_report();
+  if (perf_data) {
+    std::lock_guard<std::mutex> g(report_lock);
+    perf_data->finish();
+    spdlog::info("perf data: {} samples in {}", perf_data->samples(), options_.perf_data);
+  }
   for (auto& v : vcpus) v->log_closing_lines();
   if (options_.stats)
     for (auto& v : vcpus) v->print_stats();
@@ -371,6 +384,34 @@ int Machine::Impl::run() {
   timeline::mark(timeline::Mark::kKvmReady);
   run_vcpus();
   return end_run();
+}
+
+void Machine::Impl::open_perf_data() {
+  // --symbols' first file names the tasks that are no program of this command line.
+  PerfDataFile::Task shared;
+  if (!options_.symbols.empty()) {
+    const std::string& path = options_.symbols.front();
+    Result<ElfImage> elf =
+        load_elf_file(path, uint64_t{1} << 30, "1 GiB, the most --symbols reads");
+    if (elf.ok()) {
+      shared.elf_path = std::filesystem::absolute(path).string();
+      shared.segments = std::move(elf.value().segments);
+    } else {
+      spdlog::warn("--perf-data: {}; other tasks' samples stay without symbols",
+                   printable(elf.error().message));
+    }
+  }
+  perf_data = std::make_unique<PerfDataFile>(options_.perf_data, [this, shared](uint32_t task) {
+    // The bundled kernel numbers its tasks 1.. in the order of the programs.
+    if (task >= 1 && task <= options_.programs.size()) {
+      const GuestProgram& p = options_.programs[task - 1];
+      return PerfDataFile::Task{report.task_name(task), std::filesystem::absolute(p.path).string(),
+                                p.image.segments};
+    }
+    PerfDataFile::Task t = shared;
+    t.name = report.task_name(task);
+    return t;
+  });
 }
 
 void Machine::Impl::write_report() {

@@ -35,6 +35,7 @@
 #include "vmm/machine_control.h"
 #include "vmm/progress_pauses.h"
 #include "vmm/report/lwp_report.h"
+#include "vmm/report/perf_data.h"
 #include "vmm/vmm_error.h"
 
 namespace vmm {
@@ -81,6 +82,7 @@ struct Machine::Impl : MachineControl, VcpuHost {
   std::map<uint64_t, uint32_t> linux_tasks;  // CR3 -> report task number (Linux guests)
 
   std::ofstream trace;
+  std::unique_ptr<PerfDataFile> perf_data;  // --perf-data, under report_lock
 
   // ---- Building and running the VM (machine.cc) -----------------------------------------------
 
@@ -145,6 +147,8 @@ struct Machine::Impl : MachineControl, VcpuHost {
   // Loads a snapshot's state into the freshly created VM, vCPUs and models (before any runs).
   // Throws UsageError naming the section that is missing or does not fit.
   void apply_state(const StateSections& s);
+  // --perf-data: the file, with each task's name and ELF (its own program, else --symbols').
+  void open_perf_data();
   // The machine's own state sections (vmm/machine/machine_sections.h), `vm_state` standing in
   // for KVM's.
   MachineParts machine_parts(VmArchState& vm_state);

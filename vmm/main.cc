@@ -131,6 +131,7 @@ vmm::MachineOptions resumed_options(const vmm::SnapshotManifest& m, const Comman
   options.lwp_report = cmd.lwp_report;
   options.lwp_trace = cmd.lwp_trace;
   options.symbols = cmd.symbols;
+  options.perf_data = cmd.perf_data;
   options.kvm_device = cmd.kvm_device;
   options.api_socket = cmd.api_socket;
   options.stats = cmd.stats;
@@ -236,6 +237,7 @@ int run(const vmm::RunCommand& cmd) {
   options.lwp_report = cmd.lwp_report;
   options.lwp_trace = cmd.lwp_trace;
   options.symbols = cmd.symbols;
+  options.perf_data = cmd.perf_data;
   options.kvm_device = cmd.kvm_device;
   options.api_socket = cmd.api_socket;
   options.start_paused = cmd.paused;

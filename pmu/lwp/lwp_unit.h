@@ -191,6 +191,14 @@ class LwpUnit {
   const UnitStats& stats() const { return stats_; }
   const Capabilities& capabilities() const { return caps_; }
 
+  // The interval of the active event slot with `event_id` in the current LWPCB (0: none): what a
+  // record of that event stands for, as a sample's period (vmm/report/perf_data.h).
+  uint32_t event_interval(uint8_t event_id) const {
+    for (const Slot& s : slots_)
+      if (s.active && s.event_id == event_id) return s.interval;
+    return 0;
+  }
+
   // Called for every record written to the ring buffer (after the write).
   void set_record_observer(std::function<void(const StoredRecord&)> observer) {
     observer_ = std::move(observer);

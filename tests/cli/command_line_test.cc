@@ -284,9 +284,11 @@ TEST(CommandLineTest, IncomingAndRestore) {
   ASSERT_EQ(sym.kind, ParsedCommandLine::Kind::kRun) << sym.message;
   EXPECT_EQ(sym.run.symbols, (std::vector<std::string>{"a.elf", "b.elf"}));
   EXPECT_EQ(parse({"run", "--symbols", "a.elf", "--", "a.elf"}).message,
-            "pmuvm: --symbols names the addresses of the LWP report: it goes with --lwp-report");
+            "pmuvm: --symbols names the addresses of the LWP report or perf data: it goes with "
+            "--lwp-report or --perf-data");
   EXPECT_EQ(parse({"restore", "--source", "file:///tmp/s", "--symbols", "a.elf"}).message,
-            "pmuvm: --symbols names the addresses of the LWP report: it goes with --lwp-report");
+            "pmuvm: --symbols names the addresses of the LWP report or perf data: it goes with "
+            "--lwp-report or --perf-data");
   EXPECT_EQ(parse({"run", "--api-socket", "/a", "--pause-at-instructions", "0", "--", "a.elf"})
                 .exit_status,
             2);

@@ -5,6 +5,7 @@
 // (tests/kvm_host_test.bzl); without one every case fails with the reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <regex>
 #include <sstream>
@@ -195,6 +196,65 @@ TEST_F(GuestCounting, ReportCountsRecordsPerTaskAndEvent) {
       << r.out;
   EXPECT_NE(r.out.find("   instructions retired: 3 records\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("   branches retired: 1 records\n"), std::string::npos) << r.out;
+}
+
+// The standard output and error of a shell command (Debian's perf here).
+std::string output_of(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  std::string out;
+  if (!pipe) return out;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  pclose(pipe);
+  return out;
+}
+
+// --perf-data read by Debian's perf, which nobody here wrote: lwp_exact's records (known in
+// advance, lwp_exact.c: instructions at 10, 20 and 30 with interval 10, the third branch with
+// interval 3, all in main's asm block) are perf samples of `instructions:u` and `branches:u` with
+// those periods, at the addresses the LWP report shows, in main, in the program's ELF.
+TEST_F(GuestCounting, PerfDataOpensInDebiansPerfWithEveryRecordAndItsFunction) {
+  const std::string data = temp("lwp_exact.perf.data");
+  auto r = run({"run", "--lwp-report", "-", "--perf-data", data, "--", program("lwp_exact")});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::vector<std::string> reported;  // the LWP report's addresses, "400123"
+  std::smatch m;
+  std::string rest = r.out;
+  while (std::regex_search(rest, m, std::regex("\\n     0x0*([0-9a-f]+) +1 ")))
+    reported.push_back(m[1]), rest = m.suffix();
+  ASSERT_EQ(reported.size(), 4u) << r.out;  // 3 instruction records, 1 branch record
+
+  const std::string script = output_of("perf script -i " + data + " -F event,ip,sym,period");
+  std::istringstream lines(script);
+  std::vector<std::string> samples;
+  for (std::string line; std::getline(lines, line);)
+    if (std::regex_search(
+            line, m, std::regex("^ *([0-9]+) +(instructions|branches):u: +([0-9a-f]+) (\\w+)$")))
+      samples.push_back(m[2].str() + " " + m[1].str() + " " + m[3].str() + " " + m[4].str());
+  ASSERT_EQ(samples.size(), 4u) << script;
+  // In the order stored: instructions at 10 and 20, the branch at 13 between them, then 30.
+  EXPECT_EQ(samples[0], "instructions 10 " + reported[0] + " main") << script;
+  int instructions = 0, branches = 0;
+  for (const std::string& s : samples) {
+    const bool insn = s.rfind("instructions 10 ", 0) == 0, branch = s.rfind("branches 3 ", 0) == 0;
+    EXPECT_TRUE(insn || branch) << s;
+    EXPECT_TRUE(s.ends_with(" main")) << s;
+    instructions += insn, branches += branch;
+    const std::string ip = s.substr(s.find(' ', s.find(' ') + 1) + 1);
+    EXPECT_NE(std::find(reported.begin(), reported.end(), ip.substr(0, ip.find(' '))),
+              reported.end())
+        << s << ": not an address of the LWP report";
+  }
+  EXPECT_EQ(instructions, 3);
+  EXPECT_EQ(branches, 1);
+
+  const std::string report =
+      output_of("perf report -i " + data + " --stdio --sort dso,sym --no-children");
+  EXPECT_NE(report.find("# Samples: 3  of event 'instructions:u'"), std::string::npos) << report;
+  EXPECT_NE(report.find("# Event count (approx.): 30\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("# Samples: 1  of event 'branches:u'"), std::string::npos) << report;
+  EXPECT_TRUE(std::regex_search(report, std::regex("100\\.00% +lwp_exact +\\[\\.\\] main")))
+      << report;
 }
 
 // NetBurst through the bundled kernel's driver (syscalls 5-7) over netburst_exact's sequence:

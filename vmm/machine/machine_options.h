@@ -59,6 +59,7 @@ struct MachineOptions {
   std::string lwp_report;  // "" = none, "-" = stdout, else a file
   // ELF files naming the report's addresses of tasks that are not one of `programs` (--symbols).
   std::vector<std::string> symbols;
+  std::string perf_data;  // "" = none, else the perf.data file to write (--perf-data)
   std::string lwp_trace;  // "" = none, else a JSON-lines file
   std::string kvm_device = "/dev/kvm";
   std::string api_socket;     // "" = none; else the HTTP API's Unix socket (DESIGN §4.10)

@@ -31,6 +31,11 @@ class LwpReport {
   static constexpr uint64_t kMaxArchivedElements = (kMaxTasks + 1) * 8 + kMaxPlacedAddresses;
 
   void set_task_name(uint32_t task, std::string name) { stats_of(task).name = std::move(name); }
+  // The name set for `task` ("" when none).
+  std::string task_name(uint32_t task) const {
+    auto it = tasks_.find(task);
+    return it == tasks_.end() ? std::string() : it->second.name;
+  }
   void add_record(uint32_t task, const pmu::lwp::EventRecordBytes& record, bool missed);
   // A threshold interrupt the task's LWP raised; `coalesced`: the rate limiter folded it into one
   // it already held (--max-interrupt-rate), so the guest never receives it on its own.
