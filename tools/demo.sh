@@ -8,4 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 bazel build -c opt //vmm:pmuvm //guest/programs:lwp_demo
-exec tools/kvm-host/run -- bazel-bin/vmm/pmuvm run --lwp-report - "$@" -- bazel-bin/guest/programs/lwp_demo
+# The progress line when stderr is a terminal here (in the nested KVM host it is a pipe).
+progress=never
+[[ -t 2 ]] && progress=always
+exec tools/kvm-host/run -- bazel-bin/vmm/pmuvm run --lwp-report - --progress "${progress}" "$@" \
+  -- bazel-bin/guest/programs/lwp_demo

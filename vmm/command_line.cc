@@ -332,6 +332,11 @@ std::vector<OptionRow<RunCommand>> run_options() {
        {range(uint64_t{1}, UINT64_MAX)},
        "N",
        false},
+      {"--progress",
+       &R::progress,
+       "A line of progress on stderr, rewritten once a second (time, instructions counted, LWP "
+       "records, exits per second): auto (when stderr is a terminal), always, never",
+       {one_of({"auto", "always", "never"})}},
       {"--stats", &R::stats,
        "At exit, one line per vCPU on stderr: `pmuvm: vcpuN: exits E, single steps S, blocks B, "
        "counted instructions I`; with the KVM stepper a second line per vCPU breaks the exits "
@@ -416,6 +421,11 @@ std::vector<OptionRow<RestoreCommand>> restore_options() {
        {},
        nullptr,
        false},
+      {"--progress",
+       &R::progress,
+       "A line of progress on stderr, rewritten once a second (time, instructions counted, LWP "
+       "records, exits per second): auto (when stderr is a terminal), always, never",
+       {one_of({"auto", "always", "never"})}},
       {"--stats", &R::stats,
        "At exit, one line per vCPU on stderr (as `run --stats`; counted since the snapshot's "
        "boot)"},

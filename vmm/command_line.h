@@ -62,6 +62,7 @@ struct RunCommand {
   std::vector<std::string> pause_on_output;
   std::optional<uint64_t> pause_at_instructions;
   bool stats = false;              // at exit, one line of counting statistics per vCPU on stderr
+  std::string progress = "auto";   // the progress line: auto (stderr a terminal), always, never
   uint64_t debug_pause_every = 0;  // debug: pause and resume the VM every N exits of vCPU 0
 };
 
@@ -77,6 +78,7 @@ struct RestoreCommand {
   std::string kvm_device = "/dev/kvm";
   std::string api_socket;
   bool stats = false;
+  std::string progress = "auto";
 };
 
 struct ProfilesCommand {

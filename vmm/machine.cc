@@ -89,6 +89,7 @@ Machine::Impl::Impl(MachineOptions o)
         io_bus_.insert(PMUVM_PORT_EXIT, 1, exit_port),
         io_bus_.insert(PMUVM_PORT_CONSOLE, 1, block_console)})
     claimed.throw_if_error();
+  console.set_before_output([this] { progress_line.erase(); });
 }
 
 uint32_t Machine::Impl::pv_features() const { return pv_features_for(options_.stepper); }
@@ -130,6 +131,19 @@ void Machine::Impl::debug_pauser() {
   }
 }
 
+void Machine::Impl::show_progress(uint64_t now) {
+  ProgressLine::Figures f;
+  for (auto& v : vcpus) {
+    f.counted += v->counted_now();
+    f.exits += v->exits_now();
+  }
+  {
+    std::lock_guard<std::mutex> g(report_lock);
+    f.records = report.records();
+  }
+  progress_line.update(now, f);
+}
+
 void Machine::Impl::release_ticker() {
   std::vector<uint64_t> watched_since(vcpus.size(), 0);  // holding_since_ns at the last wake-up
   while (!lifecycle_.ended()) {
@@ -139,6 +153,7 @@ void Machine::Impl::release_ticker() {
     }
     const uint64_t now = clock_.now_ns();
     uint64_t next = now + 50'000'000;  // look again at least every 50 ms
+    if (progress_line.enabled()) show_progress(now);
     for (size_t i = 0; i < vcpus.size(); ++i) {
       VcpuRunner* v = vcpus[i].get();
       // A vCPU that holds the guest's interrupts (the KVM stepper between two user
@@ -352,6 +367,7 @@ void Machine::Impl::run_vcpus() {
 
 // After the run: what happened, the report, the statistics, and the exit status.
 int Machine::Impl::end_run() {
+  progress_line.erase();
   if (const int sig = lifecycle_.interrupted_by()) {
     spdlog::warn("stopped by signal {} ({}); exit status {}", sig, strsignal(sig), 128 + sig);
     for (auto& v : vcpus)

@@ -33,6 +33,7 @@
 #include "vmm/machine/vcpu_runner.h"
 #include "vmm/machine/vm_lifecycle.h"
 #include "vmm/machine_control.h"
+#include "vmm/progress_line.h"
 #include "vmm/progress_pauses.h"
 #include "vmm/report/lwp_report.h"
 #include "vmm/report/perf_data.h"
@@ -61,6 +62,8 @@ struct Machine::Impl : MachineControl, VcpuHost {
   GuestConsole console{progress_,
                        [this](std::string_view line) { return guest_kind_->panic_reason(line); }};
   SerialPort serial{console};
+  // A terminal's progress line (ticker thread).
+  ProgressLine progress_line{stderr, options_.progress == "always", options_.progress == "never"};
   CmosPort cmos;
   ResetPort i8042;
   ExitPort exit_port;
@@ -111,6 +114,8 @@ struct Machine::Impl : MachineControl, VcpuHost {
   // Wakes each vCPU when interrupts its rate limiter held may go out (storm protection must
   // delay interrupts, never lose or strand them).
   void release_ticker();
+  // The progress line (a terminal only): the totals of every vCPU and the report, at `now`.
+  void show_progress(uint64_t now);
 
   // --debug-pause-every: vCPU 0 counts its exits and wakes `debug_pauser`, which pauses and
   // resumes the whole VM from outside, as the API does.

@@ -135,6 +135,7 @@ vmm::MachineOptions resumed_options(const vmm::SnapshotManifest& m, const Comman
   options.kvm_device = cmd.kvm_device;
   options.api_socket = cmd.api_socket;
   options.stats = cmd.stats;
+  options.progress = cmd.progress;
   options.restore.emplace();
   options.restore->manifest = m;
   return options;
@@ -244,6 +245,7 @@ int run(const vmm::RunCommand& cmd) {
   options.pause_on_output = cmd.pause_on_output;
   options.pause_at_instructions = cmd.pause_at_instructions;
   options.stats = cmd.stats;
+  options.progress = cmd.progress;
   options.debug_pause_every = cmd.debug_pause_every;
   if (cmd.kernel.empty()) {
     auto r = vmm::parse_elf(vmm::bundled_kernel(), "bundled kernel");

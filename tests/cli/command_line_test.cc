@@ -278,6 +278,10 @@ TEST(CommandLineTest, IncomingAndRestore) {
       "pmuvm: --pause-at-instructions needs --api-socket (only vm.resume can continue the VM)");
   EXPECT_EQ(parse({"run", "--api-socket", "/a", "--pause-on-output", "", "--", "a.elf"}).message,
             "pmuvm: --pause-on-output needs a text (every line contains the empty one)");
+  // --progress: auto unless said; a choice of three.
+  EXPECT_EQ(parse({"run", "--", "a.elf"}).run.progress, "auto");
+  EXPECT_EQ(parse({"run", "--progress", "always", "--", "a.elf"}).run.progress, "always");
+  EXPECT_EQ(parse({"run", "--progress", "sometimes", "--", "a.elf"}).exit_status, 2);
   // --symbols: repeatable, and only with the report whose addresses it names.
   auto sym = parse(
       {"run", "--lwp-report", "-", "--symbols", "a.elf", "--symbols", "b.elf", "--", "a.elf"});

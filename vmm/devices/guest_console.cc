@@ -5,6 +5,7 @@ namespace vmm {
 IoEffect GuestConsole::print(std::string_view text) {
   IoEffect effect;
   std::lock_guard<std::mutex> g(lock_);
+  if (before_output_ && !text.empty()) before_output_();
   for (char c : text) {
     std::fputc(c, out_);
     if (c == '\n') {

@@ -29,6 +29,9 @@ class GuestConsole {
 
   // Prints `text`; returns what a line it completed asks for (a pause, a failure), else kNone.
   IoEffect print(std::string_view text);
+  // Called before any text is printed (under the console's lock): a progress line on the same
+  // terminal takes itself off first (vmm/progress_line.h).
+  void set_before_output(std::function<void()> hook) { before_output_ = std::move(hook); }
 
   // Everything printed so far is in the output file (a pause, before a snapshot).
   void flush();
@@ -44,6 +47,7 @@ class GuestConsole {
   ProgressPauses& progress_;
   PanicRule panic_;
   std::FILE* out_;
+  std::function<void()> before_output_;
   std::string line_;
 };
 

@@ -68,6 +68,7 @@ struct MachineOptions {
   std::vector<std::string> pause_on_output;
   std::optional<uint64_t> pause_at_instructions;
   bool stats = false;              // at exit, one line per vCPU on stderr (DESIGN §4.6 --stats)
+  std::string progress = "auto";   // the progress line on stderr: auto, always, never
   uint64_t debug_pause_every = 0;  // pause and resume the VM every N exits of vCPU 0 (0: never)
 
   // A VM that resumes from a snapshot or an incoming migration instead of booting: nothing is

@@ -131,6 +131,8 @@ bool VcpuRunner::after_run(int r) {
   if (r >= 0) {
     exits_.record(*kvm_->run_state());
     ++exit_count_;
+    exits_seen_.store(exit_count_, std::memory_order_relaxed);
+    counted_seen_.store(counted_, std::memory_order_relaxed);
     count_exit(reason);
     host_.exit_taken(index());
   }

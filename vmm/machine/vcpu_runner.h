@@ -81,6 +81,10 @@ class VcpuRunner {
   uint32_t task() const { return task_; }
   // CPL-3 instructions a counting backend handed to the PMU models.
   uint64_t counted() const { return counted_; }
+  // The same and the KVM exits, as another thread may read them while the vCPU runs (the
+  // progress line): copies the vCPU thread stores after each exit.
+  uint64_t counted_now() const { return counted_seen_.load(std::memory_order_relaxed); }
+  uint64_t exits_now() const { return exits_seen_.load(std::memory_order_relaxed); }
   // Every threshold vector the models raise, with whether the rate limiter coalesced it.
   void on_threshold_interrupt(std::function<void(bool coalesced)> hook) {
     tap_.on_vector = std::move(hook);
@@ -227,9 +231,10 @@ class VcpuRunner {
   LogBudget mmio_warnings_{8};  // MMIO accesses where no device is: logged 8 times, then counted
   LogBudget dropped_debug_warnings_{8};  // the guest's own #DBs that met a pending exception
   uint64_t exit_count_ = 0;              // KVM exits in this process (--stats)
-  uint64_t debug_exits_ = 0;             // ... of them KVM_EXIT_DEBUG (the KVM stepper's stops)
-  uint64_t io_exits_ = 0;                // ... port I/O and MMIO
-  uint64_t msr_exits_ = 0;               // ... RDMSR/WRMSR
+  std::atomic<uint64_t> counted_seen_{0}, exits_seen_{0};  // counted_now(), exits_now()
+  uint64_t debug_exits_ = 0;  // ... of them KVM_EXIT_DEBUG (the KVM stepper's stops)
+  uint64_t io_exits_ = 0;     // ... port I/O and MMIO
+  uint64_t msr_exits_ = 0;    // ... RDMSR/WRMSR
   // Asked once: spdlog's level check goes through its registry, a visible cost at every step.
   const bool trace_steps_ = spdlog::should_log(spdlog::level::trace);
 

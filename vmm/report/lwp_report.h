@@ -51,6 +51,13 @@ class LwpReport {
   // address followed by its place where `place_of` knows one.
   std::string render(int top = 10, int bar_width = 30, const PlaceOf& place_of = {}) const;
   size_t placed_addresses() const { return placed_; }
+  // Records taken since boot, all tasks.
+  uint64_t records() const {
+    uint64_t n = 0;
+    for (const auto& [id, t] : tasks_)
+      for (const auto& [event, e] : t.events) n += e.records;
+    return n;
+  }
 
   // Snapshot / migration: a restored run reports everything since boot.
   // The version of what archive() saves: bump it with any change to that (snapshot sections,
