@@ -25,6 +25,7 @@
 #include "vmm/cpu/cache_model_geometry.h"
 #include "vmm/cpu/cpuid_table.h"
 #include "vmm/cpu/netburst_config.h"
+#include "vmm/kvm/kvm_self_check.h"
 #include "vmm/machine_api.h"
 #include "vmm/machine_impl.h"
 #include "vmm/report/code_places.h"
@@ -241,6 +242,10 @@ void Machine::Impl::create_vcpus() {
 void Machine::Impl::set_up_kvm() {
   if (vm) return;
   kvm = std::make_unique<KvmSystem>(options_.kvm_device);
+  check_kvm_serves(
+      options_.kvm_device,
+      options_.stepper == StepperKind::kKvm || options_.stepper == StepperKind::kKvmSingle,
+      guest_kind_->linux_guest());
   vm = std::make_unique<KvmVm>(*kvm, ram);
   if (guest_kind_->has_pit()) {
     vm->create_pit();  // Linux calibrates its TSC and LAPIC timer against it

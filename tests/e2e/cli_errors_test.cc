@@ -172,7 +172,14 @@ TEST(CliErrors, NoKvmIsExitThreeWithReason) {
   EXPECT_EQ(r.status, 3);
   EXPECT_EQ(last_line(r.err),
             "pmuvm: cannot open /nonexistent/kvm: No such file or directory (KVM is not available "
-            "on this host)")
+            "on this host); tools/kvm-host/run runs pmuvm in a KVM host (docs/nested-kvm-host.md)")
+      << r.err;
+  // Something that opens but is no KVM.
+  r = run({"run", "--kvm-device", "/dev/null", "--", hello()});
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(last_line(r.err),
+            "pmuvm: /dev/null is not a KVM device (KVM_GET_API_VERSION fails); tools/kvm-host/run "
+            "runs pmuvm in a KVM host (docs/nested-kvm-host.md)")
       << r.err;
 }
 

@@ -5,6 +5,8 @@
 // host (tests/kvm_host_test.bzl); without one every case fails with the reason.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <utility>
 
 #include "tests/e2e/guest_test.h"
@@ -25,6 +27,26 @@ TEST_F(GuestBoot, HelloPrintsItsArgumentsAndExitsZero) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("hello from hello (3 arguments)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("argv[2] = \"two\""), std::string::npos) << r.out;
+}
+
+// pmuvm checks at start that its KVM can do what the run needs (vmm/kvm/kvm_self_check.h): with
+// breakpoints that never stop the guest (a PVM KVM's, simulated by an LD_PRELOAD shim over the
+// nested host's real KVM) the KVM stepper could count nothing, so the run ends at once with
+// status 3 and one line saying why and where to go; the guest-assisted stepper needs no
+// breakpoints and runs.
+TEST_F(GuestBoot, AKvmWhoseBreakpointsNeverFireIsRefusedAtStart) {
+  setenv("LD_PRELOAD", runfile("tests/e2e/kvm_without_breakpoints.so").c_str(), 1);
+  const auto refused = run({"run", "--", program("hello"), "a"});
+  const auto guest = run({"run", "--stepper", "guest", "--", program("hello"), "a"});
+  unsetenv("LD_PRELOAD");
+  EXPECT_EQ(refused.status, 3) << refused.out << refused.err;
+  EXPECT_EQ(refused.out, "");
+  EXPECT_EQ(refused.err,
+            "pmuvm: the KVM at /dev/kvm cannot serve pmuvm: an execution breakpoint at 0x1001 did "
+            "not stop the guest: it ran to HLT; tools/kvm-host/run runs pmuvm in a KVM host that "
+            "can (docs/nested-kvm-host.md)\n");
+  EXPECT_EQ(guest.status, 0) << guest.err;
+  EXPECT_NE(guest.out.find("a"), std::string::npos) << guest.out;
 }
 
 TEST_F(GuestBoot, SyscallsPreserveRegistersAndReturnTheirResults) {

@@ -20,12 +20,17 @@ KvmSystem::KvmSystem(const std::string& path) {
                        : e == EACCES
                            ? " (no permission: add yourself to the kvm group or run as root)"
                            : "";
-    throw VmmError("cannot open " + path + ": " + std::strerror(e) + hint);
+    throw VmmError("cannot open " + path + ": " + std::strerror(e) + hint +
+                   "; tools/kvm-host/run runs pmuvm in a KVM host (docs/nested-kvm-host.md)");
   }
   const int version = ioctl(fd_, KVM_GET_API_VERSION, 0);
   if (version != KVM_API_VERSION) {
     close(fd_);
-    throw VmmError("unsupported KVM API version " + std::to_string(version));
+    throw VmmError(version < 0
+                       ? path +
+                             " is not a KVM device (KVM_GET_API_VERSION fails); tools/kvm-host/run "
+                             "runs pmuvm in a KVM host (docs/nested-kvm-host.md)"
+                       : "unsupported KVM API version " + std::to_string(version) + " at " + path);
   }
 }
 
