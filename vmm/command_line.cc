@@ -278,8 +278,9 @@ std::vector<OptionRow<RunCommand>> run_options() {
        false},
       {"--perf-data",
        &R::perf_data,
-       "Write the LWP records of the run as a perf.data FILE for Linux's perf tools (`perf report "
-       "-i FILE`, `perf script`, `perf annotate`): one sample per record, with the task's ELF "
+       "Write the LWP records (and NetBurst PMIs) of the run as a perf.data FILE for Linux's perf "
+       "tools (`perf report -i FILE`, `perf script`, `perf annotate`): one sample per record or "
+       "PMI, with the task's ELF "
        "mapped so perf names functions and lines (the bundled kernel's programs; --symbols' first "
        "file for other tasks)",
        {},

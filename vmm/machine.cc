@@ -232,6 +232,11 @@ void Machine::Impl::create_vcpus() {
             raw->task(), raw->index(), rec.bytes,
             raw->control().lwp().event_interval(std::to_integer<uint8_t>(rec.bytes[0])));
     });
+    if (pmu::netburst::NetburstPmu* nb = v->control().netburst())
+      nb->set_pmi_observer([this, raw](int counter, uint64_t rip, uint8_t cpl) {
+        std::lock_guard<std::mutex> g(report_lock);
+        if (perf_data) perf_data->add_pmi(raw->task(), raw->index(), counter, rip, cpl);
+      });
     vcpus.push_back(std::move(v));
   }
   // The PMU MSRs pmuvm implements: LWP, MISC_ENABLE, the NetBurst range, the PV MSRs.

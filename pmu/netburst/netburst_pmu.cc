@@ -247,6 +247,8 @@ void NetburstPmu::retire_unseen(const UnseenRetirements& batch) {
   const uint32_t live = counting_mask();
   if (live == 0) return;
   stats_.instructions += batch.instructions;
+  retiring_rip_ = 0;
+  retiring_cpl_ = 3;
   for (uint32_t m = live; m != 0; m &= m - 1) {
     const int n = std::countr_zero(m);
     if (setups_[n].counts) advance(n, unseen_increments(setups_[n], batch));
@@ -257,6 +259,8 @@ void NetburstPmu::retire(const RetiredInstruction& insn) {
   const uint32_t live = counting_mask();  // sampled before this instruction counts
   if (live == 0) return;
   ++stats_.instructions;
+  retiring_rip_ = insn.rip;
+  retiring_cpl_ = insn.cpl;
   const uint64_t busy_cycles = insn.cycles > 1 ? insn.cycles - 1 : 0;
   for (uint32_t m = live; m != 0; m &= m - 1) {
     const int n = std::countr_zero(m);
@@ -311,6 +315,7 @@ void NetburstPmu::advance(int n, uint64_t increments) {
   if (raise) {
     ++stats_.pmis;
     interrupts_.raise_performance_interrupt();
+    if (pmi_observer_) pmi_observer_(n, retiring_rip_, retiring_cpl_);
   }
 }
 

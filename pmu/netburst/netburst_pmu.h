@@ -52,6 +52,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -122,6 +123,12 @@ class NetburstPmu {
   // A counting backend reports one retired instruction.
   void retire(const RetiredInstruction& insn);
 
+  // Called at every PMI the PMU raises, with the counter that raised it and the instruction whose
+  // retirement raised it (RIP 0, CPL 3 for a batch of unseen instructions): a sample, as a
+  // profiler's PMI handler takes one (vmm/report/perf_data.h).
+  using PmiObserver = std::function<void(int counter, uint64_t rip, uint8_t cpl)>;
+  void set_pmi_observer(PmiObserver observer) { pmi_observer_ = std::move(observer); }
+
   bool wants_events() const;
   // How many instructions a backend may retire in one run before reporting them, with no
   // overflow (and so no PMI, no cascade start) possible before the last of the run (a block
@@ -184,6 +191,9 @@ class NetburstPmu {
 
   const Config config_;
   InterruptSink& interrupts_;
+  PmiObserver pmi_observer_;
+  uint64_t retiring_rip_ = 0;  // the instruction retire() reports, for pmi_observer_
+  uint8_t retiring_cpl_ = 3;
   const uint64_t counter_mask_;
   const EventEnvironment environment_;
 

@@ -257,6 +257,35 @@ TEST_F(GuestCounting, PerfDataOpensInDebiansPerfWithEveryRecordAndItsFunction) {
       << report;
 }
 
+// NetBurst's PMIs in --perf-data: one sample per PMI the PMU raised (the log's count; the
+// program's own count, taken before its last lines, is at most that), each at a user instruction
+// of the program that perf names (its counter counts every user instruction: main's loop, its
+// printing), with the counter that overflowed (IQ_COUNTER0, 12) as its address.
+TEST_F(GuestCounting, PerfDataHasASampleForEveryNetburstPmi) {
+  const std::string data = temp("netburst_sampler.perf.data");
+  auto r = run({"run", "--cpu", "intel-netburst", "--log-level", "info", "--perf-data", data, "--",
+                program("netburst_sampler"), "32", "997"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("netburst_sampler: done .*pmis ([0-9]+)")))
+      << r.out;
+  const int handled = std::stoi(m[1]);
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex("the NetBurst PMU raised ([0-9]+) PMI")))
+      << r.err;
+  const int pmis = std::stoi(m[1]);
+  EXPECT_GE(pmis, handled);
+  ASSERT_GT(handled, 5);
+  const std::string script = output_of("perf script -i " + data + " -F event,ip,sym,addr");
+  std::istringstream lines(script);
+  int samples = 0, named = 0;
+  for (std::string line; std::getline(lines, line);) {
+    samples += line.find("raw 0x0:ku:") != std::string::npos;
+    named += std::regex_search(line, std::regex("raw 0x0:ku: +c +40[0-9a-f]{4} [a-z_]+$"));
+  }
+  EXPECT_EQ(samples, pmis) << script;
+  EXPECT_EQ(named, pmis) << script;
+}
+
 // NetBurst through the bundled kernel's driver (syscalls 5-7) over netburst_exact's sequence:
 // 1010 CPL-3 instructions after the enabling SYSCALL (the reading one included), 16 branches:
 // 10 taken, 6 not taken (netburst_exact.c). Prediction bits split taken/not-taken further, so

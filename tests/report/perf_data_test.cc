@@ -141,5 +141,31 @@ TEST(PerfDataTest, HeaderRecordsAndAttributesAreLaidOutAsPerfReadsThem) {
   EXPECT_EQ(file.size(), attrs + 3 * attr_size + 24);
 }
 
+TEST(PerfDataTest, NetburstPmisAreSamplesOfAFourthEventOnlyWhenThereAreAny) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/pmi.perf.data";
+  {
+    PerfDataFile f(path, [](uint32_t) { return PerfDataFile::Task{"nb", "", {}}; });
+    f.add_pmi(1, 0, 12, 0x400135, 3);
+    f.add_pmi(1, 0, 12, 0xffffffff81000000ull, 0);
+  }  // finished by the destructor
+  const Bytes file(path);
+  const uint64_t attr_size = file.u64(16), attrs = file.u64(24);
+  EXPECT_EQ(file.u64(32), 4 * attr_size);
+  size_t at = file.u64(40);
+  at += file.u16(at + 6);  // COMM (no ELF: no MMAP)
+  for (uint16_t misc : {PERF_RECORD_MISC_USER, PERF_RECORD_MISC_KERNEL}) {
+    ASSERT_EQ(file.u32(at), uint32_t{PERF_RECORD_SAMPLE});
+    EXPECT_EQ(file.u16(at + 4), misc);
+    EXPECT_EQ(file.u64(at + 8), 4u);    // the fourth event
+    EXPECT_EQ(file.u64(at + 40), 12u);  // ADDR: the counter
+    at += file.u16(at + 6);
+  }
+  EXPECT_EQ(at, attrs);
+  perf_event_attr a;
+  file.copy(attrs + 3 * attr_size, &a, sizeof a);
+  EXPECT_EQ(a.type, uint32_t{PERF_TYPE_RAW});
+  EXPECT_FALSE(a.exclude_kernel);  // a T0_OS counter's PMIs come from kernel code
+}
+
 }  // namespace
 }  // namespace vmm

@@ -235,6 +235,8 @@ void VcpuRunner::log_rate_limit() const {
 }
 
 void VcpuRunner::log_closing_lines() const {
+  if (const pmu::netburst::NetburstPmu* nb = control_->netburst(); nb && nb->stats().pmis > 0)
+    spdlog::info("vCPU {}: the NetBurst PMU raised {} PMI(s)", index(), nb->stats().pmis);
   if (const uint64_t n = interrupts_.undeliverable_pmis.seen(); n > 0)
     spdlog::warn("vCPU {}: {} PMI(s) dropped: LVTPC's delivery mode is neither fixed nor NMI",
                  index(), n);

@@ -17,7 +17,8 @@ constexpr uint64_t kMagic = 0x32454c4946524550ull;  // "PERFILE2", little-endian
 constexpr uint64_t kHeaderSize = 104;  // 3 u64 + 3 sections of 16 + a 256-bit feature bitmap
 constexpr uint64_t kPage = 4096;
 
-// The three LWP events as perf events: sample IDs 1..3 = LWP EventIds 1..3.
+// The three LWP events as perf events: sample IDs 1..3 = LWP EventIds 1..3; NetBurst PMIs: 4.
+constexpr uint64_t kPmiId = 4;
 constexpr uint64_t kCommon = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
                              PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR | PERF_SAMPLE_CPU |
                              PERF_SAMPLE_PERIOD | PERF_SAMPLE_WEIGHT;
@@ -39,6 +40,10 @@ perf_event_attr attr_of(uint8_t event_id) {
       a.config = PERF_COUNT_HW_BRANCH_INSTRUCTIONS;
       a.sample_type |= PERF_SAMPLE_BRANCH_STACK;
       a.branch_sample_type = PERF_SAMPLE_BRANCH_ANY | PERF_SAMPLE_BRANCH_USER;
+      break;
+    case kPmiId:  // NetBurst PMIs: raw, config the counter
+      a.type = PERF_TYPE_RAW;
+      a.exclude_kernel = 0;
       break;
     default:  // DCache misses: L1D read misses
       a.type = PERF_TYPE_HW_CACHE;
@@ -161,27 +166,47 @@ void PerfDataFile::add_record(uint32_t task, uint32_t vcpu, const pmu::lwp::Even
   ++samples_;
 }
 
+void PerfDataFile::add_pmi(uint32_t task, uint32_t vcpu, int counter, uint64_t rip, uint8_t cpl) {
+  if (finished_) return;
+  announce(task);
+  pmis_ = true;
+  write(Record(PERF_RECORD_SAMPLE, cpl == 0 ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER)
+            .u64(kPmiId)
+            .u64(rip)
+            .u32(task)
+            .u32(task)
+            .u64(samples_)                        // TIME
+            .u64(static_cast<uint64_t>(counter))  // ADDR: the counter, for perf script -F addr
+            .u32(vcpu)
+            .u32(0)
+            .u64(1)  // PERIOD
+            .u64(0)  // WEIGHT
+            .done());
+  ++samples_;
+}
+
 void PerfDataFile::finish() {
   if (finished_) return;
   finished_ = true;
   // The attributes, each with its one sample ID, after the data.
   const uint64_t attrs_at = kHeaderSize + data_size_;
   const uint64_t attr_size = sizeof(perf_event_attr) + 16;
-  const uint64_t ids_at = attrs_at + 3 * attr_size;
+  const uint64_t events = pmis_ ? 4 : 3;
+  const uint64_t ids_at = attrs_at + events * attr_size;
   std::vector<std::byte> tail;
   auto put = [&](const void* p, size_t n) {
     const auto* b = static_cast<const std::byte*>(p);
     tail.insert(tail.end(), b, b + n);
   };
-  for (uint8_t id = 1; id <= 3; ++id) {
+  for (uint8_t id = 1; id <= events; ++id) {
     const perf_event_attr a = attr_of(id);
     put(&a, sizeof a);
     const uint64_t ids[2] = {ids_at + 8 * (id - 1), 8};
     put(ids, sizeof ids);
   }
-  for (uint64_t id = 1; id <= 3; ++id) put(&id, 8);
+  for (uint64_t id = 1; id <= events; ++id) put(&id, 8);
   out_.write(reinterpret_cast<const char*>(tail.data()), static_cast<std::streamsize>(tail.size()));
-  const uint64_t header[9] = {kMagic,      kHeaderSize, attr_size, attrs_at, 3 * attr_size,
+  const uint64_t header[9] = {kMagic,      kHeaderSize, attr_size, attrs_at, events * attr_size,
                               kHeaderSize, data_size_,  0,         0};
   out_.seekp(0);
   out_.write(reinterpret_cast<const char*>(header), sizeof header);

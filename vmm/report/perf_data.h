@@ -10,7 +10,9 @@
 //  * per LWP record, a SAMPLE with IP (the record's RIP), PID/TID (the task), TIME (the record's
 //    sequence number: deterministic, in order), CPU (the vCPU), PERIOD, ADDR (a branch's target, a
 //    DCache miss's data address), WEIGHT (a miss's latency in cycles) and, for branches, a
-//    one-entry branch stack {from, to, predicted/mispredicted} (`perf script -F brstack`).
+//    one-entry branch stack {from, to, predicted/mispredicted} (`perf report -b`);
+//  * per NetBurst PMI, a SAMPLE of a raw event (config: the counter that overflowed) at the
+//    instruction whose retirement raised it, period 1.
 //
 // Samples are written as records arrive; the header and attributes when the run ends (finish()).
 // A file without them (pmuvm killed) is incomplete, as a perf.data is when perf is.
@@ -50,6 +52,10 @@ class PerfDataFile {
   // 1 is written). Records of other event IDs than the three LWP defines are left out.
   void add_record(uint32_t task, uint32_t vcpu, const pmu::lwp::EventRecordBytes& record,
                   uint64_t period);
+  // One NetBurst PMI of `task` on `vcpu`: raised by `counter` at the retirement of the instruction
+  // at `rip` (at `cpl`; rip 0: unknown, a batch the host backend counted). A sample of a fourth
+  // event, raw config = the counter's number, written only when a run has PMIs.
+  void add_pmi(uint32_t task, uint32_t vcpu, int counter, uint64_t rip, uint8_t cpl);
   // Writes the attributes and the header; the file is complete. Idempotent.
   void finish();
 
@@ -64,6 +70,7 @@ class PerfDataFile {
   std::ofstream out_;
   uint64_t data_size_ = 0;
   uint64_t samples_ = 0;
+  bool pmis_ = false;  // a PMI sample was written: the file has the fourth event
   std::set<uint32_t> announced_;
   bool finished_ = false;
 };
