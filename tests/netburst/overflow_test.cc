@@ -1,4 +1,6 @@
 // 40-bit wrap, the sticky OVF flag, FORCE_OVF and overflow PMIs (both timings).
+#include <vector>
+
 #include "tests/netburst/netburst_fixture.h"
 
 namespace pmu::netburst::testing {
@@ -62,6 +64,32 @@ TEST_F(NetburstOverflow, PmiComesWithTheNextEventCountAfterTheOverflow) {
   Run(Plain(), 1000);
   EXPECT_EQ(sink.pmis, 1) << "one PMI per overflow";
   EXPECT_EQ(pmu.stats().overflows, 1u);
+}
+
+TEST_F(NetburstOverflow, ThePmiObserverSeesEachPmiWithItsCounterAndInstruction) {
+  struct Seen {
+    int counter;
+    uint64_t rip;
+    uint8_t cpl;
+  };
+  std::vector<Seen> seen;
+  pmu.set_pmi_observer([&](int counter, uint64_t rip, uint8_t cpl) {
+    seen.push_back({counter, rip, cpl});
+  });
+  Program(kIqCounter0, kCruEscr0, kInstrUser, MakeCccr(kSelCru01, kOvfPmiT0),
+          static_cast<uint64_t>(-99));
+  Run(Plain(), 99);
+  EXPECT_TRUE(seen.empty()) << "overflowed; the PMI comes with the next event";
+  RetiredInstruction hundredth = Plain();
+  hundredth.rip = 0x401234;
+  Run(hundredth);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(sink.pmis, 1);
+  EXPECT_EQ(seen[0].counter, kIqCounter0);
+  EXPECT_EQ(seen[0].rip, 0x401234u);
+  EXPECT_EQ(seen[0].cpl, 3);
+  Run(Plain(), 1000);
+  EXPECT_EQ(seen.size(), 1u) << "one per PMI";
 }
 
 TEST_F(NetburstOverflow, OverflowInsideOneInstructionsCyclesRaisesAtOnce) {
