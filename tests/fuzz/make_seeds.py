@@ -274,7 +274,7 @@ def vmm_sections():
 
     task = (string(b"CR3 0x1000") + struct.pack("<Q", 2)
             + b"\x01" + event(3, [(0x400000, 2), (0x400010, 1)], 0)
-            + b"\x02" + event(1, [(0x400020, 1)], 4)
+            + b"\x02" + event(5, [(0x400020, 1)], 4)
             + struct.pack("<QQQ", 5, 2, 1))
     report = struct.pack("<HQI", 1, 1, 1) + task
     tasks = struct.pack("<HQ", 1, 2) + struct.pack("<QI", 0x1000, 1) + struct.pack("<QI", 0x2000, 2)

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "pmu/state_archive.h"
@@ -145,6 +148,67 @@ TEST(LwpReportTest, ACraftedStateOverTheBudgetIsRefusedBeforeAllocating) {
                                          std::to_string(LwpReport::kMaxArchivedElements) +
                                          " elements (maps and lists) in one state blob");
   }
+}
+
+// A report state of one task and one event with `by_rip` and `untracked` as given and `records`
+// records: what a crafted snapshot can hold.
+std::vector<std::byte> report_state(uint64_t records,
+                                    const std::vector<std::pair<uint64_t, uint64_t>>& by_rip,
+                                    uint64_t untracked, uint64_t interrupts = 0,
+                                    uint64_t coalesced = 0) {
+  std::vector<std::byte> bytes;
+  auto put = [&](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) bytes.push_back(static_cast<std::byte>(v >> (8 * i)));
+  };
+  put(1, 8), put(1, 4), put(0, 8);  // one task, number 1, no name
+  put(1, 8), put(1, 1);             // one event: instructions
+  put(records, 8);
+  put(by_rip.size(), 8);
+  for (const auto& [rip, count] : by_rip) put(rip, 8), put(count, 8);
+  put(untracked, 8);
+  put(0, 8), put(interrupts, 8), put(coalesced, 8);  // missed, interrupts, coalesced
+  return bytes;
+}
+
+std::string load_error(const std::vector<std::byte>& bytes) {
+  LwpReport r;
+  pmu::StateReader reader(bytes);
+  try {
+    reader(r);
+    reader.expect_end();
+  } catch (const pmu::StateFormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Found by machine_state_fuzz: a crafted report whose hottest address has 0 records divided by
+// zero when rendered. A report loads only as pmuvm writes one: every placed address with a
+// record, the records adding up, coalesced interrupts among those raised.
+TEST(LwpReportTest, ACraftedStateLoadsOnlyWhenItsCountsAddUp) {
+  EXPECT_EQ(load_error(report_state(3, {{0x401000, 2}, {0x401010, 1}}, 0)), "");
+  EXPECT_EQ(load_error(report_state(5, {{0x401000, 2}}, 3, 4, 4)), "");
+  EXPECT_EQ(load_error(report_state(0, {{0x401000, 0}}, 0)),
+            "LWP report: task 1 event 1: an address with no records");
+  EXPECT_EQ(load_error(report_state(4, {{0x401000, 2}}, 1)),
+            "LWP report: task 1 event 1: 4 records, but 2 placed and 1 not placed");
+  EXPECT_EQ(load_error(report_state(~0ull, {{0x401000, ~0ull}, {0x401010, 1}}, 0)),
+            "LWP report: task 1 event 1: 18446744073709551615 records, but more placed");
+  EXPECT_EQ(load_error(report_state(1, {{0x401000, 1}}, 0, 2, 3)),
+            "LWP report: task 1: 3 coalesced of 2 threshold interrupts");
+}
+
+// Counts as large as the state can hold still draw bars of at most the bar width.
+TEST(LwpReportTest, BarsStayWithinTheirWidthForAnyCount) {
+  LwpReport r;
+  const std::vector<std::byte> state =
+      report_state(~0ull - 1, {{0x401000, ~0ull - 2}, {0x401010, 1}}, 0);
+  pmu::StateReader reader(state);
+  reader(r);
+  const std::string text = r.render(10, 10);
+  EXPECT_NE(text.find("% ##########\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("% #\n"), std::string::npos) << text;
+  EXPECT_LT(text.size(), 400u) << text;
 }
 
 TEST(LwpReportTest, EmptyReportSaysSo) {

@@ -40,6 +40,28 @@ void LwpReport::add_record(uint32_t task, const pmu::lwp::EventRecordBytes& reco
     ++e.untracked;
 }
 
+void LwpReport::check_loaded(uint32_t id, const TaskStats& t) {
+  const std::string task = "LWP report: task " + std::to_string(id);
+  if (t.coalesced > t.interrupts)
+    throw pmu::StateFormatError(task + ": " + std::to_string(t.coalesced) + " coalesced of " +
+                                std::to_string(t.interrupts) + " threshold interrupts");
+  for (const auto& [event, e] : t.events) {
+    const std::string where = task + " event " + std::to_string(event) + ": ";
+    uint64_t placed = 0;
+    for (const auto& [rip, count] : e.by_rip) {
+      if (count == 0) throw pmu::StateFormatError(where + "an address with no records");
+      if (count > e.records - placed)
+        throw pmu::StateFormatError(where + std::to_string(e.records) +
+                                    " records, but more placed");
+      placed += count;
+    }
+    if (e.records - placed != e.untracked)
+      throw pmu::StateFormatError(where + std::to_string(e.records) + " records, but " +
+                                  std::to_string(placed) + " placed and " +
+                                  std::to_string(e.untracked) + " not placed");
+  }
+}
+
 std::string LwpReport::render(int top, int bar_width, const PlaceOf& place_of) const {
   std::string out;
   char line[256];
@@ -68,7 +90,13 @@ std::string LwpReport::render(int top, int bar_width, const PlaceOf& place_of) c
       if (hot.size() > static_cast<size_t>(top)) hot.resize(top);
       const uint64_t hottest = hot.empty() ? 1 : hot.front().second;
       for (const auto& [rip, count] : hot) {
-        const int bar = static_cast<int>((count * bar_width + hottest / 2) / hottest);
+        // Rounded to the nearest character, in 128 bits: counts can be any 64-bit value.
+        const unsigned __int128 scaled =
+            (static_cast<unsigned __int128>(count) * static_cast<unsigned>(std::max(bar_width, 0)) +
+             hottest / 2) /
+            hottest;
+        const int bar =
+            static_cast<int>(std::min<unsigned __int128>(scaled, std::max(bar_width, 1)));
         std::snprintf(line, sizeof line, "     %#018" PRIx64 " %8" PRIu64 " %6.2f%% %s", rip, count,
                       100.0 * count / e.records, std::string(std::max(bar, 1), '#').c_str());
         out += line;

@@ -70,8 +70,10 @@ class LwpReport {
       if (tasks_.size() > kMaxTasks + 1)
         throw pmu::StateFormatError("LWP report: " + std::to_string(tasks_.size()) + " tasks");
       placed_ = 0;
-      for (const auto& [id, t] : tasks_)
+      for (const auto& [id, t] : tasks_) {
+        check_loaded(id, t);
         for (const auto& [event, e] : t.events) placed_ += e.by_rip.size();
+      }
       if (placed_ > kMaxPlacedAddresses)
         throw pmu::StateFormatError("LWP report: " + std::to_string(placed_) +
                                     " addresses placed (at most " +
@@ -101,6 +103,10 @@ class LwpReport {
     }
   };
   TaskStats& stats_of(uint32_t task);
+  // A loaded task holds only what add_record and add_interrupt make (StateFormatError if not):
+  // every placed address with a record, each event's records = placed + not placed, coalesced
+  // interrupts among those raised.
+  static void check_loaded(uint32_t id, const TaskStats& t);
 
   std::map<uint32_t, TaskStats> tasks_;
   size_t placed_ = 0;  // addresses in all by_rip maps: at most kMaxPlacedAddresses
