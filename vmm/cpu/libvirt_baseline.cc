@@ -1,6 +1,5 @@
 #include "vmm/cpu/libvirt_baseline.h"
 
-#include <dlfcn.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
@@ -13,6 +12,7 @@
 #include <type_traits>
 
 #include "vmm/cpu/libvirt_cpu_xml.h"
+#include "vmm/dynamic_library.h"
 
 namespace vmm {
 namespace {
@@ -35,22 +35,17 @@ const Libvirt* load_libvirt(std::string& error) {
   static Libvirt lib;
   static std::string why;
   static const bool loaded = [] {
-    void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      const char* e = dlerror();
-      why = std::string("libvirt cannot be loaded (") + (e ? e : kLibrary) +
+    DynamicLibrary so(kLibrary);
+    so.resolve(lib.open, "virConnectOpen");
+    so.resolve(lib.close, "virConnectClose");
+    so.resolve(lib.baseline_cpu, "virConnectBaselineCPU");
+    so.resolve(lib.last_error, "virGetLastErrorMessage");
+    so.resolve(lib.set_error_func, "virSetErrorFunc");
+    if (!so.loaded())
+      why = "libvirt cannot be loaded (" + so.why() +
             "): install Debian's libvirt0 package for --baseline's cross-check";
-      return false;
-    }
-    auto symbol = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
-      if (fn == nullptr && why.empty()) why = std::string(kLibrary) + " has no " + name;
-    };
-    symbol(lib.open, "virConnectOpen");
-    symbol(lib.close, "virConnectClose");
-    symbol(lib.baseline_cpu, "virConnectBaselineCPU");
-    symbol(lib.last_error, "virGetLastErrorMessage");
-    symbol(lib.set_error_func, "virSetErrorFunc");
+    else
+      why = so.why();
     return why.empty();
   }();
   if (!loaded) error = why;

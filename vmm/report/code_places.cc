@@ -1,6 +1,5 @@
 #include "vmm/report/code_places.h"
 
-#include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,9 +9,9 @@
 
 #include <cinttypes>
 #include <cstdio>
-#include <type_traits>
 #include <utility>
 
+#include "vmm/dynamic_library.h"
 #include "vmm/printable.h"
 
 namespace vmm {
@@ -39,33 +38,22 @@ struct Libdwfl {
 const Libdwfl& libdwfl() {
   static const Libdwfl lib = [] {
     Libdwfl l;
-    void* so = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!so) {
-      const char* e = dlerror();
-      l.missing = std::string("cannot load elfutils' libdw.so.1 (apt-get install libdw1): ") +
-                  (e ? e : "unknown error");
-      return l;
-    }
-    bool all = true;
-    auto get = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(so, name));
-      all = all && fn != nullptr;
-    };
-    get(l.begin, "dwfl_begin");
-    get(l.end, "dwfl_end");
-    get(l.report_begin, "dwfl_report_begin");
-    get(l.report_offline, "dwfl_report_offline");
-    get(l.report_end, "dwfl_report_end");
-    get(l.addrmodule, "dwfl_addrmodule");
-    get(l.addrinfo, "dwfl_module_addrinfo");
-    get(l.getsrc, "dwfl_module_getsrc");
-    get(l.lineinfo, "dwfl_lineinfo");
-    get(l.error_number, "dwfl_errno");
-    get(l.error_message, "dwfl_errmsg");
-    get(l.callbacks.find_elf, "dwfl_build_id_find_elf");
-    get(l.callbacks.find_debuginfo, "dwfl_standard_find_debuginfo");
-    get(l.callbacks.section_address, "dwfl_offline_section_address");
-    if (!all) l.missing = "libdw.so.1 lacks a libdwfl function pmuvm uses";
+    DynamicLibrary so("libdw.so.1");
+    so.resolve(l.begin, "dwfl_begin");
+    so.resolve(l.end, "dwfl_end");
+    so.resolve(l.report_begin, "dwfl_report_begin");
+    so.resolve(l.report_offline, "dwfl_report_offline");
+    so.resolve(l.report_end, "dwfl_report_end");
+    so.resolve(l.addrmodule, "dwfl_addrmodule");
+    so.resolve(l.addrinfo, "dwfl_module_addrinfo");
+    so.resolve(l.getsrc, "dwfl_module_getsrc");
+    so.resolve(l.lineinfo, "dwfl_lineinfo");
+    so.resolve(l.error_number, "dwfl_errno");
+    so.resolve(l.error_message, "dwfl_errmsg");
+    so.resolve(l.callbacks.find_elf, "dwfl_build_id_find_elf");
+    so.resolve(l.callbacks.find_debuginfo, "dwfl_standard_find_debuginfo");
+    so.resolve(l.callbacks.section_address, "dwfl_offline_section_address");
+    if (!so.why().empty()) l.missing = so.why() + " (elfutils' libdw1)";
     return l;
   }();
   return lib;
