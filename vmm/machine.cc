@@ -26,13 +26,13 @@
 #include "vmm/cpu/cpuid_table.h"
 #include "vmm/cpu/netburst_config.h"
 #include "vmm/kvm/kvm_self_check.h"
+#include "vmm/loader/elf_image.h"
 #include "vmm/machine_api.h"
 #include "vmm/machine_impl.h"
+#include "vmm/printable.h"
 #include "vmm/report/code_places.h"
 #include "vmm/report/lwp_trace.h"
 #include "vmm/startup_timeline.h"
-#include "vmm/loader/elf_image.h"
-#include "vmm/printable.h"
 #include "vmm/vmm_error.h"
 
 namespace vmm {

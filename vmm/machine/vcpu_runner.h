@@ -231,10 +231,10 @@ class VcpuRunner {
   LogBudget mmio_warnings_{8};  // MMIO accesses where no device is: logged 8 times, then counted
   LogBudget dropped_debug_warnings_{8};  // the guest's own #DBs that met a pending exception
   uint64_t exit_count_ = 0;              // KVM exits in this process (--stats)
+  uint64_t debug_exits_ = 0;             // ... of them KVM_EXIT_DEBUG (the KVM stepper's stops)
+  uint64_t io_exits_ = 0;                // ... port I/O and MMIO
+  uint64_t msr_exits_ = 0;               // ... RDMSR/WRMSR
   std::atomic<uint64_t> counted_seen_{0}, exits_seen_{0};  // counted_now(), exits_now()
-  uint64_t debug_exits_ = 0;  // ... of them KVM_EXIT_DEBUG (the KVM stepper's stops)
-  uint64_t io_exits_ = 0;     // ... port I/O and MMIO
-  uint64_t msr_exits_ = 0;    // ... RDMSR/WRMSR
   // Asked once: spdlog's level check goes through its registry, a visible cost at every step.
   const bool trace_steps_ = spdlog::should_log(spdlog::level::trace);
 
