@@ -23,7 +23,7 @@ Result<RequestBody> check_destination_url(const ApiRoute& route, const nlohmann:
       url.find('\0') != std::string::npos)
     return Error::usage("destination_url of " + std::string(route.name) + " must be \"" + example +
                         "\" (an absolute path), not " + nlohmann::json(url).dump());
-  return RequestBody{url};
+  return RequestBody{url, std::nullopt};
 }
 
 }  // namespace
