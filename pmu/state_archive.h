@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <climits>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <span>
@@ -242,7 +243,11 @@ class StateReader {
     for (size_t i = 0; i < n; ++i) {
       K k{};
       get(k);
-      get(m[k]);
+      // The writer puts a map's keys in the map's order, each once; anything else is a state
+      // pmuvm never writes (a repeated key would silently lose a value).
+      if (!m.empty() && !m.key_comp()(std::prev(m.end())->first, k))
+        throw StateFormatError("a map's keys are out of order or repeated");
+      get(m.emplace_hint(m.end(), std::move(k), V{})->second);
     }
   }
   template <typename T>

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <utility>
+
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -88,6 +91,35 @@ TEST(StateArchive, HugeCountIsRefusedWithoutAllocating) {
 
 // Maps and lists of structures spend an element budget: the reader refuses a count over what is
 // left before it allocates, and the writer refuses to write what the reader would refuse.
+// Found by machine_state_fuzz: a map whose keys came out of order loaded (and was written back
+// in order, other bytes than it came from); a repeated key overwrote the first value. A map loads
+// only as the writer writes one: keys strictly in the map's order.
+TEST(StateArchive, AMapLoadsOnlyWithItsKeysInOrderEachOnce) {
+  auto map_of = [](std::vector<std::pair<uint64_t, uint32_t>> entries) {
+    std::vector<std::byte> out;
+    auto put = [&](uint64_t v, int n) {
+      for (int i = 0; i < n; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
+    };
+    put(entries.size(), 8);
+    for (const auto& [k, v] : entries) put(k, 8), put(v, 4);
+    return out;
+  };
+  auto load = [](const std::vector<std::byte>& bytes) -> std::string {
+    std::map<uint64_t, uint32_t> m;
+    try {
+      pmu::StateReader r(bytes);
+      r(m);
+      r.expect_end();
+    } catch (const pmu::StateFormatError& e) {
+      return e.what();
+    }
+    return "loaded " + std::to_string(m.size());
+  };
+  EXPECT_EQ(load(map_of({{0x1000, 1}, {0x2000, 2}})), "loaded 2");
+  EXPECT_EQ(load(map_of({{0x2000, 2}, {0x1000, 1}})), "a map's keys are out of order or repeated");
+  EXPECT_EQ(load(map_of({{0x1000, 1}, {0x1000, 2}})), "a map's keys are out of order or repeated");
+}
+
 TEST(StateArchive, TheElementBudgetHoldsForWriterAndReader) {
   std::map<uint32_t, std::vector<std::string>> nested = {{1, {"a", "b"}}, {2, {"c"}}};
   pmu::StateWriter ok;
