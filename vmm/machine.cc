@@ -274,11 +274,13 @@ void Machine::Impl::prepare_run() {
     progress_.set_counted(counted);
     options_.restore->state = StateSections();  // not needed any more; may be large
   }
+  for (uint32_t task = 1; const GuestProgram* p = program_of_task(task); ++task)
+    report.set_task_name(task, p->path.substr(p->path.rfind('/') + 1));
+}
+
+const GuestProgram* Machine::Impl::program_of_task(uint32_t task) const {
   // The bundled kernel numbers its tasks 1.. in the order of the programs (guest/kernel/task.c).
-  for (size_t i = 0; i < options_.programs.size(); ++i) {
-    const std::string& path = options_.programs[i].path;
-    report.set_task_name(static_cast<uint32_t>(i + 1), path.substr(path.rfind('/') + 1));
-  }
+  return task >= 1 && task <= options_.programs.size() ? &options_.programs[task - 1] : nullptr;
 }
 
 void Machine::Impl::install_signal_handlers() {
@@ -428,12 +430,9 @@ void Machine::Impl::open_perf_data() {
     }
   }
   perf_data = std::make_unique<PerfDataFile>(options_.perf_data, [this, shared](uint32_t task) {
-    // The bundled kernel numbers its tasks 1.. in the order of the programs.
-    if (task >= 1 && task <= options_.programs.size()) {
-      const GuestProgram& p = options_.programs[task - 1];
-      return PerfDataFile::Task{report.task_name(task), std::filesystem::absolute(p.path).string(),
-                                p.image.segments};
-    }
+    if (const GuestProgram* p = program_of_task(task))
+      return PerfDataFile::Task{report.task_name(task), std::filesystem::absolute(p->path).string(),
+                                p->image.segments};
     PerfDataFile::Task t = shared;
     t.name = report.task_name(task);
     return t;
@@ -441,10 +440,9 @@ void Machine::Impl::open_perf_data() {
 }
 
 void Machine::Impl::write_report() {
-  // The bundled kernel numbers its tasks 1.. in the order of the programs (guest/kernel/task.c).
   std::map<uint32_t, std::string> own;
-  for (size_t i = 0; i < options_.programs.size(); ++i)
-    own[static_cast<uint32_t>(i + 1)] = options_.programs[i].path;
+  for (uint32_t task = 1; const GuestProgram* p = program_of_task(task); ++task)
+    own[task] = p->path;
   TaskCodePlaces places(std::move(own), options_.symbols);
   const std::string text = report.render(10, 30, std::ref(places));
   if (options_.lwp_report == "-") {

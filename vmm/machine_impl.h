@@ -152,6 +152,8 @@ struct Machine::Impl : MachineControl, VcpuHost {
   // Loads a snapshot's state into the freshly created VM, vCPUs and models (before any runs).
   // Throws UsageError naming the section that is missing or does not fit.
   void apply_state(const StateSections& s);
+  // The program the bundled kernel runs as `task`, or null (any other task, a Linux guest's).
+  const GuestProgram* program_of_task(uint32_t task) const;
   // --perf-data: the file, with each task's name and ELF (its own program, else --symbols').
   void open_perf_data();
   // The machine's own state sections (vmm/machine/machine_sections.h), `vm_state` standing in
