@@ -8,7 +8,7 @@
 //      goes: runs of `pmuvm run --stats -- hello` split by its timeline line
 //      (vmm/startup_timeline.h) into process start, options, guest load, KVM set-up, guest run,
 //      teardown and exit;
-//  (b) one trapped WRMSR of LWPMSR1 (0xC0000106) handled by pmuvm's own code (VcpuControlBlock::
+//  (b) one trapped WRMSR of LWPMSR1 (0xC0000106) handled by pmuvm's own code (VcpuPmu::
 //      write_msr, reached exactly as vmm/machine/vcpu_exits.cc reaches it) vs a bare PIO exit with
 //      a trivial handler, per exit, median of rounds;
 //  (c) pmuvm's peak RSS (ru_maxrss from wait4) with the default guest RAM and with --mem 1024.
@@ -53,7 +53,7 @@
 #include "vmm/kvm/kvm_vcpu.h"
 #include "vmm/kvm/kvm_vm.h"
 #include "vmm/memory/guest_ram.h"
-#include "vmm/vcpu_control_block.h"
+#include "vmm/vpmu/vcpu_pmu.h"
 
 extern char** environ;
 
@@ -439,7 +439,7 @@ ExitCosts measure_exits(uint32_t n, int rounds) {
   vmm::KvmVcpu& vcpu = scratch.vcpu;
   scratch.vm.set_msr_filter({{0xC0000105, 2}});  // LWPMSR0/1, as in machine.cc
   NoInterrupts interrupts;
-  vmm::VcpuControlBlock control(0, 0, profile.profile->lwp, 1, scratch.ram, interrupts);
+  vmm::VcpuPmu control(0, 0, profile.profile->lwp, 1, scratch.ram, interrupts);
 
   kvm_run* run = vcpu.run_state();
   ExitCosts costs;
@@ -746,7 +746,7 @@ int main(int argc, char** argv) try {
         "      (LLWPCB 0 = disable: valid at CPL 0 without a user-mapped LWPCB; each exit\n"
         "       handled as vmm/machine/vcpu_exits.cc write_msr does: CPL and CR3 from the synced "
         "registers,\n"
-        "       then VcpuControlBlock::write_msr; every one returned handled, no #GP)\n");
+        "       then VcpuPmu::write_msr; every one returned handled, no #GP)\n");
     std::printf("  %-58s %9.2f µs\n", "OUT dx, al: bare PIO exit, trivial handler", pio);
     std::vector<double> paired;  // per round: both phases ran back to back, so drift cancels
     for (size_t i = 0; i < c.msr_us.size() && i < c.pio_us.size(); ++i)

@@ -223,16 +223,16 @@ void Machine::Impl::create_vcpus() {
       std::lock_guard<std::mutex> g(report_lock);
       report.add_interrupt(raw->task(), coalesced);
     });
-    v->control().lwp().set_record_observer([this, raw](const pmu::lwp::StoredRecord& rec) {
+    v->pmu().lwp().set_record_observer([this, raw](const pmu::lwp::StoredRecord& rec) {
       std::lock_guard<std::mutex> g(report_lock);
       report.add_record(raw->task(), rec.bytes, rec.missed);
       if (trace.is_open()) trace << trace_line(raw->task(), raw->index(), rec) << '\n';
       if (perf_data)
         perf_data->add_record(
             raw->task(), raw->index(), rec.bytes,
-            raw->control().lwp().event_interval(std::to_integer<uint8_t>(rec.bytes[0])));
+            raw->pmu().lwp().event_interval(std::to_integer<uint8_t>(rec.bytes[0])));
     });
-    if (pmu::netburst::NetburstPmu* nb = v->control().netburst())
+    if (pmu::netburst::NetburstPmu* nb = v->pmu().netburst())
       nb->set_pmi_observer([this, raw](int counter, uint64_t rip, uint8_t cpl) {
         std::lock_guard<std::mutex> g(report_lock);
         if (perf_data) perf_data->add_pmi(raw->task(), raw->index(), counter, rip, cpl);

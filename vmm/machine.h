@@ -1,4 +1,4 @@
-// One guest: RAM, the KVM VM, one thread per vCPU, the devices, and each vCPU's control block.
+// One guest: RAM, the KVM VM, one thread per vCPU, the devices, and each vCPU's PMU.
 // The constructor allocates RAM and loads the kernel and programs, throwing UsageError (status 2)
 // for input that cannot work — before KVM is touched. run() opens KVM, boots, and returns the
 // guest's exit status (DESIGN §4.6), or throws VmmError (status 3) for a VMM/KVM failure or a

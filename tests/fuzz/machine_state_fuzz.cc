@@ -3,7 +3,7 @@
 // (vmm/machine/machine_sections.h: every section, with each component's element budget, checked
 // against the guest kind and the CPU profile) into the objects a machine is built from: the
 // devices, the console, the LWP report and Linux task map, and per vCPU its KVM state, PMU models
-// (VcpuControlBlock), counts, rate limiter and stepper. Only handing the KVM state to KVM is left
+// (VcpuPmu), counts, rate limiter and stepper. Only handing the KVM state to KVM is left
 // out (it needs /dev/kvm; KVM checks what it is given itself).
 // Input: byte 0 is the machine the state is restored into, bits 0-1 the profile (amd-lwp,
 // intel-netburst, amd-lwp-lite, amd-lwp-baseline), bits 2-3 the stepper (kvm, kvm-single, guest,
@@ -118,7 +118,7 @@ struct Vcpu {
   }
 
   pmu::RateLimitedInterruptSink limit;
-  vmm::VcpuControlBlock pmu;
+  vmm::VcpuPmu pmu;
   vmm::VcpuArchState arch;
   vmm::VcpuCounts counts;
   std::unique_ptr<vmm::StepController> kvm_stepper;

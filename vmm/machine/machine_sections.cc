@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "vmm/machine/state_components.h"
+#include "vmm/snapshot/state_components.h"
 #include "vmm/vmm_error.h"
 
 namespace vmm {

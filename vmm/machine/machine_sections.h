@@ -33,7 +33,7 @@
 #include "vmm/precise/step_controller.h"
 #include "vmm/report/lwp_report.h"
 #include "vmm/snapshot/state_sections.h"
-#include "vmm/vcpu_control_block.h"
+#include "vmm/vpmu/vcpu_pmu.h"
 #include "vmm/vcpu_counts.h"
 
 namespace vmm {
@@ -54,7 +54,7 @@ struct MachineParts {
 struct VcpuParts {
   uint32_t index;
   VcpuArchState& kvm;
-  VcpuControlBlock& pmu;
+  VcpuPmu& pmu;
   VcpuCounts& counts;
   pmu::RateLimitedInterruptSink& interrupt_limit;
   StepController* kvm_stepper = nullptr;

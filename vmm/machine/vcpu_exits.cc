@@ -25,10 +25,10 @@ bool VcpuRunner::write_msr(uint32_t msr, uint64_t value) {
   switch (msr) {
     case PMUVM_MSR_USER_ENTRY:
       // Offered to the bundled kernel without the KVM stepper, which needs no announcement.
-      control_->enter_user(s.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
+      pmu_->enter_user(s.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
       if (guest_stepper_)
         if (auto retired = guest_stepper_->on_user_entry(value, ctx)) {
-          control_->retire(*retired, s.cr3);
+          pmu_->retire(*retired, s.cr3);
           // A SYSCALL counted late: its next boundary was in the kernel (pmuvm_abi.h).
           deliver_page_fault([](const VcpuPageFaults::Fault&) { return false; });
         }
@@ -36,7 +36,7 @@ bool VcpuRunner::write_msr(uint32_t msr, uint64_t value) {
     case PMUVM_MSR_STEP:
       if (!guest_stepper_) break;  // not offered: #GP, the kernel stops stepping
       if (auto retired = guest_stepper_->on_step(value, ctx)) {
-        control_->retire(*retired, s.cr3);
+        pmu_->retire(*retired, s.cr3);
         count_instruction();
         // The #DB handler's frame is the boundary after the instruction: the kernel handles it
         // as a user #PF when the VMM marks it (PMUVM_VECTOR_LWP_PAGE_FAULT).
@@ -55,7 +55,7 @@ bool VcpuRunner::write_msr(uint32_t msr, uint64_t value) {
   // page-table root the kernel reuses for a later process keeps its number).
   if (host_.guest_kind().tasks_by_address_space() && msr == kMsrLwpcbAddress && value != 0)
     task_ = host_.task_of_address_space(s.cr3);
-  const MsrOutcome o = control_->write_msr(msr, value, s.ss.dpl, s.cr3);
+  const MsrOutcome o = pmu_->write_msr(msr, value, s.ss.dpl, s.cr3);
   return o.handled && !o.general_protection;
 }
 
@@ -63,7 +63,7 @@ std::optional<uint64_t> VcpuRunner::read_msr(uint32_t msr) {
   const std::optional<uint64_t>& misc_enable = host_.options().profile.misc_enable;
   if (msr == kMsrMiscEnable && misc_enable) return *misc_enable;
   const kvm_sregs s = kvm_->exit_sregs();
-  const MsrOutcome o = control_->read_msr(msr, s.ss.dpl, s.cr3);
+  const MsrOutcome o = pmu_->read_msr(msr, s.ss.dpl, s.cr3);
   if (!o.handled || o.general_protection) return std::nullopt;
   return o.value;
 }

@@ -22,7 +22,7 @@ void VcpuRunner::arm_free_run() {
   // Nothing counts: the precise backend counts nothing either (and with the double nothing
   // would be stepped to count).
   if (step_scope() == StepScope::kNothing) return;
-  pmu::UnseenAllowance allowance = control_->unseen_allowance();
+  pmu::UnseenAllowance allowance = pmu_->unseen_allowance();
   // A --pause-at-instructions point is a boundary too.
   if (const std::optional<uint64_t> to_pause = host_.progress().instructions_to_pause())
     allowance.instructions = std::min(allowance.instructions, *to_pause);
@@ -51,7 +51,7 @@ void VcpuRunner::end_free_run() {
       (run.branch_period && counted.branches >= *run.branch_period))
     ++host_stats_.overflow_ends;
   const FreeRunAccount account = account_free_run(run, counted);
-  control_->retire_unseen(account.batch);
+  pmu_->retire_unseen(account.batch);
   host_stats_.unseen_instructions += account.batch.instructions;
   count_instructions(account.batch.instructions);
   if (account.overshot()) retire_past_boundary(account.past);

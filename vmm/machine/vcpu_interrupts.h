@@ -78,7 +78,7 @@ struct VcpuInterrupts : pmu::InterruptSink {
 };
 
 // LWP's #PF traps of one vCPU (DESIGN §4.1). The unit raises at most one per retired instruction,
-// from inside VcpuControlBlock::retire(); the run loop takes it right after that call and delivers
+// from inside VcpuPmu::retire(); the run loop takes it right after that call and delivers
 // it at the instruction boundary the vCPU stopped at (Impl::deliver_page_fault).
 struct VcpuPageFaults : pmu::PageFaultSink {
   struct Fault {

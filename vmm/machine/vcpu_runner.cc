@@ -45,8 +45,8 @@ VcpuRunner::VcpuRunner(VcpuHost& host, KvmVm& vm, GuestRam& ram, uint32_t index,
   limited_ = std::make_unique<pmu::RateLimitedInterruptSink>(interrupts_, host.clock(),
                                                              options.max_interrupts_per_second);
   tap_.limited = limited_.get();
-  control_ = std::make_unique<VcpuControlBlock>(index, index, options.profile.lwp, options.seed,
-                                                ram, tap_, netburst, &page_faults_);
+  pmu_ = std::make_unique<VcpuPmu>(index, index, options.profile.lwp, options.seed, ram, tap_,
+                                   netburst, &page_faults_);
   const pmu::cache::Geometry cache = cache_model_geometry(options.profile.cache);
   if (options.stepper == StepperKind::kGuest)
     guest_stepper_ = std::make_unique<GuestAssistedStepper>(ram, cache);
@@ -64,9 +64,8 @@ VcpuRunner::VcpuRunner(VcpuHost& host, KvmVm& vm, GuestRam& ram, uint32_t index,
   }
   // The cache model sees the accesses of instructions that retire while an enabled event can
   // use them: a VM that profiles only instructions and branches leaves it empty (issue 21).
-  auto demand = [control = control_.get()] {
-    return StepAccountant::ModelDemand{control->uses_cache_model(),
-                                       control->uses_branch_predictor()};
+  auto demand = [pmu = pmu_.get()] {
+    return StepAccountant::ModelDemand{pmu->uses_cache_model(), pmu->uses_branch_predictor()};
   };
   if (guest_stepper_) guest_stepper_->set_model_demand(demand);
   if (kvm_stepper_) kvm_stepper_->set_model_demand(demand);
@@ -173,7 +172,7 @@ void VcpuRunner::count_exit(uint32_t reason) {
 
 VcpuParts VcpuRunner::state_parts(VcpuArchState& arch, VcpuCounts& counts) {
   return VcpuParts{
-      index(), arch, *control_, counts, *limited_, kvm_stepper_.get(), guest_stepper_.get()};
+      index(), arch, *pmu_, counts, *limited_, kvm_stepper_.get(), guest_stepper_.get()};
 }
 
 void VcpuRunner::save_state(StateSections& s, const std::vector<uint32_t>& msrs) {
@@ -202,7 +201,7 @@ void VcpuRunner::apply_kvm_state(const VcpuArchState& arch, const std::vector<ui
 }
 
 nlohmann::json VcpuRunner::pmu_state() {
-  pmu::lwp::LwpUnit& lwp = control_->lwp();
+  pmu::lwp::LwpUnit& lwp = pmu_->lwp();
   const pmu::lwp::UnitStats& st = lwp.stats();
   nlohmann::json j = {{"vcpu", index()},
                       {"counted_instructions", counted_},
@@ -213,7 +212,7 @@ nlohmann::json VcpuRunner::pmu_state() {
                         {"records_missed", st.records_missed},
                         {"interrupts", st.interrupts},
                         {"page_faults", st.page_faults}}}};
-  if (pmu::netburst::NetburstPmu* nb = control_->netburst()) {
+  if (pmu::netburst::NetburstPmu* nb = pmu_->netburst()) {
     const pmu::netburst::PmuState s = nb->state();
     j["netburst"] = {
         {"counters",
@@ -235,7 +234,7 @@ void VcpuRunner::log_rate_limit() const {
 }
 
 void VcpuRunner::log_closing_lines() const {
-  if (const pmu::netburst::NetburstPmu* nb = control_->netburst(); nb && nb->stats().pmis > 0)
+  if (const pmu::netburst::NetburstPmu* nb = pmu_->netburst(); nb && nb->stats().pmis > 0)
     spdlog::info("vCPU {}: the NetBurst PMU raised {} PMI(s)", index(), nb->stats().pmis);
   if (const uint64_t n = interrupts_.undeliverable_pmis.seen(); n > 0)
     spdlog::warn("vCPU {}: {} PMI(s) dropped: LVTPC's delivery mode is neither fixed nor NMI",

@@ -1,4 +1,4 @@
-// One vCPU, run by its own thread: its KvmVcpu, its PMU models (VcpuControlBlock), the interrupt
+// One vCPU, run by its own thread: its KvmVcpu, its PMU models (VcpuPmu), the interrupt
 // path out of them, its counting backend (the KVM stepper or the guest-assisted one, and the
 // host backend's counters) and its statistics. run() is the thread's loop around KVM_RUN: each
 // exit goes through the exit handler (vmm/machine/exit_handler.h) and the stepper; what concerns
@@ -38,7 +38,7 @@
 #include "vmm/precise/guest_assisted_stepper.h"
 #include "vmm/precise/step_controller.h"
 #include "vmm/snapshot/state_sections.h"
-#include "vmm/vcpu_control_block.h"
+#include "vmm/vpmu/vcpu_pmu.h"
 #include "vmm/vcpu_counts.h"
 
 namespace vmm {
@@ -76,7 +76,7 @@ class VcpuRunner {
 
   uint32_t index() const { return kvm_->index(); }
   KvmVcpu& kvm() { return *kvm_; }
-  VcpuControlBlock& control() { return *control_; }
+  VcpuPmu& pmu() { return *pmu_; }
   // The guest task running here (PMUVM_MSR_TASK, or by address space).
   uint32_t task() const { return task_; }
   // CPL-3 instructions a counting backend handed to the PMU models.
@@ -197,7 +197,7 @@ class VcpuRunner {
   VcpuPageFaults page_faults_;
   std::unique_ptr<pmu::RateLimitedInterruptSink> limited_;
   RequestTap tap_;  // the PMU models' sink: reports, then hands over to `limited_`
-  std::unique_ptr<VcpuControlBlock> control_;
+  std::unique_ptr<VcpuPmu> pmu_;
   std::unique_ptr<GuestAssistedStepper> guest_stepper_;  // precise backend, guest-assisted
   std::unique_ptr<StepController> kvm_stepper_;          // precise backend, KVM stepper
   DebugConfig applied_debug_;                            // what KVM_SET_GUEST_DEBUG last got

@@ -71,16 +71,16 @@ kvm_guest_debug to_kvm(const DebugConfig& c) {
 }  // namespace
 
 StepScope VcpuRunner::step_scope() const {
-  const pmu::netburst::NetburstPmu* netburst = control_->netburst();
+  const pmu::netburst::NetburstPmu* netburst = pmu_->netburst();
   if (netburst && netburst->wants_kernel_events()) return StepScope::kEveryCpl;
-  if (control_->lwp().wants_events() || (netburst && netburst->wants_events()))
+  if (pmu_->lwp().wants_events() || (netburst && netburst->wants_events()))
     return StepScope::kUserCode;
   return StepScope::kNothing;
 }
 
 uint64_t VcpuRunner::quiet_retirements() {
-  uint64_t quiet = control_->lwp().quiet_retirements();
-  if (const pmu::netburst::NetburstPmu* netburst = control_->netburst())
+  uint64_t quiet = pmu_->lwp().quiet_retirements();
+  if (const pmu::netburst::NetburstPmu* netburst = pmu_->netburst())
     quiet = std::min(quiet, netburst->quiet_retirements());
   if (const std::optional<uint64_t> to_pause = host_.progress().instructions_to_pause())
     quiet = std::min(quiet, *to_pause);
@@ -137,7 +137,7 @@ void VcpuRunner::on_step() {
             index(), *out.deliver_debug, LogBudget::suffix(said));
   }
   if (out.entered_user) {
-    control_->enter_user(at.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
+    pmu_->enter_user(at.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
     // The kernel may have changed the guest's own breakpoints on its way (ptrace, perf).
     guest_debug_ = VcpuStepTarget::guest_debug_registers(*kvm_);
   }
@@ -157,7 +157,7 @@ void VcpuRunner::kicked() {
   const StepOutcome out = kvm_stepper_->on_kick(target);
   if (!out.retired.empty()) retire_all(out.retired, target.cpl(), target.registers().cr3);
   if (out.entered_user) {  // the stepper found user code it had lost and starts over there
-    control_->enter_user(target.registers().cr3);
+    pmu_->enter_user(target.registers().cr3);
     guest_debug_ = VcpuStepTarget::guest_debug_registers(*kvm_);
   }
 }
@@ -212,7 +212,7 @@ void VcpuRunner::retire_all(const RetiredInstructions& retired, uint8_t cpl, uin
     return;
   }
   for (size_t i = 0; i < retired.size(); ++i) {
-    control_->retire(retired[i], cr3);
+    pmu_->retire(retired[i], cr3);
     if (retired[i].cpl == 3) count_instruction();
     const bool last = i + 1 == retired.size();
     deliver_page_fault([&](const VcpuPageFaults::Fault& f) {

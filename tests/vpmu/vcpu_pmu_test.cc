@@ -1,7 +1,7 @@
-// The per-vCPU control block over real guest page tables: LLWPCB through a trapped WRMSR reaches
+// A vCPU's PMU (VcpuPmu) over real guest page tables: LLWPCB through a trapped WRMSR reaches
 // the LWPCB by linear address in the vCPU's address space, supervisor-only memory is refused
-// (#GP, nothing written), and a snapshot restored into a fresh block continues identically.
-#include "vmm/vcpu_control_block.h"
+// (#GP, nothing written), and a snapshot restored into a fresh one continues identically.
+#include "vmm/vpmu/vcpu_pmu.h"
 
 #include <gtest/gtest.h>
 
@@ -15,9 +15,9 @@ constexpr uint64_t kCr3 = 0x1000;
 constexpr uint64_t kLwpcb = 0x600000, kBuffer = 0x601000;
 constexpr uint64_t P = 1, W = 2, U = 4, PS = 0x80;
 
-class VcpuControlBlockTest : public ::testing::Test {
+class VcpuPmuTest : public ::testing::Test {
  protected:
-  VcpuControlBlockTest() : ram_(16 << 20) {
+  VcpuPmuTest() : ram_(16 << 20) {
     // PML4[0] -> PDPT -> PD; PD[3] = 2 MiB user page at linear 0x600000 -> physical 0xA00000.
     ram_.write_u64(kCr3, 0x2000 | P | W | U);
     ram_.write_u64(0x2000, 0x3000 | P | W | U);
@@ -38,7 +38,7 @@ class VcpuControlBlockTest : public ::testing::Test {
     ram_.read_u64(phys, v);
     return static_cast<uint32_t>(v);
   }
-  void run_instructions(VcpuControlBlock& b, int n, uint64_t rip) {
+  void run_instructions(VcpuPmu& b, int n, uint64_t rip) {
     for (int i = 0; i < n; ++i) {
       pmu::RetiredInstruction insn;
       insn.rip = rip + i;
@@ -51,9 +51,9 @@ class VcpuControlBlockTest : public ::testing::Test {
   pmu::testing::RecordingInterruptSink irq_;
 };
 
-TEST_F(VcpuControlBlockTest, LlwpcbThroughGuestPageTables) {
+TEST_F(VcpuPmuTest, LlwpcbThroughGuestPageTables) {
   write_lwpcb(0xA00000, kBuffer);
-  VcpuControlBlock b(0, 0, caps_, 1, ram_, irq_);
+  VcpuPmu b(0, 0, caps_, 1, ram_, irq_);
   EXPECT_TRUE(b.write_msr(pmu::lwp::kMsrLwpFeatureEnable, 0x7, 0, kCr3).handled);
   MsrOutcome w = b.write_msr(pmu::lwp::kMsrLwpControlBlock, kLwpcb, 3, kCr3);
   ASSERT_TRUE(w.handled);
@@ -68,24 +68,24 @@ TEST_F(VcpuControlBlockTest, LlwpcbThroughGuestPageTables) {
   EXPECT_EQ(rip, 0x400004u);
 }
 
-TEST_F(VcpuControlBlockTest, SupervisorOnlyLwpcbIsGeneralProtection) {
+TEST_F(VcpuPmuTest, SupervisorOnlyLwpcbIsGeneralProtection) {
   write_lwpcb(0xC00000, kBuffer);
-  VcpuControlBlock b(0, 0, caps_, 1, ram_, irq_);
+  VcpuPmu b(0, 0, caps_, 1, ram_, irq_);
   b.write_msr(pmu::lwp::kMsrLwpFeatureEnable, 0x7, 0, kCr3);
   MsrOutcome w = b.write_msr(pmu::lwp::kMsrLwpControlBlock, 0x800000, 3, kCr3);
   EXPECT_TRUE(w.general_protection);
   EXPECT_EQ(u32(0xC00000), 0u);  // Flags untouched
 }
 
-TEST_F(VcpuControlBlockTest, OtherMsrsAreNotHandled) {
-  VcpuControlBlock b(0, 0, caps_, 1, ram_, irq_);
+TEST_F(VcpuPmuTest, OtherMsrsAreNotHandled) {
+  VcpuPmu b(0, 0, caps_, 1, ram_, irq_);
   EXPECT_FALSE(b.read_msr(0x10, 0, kCr3).handled);
   EXPECT_FALSE(b.write_msr(0x1A0, 0, 0, kCr3).handled);
 }
 
-TEST_F(VcpuControlBlockTest, SnapshotContinuesIdentically) {
+TEST_F(VcpuPmuTest, SnapshotContinuesIdentically) {
   write_lwpcb(0xA00000, kBuffer);
-  VcpuControlBlock a(0, 0, caps_, 7, ram_, irq_);
+  VcpuPmu a(0, 0, caps_, 7, ram_, irq_);
   a.write_msr(pmu::lwp::kMsrLwpFeatureEnable, 0x7, 0, kCr3);
   a.write_msr(pmu::lwp::kMsrLwpControlBlock, kLwpcb, 3, kCr3);
   run_instructions(a, 7, 0x400000);
@@ -93,7 +93,7 @@ TEST_F(VcpuControlBlockTest, SnapshotContinuesIdentically) {
   std::vector<std::byte> snapshot = a.save_state();
   EXPECT_EQ(a.generation(), generation) << "saving changes nothing";
 
-  VcpuControlBlock b(0, 0, caps_, 999, ram_, irq_);
+  VcpuPmu b(0, 0, caps_, 999, ram_, irq_);
   ASSERT_TRUE(b.restore_state(snapshot).ok());
   b.enter_user(kCr3);
   run_instructions(b, 8, 0x400007);  // 15 in all: records at instructions 5, 10, 15
@@ -104,10 +104,10 @@ TEST_F(VcpuControlBlockTest, SnapshotContinuesIdentically) {
   EXPECT_EQ(rip, 0x40000Eu);
 }
 
-TEST_F(VcpuControlBlockTest, NetburstMsrsRouteOnlyWhenTheProfileHasThePmu) {
-  VcpuControlBlock without(0, 0, caps_, 1, ram_, irq_);
+TEST_F(VcpuPmuTest, NetburstMsrsRouteOnlyWhenTheProfileHasThePmu) {
+  VcpuPmu without(0, 0, caps_, 1, ram_, irq_);
   EXPECT_FALSE(without.read_msr(0x300, 0, kCr3).handled) << "no NetBurst PMU: KVM's behaviour";
-  VcpuControlBlock with(0, 0, caps_, 1, ram_, irq_, pmu::netburst::Config{});
+  VcpuPmu with(0, 0, caps_, 1, ram_, irq_, pmu::netburst::Config{});
   MsrOutcome w = with.write_msr(0x300, 0xFFFFFFFFFFFFFF00ull, 0, kCr3);  // counter 0, -256
   ASSERT_TRUE(w.handled);
   EXPECT_FALSE(w.general_protection);
@@ -118,8 +118,8 @@ TEST_F(VcpuControlBlockTest, NetburstMsrsRouteOnlyWhenTheProfileHasThePmu) {
   EXPECT_FALSE(with.wants_events());
 }
 
-TEST_F(VcpuControlBlockTest, CorruptSnapshotIsRejectedWithReason) {
-  VcpuControlBlock b(0, 0, caps_, 1, ram_, irq_);
+TEST_F(VcpuPmuTest, CorruptSnapshotIsRejectedWithReason) {
+  VcpuPmu b(0, 0, caps_, 1, ram_, irq_);
   std::vector<std::byte> junk(10, std::byte{0x42});
   const Status restored = b.restore_state(junk);
   ASSERT_FALSE(restored.ok());

@@ -1,6 +1,7 @@
-// The per-vCPU control block — pmuvm's "VMCB" (LWP proposal §5.5.2.2): it owns everything
-// PMU-related about one vCPU (the LWP unit with its save area, the guest-memory view the models
-// use, the interrupt path) and it is the one place a snapshot or a migration reads and writes.
+// One vCPU's virtual PMU (what the LWP proposal's §5.5.2.2 calls the per-vCPU control block; not
+// SVM's VMCB): it owns everything PMU-related about one vCPU (the LWP unit with its save area, the
+// guest-memory view the models use, the interrupt path) and it is the one place a snapshot or a
+// migration reads and writes.
 //
 // When state is saved and restored on world switches, and why so rarely:
 //  * VM exit / VM entry: nothing is saved or restored. The virtual LWP hardware *is* this object
@@ -35,13 +36,13 @@ struct MsrOutcome {
   uint64_t value = 0;  // RDMSR result
 };
 
-class VcpuControlBlock {
+class VcpuPmu {
  public:
   // `netburst`: the virtual NetBurst PMU's configuration when the CPU profile has one.
-  VcpuControlBlock(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabilities& lwp,
-                   uint64_t seed, GuestRam& ram, pmu::InterruptSink& interrupts,
-                   std::optional<pmu::netburst::Config> netburst = std::nullopt,
-                   pmu::PageFaultSink* page_faults = nullptr);
+  VcpuPmu(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabilities& lwp, uint64_t seed,
+          GuestRam& ram, pmu::InterruptSink& interrupts,
+          std::optional<pmu::netburst::Config> netburst = std::nullopt,
+          pmu::PageFaultSink* page_faults = nullptr);
 
   uint32_t vcpu_index() const { return vcpu_index_; }
   uint32_t apic_id() const { return apic_id_; }

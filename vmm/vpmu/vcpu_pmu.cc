@@ -1,12 +1,10 @@
-#include "vmm/vcpu_control_block.h"
+#include "vmm/vpmu/vcpu_pmu.h"
 
 namespace vmm {
 
-VcpuControlBlock::VcpuControlBlock(uint32_t vcpu_index, uint32_t apic_id,
-                                   const pmu::lwp::Capabilities& lwp, uint64_t seed, GuestRam& ram,
-                                   pmu::InterruptSink& interrupts,
-                                   std::optional<pmu::netburst::Config> netburst,
-                                   pmu::PageFaultSink* page_faults)
+VcpuPmu::VcpuPmu(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabilities& lwp,
+                 uint64_t seed, GuestRam& ram, pmu::InterruptSink& interrupts,
+                 std::optional<pmu::netburst::Config> netburst, pmu::PageFaultSink* page_faults)
     : vcpu_index_(vcpu_index),
       apic_id_(apic_id),
       memory_(ram),
@@ -31,7 +29,7 @@ MsrOutcome outcome(pmu::netburst::MsrResult r, uint64_t value) {
 
 }  // namespace
 
-MsrOutcome VcpuControlBlock::read_msr(uint32_t msr, uint8_t cpl, uint64_t cr3) {
+MsrOutcome VcpuPmu::read_msr(uint32_t msr, uint8_t cpl, uint64_t cr3) {
   memory_.set_cr3(cr3);
   uint64_t value = 0;  // sequenced: the read must happen before `value` is copied out
   if (pmu::lwp::LwpUnit::is_lwp_msr(msr)) {
@@ -45,40 +43,38 @@ MsrOutcome VcpuControlBlock::read_msr(uint32_t msr, uint8_t cpl, uint64_t cr3) {
   return MsrOutcome{};
 }
 
-MsrOutcome VcpuControlBlock::write_msr(uint32_t msr, uint64_t value, uint8_t cpl, uint64_t cr3) {
+MsrOutcome VcpuPmu::write_msr(uint32_t msr, uint64_t value, uint8_t cpl, uint64_t cr3) {
   memory_.set_cr3(cr3);
   if (pmu::lwp::LwpUnit::is_lwp_msr(msr)) return outcome(lwp_.write_msr(msr, value, cpl), 0);
   if (netburst_) return outcome(netburst_->wrmsr(msr, value), 0);
   return MsrOutcome{};
 }
 
-void VcpuControlBlock::enter_user(uint64_t cr3) {
+void VcpuPmu::enter_user(uint64_t cr3) {
   memory_.set_cr3(cr3);
   lwp_.enter_user();
 }
 
-void VcpuControlBlock::retire(const pmu::RetiredInstruction& insn, uint64_t cr3) {
+void VcpuPmu::retire(const pmu::RetiredInstruction& insn, uint64_t cr3) {
   memory_.set_cr3(cr3);
   lwp_.retire(insn);
   if (netburst_) netburst_->retire(insn);
 }
 
-pmu::UnseenAllowance VcpuControlBlock::unseen_allowance() const {
+pmu::UnseenAllowance VcpuPmu::unseen_allowance() const {
   pmu::UnseenAllowance allowance = lwp_.unseen_allowance();
   if (netburst_) allowance &= netburst_->unseen_allowance();
   return allowance;
 }
 
-void VcpuControlBlock::retire_unseen(const pmu::UnseenRetirements& batch) {
+void VcpuPmu::retire_unseen(const pmu::UnseenRetirements& batch) {
   lwp_.retire_unseen(batch);
   if (netburst_) netburst_->retire_unseen(batch);
 }
 
-std::vector<std::byte> VcpuControlBlock::save_state() const {
-  return pmu::lwp::serialize(lwp_.state());
-}
+std::vector<std::byte> VcpuPmu::save_state() const { return pmu::lwp::serialize(lwp_.state()); }
 
-Status VcpuControlBlock::restore_state(std::span<const std::byte> bytes) {
+Status VcpuPmu::restore_state(std::span<const std::byte> bytes) {
   auto parsed = pmu::lwp::deserialize(bytes);
   if (auto* error = std::get_if<std::string>(&parsed)) return Error::usage(*error);
   if (auto error = lwp_.load_state(std::get<pmu::lwp::UnitState>(parsed)))
@@ -86,12 +82,12 @@ Status VcpuControlBlock::restore_state(std::span<const std::byte> bytes) {
   return {};
 }
 
-std::optional<std::vector<std::byte>> VcpuControlBlock::save_netburst_state() const {
+std::optional<std::vector<std::byte>> VcpuPmu::save_netburst_state() const {
   if (!netburst_) return std::nullopt;
   return pmu::netburst::serialize(netburst_->state());
 }
 
-Status VcpuControlBlock::restore_netburst_state(const std::vector<std::byte>* bytes) {
+Status VcpuPmu::restore_netburst_state(const std::vector<std::byte>* bytes) {
   if (!netburst_ && !bytes) return {};
   if (!netburst_) return Error::usage("NetBurst state, but the CPU profile has no NetBurst PMU");
   if (!bytes) return Error::usage("no NetBurst state, but the CPU profile has a NetBurst PMU");
