@@ -11,18 +11,28 @@
 #include "pmu/rate_limited_interrupt_sink.h"
 #include "vmm/api/api_routes.h"
 #include "vmm/machine_limits.h"
-#include "vmm/precise/stepper_kind.h"
 
 namespace vmm {
 namespace {
 
-// --stepper: every stepper that counts, and auto (kvm).
-std::vector<std::string> stepper_choices() {
-  std::vector<std::string> names;
-  for (const StepperName& s : kStepperNames)
-    if (s.kind != StepperKind::kNone) names.push_back(s.name);
-  names.push_back("auto");
-  return names;
+// An enum option's names (vmm/counting/counting_kinds.h): the first `offered` of its table
+// (--stepper: not the manifest's "none").
+template <typename Kind, size_t N>
+std::vector<std::string> names(const std::array<KindName<Kind>, N>& table, size_t offered = N) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < offered && i < N; ++i) out.push_back(table[i].name);
+  return out;
+}
+// Each enum option's table, and how many of its names the command line offers.
+const auto& kind_table(BackendKind) { return kBackendNames; }
+const auto& kind_table(StepperKind) { return kStepperNames; }
+const auto& kind_table(HostCountersKind) { return kHostCountersNames; }
+// --stepper offers every stepper but the last, a manifest's "none".
+static_assert(kStepperNames.back().kind == StepperKind::kNone);
+size_t offered_names(StepperKind) { return kStepperNames.size() - 1; }
+template <typename Kind>
+size_t offered_names(Kind) {
+  return kind_table(Kind{}).size();
 }
 
 constexpr const char* kRunFooter =
@@ -110,11 +120,12 @@ template <typename Command>
 struct OptionRow {
   using Field = std::variant<std::string Command::*, uint32_t Command::*, uint64_t Command::*,
                              bool Command::*, std::vector<std::string> Command::*,
-                             std::optional<uint64_t> Command::*>;
+                             std::optional<uint64_t> Command::*, BackendKind Command::*,
+                             StepperKind Command::*, HostCountersKind Command::*>;
   const char* name;
   Field field;
   const char* help;
-  std::vector<CLI::Validator> checks = {};  // at most one
+  std::vector<CLI::Validator> checks = {};  // at most one (an enum's: its names, implied)
   const char* type_name = nullptr;  // what --help calls the value (CLI11's default: its type)
   bool show_default = true;         // --help shows the default value
   bool shapes_machine = false;      // run: the machine's shape, which a migrated VM brings itself
@@ -146,6 +157,18 @@ void add_options(CLI::App& app, Command& cmd, const std::vector<OptionRow<Comman
           using Value = std::decay_t<decltype(value)>;
           if constexpr (std::is_same_v<Value, bool>) {
             return app.add_flag(row.name, value, row.help);
+          } else if constexpr (std::is_enum_v<Value>) {
+            // Given by name only; --help shows the names and the default's.
+            const auto& table = kind_table(value);
+            CLI::Option* o = app.add_option_function<std::string>(
+                row.name,
+                [&value, &table](const std::string& name) {
+                  value = *parse_kind(table, name);  // IsMember let only its names through
+                },
+                row.help);
+            o->check(one_of(names(table, offered_names(value))));
+            o->default_str(kind_entry(table, value).name);
+            return o;
           } else {
             CLI::Option* o = app.add_option(row.name, value, row.help);
             // A repeatable option: each occurrence adds one value.
@@ -175,7 +198,7 @@ std::vector<OptionRow<RunCommand>> run_options() {
        "(host counters count between event boundaries, the KVM stepper steps up to each: the "
        "same records), auto (host where the host PMU can count guest instructions, else "
        "precise)",
-       {one_of({"precise", "host", "auto"})},
+       {},
        nullptr,
        true,
        true},
@@ -185,7 +208,7 @@ std::vector<OptionRow<RunCommand>> run_options() {
        "guest-only retired instructions and branches) or double (a test double that needs no "
        "PMU: the KVM stepper steps all along and the double counts, its overflows --double-skid "
        "instructions late)",
-       {one_of({"perf", "double"})},
+       {},
        nullptr,
        true,
        true},
@@ -212,7 +235,7 @@ std::vector<OptionRow<RunCommand>> run_options() {
        "no guest help; one exit per basic block of register code where only instruction/branch "
        "events count), kvm-single (the same, one exit per instruction: the cross-check), guest "
        "(the bundled kernel single-steps its profiled tasks and reports each step), auto (kvm)",
-       {one_of(stepper_choices())},
+       {},
        nullptr,
        true,
        true},

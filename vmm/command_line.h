@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "vmm/counting/counting_kinds.h"
+
 namespace vmm {
 
 struct ProgramArgs {
@@ -25,10 +27,11 @@ struct ProgramArgs {
 
 struct RunCommand {
   std::string cpu = "amd-lwp";
-  std::string backend = "auto";  // precise | host | auto
-  std::string stepper = "auto";  // kvm | guest | auto (precise backend, DESIGN §4.7)
-  // The host backend (DESIGN §4.11): its counters, the double's skid, the skid margin.
-  std::string host_counters = "perf";  // perf | double
+  // How it counts (vmm/counting/counting_kinds.h; DESIGN §4.7, §4.11): the backend, the
+  // stepper, and the host backend's counters, the double's skid, the skid margin.
+  BackendKind backend = BackendKind::kAuto;
+  StepperKind stepper = StepperKind::kAuto;
+  HostCountersKind host_counters = HostCountersKind::kPerf;
   uint64_t double_skid = 0;
   uint64_t skid_margin = 128;
   bool host_counters_given = false, double_skid_given = false, skid_margin_given = false;

@@ -22,6 +22,7 @@
 #include "vmm/api/api_server.h"
 #include "vmm/migration/migration_channel.h"
 #include "vmm/boot/long_mode.h"
+#include "vmm/counting/kvm_stepping_backend.h"
 #include "vmm/cpu/cache_model_geometry.h"
 #include "vmm/cpu/cpuid_table.h"
 #include "vmm/cpu/netburst_config.h"
@@ -42,20 +43,6 @@ namespace {
 // vCPU was (a hung guest can be looked at, not just killed). Set by the handler, polled by the
 // release ticker.
 std::atomic<int> g_stop_signal{0};
-
-// The paravirtual features the bundled kernel is offered (guest/abi/pmuvm_abi.h). The block
-// console is always offered (Linux guests do not look).
-uint32_t pv_features_for(MachineOptions::Stepper stepper) {
-  switch (stepper) {
-    case MachineOptions::Stepper::kGuest:
-      return PMUVM_PV_CONSOLE | PMUVM_PV_USER_ENTRY | PMUVM_PV_GUEST_STEPPER;
-    // The KVM stepper finds the kernel's returns to user mode itself (DESIGN §4.7).
-    case MachineOptions::Stepper::kKvm:
-    case MachineOptions::Stepper::kKvmSingle: return PMUVM_PV_CONSOLE;
-    case MachineOptions::Stepper::kNone: break;
-  }
-  return PMUVM_PV_CONSOLE | PMUVM_PV_USER_ENTRY;
-}
 
 std::vector<CpuidEntry> supported_cpuid(const KvmSystem& kvm) {
   std::vector<CpuidEntry> host;
@@ -93,7 +80,7 @@ Machine::Impl::Impl(MachineOptions o)
   console.set_before_output([this] { progress_line.erase(); });
 }
 
-uint32_t Machine::Impl::pv_features() const { return pv_features_for(options_.stepper); }
+uint32_t Machine::Impl::pv_features() const { return options_.counting.pv_features(); }
 
 void Machine::Impl::fail(const std::string& reason) { lifecycle_.fail(reason, PMUVM_EXIT_PANIC); }
 
@@ -247,10 +234,8 @@ void Machine::Impl::create_vcpus() {
 void Machine::Impl::set_up_kvm() {
   if (vm) return;
   kvm = std::make_unique<KvmSystem>(options_.kvm_device);
-  check_kvm_serves(
-      options_.kvm_device,
-      options_.stepper == StepperKind::kKvm || options_.stepper == StepperKind::kKvmSingle,
-      guest_kind_->linux_guest());
+  check_kvm_serves(options_.kvm_device, options_.counting.kvm_stepping(),
+                   guest_kind_->linux_guest());
   vm = std::make_unique<KvmVm>(*kvm, ram);
   if (guest_kind_->has_pit()) {
     vm->create_pit();  // Linux calibrates its TSC and LAPIC timer against it
@@ -462,8 +447,7 @@ void Machine::set_restored_state(StateSections state) {
 
 std::vector<std::string> host_cpuid_refusals(const SnapshotManifest& m,
                                              const std::string& kvm_device) {
-  return cpuid_refusals(KvmSystem(kvm_device), m,
-                        pv_features_for(options_from_manifest(m).stepper));
+  return cpuid_refusals(KvmSystem(kvm_device), m, options_from_manifest(m).counting.pv_features());
 }
 
 MachineOptions options_from_manifest(const SnapshotManifest& m) {
@@ -473,7 +457,8 @@ MachineOptions options_from_manifest(const SnapshotManifest& m) {
   o.mem_mib = m.mem_mib;
   o.seed = m.seed;
   o.timer_hz = m.timer_hz;
-  o.stepper = parse_stepper(m.stepper).value_or(StepperKind::kNone);  // parse_manifest checked it
+  // parse_manifest checked the name
+  o.counting = CountingChoice::resumed(parse_stepper(m.stepper).value_or(StepperKind::kNone));
   if (m.linux_guest) o.linux_guest.emplace();  // the run loop's Linux rules; nothing to load
   o.kernel_name = m.kernel;
   o.max_interrupts_per_second = m.max_interrupt_rate;

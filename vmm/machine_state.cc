@@ -36,7 +36,7 @@ SnapshotManifest Machine::Impl::manifest() {
   m.mem_mib = options_.mem_mib;
   m.seed = options_.seed;
   m.timer_hz = options_.timer_hz;
-  m.stepper = stepper_name(options_.stepper);
+  m.stepper = stepper_name(options_.counting.stepper);
   m.linux_guest = guest_kind_->linux_guest();
   m.kernel = options_.kernel_name;
   m.max_interrupt_rate = options_.max_interrupts_per_second;
@@ -90,7 +90,7 @@ nlohmann::json Machine::Impl::describe() {
             {"guest", guest_kind_->name()},
             {"kernel", options_.kernel_name},
             {"seed", options_.seed},
-            {"stepper", stepper_name(options_.stepper)}}}};
+            {"stepper", stepper_name(options_.counting.stepper)}}}};
 }
 
 nlohmann::json Machine::Impl::pmu_state() {

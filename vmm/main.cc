@@ -17,7 +17,7 @@
 #include "vmm/bundled_kernel.h"
 #include "vmm/command_line.h"
 #include "vmm/cpu/cpu_profile.h"
-#include "vmm/host/backend_choice.h"
+#include "vmm/counting/counting_choice.h"
 #include "vmm/loader/elf_image.h"
 #include "vmm/loader/image_file.h"
 #include "vmm/cpu/migration_check.h"
@@ -257,40 +257,20 @@ int run(const vmm::RunCommand& cmd) {
   for (const vmm::ProgramArgs& p : cmd.programs)
     options.programs.push_back(vmm::GuestProgram{
         p.path, load_elf_or_usage_error(p.path, image_limit(cmd.mem_mib)), p.args});
-  // Counting backend (DESIGN §4.11): the host PMU is asked only when the host backend may be.
-  const vmm::BackendRequest request{.backend = cmd.backend,
-                                    .stepper = cmd.stepper,
-                                    .host_counters = cmd.host_counters,
-                                    .host_counters_given = cmd.host_counters_given,
-                                    .double_skid_given = cmd.double_skid_given,
-                                    .skid_margin_given = cmd.skid_margin_given};
-  const auto chosen = vmm::choose_backend(
-      request, cmd.backend == "precise" ? vmm::HostCapabilities{} : vmm::HostCapabilities::probe());
+  // How it counts (DESIGN §4.7, §4.11): the host PMU is asked only when the host backend may be.
+  auto chosen = vmm::choose_counting({.backend = cmd.backend,
+                                      .stepper = cmd.stepper,
+                                      .host_counters = cmd.host_counters,
+                                      .double_skid = cmd.double_skid,
+                                      .skid_margin = cmd.skid_margin,
+                                      .host_counters_given = cmd.host_counters_given,
+                                      .double_skid_given = cmd.double_skid_given,
+                                      .skid_margin_given = cmd.skid_margin_given,
+                                      .linux_guest = options.linux_guest.has_value()},
+                                     vmm::HostCapabilities::probe);
   if (auto* error = chosen.error_message()) throw vmm::UsageError(*error);
-  const vmm::BackendChoice& backend = chosen.value();
-  if (backend.host)
-    options.host_backend = vmm::MachineOptions::HostBackend{
-        .counter_double = backend.counter_double,
-        .double_skid = cmd.double_skid,
-        .free_run = {.skid_margin = cmd.skid_margin, .count_branches = backend.count_branches}};
-  // Every stepper counts identically (tests/e2e). auto = kvm (block stepping): on SVM and VMX
-  // hosts KVM's debug exits stop at every CPL and need nothing from the guest kernel.
-  options.stepper = vmm::parse_stepper(cmd.stepper).value_or(vmm::StepperKind::kKvm);
-  if (options.linux_guest && options.stepper == vmm::StepperKind::kGuest)
-    throw vmm::UsageError(
-        "--stepper guest needs the bundled kernel's help; a Linux guest is "
-        "counted with --stepper kvm (the default)");
-  const char* stepper_name = vmm::stepper_description(options.stepper);
-  if (!backend.host)
-    spdlog::info("counting backend: precise, {} stepper ({})", stepper_name, backend.why);
-  else if (backend.counter_double)
-    spdlog::info(
-        "counting backend: host with the counter double (overflows {} instruction(s) "
-        "late), skid margin {}, {} stepper ({})",
-        cmd.double_skid, cmd.skid_margin, stepper_name, backend.why);
-  else
-    spdlog::info("counting backend: host PMU counters, skid margin {}, {} stepper ({})",
-                 cmd.skid_margin, stepper_name, backend.why);
+  options.counting = std::move(chosen.value());
+  spdlog::info("{}", options.counting.describe());
 
   vmm::timeline::mark(vmm::timeline::Mark::kOptionsReady);
   int status;

@@ -32,7 +32,9 @@ TEST(CommandLineTest, Defaults) {
   auto c = parse({"run", "--", "a.elf"});
   ASSERT_EQ(c.kind, ParsedCommandLine::Kind::kRun);
   EXPECT_EQ(c.run.cpu, "amd-lwp");
-  EXPECT_EQ(c.run.backend, "auto");
+  EXPECT_EQ(c.run.backend, vmm::BackendKind::kAuto);
+  EXPECT_EQ(c.run.stepper, vmm::StepperKind::kAuto);
+  EXPECT_EQ(c.run.host_counters, vmm::HostCountersKind::kPerf);
   EXPECT_EQ(c.run.vcpus, 1u);
   EXPECT_EQ(c.run.mem_mib, 256u);
   EXPECT_EQ(c.run.seed, 1u);
@@ -54,6 +56,9 @@ TEST(CommandLineTest, BadOptionValuesAreUsageErrors) {
            {"run", "--vcpus", "many", "--", "a"},
            {"run", "--mem", "1", "--", "a"},
            {"run", "--backend", "magic", "--", "a"},
+           {"run", "--stepper", "none", "--", "a"},  // a manifest's, not the command line's
+           {"run", "--stepper", "1", "--", "a"},     // names, not numbers
+           {"run", "--host-counters", "pmu", "--", "a"},
            {"run", "--log-level", "loud", "--", "a"},
            {"run", "--max-interrupt-rate", "4000000000", "--", "a"},  // was std::bad_alloc, exit 3
            {"run", "--max-interrupt-rate", "1000001", "--", "a"},
@@ -66,6 +71,24 @@ TEST(CommandLineTest, BadOptionValuesAreUsageErrors) {
     EXPECT_EQ(c.message.rfind("pmuvm: ", 0), 0u) << c.message;
     EXPECT_EQ(c.message.find('\n'), std::string::npos) << "one line: " << c.message;
   }
+}
+
+// The counting options parse to their kinds (vmm/counting/counting_kinds.h), by name only.
+TEST(CommandLineTest, CountingOptionsAreKinds) {
+  auto c = parse({"run", "--backend", "host", "--stepper", "kvm-single", "--host-counters",
+                  "double", "--", "a"});
+  ASSERT_EQ(c.kind, ParsedCommandLine::Kind::kRun) << c.message;
+  EXPECT_EQ(c.run.backend, vmm::BackendKind::kHost);
+  EXPECT_EQ(c.run.stepper, vmm::StepperKind::kKvmSingle);
+  EXPECT_EQ(c.run.host_counters, vmm::HostCountersKind::kDouble);
+  EXPECT_EQ(parse({"run", "--stepper", "guest", "--", "a"}).run.stepper, vmm::StepperKind::kGuest);
+  EXPECT_EQ(parse({"run", "--stepper", "auto", "--backend", "precise", "--", "a"}).run.backend,
+            vmm::BackendKind::kPrecise);
+  const std::string help = parse({"run", "--help"}).message;
+  // Names and defaults by name, "none" not offered.
+  EXPECT_NE(help.find("{precise,host,auto}=auto"), std::string::npos) << help;
+  EXPECT_NE(help.find("{kvm,kvm-single,guest,auto}=auto"), std::string::npos) << help;
+  EXPECT_NE(help.find("{perf,double}=perf"), std::string::npos) << help;
 }
 
 TEST(CommandLineTest, HelpDocumentsEveryRunOption) {

@@ -3,7 +3,7 @@
 // (vmm/machine/machine_sections.h: every section, with each component's element budget, checked
 // against the guest kind and the CPU profile) into the objects a machine is built from: the
 // devices, the console, the LWP report and Linux task map, and per vCPU its KVM state, PMU models
-// (VcpuPmu), counts, rate limiter and stepper. Only handing the KVM state to KVM is left
+// (VcpuPmu), counts, rate limiter and counting backend. Only handing the KVM state to KVM is left
 // out (it needs /dev/kvm; KVM checks what it is given itself).
 // Input: byte 0 is the machine the state is restored into, bits 0-1 the profile (amd-lwp,
 // intel-netburst, amd-lwp-lite, amd-lwp-baseline), bits 2-3 the stepper (kvm, kvm-single, guest,
@@ -16,6 +16,8 @@
 // (stepper_fuzz_guest.h), the PMU models retire instructions and answer their MSRs, the report
 // renders and takes records. Seeds (corpus_machine_state/, make_seeds.py): the golden snapshots'
 // states (tests/snapshot/golden) with their machines, and small states of the VMM's own sections.
+#include <signal.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -28,9 +30,10 @@
 
 #include "pmu/interrupt_sink.h"
 #include "pmu/lwp/event_record.h"
-#include "pmu/page_fault_sink.h"
 #include "pmu/rate_limited_interrupt_sink.h"
 #include "tests/fuzz/stepper_fuzz_guest.h"
+#include "vmm/counting/kvm_stepping_backend.h"
+#include "vmm/counting/make_counting_backend.h"
 #include "vmm/cpu/cache_model_geometry.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/netburst_config.h"
@@ -38,7 +41,6 @@
 #include "vmm/devices/port_devices.h"
 #include "vmm/machine/machine_sections.h"
 #include "vmm/memory/guest_ram.h"
-#include "vmm/precise/stepper_kind.h"
 #include "vmm/progress_pauses.h"
 #include "vmm/report/lwp_report.h"
 #include "vmm/snapshot/state_sections.h"
@@ -76,12 +78,11 @@ Shape shape(uint8_t b) {
   return Shape{&profile(b & 3), kSteppers[(b >> 2) & 3], ((b >> 4) & 1) != 0, 1u + ((b >> 5) & 1)};
 }
 
-class Sinks : public pmu::InterruptSink, public pmu::PageFaultSink, public pmu::Clock {
+class Sinks : public pmu::InterruptSink, public pmu::Clock {
  public:
   void deliver_vector(uint8_t) override {}
   void deliver_nmi() override {}
   void raise_performance_interrupt() override {}
-  void raise_page_fault(uint64_t, uint32_t) override {}
   uint64_t now_ns() override { return now_ += 1000; }
 
  private:
@@ -99,30 +100,41 @@ std::unique_ptr<vmm::GuestRam> model_ram() {
   return ram;
 }
 
-// One vCPU as a machine builds it (vcpu_runner.cc), without KVM.
-struct Vcpu {
+// One vCPU as a machine builds it (vcpu_runner.cc), without KVM: its counting backend is the one
+// a resumed machine builds (make_counting_backend), over the stepper fuzz targets' guest RAM.
+class Vcpu : public vmm::CountedVcpu {
+ public:
   Vcpu(uint32_t index, const Shape& s, vmm::GuestRam& ram, Sinks& sinks)
-      : limit(sinks, sinks, 10000),
-        pmu(index, index, s.profile->lwp, 1, ram, limit, vmm::netburst_config(*s.profile), &sinks) {
-    const pmu::cache::Geometry cache = vmm::cache_model_geometry(s.profile->cache);
-    if (s.stepper == vmm::StepperKind::kGuest)
-      guest_stepper = std::make_unique<vmm::GuestAssistedStepper>(stepper_fuzz::ram(), cache);
-    if (s.stepper == vmm::StepperKind::kKvm || s.stepper == vmm::StepperKind::kKvmSingle)
-      kvm_stepper = std::make_unique<vmm::StepController>(
-          stepper_fuzz::ram(), cache,
-          vmm::StepController::Options{.trap_flag_steps = s.vcpus == 1,
-                                       .block_steps = s.stepper == vmm::StepperKind::kKvm});
-  }
-  vmm::VcpuParts parts(uint32_t index) {
-    return vmm::VcpuParts{index, arch, pmu, counts, limit, kvm_stepper.get(), guest_stepper.get()};
-  }
+      : index_(index),
+        sinks_(sinks),
+        limit(sinks, sinks, 10000),
+        pmu_(index, index, s.profile->lwp, 1, ram, limit, vmm::netburst_config(*s.profile),
+             &page_faults_),
+        backend(vmm::make_counting_backend(
+            vmm::CountingChoice::resumed(s.stepper), *this, stepper_fuzz::ram(),
+            vmm::cache_model_geometry(s.profile->cache), s.vcpus, SIGUSR1)) {}
+  vmm::VcpuParts parts() { return vmm::VcpuParts{index_, arch, pmu_, counts, limit, *backend}; }
 
+  uint32_t index() const override { return index_; }
+  // Loading and saving state never reach KVM: if they did, that is a finding.
+  vmm::KvmVcpu& kvm() override { std::abort(); }
+  vmm::VcpuPmu& pmu() override { return pmu_; }
+  vmm::LwpPageFaults& page_faults() override { return page_faults_; }
+  pmu::Clock& clock() override { return sinks_; }
+  void add_counted(uint64_t n) override { counted_ += n; }
+  uint64_t counted() const override { return counted_; }
+  std::optional<uint64_t> instructions_to_pause() override { return std::nullopt; }
+
+  // In the order they are built.
+  uint32_t index_;
+  Sinks& sinks_;
+  vmm::LwpPageFaults page_faults_;
+  uint64_t counted_ = 0;
   pmu::RateLimitedInterruptSink limit;
-  vmm::VcpuPmu pmu;
+  vmm::VcpuPmu pmu_;
   vmm::VcpuArchState arch;
   vmm::VcpuCounts counts;
-  std::unique_ptr<vmm::StepController> kvm_stepper;
-  std::unique_ptr<vmm::GuestAssistedStepper> guest_stepper;
+  std::unique_ptr<vmm::CountingBackend> backend;
 };
 
 // The objects of one machine, and its state loaded into them.
@@ -142,7 +154,7 @@ class Machine {
     try {
       vmm::load_machine_sections(s, parts());
       for (uint32_t i = 0; i < vcpus_.size(); ++i)
-        vmm::load_vcpu_sections(s, vcpus_[i]->parts(i), *shape_.profile);
+        vmm::load_vcpu_sections(s, vcpus_[i]->parts(), *shape_.profile);
     } catch (const vmm::UsageError&) {
       return false;
     }
@@ -152,7 +164,7 @@ class Machine {
   vmm::StateSections save() {
     vmm::StateSections s;
     vmm::save_machine_sections(s, parts());
-    for (uint32_t i = 0; i < vcpus_.size(); ++i) vmm::save_vcpu_sections(s, vcpus_[i]->parts(i));
+    for (auto& v : vcpus_) vmm::save_vcpu_sections(s, v->parts());
     return s;
   }
 
@@ -164,17 +176,19 @@ class Machine {
                          false);
     if (report_.placed_addresses() > vmm::LwpReport::kMaxPlacedAddresses) std::abort();
     for (auto& v : vcpus_) {
-      if (v->kvm_stepper) stepper_fuzz::exercise(*v->kvm_stepper);
-      v->pmu.enter_user(kModelCr3);
+      if (auto* stepping = dynamic_cast<vmm::KvmSteppingBackend*>(v->backend.get()))
+        stepper_fuzz::exercise(stepping->controller());
+      vmm::VcpuPmu& pmu = v->pmu();
+      pmu.enter_user(kModelCr3);
       for (uint64_t i = 0; i < 64; ++i) {
         pmu::RetiredInstruction insn;
         insn.rip = 0x1000 + 4 * i;
         if (i % 5 == 0) insn.branch.kind = pmu::BranchKind::kConditional;
-        v->pmu.retire(insn, kModelCr3);
+        pmu.retire(insn, kModelCr3);
       }
       for (uint32_t msr : {0xC0000105u, 0xC0000106u, 0x300u, 0x360u, 0x3A0u}) {
-        (void)v->pmu.read_msr(msr, 0, kModelCr3);
-        (void)v->pmu.write_msr(msr, 0, 0, kModelCr3);
+        (void)pmu.read_msr(msr, 0, kModelCr3);
+        (void)pmu.write_msr(msr, 0, 0, kModelCr3);
       }
       v->limit.poll();
     }

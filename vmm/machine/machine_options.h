@@ -12,8 +12,7 @@
 #include "vmm/boot/guest_loader.h"
 #include "vmm/boot/linux_boot.h"
 #include "vmm/cpu/cpu_profile.h"
-#include "vmm/host/free_run.h"
-#include "vmm/precise/stepper_kind.h"
+#include "vmm/counting/counting_choice.h"
 #include "vmm/snapshot/snapshot_manifest.h"
 #include "vmm/snapshot/state_sections.h"
 
@@ -40,22 +39,8 @@ struct MachineOptions {
   std::vector<GuestProgram> programs;
   uint32_t max_interrupts_per_second =
       10000;  // storm protection (pmu/rate_limited_interrupt_sink.h)
-  // The precise backend's stepper (DESIGN §4.7): KVM single-step (every CPL), or the bundled
-  // kernel single-steps its profiled tasks and reports each step. kNone: no counting backend
-  // (LWP state only, no records).
-  // kKvm steps blocks where it can (DESIGN §4.7); kKvmSingle stops after every instruction.
-  using Stepper = StepperKind;
-  Stepper stepper = Stepper::kKvm;
-  // The host backend (DESIGN §4.11; needs the KVM stepper): between event boundaries the guest
-  // runs unseen while host counters count. nullopt: the precise backend steps everything.
-  struct HostBackend {
-    // The counter double instead of the host PMU (vmm/host/skidding_counter_double.h): its
-    // overflows come `double_skid` instructions late.
-    bool counter_double = false;
-    uint64_t double_skid = 0;
-    FreeRunOptions free_run;
-  };
-  std::optional<HostBackend> host_backend;
+  // How it counts (DESIGN §4.7, §4.11): the stepper, and the host backend when it is chosen.
+  CountingChoice counting;
   std::string lwp_report;  // "" = none, "-" = stdout, else a file
   // ELF files naming the report's addresses of tasks that are not one of `programs` (--symbols).
   std::vector<std::string> symbols;

@@ -55,12 +55,7 @@ void save_vcpu_sections(StateSections& s, const VcpuParts& v) {
   s.add_component(vcpu_section(v.index, "counts"), VcpuCounts::kStateVersion, archived(v.counts));
   s.add_component(vcpu_section(v.index, "interrupt_limit"),
                   pmu::RateLimitedInterruptSink::kStateVersion, archived(v.interrupt_limit));
-  if (v.kvm_stepper)
-    s.add_component(vcpu_section(v.index, "kvm_stepper"), StepController::kStateVersion,
-                    archived(*v.kvm_stepper));
-  if (v.guest_stepper)
-    s.add_component(vcpu_section(v.index, "guest_stepper"), GuestAssistedStepper::kStateVersion,
-                    archived(*v.guest_stepper));
+  v.backend.save_state(s, vcpu_section(v.index, ""));
 }
 
 void load_vcpu_sections(const StateSections& s, const VcpuParts& v, const CpuProfile& profile) {
@@ -86,14 +81,9 @@ void load_vcpu_sections(const StateSections& s, const VcpuParts& v, const CpuPro
   if (v.interrupt_limit.holds_nmi_or_pmi() && !profile.netburst)
     throw UsageError("the snapshot's " + limit_name + " state holds a PMI, but CPU profile " +
                      profile.name + " has no NetBurst PMU");
-  // The stepper the snapshot's manifest named is the one this machine was built with (restore
-  // checks it), so its section is there; a crafted one without it is refused here.
-  if (v.kvm_stepper)
-    read_component(s, vcpu_section(v.index, "kvm_stepper"), StepController::kStateVersion,
-                   *v.kvm_stepper);
-  if (v.guest_stepper)
-    read_component(s, vcpu_section(v.index, "guest_stepper"), GuestAssistedStepper::kStateVersion,
-                   *v.guest_stepper);
+  // The counting backend the snapshot's manifest named is the one this machine was built with
+  // (restore checks it), so its sections are there; a crafted state without them is refused here.
+  v.backend.load_state(s, vcpu_section(v.index, ""));
 }
 
 }  // namespace vmm

@@ -17,8 +17,9 @@
 //   vcpuN.netburst          the NetBurst PMU (pmu/netburst/save_state.h), profiles with one
 //   vcpuN.counts            VcpuCounts
 //   vcpuN.interrupt_limit   the PMU interrupts' rate limiter
-//   vcpuN.kvm_stepper       the KVM stepper (--stepper kvm, kvm-single)
+//   vcpuN.kvm_stepper       the KVM stepper (--stepper kvm, kvm-single; the host backend's too)
 //   vcpuN.guest_stepper     the guest-assisted stepper (--stepper guest)
+// (the last two saved and loaded by the counting backend: vmm/counting/)
 #pragma once
 
 #include <cstdint>
@@ -29,8 +30,7 @@
 #include "vmm/devices/guest_console.h"
 #include "vmm/devices/port_devices.h"
 #include "vmm/kvm/kvm_state.h"
-#include "vmm/precise/guest_assisted_stepper.h"
-#include "vmm/precise/step_controller.h"
+#include "vmm/counting/counting_backend.h"
 #include "vmm/report/lwp_report.h"
 #include "vmm/snapshot/state_sections.h"
 #include "vmm/vpmu/vcpu_pmu.h"
@@ -49,16 +49,15 @@ struct MachineParts {
   bool has_pit;  // the guest kind's VM has a PIT (Linux guests): vm.kvm must hold its state
 };
 
-// One vCPU's sections. A stepper pointer is set when the machine runs that stepper: its section
-// is then required (a state without it is refused), and never read otherwise.
+// One vCPU's sections. The counting backend saves and loads its own (a stepper's), which a state
+// must then have.
 struct VcpuParts {
   uint32_t index;
   VcpuArchState& kvm;
   VcpuPmu& pmu;
   VcpuCounts& counts;
   pmu::RateLimitedInterruptSink& interrupt_limit;
-  StepController* kvm_stepper = nullptr;
-  GuestAssistedStepper* guest_stepper = nullptr;
+  CountingBackend& backend;
 };
 
 // Adds the sections to `s` (each component with its version).

@@ -1,6 +1,6 @@
 // A vCPU's exits: the exit handler (vmm/machine/exit_handler.h) decides from the kvm_run page;
 // this file gives it the vCPU (its MSRs: the PMU models and pmuvm's paravirtual MSRs; its
-// stepper; its registers) and acts on what it returns.
+// counting backend; its registers) and acts on what it returns.
 #include <spdlog/spdlog.h>
 
 #include <optional>
@@ -21,32 +21,15 @@ constexpr uint32_t kMsrLwpcbAddress = 0xC0000106;  // LWPMSR1
 // so). A selector's RPL is what the guest loaded, not the privilege level.
 bool VcpuRunner::write_msr(uint32_t msr, uint64_t value) {
   const kvm_sregs s = kvm_->exit_sregs();
-  const StepContext ctx{s.cr3, s.fs.base, s.gs.base};
   switch (msr) {
     case PMUVM_MSR_USER_ENTRY:
       // Offered to the bundled kernel without the KVM stepper, which needs no announcement.
       pmu_->enter_user(s.cr3);  // completes a deferred LLWPCB before ring 3 (§5.3)
-      if (guest_stepper_)
-        if (auto retired = guest_stepper_->on_user_entry(value, ctx)) {
-          pmu_->retire(*retired, s.cr3);
-          // A SYSCALL counted late: its next boundary was in the kernel (pmuvm_abi.h).
-          deliver_page_fault([](const VcpuPageFaults::Fault&) { return false; });
-        }
+      backend_->user_entry(value, s);
       return true;
     case PMUVM_MSR_STEP:
-      if (!guest_stepper_) break;  // not offered: #GP, the kernel stops stepping
-      if (auto retired = guest_stepper_->on_step(value, ctx)) {
-        pmu_->retire(*retired, s.cr3);
-        count_instruction();
-        // The #DB handler's frame is the boundary after the instruction: the kernel handles it
-        // as a user #PF when the VMM marks it (PMUVM_VECTOR_LWP_PAGE_FAULT).
-        deliver_page_fault([&](const VcpuPageFaults::Fault& f) {
-          if (!guest_stepper_->mark_page_fault(value, f.error_code)) return false;
-          kvm_->set_cr2(f.linear);
-          return true;
-        });
-      }
-      return true;
+      if (backend_->step_reported(value, s)) return true;
+      break;  // not offered: #GP, the kernel stops stepping
     case PMUVM_MSR_TASK: task_ = static_cast<uint32_t>(value); return true;
     default: break;
   }
@@ -75,7 +58,7 @@ class VcpuExits : public ExitContext {
   uint32_t index() const override { return v_.index(); }
   std::optional<uint64_t> read_msr(uint32_t msr) override { return v_.read_msr(msr); }
   bool write_msr(uint32_t msr, uint64_t value) override { return v_.write_msr(msr, value); }
-  void debug_exit() override { v_.on_step(); }
+  void debug_exit() override { v_.backend_->on_debug_exit(); }
   std::string registers() override { return describe_registers(*v_.kvm_); }
   bool registers_are_reset_state() override {
     return v_.kvm_->regs().rip == 0xFFF0 && v_.kvm_->sregs().cs.selector == 0xF000;

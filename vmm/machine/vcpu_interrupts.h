@@ -1,6 +1,6 @@
 // What the PMU models of one vCPU raise, on their way into the guest: PMIs and threshold
-// interrupts to KVM (VcpuInterrupts), LWP's #PF traps to the run loop (VcpuPageFaults), and the
-// reporting tap in front of the rate limiter (RequestTap). Owned by the vCPU's runner.
+// interrupts to KVM (VcpuInterrupts) and the reporting tap in front of the rate limiter
+// (RequestTap). Owned by the vCPU's runner. (LWP's #PF traps: vmm/vpmu/lwp_page_faults.h.)
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -12,7 +12,6 @@
 #include <string>
 
 #include "pmu/interrupt_sink.h"
-#include "pmu/page_fault_sink.h"
 #include "pmu/rate_limited_interrupt_sink.h"
 #include "vmm/devices/lvt_performance_counter.h"
 #include "vmm/kvm/kvm_vcpu.h"
@@ -74,23 +73,6 @@ struct VcpuInterrupts : pmu::InterruptSink {
         break;
     }
     pmi_pending = false;
-  }
-};
-
-// LWP's #PF traps of one vCPU (DESIGN §4.1). The unit raises at most one per retired instruction,
-// from inside VcpuPmu::retire(); the run loop takes it right after that call and delivers
-// it at the instruction boundary the vCPU stopped at (Impl::deliver_page_fault).
-struct VcpuPageFaults : pmu::PageFaultSink {
-  struct Fault {
-    uint64_t linear;
-    uint32_t error_code;
-  };
-  std::optional<Fault> pending;
-  uint64_t delivered = 0;
-  uint64_t dropped = 0;  // raised by an instruction whose next boundary is in the kernel (SYSCALL)
-
-  void raise_page_fault(uint64_t linear, uint32_t error_code) override {
-    pending = Fault{linear, error_code};
   }
 };
 
