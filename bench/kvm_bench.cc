@@ -46,7 +46,7 @@
 #include "pmu/interrupt_sink.h"
 #include "bench/scratch_vm.h"
 #include "vmm/boot/long_mode.h"
-#include "vmm/command_line.h"
+#include "vmm/cli/command_line.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/kvm/kvm_abi.h"
 #include "vmm/kvm/kvm_system.h"

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "tests/api/api_test_support.h"
-#include "vmm/api/ctl.h"
+#include "vmm/cli/ctl.h"
 
 namespace vmm::api {
 namespace {

@@ -1,6 +1,6 @@
 // The pmuvm command line (DESIGN §4.6): programs and their arguments after `--`, every option
 // with its default, and usage errors as one line with exit status 2.
-#include "vmm/command_line.h"
+#include "vmm/cli/command_line.h"
 #include "vmm/version.h"
 
 #include <gtest/gtest.h>
@@ -73,7 +73,7 @@ TEST(CommandLineTest, BadOptionValuesAreUsageErrors) {
   }
 }
 
-// The counting options parse to their kinds (vmm/counting/counting_kinds.h), by name only.
+// The counting options parse to their kinds (vmm/counting_kinds.h), by name only.
 TEST(CommandLineTest, CountingOptionsAreKinds) {
   auto c = parse({"run", "--backend", "host", "--stepper", "kvm-single", "--host-counters",
                   "double", "--", "a"});

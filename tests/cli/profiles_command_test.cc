@@ -1,6 +1,6 @@
-// `pmuvm profiles` (vmm/profiles_command.h): every mode's output and exit status, without a
+// `pmuvm profiles` (vmm/cli/profiles_command.h): every mode's output and exit status, without a
 // process. --baseline really asks libvirt (test:///default).
-#include "vmm/profiles_command.h"
+#include "vmm/cli/profiles_command.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 
 #include "vmm/boot/guest_loader.h"
 #include "vmm/boot/linux_boot.h"
-#include "vmm/loader/elf_image.h"
+#include "vmm/boot/elf_image.h"
 #include "vmm/memory/guest_ram.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -13,7 +13,7 @@
 #include "guest/abi/pmuvm_abi.h"
 #include "vmm/devices/guest_console.h"
 #include "vmm/devices/port_devices.h"
-#include "tests/machine/console_capture.h"
+#include "tests/support/console_capture.h"
 
 namespace vmm {
 namespace {

@@ -37,7 +37,7 @@
 #include "vmm/report/lwp_report.h"
 #include "vmm/snapshot/snapshot_manifest.h"
 #include "vmm/snapshot/state_sections.h"
-#include "vmm/vcpu_counts.h"
+#include "vmm/machine/vcpu_counts.h"
 
 namespace vmm {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "vmm/loader/elf_image.h"
+#include "vmm/boot/elf_image.h"
 #include "vmm/memory/guest_ram.h"
 #include "vmm/result.h"
 

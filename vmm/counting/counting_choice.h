@@ -1,5 +1,5 @@
 // How a run counts (DESIGN §4.7, §4.11): the command line names a backend, a stepper and the
-// host backend's counters (counting_kinds.h); choose_counting resolves them once, with the
+// host backend's counters (vmm/counting_kinds.h); choose_counting resolves them once, with the
 // reason, into the CountingChoice every vCPU's counting backend is built from
 // (vmm/counting/make_counting_backend.h).
 #pragma once
@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "vmm/counting/counting_kinds.h"
+#include "vmm/counting_kinds.h"
 #include "vmm/host/free_run.h"
 #include "vmm/result.h"
 

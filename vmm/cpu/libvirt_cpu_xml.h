@@ -4,7 +4,7 @@
 // libvirt names x86 features after its cpu_map (/usr/share/libvirt/cpu_map/x86_features.xml,
 // shipped by Debian's libvirt0), mostly as we do; where the names differ (sse4_1 is "sse4.1",
 // sse3 is "pni", ...) the table in libvirt_cpu_xml.cc maps them, matched bit for bit against
-// cpu_map's CPUID definitions by tests/vmm/libvirt_baseline_test.cc.
+// cpu_map's CPUID definitions by tests/cpu/libvirt_baseline_test.cc.
 //
 // Measured with libvirt 9.0's test:///default driver: virConnectBaselineCPU refuses a host CPU
 // without <model> ("XML error: Missing CPU model name"), so a profile, which has no libvirt

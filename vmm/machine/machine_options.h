@@ -1,4 +1,4 @@
-// What a Machine is built from (vmm/machine.h): the guest, its CPU profile and size, the
+// What a Machine is built from (vmm/machine/machine.h): the guest, its CPU profile and size, the
 // counting backend, the outputs, the API socket and the progress points; or a snapshot's state
 // to resume from.
 #pragma once

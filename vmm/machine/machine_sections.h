@@ -34,7 +34,7 @@
 #include "vmm/report/lwp_report.h"
 #include "vmm/snapshot/state_sections.h"
 #include "vmm/vpmu/vcpu_pmu.h"
-#include "vmm/vcpu_counts.h"
+#include "vmm/machine/vcpu_counts.h"
 
 namespace vmm {
 

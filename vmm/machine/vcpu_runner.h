@@ -35,7 +35,7 @@
 #include "vmm/machine/vcpu_interrupts.h"
 #include "vmm/snapshot/state_sections.h"
 #include "vmm/vpmu/vcpu_pmu.h"
-#include "vmm/vcpu_counts.h"
+#include "vmm/machine/vcpu_counts.h"
 #include "vmm/vpmu/lwp_page_faults.h"
 
 namespace vmm {

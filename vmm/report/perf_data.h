@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "pmu/lwp/event_record.h"
-#include "vmm/loader/elf_image.h"
+#include "vmm/boot/elf_image.h"
 
 namespace vmm {
 

@@ -10,7 +10,7 @@
 #include "vmm/cpu/profile_writer.h"
 #include "vmm/json/json_text.h"
 #include "vmm/machine_limits.h"
-#include "vmm/counting/counting_kinds.h"
+#include "vmm/counting_kinds.h"
 #include "vmm/printable.h"
 #include "vmm/snapshot/file_checksum.h"
 #include "vmm/snapshot/state_sections.h"

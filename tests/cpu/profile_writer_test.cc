@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "pmu/lwp/architecture.h"
-#include "tests/vmm/builtin_profile.h"
-#include "tests/vmm/profile_text.h"
+#include "tests/cpu/builtin_profile.h"
+#include "tests/cpu/profile_text.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/profile_baseline.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "vmm/api/vm_api.h"
-#include "vmm/machine_control.h"
+#include "vmm/machine/machine_control.h"
 #include "vmm/result.h"
 
 namespace vmm {

@@ -16,7 +16,7 @@
 #include <string>
 #include <tuple>
 
-#include "tests/vmm/builtin_profile.h"
+#include "tests/cpu/builtin_profile.h"
 #include "vmm/cpu/cpuid_features.h"
 #include "vmm/cpu/libvirt_cpu_xml.h"
 #include "vmm/cpu/profile_baseline.h"

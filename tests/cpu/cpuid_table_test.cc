@@ -11,8 +11,8 @@
 #include <set>
 #include <utility>
 
-#include "tests/vmm/builtin_profile.h"
-#include "tests/vmm/profile_text.h"
+#include "tests/cpu/builtin_profile.h"
+#include "tests/cpu/profile_text.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/cpuid_features.h"
 

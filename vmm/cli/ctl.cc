@@ -1,4 +1,4 @@
-#include "vmm/api/ctl.h"
+#include "vmm/cli/ctl.h"
 
 #include "vmm/api/api_client.h"
 

@@ -1,6 +1,6 @@
 // ELF64 parsing: a good static executable loads; every malformed file is a one-line error that
 // names the file.
-#include "vmm/loader/elf_image.h"
+#include "vmm/boot/elf_image.h"
 
 #include <elf.h>
 #include <gtest/gtest.h>

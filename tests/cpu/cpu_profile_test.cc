@@ -15,8 +15,8 @@
 
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
-#include "tests/vmm/builtin_profile.h"
-#include "tests/vmm/profile_text.h"
+#include "tests/cpu/builtin_profile.h"
+#include "tests/cpu/profile_text.h"
 #include "vmm/cpu/describe_profile.h"
 #include "vmm/profiles/builtin_profiles.h"
 

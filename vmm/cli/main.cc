@@ -1,6 +1,6 @@
 // pmuvm: parse the command line, check every input, then boot. Exit status: the guest's, 2 for
 // a usage error, 3 for a VMM/KVM failure (DESIGN §4.6). Errors are one line on stderr.
-// `pmuvm ctl` calls a running pmuvm's API socket instead (vmm/api/ctl.h: 0, 1, 2, 3).
+// `pmuvm ctl` calls a running pmuvm's API socket instead (vmm/cli/ctl.h: 0, 1, 2, 3).
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -13,27 +13,27 @@
 #include <iostream>
 
 #include "vmm/api/api_server.h"
-#include "vmm/api/ctl.h"
-#include "vmm/bundled_kernel.h"
-#include "vmm/command_line.h"
+#include "vmm/cli/ctl.h"
+#include "vmm/boot/bundled_kernel.h"
+#include "vmm/cli/command_line.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/counting/counting_choice.h"
-#include "vmm/loader/elf_image.h"
-#include "vmm/loader/image_file.h"
+#include "vmm/boot/elf_image.h"
+#include "vmm/boot/image_file.h"
 #include "vmm/cpu/migration_check.h"
-#include "vmm/machine.h"
+#include "vmm/machine/machine.h"
 #include "vmm/machine_limits.h"
 #include "vmm/migration/migration_destination.h"
 #include "vmm/snapshot/snapshot_dir.h"
 #include "vmm/printable.h"
-#include "vmm/profiles_command.h"
+#include "vmm/cli/profiles_command.h"
 #include "vmm/startup_timeline.h"
 #include "vmm/vmm_error.h"
 
 namespace {
 
 // Guest images go into the guest's RAM whole: none can be larger, and that is checked before
-// a byte is read (vmm/loader/image_file.h); the exact fit is checked later, with the layout.
+// a byte is read (vmm/boot/image_file.h); the exact fit is checked later, with the layout.
 struct ImageLimit {
   uint64_t bytes;
   std::string why;

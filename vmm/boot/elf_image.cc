@@ -1,6 +1,6 @@
-#include "vmm/loader/elf_image.h"
+#include "vmm/boot/elf_image.h"
 
-#include "vmm/loader/image_file.h"
+#include "vmm/boot/image_file.h"
 #include "vmm/result.h"
 
 #include <elf.h>

@@ -5,7 +5,7 @@
 
 #include <ostream>
 
-#include "vmm/command_line.h"
+#include "vmm/cli/command_line.h"
 
 namespace vmm {
 

@@ -1,4 +1,4 @@
-#include "vmm/command_line.h"
+#include "vmm/cli/command_line.h"
 
 #include "vmm/version.h"
 
@@ -15,7 +15,7 @@
 namespace vmm {
 namespace {
 
-// An enum option's names (vmm/counting/counting_kinds.h): the first `offered` of its table
+// An enum option's names (vmm/counting_kinds.h): the first `offered` of its table
 // (--stepper: not the manifest's "none").
 template <typename Kind, size_t N>
 std::vector<std::string> names(const std::array<KindName<Kind>, N>& table, size_t offered = N) {

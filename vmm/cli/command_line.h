@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "vmm/counting/counting_kinds.h"
+#include "vmm/counting_kinds.h"
 
 namespace vmm {
 
@@ -27,7 +27,7 @@ struct ProgramArgs {
 
 struct RunCommand {
   std::string cpu = "amd-lwp";
-  // How it counts (vmm/counting/counting_kinds.h; DESIGN §4.7, §4.11): the backend, the
+  // How it counts (vmm/counting_kinds.h; DESIGN §4.7, §4.11): the backend, the
   // stepper, and the host backend's counters, the double's skid, the skid margin.
   BackendKind backend = BackendKind::kAuto;
   StepperKind stepper = StepperKind::kAuto;
@@ -91,7 +91,7 @@ struct ProfilesCommand {
   std::vector<std::string> check_migration;  // kCheckMigration: FROM, TO
 };
 
-// One call to the API socket of a running pmuvm (vmm/api/ctl.h runs it).
+// One call to the API socket of a running pmuvm (vmm/cli/ctl.h runs it).
 struct CtlCommand {
   std::string api_socket;
   std::string verb;                 // the endpoint's name: vm.pause, vm.snapshot, ...

@@ -1,4 +1,4 @@
-#include "vmm/machine_api.h"
+#include "vmm/machine/machine_api.h"
 
 #include <spdlog/spdlog.h>
 

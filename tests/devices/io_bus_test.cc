@@ -17,7 +17,7 @@
 #include "guest/abi/pmuvm_abi.h"
 #include "vmm/devices/guest_console.h"
 #include "vmm/devices/port_devices.h"
-#include "tests/machine/console_capture.h"
+#include "tests/support/console_capture.h"
 #include "vmm/memory/guest_ram.h"
 
 namespace vmm {

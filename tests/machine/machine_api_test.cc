@@ -1,6 +1,6 @@
-// The API socket's adapter to a running machine (vmm/machine_api.h) against a fake machine: every
-// pause it takes for a request is given back, also when that request fails by an exception.
-#include "vmm/machine_api.h"
+// The API socket's adapter to a running machine (vmm/machine/machine_api.h) against a fake machine:
+// every pause it takes for a request is given back, also when that request fails by an exception.
+#include "vmm/machine/machine_api.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // (vmm/machine/vcpu_runner.h: CPUID, boot registers, each vCPU's PMU models and stepper), runs one
 // thread per vCPU, ends the run (guest exit, failure, signal) and writes the report. Pausing and
 // snapshots are in machine_state.cc; machine_impl.h holds the state they share.
-#include "vmm/machine.h"
+#include "vmm/machine/machine.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -27,9 +27,9 @@
 #include "vmm/cpu/cpuid_table.h"
 #include "vmm/cpu/netburst_config.h"
 #include "vmm/kvm/kvm_self_check.h"
-#include "vmm/loader/elf_image.h"
-#include "vmm/machine_api.h"
-#include "vmm/machine_impl.h"
+#include "vmm/boot/elf_image.h"
+#include "vmm/machine/machine_api.h"
+#include "vmm/machine/machine_impl.h"
 #include "vmm/printable.h"
 #include "vmm/report/code_places.h"
 #include "vmm/report/lwp_trace.h"

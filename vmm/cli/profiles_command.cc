@@ -1,4 +1,4 @@
-#include "vmm/profiles_command.h"
+#include "vmm/cli/profiles_command.h"
 
 #include <string>
 #include <vector>

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/vmm/builtin_profile.h"
+#include "tests/cpu/builtin_profile.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/profile_baseline.h"
 

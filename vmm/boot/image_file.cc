@@ -1,4 +1,4 @@
-#include "vmm/loader/image_file.h"
+#include "vmm/boot/image_file.h"
 
 #include <cstring>
 

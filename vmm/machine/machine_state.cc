@@ -10,7 +10,7 @@
 #include <string>
 
 #include "vmm/machine/machine_sections.h"
-#include "vmm/machine_impl.h"
+#include "vmm/machine/machine_impl.h"
 #include "vmm/vmm_error.h"
 
 namespace vmm {
