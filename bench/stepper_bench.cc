@@ -1,6 +1,6 @@
 // The precise backend's steppers against raw KVM single-stepping, and block stepping against one
-// exit per instruction, measured side by side in one run on the same host (issue 9 item 6, issue
-// 22 item 3). Needs /dev/kvm; where there is none:
+// exit per instruction, measured side by side in one run on the same host. Needs /dev/kvm; where
+// there is none:
 //   bazel build -c opt //bench:stepper_bench //vmm:pmuvm //guest/programs:all
 //     //guest_kernel_patches:bzImage //guest/linux:initramfs_perf &&
 //     tools/kvm-host/run -- bazel-bin/bench/stepper_bench

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak of the KVM stepper under Linux (issue 19; kept in the tree, not run by CI):
+# Soak of the KVM stepper under Linux (kept in the tree, not run by CI):
 #   tools/soak-linux.sh [N]      N Linux boots counting with LWP and N counting with perf
 # Every boot runs the stepper's window programs (guest/linux: signal_count, rep_count, self_tf,
 # int3_count, ptrace_check step and bp, vdso_count), each of which checks its own exact value

@@ -1,4 +1,4 @@
-// Where the wall time of a pmuvm run goes (issue 21; bench/kvm_bench prints the breakdown):
+// Where the wall time of a pmuvm run goes (bench/kvm_bench prints the breakdown):
 // CLOCK_MONOTONIC at the run's milestones, printed by `--stats` as one line that a caller reads
 // beside its own spawn and reap times (the same clock across processes).
 #pragma once

@@ -1,4 +1,4 @@
-/* Counted windows for the stepper's Linux checks (issue 19: signal handlers, REP strings, the
+/* Counted windows for the stepper's Linux checks (signal handlers, REP strings, the
  * guest's own single-step, breakpoints and int3 while counting is on). A window is an asm body
  * run between a counter's start and stop, in one of two modes:
  *   perf: Linux's perf_event_open instructions:u on this task (under --cpu intel-netburst, the

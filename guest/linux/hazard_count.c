@@ -1,6 +1,6 @@
 /* hazard_count MODE CASE [M]: what can fault, trap or change its own decode inside a counted
  * stretch of user code is counted as the CPU retires it (DESIGN §4.7, "What a block may
- * contain"; issue 37). MODE: perf or lwp (counted_window.h). Each CASE runs one window; a fault
+ * contain"). MODE: perf or lwp (counted_window.h). Each CASE runs one window; a fault
  * in it is a SIGSEGV whose handler (on_segv below, SA_SIGINFO) counts the fault, adds up where
  * it happened (the frame's RIP), notes whether the frame's RFLAGS carries TF (the program never
  * sets it: any TF there is the stepper's) and resumes at `resume_at`:

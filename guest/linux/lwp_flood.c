@@ -1,6 +1,5 @@
-/* lwp_flood [TASKS [ADDRESSES]] (default 8 x 40960): floods the VMM's LWP report (issue 38: its
- * caps per task multiplied to ~805 M entries; it now has one budget of 262144 addresses for all
- * tasks). TASKS processes, alive at once (each keeps its own address space, CR3: a task of the
+/* lwp_flood [TASKS [ADDRESSES]] (default 8 x 40960): floods the VMM's LWP report (one
+ * budget of 262144 addresses for all tasks, however many tasks a guest runs: DESIGN §4.12). TASKS processes, alive at once (each keeps its own address space, CR3: a task of the
  * report), each profile themselves with one slot, instructions retired at interval 1 (a record
  * per instruction), over their own NOP sled: `llwpcb rdi; jmp *rsi` to the last ADDRESSES NOPs
  * of sled I, then sled I's `jmp` to the common end, `slwpcb rax; llwpcb rdx` (rdx = 0). Each

@@ -1,7 +1,7 @@
 /* lwp_forever: profiles itself with LWP until the VM ends - the "LWP-profiling guest" whose live
  * migration bench/migration_bench.py times. Two slots, and only these events: instructions
  * retired every 1000 and branches retired every 250 (no DCache slot: the VMM's cache model stays
- * out of it, issue 21), a 64-record ring that it drains itself, no threshold interrupt. Prints
+ * out of it), a 64-record ring that it drains itself, no threshold interrupt. Prints
  * "lwp_forever: profiling" once LLWPCB ran, then "lwp_forever: N records" after every 4096
  * records. Exits 1 when LWP or either event is not there. */
 #include "guest/lib/lwp.h"

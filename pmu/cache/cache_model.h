@@ -92,7 +92,7 @@ class CacheModel {
    private:
     uint32_t sets_ = 0, ways_ = 0;
     // sets_ * ways_ each, allocated by the first fill(): a level no access reached costs neither
-    // memory nor snapshot bytes (a VM that never profiles, issue 21). Empty = every way invalid.
+    // memory nor snapshot bytes (a VM that never profiles). Empty = every way invalid.
     std::vector<uint64_t> tags_;    // kEmpty when invalid
     std::vector<uint64_t> stamps_;  // last-use time per way
     uint64_t clock_ = 0;

@@ -163,7 +163,7 @@ class LwpUnit {
   bool wants_events() const { return lwpcb_ != 0; }
   // True while the reported instructions' cache misses can matter: a DCache slot is active, or
   // an LWPCB awaits initialisation (its events are not known before the next retirement). A
-  // backend may leave its cache model alone otherwise (issue 21: state follows what is in use).
+  // backend may leave its cache model alone otherwise: state follows what is in use.
   bool counts_cache_misses() const;
   // The same for the branch predictor's verdicts (a BranchesRetired slot's records carry them,
   // unless this implementation captures none: Capabilities::branch_prediction).

@@ -45,9 +45,6 @@ inline constexpr unsigned event_select(uint64_t v) {
 inline constexpr uint16_t event_mask(uint64_t v) {
   return static_cast<uint16_t>((v & kEventMaskMask) >> kEventMaskShift);
 }
-inline constexpr unsigned tag_value(uint64_t v) {
-  return static_cast<unsigned>((v & kTagValueMask) >> kTagValueShift);
-}
 
 // An ESCR value from its fields (for tests and tools).
 inline constexpr uint64_t make(unsigned event_select, uint16_t mask, bool t0_os, bool t0_usr) {

@@ -67,11 +67,6 @@ struct EventInfo {
   std::span<const MaskBit> masks;  // named mask bits; filled in for the modelled events
 
   bool modelled() const { return kind != EventKind::kUnmodelled; }
-  bool selectable_in(Escr e) const {
-    for (int i = 0; i < escr_count; ++i)
-      if (escrs[i] == e) return true;
-    return false;
-  }
   // Mask value of a named bit, or 0 if the event has no such name.
   uint16_t mask_bit(std::string_view mask_name) const;
   // All named bits OR-ed.

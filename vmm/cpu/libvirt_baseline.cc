@@ -21,7 +21,7 @@ constexpr const char* kTestDriver = "test:///default";
 constexpr const char* kLibrary = "libvirt.so.0";
 
 // libvirt, loaded when a baseline is asked for and not before: it pulls in ~57 shared libraries
-// (ICU, krb5, gnutls, curl, glib, ...) that no VM start needs (issue 21: pmuvm starts without it).
+// (ICU, krb5, gnutls, curl, glib, ...) that no VM start needs: pmuvm starts without it.
 struct Libvirt {
   decltype(&virConnectOpen) open = nullptr;
   decltype(&virConnectClose) close = nullptr;

@@ -37,7 +37,7 @@ class Machine {
   ~Machine();
   int run();
   // Creates the KVM VM, its vCPUs and devices now instead of in run(): a migration destination
-  // does it while the pages arrive, so that it is not part of the downtime (issue 21).
+  // does it while the pages arrive, so that it is not part of the downtime.
   void set_up_kvm();
   // Guest RAM, e.g. for a restore to fill before run().
   GuestRam& ram();

@@ -50,8 +50,8 @@ class PagedGuestMemory : public pmu::GuestMemory {
   uint64_t cr3() const { return cr3_; }
 
   bool read(uint64_t linear, std::span<std::byte> out) override;
-  // An instruction fetch: like read(), and every page must be executable (issue 37: a fetch
-  // from a readable page with XD set faults).
+  // An instruction fetch: like read(), and every page must be executable (a fetch from
+  // a readable page with XD set faults).
   bool fetch(uint64_t linear, std::span<std::byte> out);
   bool write(uint64_t linear, std::span<const std::byte> in) override;
   // kNotPresent / kProtection (present but not user-writable) are what a CPU would report as a

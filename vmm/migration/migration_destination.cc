@@ -38,7 +38,7 @@ int listen_at(const std::string& path) {
     if (::lstat(p.c_str(), &st) == 0) {
       if (!S_ISSOCK(st.st_mode)) throw MigrationError(p + " exists and is not a socket");
       // A socket someone listens on is another process's (a VMM waiting for its own migration):
-      // it is left alone. Only a stale one, of a run that ended, is replaced (issue 38 item 5).
+      // it is left alone. Only a stale one, of a run that ended, is replaced.
       if (api::probe_unix_socket(p).state == api::SocketProbe::State::kListening)
         throw MigrationError(p + " is a socket another process listens on: not replacing it");
       ::unlink(p.c_str());

@@ -59,7 +59,7 @@ constexpr uint64_t kCF = 1u << 0, kPF = 1u << 2, kZF = 1u << 6, kSF = 1u << 7, k
 // A near branch (JMP, Jcc, LOOP, JrCXZ, CALL, RET) with an operand-size prefix: in 64-bit mode
 // Intel CPUs ignore the prefix and AMD CPUs honour it (a 16-bit operand: rel16 instead of rel32,
 // the new RIP truncated to 16 bits, a 16-bit return address), so its length and its target
-// depend on the CPU that runs the guest (issue 37, case 8). Zydis decodes Intel's behaviour.
+// depend on the CPU that runs the guest. Zydis decodes Intel's behaviour.
 // Such a branch gets no computed successor: the stepper single-steps it and reads where it went.
 bool vendor_dependent_branch(const ZydisDecodedInstruction& insn) {
   switch (insn.meta.category) {

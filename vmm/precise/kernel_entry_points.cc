@@ -10,7 +10,7 @@ namespace {
 constexpr uint64_t kPage = 4096;
 
 // The end of the window after a guest address: at most the end of the address space (LSTAR and
-// the gates are guest values, 2^64 - 1 among them; issue 38).
+// the gates are guest values, 2^64 - 1 among them).
 uint64_t window_end(uint64_t begin) {
   return begin > ~uint64_t{0} - KernelEntryPoints::kWindow ? ~uint64_t{0}
                                                            : begin + KernelEntryPoints::kWindow;

@@ -57,8 +57,8 @@ class KernelEntryPoints {
 
   // Return sites, in the order breakpoints are armed on them. `exception_first`: the kernel was
   // (or will be) entered through the IDT (a fault, an interrupt: anything that leaves user code
-  // but SYSCALL), whose handlers return by IRET, so IRETs come before SYSRETs (issue 37, case 5:
-  // with few slots free, the SYSRET first left an exception's return to a signal handler
+  // but SYSCALL), whose handlers return by IRET, so IRETs come before SYSRETs (with few
+  // slots free, the SYSRET first would leave an exception's return to a signal handler
   // unwatched).
   std::vector<ReturnSite> by_priority(bool exception_first = false) const;
   const ReturnSite* site_at(uint64_t rip) const;
@@ -73,8 +73,6 @@ class KernelEntryPoints {
   std::optional<uint64_t> debug_handler() const;
   // The gate's IST index (1-7), 0 when it has none (the CPU switches to RSP0 from user mode).
   uint8_t interrupt_stack(uint8_t vector) const;
-
-  size_t site_count() const { return sites_.size(); }
 
   // Snapshot / migration.
   template <class Archive>

@@ -583,7 +583,7 @@ StepOutcome StepController::on_kick(StepTarget& at) {
   // In user code the plan does not know: neither the pending instruction nor a place the plan
   // stops at or passes (a return that no armed site caught). Interrupts are held for the plan,
   // and a window opens only at the pending instruction, so without starting again here they
-  // would wait as long as the user code runs (issue 37, case 6).
+  // would wait as long as the user code runs.
   // (A single step whose successor is unknown is no such case: its trap comes next.)
   const GuestRegisters now = at.registers();
   if (at.cpl() == 3 && plan_.stop != Plan::Stop::kSingleStep && !plan_knows(now.rip)) {

@@ -63,7 +63,7 @@
 // and CALLs within the page, up to and including the next other branch. The vCPU runs the whole
 // block to a breakpoint on its successors (both sides of a conditional branch) with interrupts
 // held, and the stop retires every instruction of it from the decode. What a block may contain
-// is decided from what can fault, trap or change its decode (issue 37):
+// is decided from what can fault, trap or change its decode:
 //   * fetch permission per page: code is read as the CPU fetches it (present, user, not XD;
 //     PagedGuestMemory::fetch), so a block never runs into a page it cannot execute, an
 //     instruction whose fetch can fault is never single-stepped by TF (its #PF frame would

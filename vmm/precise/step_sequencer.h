@@ -75,14 +75,6 @@ class StepSequencer {
                                                                     uint64_t cr3);
 
   bool pending() const { return pending_.has_value(); }
-  // User mode is running in state `at` (no instruction retired since the last report): `at` is
-  // the next instruction's pre-state. It replaces a state rebuilt from a kernel frame (whose
-  // FS/GS bases were read in the kernel); a pending state elsewhere did not retire (dropped).
-  void resume_at(const GuestRegisters& at) {
-    if (pending_ && (pending_->rip != at.rip || pending_->cr3 != at.cr3)) ++dropped_;
-    pending_ = at;
-  }
-
   // Address spaces whose pending instruction is parked at once: the guest chooses how many
   // tasks leave user mode (each a CR3), so the map has a budget; beyond it the instruction is
   // dropped (counted in dropped(): its SYSCALL, if it was one, goes uncounted).

@@ -1,6 +1,6 @@
 // The checksum of a snapshot's files (manifest.json "files": memory.bin, state.bin): XXH64
 // (libxxhash), written as 16 hex digits. Not CRC-32: zlib's byte-table CRC ran at 320 MiB/s in
-// the nested KVM host and made restoring a snapshot slower than reading its bytes (issue 21);
+// the nested KVM host and made restoring a snapshot slower than reading its bytes;
 // XXH64 runs at 2.8 GiB/s there (9.9 natively, CRC-32 3.8). Like the CRCs of the state
 // container and of migration frames, it catches accidents, not an attacker (DESIGN §4.12: every
 // field is checked after the checksum too).

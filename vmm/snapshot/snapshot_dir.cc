@@ -251,8 +251,8 @@ Status load_snapshot_memory(const SnapshotOnDisk& snapshot, GuestRam& ram) {
   FileChecksum checksum;
   for (const GuestRam::Region& r : ram.regions()) {
     // Every byte of RAM is about to be written: let the kernel back it with 2 MiB pages (one
-    // fault where there would be 512; issue 21 measured the restore read at 0.37x of `cat`
-    // without), where it can (THP "madvise" mode; a failure is only slower).
+    // fault where there would be 512; without, the restore read ran at 0.37x of `cat` in the
+    // nested host), where it can (THP "madvise" mode; a failure is only slower).
     ::madvise(r.host, r.size, MADV_HUGEPAGE);
     std::byte* p = r.host;
     size_t left = r.size;
