@@ -281,7 +281,7 @@ TEST(CommandLineTest, IncomingAndRestore) {
   EXPECT_EQ(parse({"run", "--max-vcpus", "2", "--", "a.elf"}).message,
             "pmuvm: --max-vcpus limits what an arriving VM may ask for: it goes with --incoming");
 
-  EXPECT_TRUE(parse({"run", "--paused", "--api-socket", "/a", "--", "a.elf"}).run.paused);
+  EXPECT_TRUE(parse({"run", "--paused", "--api-socket", "/a", "--", "a.elf"}).run.start_paused);
   EXPECT_EQ(parse({"run", "--paused", "--", "a.elf"}).message,
             "pmuvm: --paused needs --api-socket (only vm.resume can start the VM)");
 

@@ -26,7 +26,7 @@ namespace {
 // Remembers every access it gets.
 struct RecordingDevice : BusDevice {
   std::vector<std::pair<uint16_t, bool>> accesses;
-  IoEffect access(uint16_t port, bool write, std::span<uint8_t> data) override {
+  RunEffect access(uint16_t port, bool write, std::span<uint8_t> data) override {
     accesses.emplace_back(port, write);
     if (!write) data[0] = 0x42;
     return {};
@@ -56,9 +56,9 @@ TEST(IoBus, WithNoDeviceReadsFloatHighAndWritesAreDropped) {
   RecordingDevice a;
   ASSERT_TRUE(bus.insert(0x60, 1, a).ok());
   std::array<uint8_t, 4> data{1, 2, 3, 4};
-  EXPECT_EQ(bus.access(0x80, false, data).kind, IoEffect::Kind::kNone);
+  EXPECT_EQ(bus.access(0x80, false, data).kind, RunEffect::Kind::kResume);
   EXPECT_EQ(data, (std::array<uint8_t, 4>{0xFF, 0xFF, 0xFF, 0xFF}));
-  EXPECT_EQ(bus.access(0x80, true, data).kind, IoEffect::Kind::kNone);
+  EXPECT_EQ(bus.access(0x80, true, data).kind, RunEffect::Kind::kResume);
   EXPECT_TRUE(a.accesses.empty());
 }
 
@@ -89,13 +89,13 @@ TEST(GuestConsole, ALineWithAPauseTextPausesOnceAndAPanicLineFails) {
         return std::nullopt;
       },
       out.file());
-  EXPECT_EQ(console.print("rea").kind, IoEffect::Kind::kNone);
-  const IoEffect pause = console.print("dy\n");
-  EXPECT_EQ(pause.kind, IoEffect::Kind::kPause);
+  EXPECT_EQ(console.print("rea").kind, RunEffect::Kind::kResume);
+  const RunEffect pause = console.print("dy\n");
+  EXPECT_EQ(pause.kind, RunEffect::Kind::kPause);
   EXPECT_NE(pause.text.find("ready"), std::string::npos);
-  EXPECT_EQ(console.print("ready\n").kind, IoEffect::Kind::kNone);  // each point pauses once
-  const IoEffect panic = console.print("oops\nafter");
-  EXPECT_EQ(panic.kind, IoEffect::Kind::kFail);
+  EXPECT_EQ(console.print("ready\n").kind, RunEffect::Kind::kResume);  // each point pauses once
+  const RunEffect panic = console.print("oops\nafter");
+  EXPECT_EQ(panic.kind, RunEffect::Kind::kFail);
   EXPECT_EQ(panic.text, "panicked");
   EXPECT_EQ(console.line(), "after");
   EXPECT_EQ(out.text(), "ready\nready\noops\nafter");
@@ -116,12 +116,12 @@ TEST(GuestConsole, KeepsAtMostTheLineLimitAndRefusesACraftedLine) {
 TEST(PortDevices, TheExitPortTakesOnlyAFourByteOut) {
   ExitPort port;
   std::array<uint8_t, 4> data{0x2A, 0x01, 0, 0};
-  const IoEffect out = port.access(PMUVM_PORT_EXIT, true, data);
-  EXPECT_EQ(out.kind, IoEffect::Kind::kEndRun);
+  const RunEffect out = port.access(PMUVM_PORT_EXIT, true, data);
+  EXPECT_EQ(out.kind, RunEffect::Kind::kEndRun);
   EXPECT_EQ(out.status, 0x2A);  // the low byte of 0x12A
   EXPECT_EQ(port.access(PMUVM_PORT_EXIT, true, std::span(data).first(1)).kind,
-            IoEffect::Kind::kNone);
-  EXPECT_EQ(port.access(PMUVM_PORT_EXIT, false, data).kind, IoEffect::Kind::kNone);
+            RunEffect::Kind::kResume);
+  EXPECT_EQ(port.access(PMUVM_PORT_EXIT, false, data).kind, RunEffect::Kind::kResume);
   EXPECT_EQ(data[0], 0xFF);
 }
 
@@ -129,13 +129,13 @@ TEST(PortDevices, TheI8042ResetsOnlyOnCommandFE) {
   ResetPort port;
   uint8_t value = I8042Reset::kPulseResetLine;
   EXPECT_EQ(port.access(I8042Reset::kDataPort, true, std::span(&value, 1)).kind,
-            IoEffect::Kind::kNone);
+            RunEffect::Kind::kResume);
   value = 0xFD;
   EXPECT_EQ(port.access(I8042Reset::kCommandPort, true, std::span(&value, 1)).kind,
-            IoEffect::Kind::kNone);
+            RunEffect::Kind::kResume);
   value = I8042Reset::kPulseResetLine;
-  const IoEffect reset = port.access(I8042Reset::kCommandPort, true, std::span(&value, 1));
-  EXPECT_EQ(reset.kind, IoEffect::Kind::kEndRun);
+  const RunEffect reset = port.access(I8042Reset::kCommandPort, true, std::span(&value, 1));
+  EXPECT_EQ(reset.kind, RunEffect::Kind::kEndRun);
   EXPECT_EQ(reset.status, 0);
   EXPECT_FALSE(reset.text.empty());  // said in the log
   value = 0xAA;
@@ -158,7 +158,7 @@ TEST(PortDevices, TheBlockConsolePrintsABlockWhollyInRamAndDropsOthers) {
   for (uint32_t gpa : {0x1000u, 0x2000u, (1u << 20) - 2, 0xFFFFFFFFu}) {
     std::array<uint8_t, 4> data;
     std::memcpy(data.data(), &gpa, 4);
-    EXPECT_EQ(port.access(PMUVM_PORT_CONSOLE, true, data).kind, IoEffect::Kind::kNone);
+    EXPECT_EQ(port.access(PMUVM_PORT_CONSOLE, true, data).kind, RunEffect::Kind::kResume);
   }
   EXPECT_EQ(out.text(), "hello\n");
 }

@@ -63,8 +63,8 @@ class ExitHandlerTest : public ::testing::Test {
     run().io.data_offset = 1024;
     return page_.data() + 1024;
   }
-  ExitAction handle(const GuestKind& kind) { return handle_exit(run(), vcpu_, bus_, kind); }
-  ExitAction handle() { return handle(*bundled_); }
+  RunEffect handle(const GuestKind& kind) { return handle_exit(run(), vcpu_, bus_, kind); }
+  RunEffect handle() { return handle(*bundled_); }
   std::string console_text() { return out_.text(); }
 
   alignas(4096) std::array<uint8_t, 4096> page_{};
@@ -86,18 +86,18 @@ class ExitHandlerTest : public ::testing::Test {
 TEST_F(ExitHandlerTest, PortsWithoutADeviceReadAllOnesAndDropWrites) {
   uint8_t* data = io(0x80, false, 2, 1);
   data[0] = data[1] = 0x12;
-  EXPECT_EQ(handle().kind, ExitAction::Kind::kResume);
+  EXPECT_EQ(handle().kind, RunEffect::Kind::kResume);
   EXPECT_EQ(data[0], 0xFF);
   EXPECT_EQ(data[1], 0xFF);
   io(0x80, true, 1, 1);
-  EXPECT_EQ(handle().kind, ExitAction::Kind::kResume);
+  EXPECT_EQ(handle().kind, RunEffect::Kind::kResume);
   EXPECT_EQ(console_text(), "");
 }
 
 TEST_F(ExitHandlerTest, AStringAccessReachesTheDeviceOncePerElement) {
   uint8_t* data = io(Serial16550::kCom1Base, true, 1, 4);
   std::memcpy(data, "rep\n", 4);  // REP OUTSB to COM1's transmit register
-  EXPECT_EQ(handle().kind, ExitAction::Kind::kResume);
+  EXPECT_EQ(handle().kind, RunEffect::Kind::kResume);
   EXPECT_EQ(console_text(), "rep\n");
   // REP INSB of the line status register: every element read (THR empty, transmitter idle).
   data = io(Serial16550::kCom1Base + 5, false, 1, 3);
@@ -110,18 +110,18 @@ TEST_F(ExitHandlerTest, TheExitPortEndsTheRunWithItsLowByteAndTheRestOfAStringIs
   uint8_t* data = io(PMUVM_PORT_EXIT, true, 4, 2);
   const uint32_t statuses[2] = {0x305, 7};
   std::memcpy(data, statuses, 8);
-  const ExitAction a = handle();
-  EXPECT_EQ(a.kind, ExitAction::Kind::kEndRun);
+  const RunEffect a = handle();
+  EXPECT_EQ(a.kind, RunEffect::Kind::kEndRun);
   EXPECT_EQ(a.status, 5);
   // A 1-byte OUT there means nothing.
   io(PMUVM_PORT_EXIT, true, 1, 1)[0] = 9;
-  EXPECT_EQ(handle().kind, ExitAction::Kind::kResume);
+  EXPECT_EQ(handle().kind, RunEffect::Kind::kResume);
 }
 
 TEST_F(ExitHandlerTest, AnI8042ResetEndsTheRunWithStatusZero) {
   io(I8042Reset::kCommandPort, true, 1, 1)[0] = 0xFE;
-  const ExitAction a = handle();
-  EXPECT_EQ(a.kind, ExitAction::Kind::kEndRun);
+  const RunEffect a = handle();
+  EXPECT_EQ(a.kind, RunEffect::Kind::kEndRun);
   EXPECT_EQ(a.status, 0);
 }
 
@@ -129,8 +129,8 @@ TEST_F(ExitHandlerTest, AConsoleLineReachesItsPausePointAndALinuxPanicFails) {
   const std::string line = "at checkpoint\n";
   uint8_t* data = io(Serial16550::kCom1Base, true, 1, static_cast<uint32_t>(line.size()));
   std::memcpy(data, line.data(), line.size());
-  const ExitAction pause = handle();
-  EXPECT_EQ(pause.kind, ExitAction::Kind::kPause);
+  const RunEffect pause = handle();
+  EXPECT_EQ(pause.kind, RunEffect::Kind::kPause);
   EXPECT_NE(pause.text.find("checkpoint"), std::string::npos);
 
   const std::string panic = "---[ end Kernel panic - not syncing: Attempted to kill init! ]---\n";
@@ -139,11 +139,11 @@ TEST_F(ExitHandlerTest, AConsoleLineReachesItsPausePointAndALinuxPanicFails) {
     std::memcpy(d, panic.data(), panic.size());
   };
   send_panic();
-  EXPECT_EQ(handle(*bundled_).kind, ExitAction::Kind::kResume);  // the bundled kernel's text
+  EXPECT_EQ(handle(*bundled_).kind, RunEffect::Kind::kResume);  // the bundled kernel's text
   console_kind_ = linux_.get();
   send_panic();
-  const ExitAction fail = handle(*linux_);
-  EXPECT_EQ(fail.kind, ExitAction::Kind::kFail);
+  const RunEffect fail = handle(*linux_);
+  EXPECT_EQ(fail.kind, RunEffect::Kind::kFail);
   EXPECT_EQ(fail.text, "Linux guest kernel panic: Attempted to kill init!");
 }
 
@@ -151,13 +151,13 @@ TEST_F(ExitHandlerTest, MsrAccessesReachTheVcpuAndARefusedOneIsAGeneralProtectio
   vcpu_.msrs[0xC0000105] = 0x8000000F;
   run().exit_reason = KVM_EXIT_X86_RDMSR;
   run().msr.index = 0xC0000105;
-  EXPECT_EQ(handle().kind, ExitAction::Kind::kResume);
+  EXPECT_EQ(handle().kind, RunEffect::Kind::kResume);
   EXPECT_EQ(run().msr.error, 0);
   EXPECT_EQ(run().msr.data, 0x8000000Fu);
 
   run().exit_reason = KVM_EXIT_X86_WRMSR;
   run().msr.data = 0x1234;
-  EXPECT_EQ(handle().kind, ExitAction::Kind::kResume);
+  EXPECT_EQ(handle().kind, RunEffect::Kind::kResume);
   EXPECT_EQ(run().msr.error, 0);
   EXPECT_EQ(vcpu_.msrs[0xC0000105], 0x1234u);
 
@@ -165,7 +165,7 @@ TEST_F(ExitHandlerTest, MsrAccessesReachTheVcpuAndARefusedOneIsAGeneralProtectio
     run().exit_reason = reason;
     run().msr.index = 0x301;
     run().msr.error = 0;
-    EXPECT_EQ(handle().kind, ExitAction::Kind::kResume);
+    EXPECT_EQ(handle().kind, RunEffect::Kind::kResume);
     EXPECT_EQ(run().msr.error, 1) << reason;
   }
 }
@@ -176,7 +176,7 @@ TEST_F(ExitHandlerTest, MmioWithoutADeviceReadsAllOnesWhateverTheGuestDoes) {
   run().mmio.phys_addr = 0xFEC00000;
   for (int i = 0; i < 10; ++i) {
     std::memset(run().mmio.data, 0, sizeof run().mmio.data);
-    EXPECT_EQ(handle().kind, ExitAction::Kind::kResume);
+    EXPECT_EQ(handle().kind, RunEffect::Kind::kResume);
     for (uint8_t b : run().mmio.data) EXPECT_EQ(b, 0xFF);
   }
   EXPECT_EQ(vcpu_.budget.seen(), 10u);  // counted; logged twice
@@ -184,38 +184,38 @@ TEST_F(ExitHandlerTest, MmioWithoutADeviceReadsAllOnesWhateverTheGuestDoes) {
 
 TEST_F(ExitHandlerTest, ADebugExitGoesToTheStepper) {
   run().exit_reason = KVM_EXIT_DEBUG;
-  EXPECT_EQ(handle().kind, ExitAction::Kind::kResume);
+  EXPECT_EQ(handle().kind, RunEffect::Kind::kResume);
   EXPECT_EQ(vcpu_.debug_exits, 1);
 }
 
 TEST_F(ExitHandlerTest, ATripleFaultIsACrashOfTheBundledKernelAndALinuxReboot) {
   run().exit_reason = KVM_EXIT_SHUTDOWN;
-  const ExitAction crash = handle(*bundled_);
-  EXPECT_EQ(crash.kind, ExitAction::Kind::kFail);
+  const RunEffect crash = handle(*bundled_);
+  EXPECT_EQ(crash.kind, RunEffect::Kind::kFail);
   EXPECT_EQ(crash.text, "guest triple fault on vCPU 3: rip=0x1234\n(last exits)");
   vcpu_.reset_state = true;
   EXPECT_NE(handle(*bundled_).text.find("registers lost"), std::string::npos);
-  const ExitAction reboot = handle(*linux_);
-  EXPECT_EQ(reboot.kind, ExitAction::Kind::kEndRun);
+  const RunEffect reboot = handle(*linux_);
+  EXPECT_EQ(reboot.kind, RunEffect::Kind::kEndRun);
   EXPECT_EQ(reboot.status, 0);
 }
 
 TEST_F(ExitHandlerTest, FatalExitsFailWithWhatIsKnown) {
   run().exit_reason = KVM_EXIT_FAIL_ENTRY;
   run().fail_entry.hardware_entry_failure_reason = 0x21;
-  ExitAction a = handle();
-  EXPECT_EQ(a.kind, ExitAction::Kind::kFail);
+  RunEffect a = handle();
+  EXPECT_EQ(a.kind, RunEffect::Kind::kFail);
   EXPECT_EQ(a.text, "KVM could not enter vCPU 3 (hardware reason 33): rip=0x1234\n(last exits)");
   run().exit_reason = KVM_EXIT_INTERNAL_ERROR;
   run().internal.suberror = 1;
   a = handle();
-  EXPECT_EQ(a.kind, ExitAction::Kind::kFail);
+  EXPECT_EQ(a.kind, RunEffect::Kind::kFail);
   EXPECT_EQ(a.text, "KVM internal error 1 on vCPU 3: rip=0x1234\n(last exits)");
   run().exit_reason = 999;
   EXPECT_EQ(handle().text, "unexpected KVM exit reason 999 on vCPU 3");
   for (uint32_t harmless : {KVM_EXIT_INTR, KVM_EXIT_HLT}) {
     run().exit_reason = harmless;
-    EXPECT_EQ(handle().kind, ExitAction::Kind::kResume);
+    EXPECT_EQ(handle().kind, RunEffect::Kind::kResume);
   }
 }
 

@@ -328,7 +328,7 @@ std::vector<OptionRow<RunCommand>> run_options() {
        true},
       {"--kvm-device", &R::kvm_device,
        "The KVM device to open (a VMM in a container may see it elsewhere)"},
-      {"--paused", &R::paused,
+      {"--paused", &R::start_paused,
        "Start with every vCPU paused before its first instruction; the API socket's vm.resume "
        "starts them (so a tool can attach, snapshot or migrate first). Needs --api-socket"},
       {"--pause-on-output",
@@ -460,7 +460,7 @@ bool given(const CLI::App& app, const char* name) { return app.get_option(name)-
 
 // What `run`'s options and programs cannot be together; the one-line reason, or nullopt.
 std::optional<std::string> check_run(const RunCommand& run, const CLI::App& app) {
-  if (run.paused && run.api_socket.empty())
+  if (run.start_paused && run.api_socket.empty())
     return "--paused needs --api-socket (only vm.resume can start the VM)";
   if ((!run.pause_on_output.empty() || run.pause_at_instructions) && run.api_socket.empty())
     return std::string(run.pause_at_instructions ? "--pause-at-instructions"

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "vmm/counting_kinds.h"
+#include "vmm/machine/run_environment.h"
 
 namespace vmm {
 
@@ -25,7 +26,8 @@ struct ProgramArgs {
   std::vector<std::string> args;
 };
 
-struct RunCommand {
+// Beside its own options, the run's environment and pause points (vmm/machine/run_environment.h).
+struct RunCommand : RunEnvironment, PausePoints {
   std::string cpu = "amd-lwp";
   // How it counts (vmm/counting_kinds.h; DESIGN §4.7, §4.11): the backend, the
   // stepper, and the host backend's counters, the double's skid, the skid margin.
@@ -44,13 +46,7 @@ struct RunCommand {
   std::string cmdline = "console=ttyS0";  // Linux only
   bool cmdline_given = false;
   std::string log_level = "warn";
-  std::string lwp_report;            // "" none, "-" stdout, else file
-  std::string lwp_trace;             // "" none, else file
-  std::vector<std::string> symbols;  // ELF files naming the report's addresses (Linux tasks)
-  std::string perf_data;             // "" none, else the perf.data file
   uint32_t max_interrupt_rate = 10000;
-  std::string kvm_device = "/dev/kvm";
-  std::string api_socket;  // "" none, else the API socket's path (DESIGN §4.10)
   std::vector<ProgramArgs> programs;
   // A live migration's destination (DESIGN §4.10): "unix:PATH"; the machine comes from the
   // source, so no kernel, programs or machine-shape options go with it.
@@ -59,29 +55,15 @@ struct RunCommand {
   // limits::kMaxVcpus).
   std::optional<uint64_t> max_mem_mib;
   std::optional<uint64_t> max_vcpus;
-  bool cpu_given = false;  // --cpu given: the destination's profile the VM must fit
-  bool paused = false;     // start with every vCPU paused until vm.resume (needs --api-socket)
-  // Progress points at which the VM pauses itself (vmm/progress_pauses.h; need --api-socket).
-  std::vector<std::string> pause_on_output;
-  std::optional<uint64_t> pause_at_instructions;
-  bool stats = false;              // at exit, one line of counting statistics per vCPU on stderr
-  std::string progress = "auto";   // the progress line: auto (stderr a terminal), always, never
+  bool cpu_given = false;          // --cpu given: the destination's profile the VM must fit
   uint64_t debug_pause_every = 0;  // debug: pause and resume the VM every N exits of vCPU 0
 };
 
 // `pmuvm restore`: resume a snapshot (DESIGN §4.10).
-struct RestoreCommand {
+struct RestoreCommand : RunEnvironment {
   std::string source;  // "file:///DIR"
   std::string cpu;     // "" = the snapshot's own profile; else the profile the VM must fit
   std::string log_level = "warn";
-  std::string lwp_report;
-  std::string lwp_trace;
-  std::vector<std::string> symbols;
-  std::string perf_data;
-  std::string kvm_device = "/dev/kvm";
-  std::string api_socket;
-  bool stats = false;
-  std::string progress = "auto";
 };
 
 struct ProfilesCommand {

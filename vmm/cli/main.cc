@@ -124,18 +124,11 @@ std::string join_reasons(const std::vector<std::string>& reasons) {
 }
 
 // A VM that resumes (a snapshot, a migration): the manifest's machine and CPU, this command's
-// outputs (RunCommand and RestoreCommand name them alike).
-template <typename Command>
-vmm::MachineOptions resumed_options(const vmm::SnapshotManifest& m, const Command& cmd) {
+// environment (its KVM device, API socket and outputs).
+vmm::MachineOptions resumed_options(const vmm::SnapshotManifest& m,
+                                    const vmm::RunEnvironment& environment) {
   vmm::MachineOptions options = vmm::options_from_manifest(m);
-  options.lwp_report = cmd.lwp_report;
-  options.lwp_trace = cmd.lwp_trace;
-  options.symbols = cmd.symbols;
-  options.perf_data = cmd.perf_data;
-  options.kvm_device = cmd.kvm_device;
-  options.api_socket = cmd.api_socket;
-  options.stats = cmd.stats;
-  options.progress = cmd.progress;
+  static_cast<vmm::RunEnvironment&>(options) = environment;
   options.restore.emplace();
   options.restore->manifest = m;
   return options;
@@ -199,9 +192,7 @@ int incoming(const vmm::RunCommand& cmd) {
     }
     in->accept();
     vmm::MachineOptions options = resumed_options(m, cmd);
-    options.start_paused = cmd.paused;
-    options.pause_on_output = cmd.pause_on_output;
-    options.pause_at_instructions = cmd.pause_at_instructions;
+    static_cast<vmm::PausePoints&>(options) = cmd;
     vmm::IncomingMigration* channel = &*in;
     options.restore->commit = [channel](const auto& stop_check) { channel->commit(stop_check); };
     options.restore->fail_before_commit = [channel](const std::string& why) { channel->fail(why); };
@@ -235,17 +226,8 @@ int run(const vmm::RunCommand& cmd) {
   options.seed = cmd.seed;
   options.timer_hz = cmd.timer_hz;
   options.max_interrupts_per_second = cmd.max_interrupt_rate;
-  options.lwp_report = cmd.lwp_report;
-  options.lwp_trace = cmd.lwp_trace;
-  options.symbols = cmd.symbols;
-  options.perf_data = cmd.perf_data;
-  options.kvm_device = cmd.kvm_device;
-  options.api_socket = cmd.api_socket;
-  options.start_paused = cmd.paused;
-  options.pause_on_output = cmd.pause_on_output;
-  options.pause_at_instructions = cmd.pause_at_instructions;
-  options.stats = cmd.stats;
-  options.progress = cmd.progress;
+  static_cast<vmm::RunEnvironment&>(options) = cmd;
+  static_cast<vmm::PausePoints&>(options) = cmd;
   options.debug_pause_every = cmd.debug_pause_every;
   if (cmd.kernel.empty()) {
     auto r = vmm::parse_elf(vmm::bundled_kernel(), "bundled kernel");

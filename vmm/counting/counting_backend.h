@@ -4,7 +4,7 @@
 //
 //   loop:  before_run()                      unless the vCPU is about to park
 //          KVM_RUN
-//          after_run(kicked, exit_reason)    before the exit is handled
+//          after_run(kicked, debug_exit)     before the exit is handled
 //          [the exit handler: on_debug_exit(), user_entry(), step_reported() from guest MSRs]
 //          after_exit(raised, kicked)        after it, with whether the models raised an interrupt
 //   park:  settle()                          before the vCPU parks and when the run ends
@@ -46,12 +46,26 @@ class CountedVcpu {
   virtual std::optional<uint64_t> instructions_to_pause() = 0;
 };
 
-// The run loop's exits by kind, for --stats.
+// The run loop's exits by kind, for --stats: each exit's reason is looked at once, here.
 struct ExitTally {
+  enum Kind { kNoExit, kDebug, kIo, kMsr, kOther };
   uint64_t all = 0;
   uint64_t debug = 0;  // KVM_EXIT_DEBUG: the KVM stepper's stops
   uint64_t io = 0;     // port I/O and MMIO
   uint64_t msr = 0;    // RDMSR/WRMSR
+
+  // Counts the exit `run` describes; returns its kind.
+  Kind add(const kvm_run& run) {
+    ++all;
+    switch (run.exit_reason) {
+      case KVM_EXIT_DEBUG: ++debug; return kDebug;
+      case KVM_EXIT_IO:
+      case KVM_EXIT_MMIO: ++io; return kIo;
+      case KVM_EXIT_X86_RDMSR:
+      case KVM_EXIT_X86_WRMSR: ++msr; return kMsr;
+      default: return kOther;
+    }
+  }
 };
 
 class CountingBackend {
@@ -60,9 +74,9 @@ class CountingBackend {
 
   // Before a KVM_RUN that may run guest code: what must count during it is armed.
   virtual void before_run() {}
-  // KVM_RUN returned, before its exit is handled: a kick (`kicked`: nothing retired) or an exit
-  // with `exit_reason`.
-  virtual void after_run(bool /*kicked*/, uint32_t /*exit_reason*/) {}
+  // KVM_RUN returned, before its exit is handled: a kick (`kicked`: nothing retired) or an exit,
+  // KVM_EXIT_DEBUG (`debug_exit`: on_debug_exit follows) or another.
+  virtual void after_run(bool /*kicked*/, bool /*debug_exit*/) {}
   // KVM_EXIT_DEBUG: only a backend that asked KVM for debug exits gets one.
   virtual void on_debug_exit();
   // The bundled kernel's PMUVM_MSR_USER_ENTRY (guest/abi/pmuvm_abi.h), after the PMU models were

@@ -31,16 +31,16 @@ void HostCounterBackend::before_run() {
   stepping_.before_run();
 }
 
-void HostCounterBackend::after_run(bool kicked, uint32_t exit_reason) {
+void HostCounterBackend::after_run(bool kicked, bool debug_exit) {
   // The exit ends a free run before it is handled (it may change what the models count). The
   // double's steps continue it: what they retire goes to the double.
   if (free_run_) {
-    if (counter_double_ && !kicked && exit_reason == KVM_EXIT_DEBUG)
+    if (counter_double_ && debug_exit)
       ++stats_.steps_while_free;
     else
       end_free_run();
   }
-  stepping_.after_run(kicked, exit_reason);
+  stepping_.after_run(kicked, debug_exit);
 }
 
 void HostCounterBackend::count(const RetiredInstructions& retired) {

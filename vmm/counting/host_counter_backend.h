@@ -30,7 +30,7 @@ class HostCounterBackend : public CountingBackend, private UnseenRun {
                      int kick_signal);
 
   void before_run() override;
-  void after_run(bool kicked, uint32_t exit_reason) override;
+  void after_run(bool kicked, bool debug_exit) override;
   void on_debug_exit() override { stepping_.on_debug_exit(); }
   void after_exit(bool raised, bool kicked) override { stepping_.after_exit(raised, kicked); }
   void settle() override { end_free_run(); }

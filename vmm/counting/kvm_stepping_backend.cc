@@ -161,7 +161,7 @@ void KvmSteppingBackend::on_debug_exit() {
   if (out.resume_flag) kvm.set_resume_flag();
 }
 
-void KvmSteppingBackend::after_run(bool kicked, uint32_t exit_reason) {
+void KvmSteppingBackend::after_run(bool kicked, bool debug_exit) {
   KvmVcpu& kvm = vcpu_.kvm();
   VcpuStepTarget target(kvm);
   if (kicked) {  // between instructions: nothing retired
@@ -173,7 +173,7 @@ void KvmSteppingBackend::after_run(bool kicked, uint32_t exit_reason) {
     }
     return;
   }
-  if (exit_reason == KVM_EXIT_DEBUG) return;  // on_debug_exit, from the exit handler
+  if (debug_exit) return;  // on_debug_exit, from the exit handler
   // Any other exit (nothing retired; where the vCPU is may still tell the stepper something). A
   // block that a fault ended inside retires its prefix at the first exit in the kernel.
   const StepOutcome out = stepper_.on_other_exit(target);

@@ -61,7 +61,7 @@ class KvmSteppingBackend : public CountingBackend {
                      bool block_steps, bool trap_flag_steps, UnseenRun* unseen = nullptr);
 
   void before_run() override;
-  void after_run(bool kicked, uint32_t exit_reason) override;
+  void after_run(bool kicked, bool debug_exit) override;
   void on_debug_exit() override;
   void after_exit(bool raised, bool kicked) override;
   uint64_t holding_since_ns() const override { return holding_since_ns_.load(); }

@@ -2,8 +2,8 @@
 
 namespace vmm {
 
-IoEffect GuestConsole::print(std::string_view text) {
-  IoEffect effect;
+RunEffect GuestConsole::print(std::string_view text) {
+  RunEffect effect;
   std::lock_guard<std::mutex> g(lock_);
   if (before_output_ && !text.empty()) before_output_();
   for (char c : text) {
@@ -17,11 +17,11 @@ IoEffect GuestConsole::print(std::string_view text) {
   return effect;
 }
 
-void GuestConsole::end_line(IoEffect& effect) {
+void GuestConsole::end_line(RunEffect& effect) {
   std::fflush(out_);
-  if (auto reason = progress_.on_console_line(line_)) effect.merge(IoEffect::pause(*reason));
+  if (auto reason = progress_.on_console_line(line_)) effect.merge(RunEffect::pause(*reason));
   if (panic_)
-    if (auto reason = panic_(line_)) effect.merge(IoEffect::fail(*reason));
+    if (auto reason = panic_(line_)) effect.merge(RunEffect::fail(*reason));
   line_.clear();
 }
 

@@ -28,7 +28,7 @@ class GuestConsole {
       : progress_(progress), panic_(std::move(panic)), out_(out) {}
 
   // Prints `text`; returns what a line it completed asks for (a pause, a failure), else kNone.
-  IoEffect print(std::string_view text);
+  RunEffect print(std::string_view text);
   // Called before any text is printed (under the console's lock): a progress line on the same
   // terminal takes itself off first (vmm/progress_line.h).
   void set_before_output(std::function<void()> hook) { before_output_ = std::move(hook); }
@@ -41,7 +41,7 @@ class GuestConsole {
   Status restore_line(std::string line);
 
  private:
-  void end_line(IoEffect& effect);
+  void end_line(RunEffect& effect);
 
   mutable std::mutex lock_;
   ProgressPauses& progress_;

@@ -27,12 +27,12 @@ BusDevice* IoBus::find(uint16_t port) const {
   return port < r.end ? r.device : nullptr;
 }
 
-IoEffect unanswered(bool write, std::span<uint8_t> data) {
+RunEffect unanswered(bool write, std::span<uint8_t> data) {
   if (!write) std::memset(data.data(), 0xFF, data.size());
   return {};
 }
 
-IoEffect IoBus::access(uint16_t port, bool write, std::span<uint8_t> data) const {
+RunEffect IoBus::access(uint16_t port, bool write, std::span<uint8_t> data) const {
   if (BusDevice* device = find(port)) return device->access(port, write, data);
   return unanswered(write, data);
 }

@@ -4,9 +4,10 @@
 // state (BusDevice::access may be called from every vCPU thread at once), so a vCPU printing to
 // COM1 never waits for one reading the CMOS clock.
 //
-// An access returns what it asks of the machine beyond the device's own state (IoEffect): the
+// An access returns what it asks of the machine beyond the device's own state (RunEffect): the
 // run ends (the exit port, an i8042 reset), or a console line reached a pause point or a Linux
-// panic. The run loop acts on it after the device's lock is released.
+// panic. The run loop acts on it after the device's lock is released; the exit handler returns
+// the same for every exit (vmm/machine/exit_handler.h).
 #pragma once
 
 #include <cstdint>
@@ -19,40 +20,41 @@
 
 namespace vmm {
 
-struct IoEffect {
+// What a port access or a KVM exit asks of the run.
+struct RunEffect {
   enum class Kind : uint8_t {
-    // In the order of precedence when one access has several (IoEffect::merge).
-    kNone,
-    kPause,   // the VM pauses itself at a progress point (`text`: the reason)
+    // In the order of precedence when one access has several (RunEffect::merge).
+    kResume,  // nothing: the vCPU runs on
+    kPause,   // the VM pauses itself at a progress point (`text`: the reason), then runs on
     kEndRun,  // the guest ended the run with `status` (`text`: why, said in the log; "" = the
               // exit port, said only at debug level)
-    kFail,    // the run fails with `text` (a Linux guest's panic)
+    kFail,    // the run fails (status 3) with `text` (a Linux guest's panic, a fatal exit)
   };
-  Kind kind = Kind::kNone;
+  Kind kind = Kind::kResume;
   int status = 0;
   std::string text;
 
-  static IoEffect end_run(int status, std::string why) {
+  static RunEffect end_run(int status, std::string why) {
     return {Kind::kEndRun, status, std::move(why)};
   }
-  static IoEffect pause(std::string reason) { return {Kind::kPause, 0, std::move(reason)}; }
-  static IoEffect fail(std::string reason) { return {Kind::kFail, 0, std::move(reason)}; }
+  static RunEffect pause(std::string reason) { return {Kind::kPause, 0, std::move(reason)}; }
+  static RunEffect fail(std::string reason) { return {Kind::kFail, 0, std::move(reason)}; }
   // Keeps the stronger of this and `next` (a failure, then the end of the run, then a pause).
-  void merge(IoEffect next) {
+  void merge(RunEffect next) {
     if (next.kind > kind) *this = std::move(next);
   }
 };
 
 // An access nothing answers, as on a PC's ISA bus: a read floats high (0xFF bytes), a write is
 // dropped. What the bus does where no device is, and a device with an access it does not take.
-IoEffect unanswered(bool write, std::span<uint8_t> data);
+RunEffect unanswered(bool write, std::span<uint8_t> data);
 
 class BusDevice {
  public:
   virtual ~BusDevice() = default;
   // One access of `data.size()` bytes (1, 2 or 4) at `port`: a write takes `data`, a read fills
   // it. Called from any vCPU thread; the device locks what it shares.
-  virtual IoEffect access(uint16_t port, bool write, std::span<uint8_t> data) = 0;
+  virtual RunEffect access(uint16_t port, bool write, std::span<uint8_t> data) = 0;
 };
 
 class IoBus {
@@ -66,7 +68,7 @@ class IoBus {
 
   // One access: to the device at `port`; with none there, a read floats high (0xFF bytes) and a
   // write is dropped, as on a PC's ISA bus.
-  IoEffect access(uint16_t port, bool write, std::span<uint8_t> data) const;
+  RunEffect access(uint16_t port, bool write, std::span<uint8_t> data) const;
 
  private:
   struct Range {

@@ -12,7 +12,7 @@ SerialPort::SerialPort(GuestConsole& console)
     : console_(console),
       serial_([this](char c) { printed_.merge(console_.print(std::string_view(&c, 1))); }) {}
 
-IoEffect SerialPort::access(uint16_t port, bool write, std::span<uint8_t> data) {
+RunEffect SerialPort::access(uint16_t port, bool write, std::span<uint8_t> data) {
   std::lock_guard<std::mutex> g(lock_);
   printed_ = {};
   // Byte registers: a wider access reaches the first byte only.
@@ -28,7 +28,7 @@ void SerialPort::set_irq_callback(std::function<void(bool level)> irq) {
   serial_.set_irq_callback(std::move(irq));
 }
 
-IoEffect CmosPort::access(uint16_t port, bool write, std::span<uint8_t> data) {
+RunEffect CmosPort::access(uint16_t port, bool write, std::span<uint8_t> data) {
   std::lock_guard<std::mutex> g(lock_);
   if (write)
     rtc_.write(port, data[0]);
@@ -37,26 +37,26 @@ IoEffect CmosPort::access(uint16_t port, bool write, std::span<uint8_t> data) {
   return {};
 }
 
-IoEffect ResetPort::access(uint16_t port, bool write, std::span<uint8_t> data) {
+RunEffect ResetPort::access(uint16_t port, bool write, std::span<uint8_t> data) {
   I8042Reset i8042;
   if (!write) {
     data[0] = i8042.read(port);
     return {};
   }
   if (!i8042.write(port, data[0])) return {};
-  return IoEffect::end_run(0, "guest reset the machine (i8042 command 0xFE)");
+  return RunEffect::end_run(0, "guest reset the machine (i8042 command 0xFE)");
 }
 
-IoEffect ExitPort::access(uint16_t, bool write, std::span<uint8_t> data) {
+RunEffect ExitPort::access(uint16_t, bool write, std::span<uint8_t> data) {
   // Only a 4-byte OUT means something here.
   if (!write || data.size() != 4) return unanswered(write, data);
   uint32_t status = 0;
   std::memcpy(&status, data.data(), 4);
   spdlog::debug("guest reported exit status {}", status);
-  return IoEffect::end_run(static_cast<int>(status & 0xFF), "");
+  return RunEffect::end_run(static_cast<int>(status & 0xFF), "");
 }
 
-IoEffect BlockConsolePort::access(uint16_t, bool write, std::span<uint8_t> data) {
+RunEffect BlockConsolePort::access(uint16_t, bool write, std::span<uint8_t> data) {
   if (!write || data.size() != 4) return unanswered(write, data);
   uint32_t gpa = 0;
   std::memcpy(&gpa, data.data(), 4);

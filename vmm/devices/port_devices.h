@@ -1,5 +1,5 @@
 // The PC's and pmuvm's port devices as the I/O bus sees them (vmm/devices/io_bus.h): each wraps
-// its model with the lock that model needs, and turns what an access did into an IoEffect.
+// its model with the lock that model needs, and turns what an access did into an RunEffect.
 //   COM1 (0x3F8-0x3FF)      Serial16550, printing into the GuestConsole
 //   CMOS (0x70-0x71)        CmosRtc
 //   i8042 (0x60, 0x64)      I8042Reset: command 0xFE ends the run with status 0 (a reset)
@@ -23,7 +23,7 @@ namespace vmm {
 class SerialPort : public BusDevice {
  public:
   explicit SerialPort(GuestConsole& console);
-  IoEffect access(uint16_t port, bool write, std::span<uint8_t> data) override;
+  RunEffect access(uint16_t port, bool write, std::span<uint8_t> data) override;
   // Wires COM1's interrupt line (IRQ4) to the VM's interrupt controller (Linux guests).
   void set_irq_callback(std::function<void(bool level)> irq);
 
@@ -37,13 +37,13 @@ class SerialPort : public BusDevice {
  private:
   std::mutex lock_;
   GuestConsole& console_;
-  IoEffect printed_;  // what the bytes the current access printed asked for
+  RunEffect printed_;  // what the bytes the current access printed asked for
   Serial16550 serial_;
 };
 
 class CmosPort : public BusDevice {
  public:
-  IoEffect access(uint16_t port, bool write, std::span<uint8_t> data) override;
+  RunEffect access(uint16_t port, bool write, std::span<uint8_t> data) override;
 
   static constexpr uint16_t kStateVersion = CmosRtc::kStateVersion;
   template <class Archive>
@@ -60,12 +60,12 @@ class CmosPort : public BusDevice {
 // No state: no lock.
 class ResetPort : public BusDevice {
  public:
-  IoEffect access(uint16_t port, bool write, std::span<uint8_t> data) override;
+  RunEffect access(uint16_t port, bool write, std::span<uint8_t> data) override;
 };
 
 class ExitPort : public BusDevice {
  public:
-  IoEffect access(uint16_t port, bool write, std::span<uint8_t> data) override;
+  RunEffect access(uint16_t port, bool write, std::span<uint8_t> data) override;
 };
 
 // Reads the block from guest RAM (whose accesses are safe from any thread) and prints it; a block
@@ -73,7 +73,7 @@ class ExitPort : public BusDevice {
 class BlockConsolePort : public BusDevice {
  public:
   BlockConsolePort(const GuestRam& ram, GuestConsole& console) : ram_(ram), console_(console) {}
-  IoEffect access(uint16_t port, bool write, std::span<uint8_t> data) override;
+  RunEffect access(uint16_t port, bool write, std::span<uint8_t> data) override;
 
  private:
   const GuestRam& ram_;

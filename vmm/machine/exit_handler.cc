@@ -8,24 +8,17 @@
 namespace vmm {
 namespace {
 
-ExitAction port_io(kvm_run& run, ExitContext& vcpu, const IoBus& bus) {
+RunEffect port_io(kvm_run& run, ExitContext& vcpu, const IoBus& bus) {
   auto* data = reinterpret_cast<uint8_t*>(&run) + run.io.data_offset;
   const bool write = run.io.direction == KVM_EXIT_IO_OUT;
-  IoEffect effect;
+  RunEffect effect;
   for (uint32_t i = 0; i < run.io.count; ++i, data += run.io.size) {
     effect.merge(bus.access(run.io.port, write, std::span(data, run.io.size)));
-    if (effect.kind == IoEffect::Kind::kEndRun || effect.kind == IoEffect::Kind::kFail) break;
+    if (effect.kind == RunEffect::Kind::kEndRun || effect.kind == RunEffect::Kind::kFail) break;
   }
-  switch (effect.kind) {
-    case IoEffect::Kind::kNone: return {};
-    case IoEffect::Kind::kPause: return {ExitAction::Kind::kPause, 0, std::move(effect.text)};
-    case IoEffect::Kind::kFail: return {ExitAction::Kind::kFail, 0, std::move(effect.text)};
-    case IoEffect::Kind::kEndRun:
-      if (!effect.text.empty())
-        spdlog::info("vCPU {}: {}: exit status {}", vcpu.index(), effect.text, effect.status);
-      return {ExitAction::Kind::kEndRun, effect.status, {}};
-  }
-  return {};
+  if (effect.kind == RunEffect::Kind::kEndRun && !effect.text.empty())
+    spdlog::info("vCPU {}: {}: exit status {}", vcpu.index(), effect.text, effect.status);
+  return effect;
 }
 
 void msr_access(kvm_run& run, ExitContext& vcpu, bool write) {
@@ -44,7 +37,7 @@ void msr_access(kvm_run& run, ExitContext& vcpu, bool write) {
                   run.msr.index);
 }
 
-ExitAction mmio(kvm_run& run, ExitContext& vcpu) {
+RunEffect mmio(kvm_run& run, ExitContext& vcpu) {
   if (const LogBudget::Verdict said = vcpu.mmio_warnings().take();
       said != LogBudget::Verdict::kQuiet)
     spdlog::warn("vCPU {}: MMIO {} at {:#x} with no device{}", vcpu.index(),
@@ -53,13 +46,13 @@ ExitAction mmio(kvm_run& run, ExitContext& vcpu) {
   return {};
 }
 
-ExitAction fail(std::string text) { return {ExitAction::Kind::kFail, 0, std::move(text)}; }
+RunEffect fail(std::string text) { return {RunEffect::Kind::kFail, 0, std::move(text)}; }
 
-ExitAction triple_fault(ExitContext& vcpu, const GuestKind& kind) {
+RunEffect triple_fault(ExitContext& vcpu, const GuestKind& kind) {
   const std::string n = std::to_string(vcpu.index());
   if (kind.triple_fault_is_reset()) {
     spdlog::info("vCPU {}: guest triple fault (a Linux reboot): exit status 0", n);
-    return {ExitAction::Kind::kEndRun, 0, {}};
+    return {RunEffect::Kind::kEndRun, 0, {}};
   }
   const std::string registers = vcpu.registers();
   return fail("guest triple fault on vCPU " + n + ": " +
@@ -72,7 +65,7 @@ ExitAction triple_fault(ExitContext& vcpu, const GuestKind& kind) {
 }
 
 // A fatal exit: the run fails with what is known of the vCPU.
-ExitAction fatal(const kvm_run& run, ExitContext& vcpu) {
+RunEffect fatal(const kvm_run& run, ExitContext& vcpu) {
   const std::string n = std::to_string(vcpu.index());
   switch (run.exit_reason) {
     case KVM_EXIT_FAIL_ENTRY:
@@ -91,7 +84,7 @@ ExitAction fatal(const kvm_run& run, ExitContext& vcpu) {
 }  // namespace
 
 // Called at every exit (each step of the KVM stepper): the common exits build no strings.
-ExitAction handle_exit(kvm_run& run, ExitContext& vcpu, const IoBus& bus, const GuestKind& kind) {
+RunEffect handle_exit(kvm_run& run, ExitContext& vcpu, const IoBus& bus, const GuestKind& kind) {
   switch (run.exit_reason) {
     case KVM_EXIT_IO: return port_io(run, vcpu, bus);
     case KVM_EXIT_X86_RDMSR: msr_access(run, vcpu, false); return {};

@@ -24,18 +24,6 @@
 
 namespace vmm {
 
-struct ExitAction {
-  enum class Kind : uint8_t {
-    kResume,  // run the vCPU again
-    kPause,   // the VM pauses itself at a progress point (`text`), then runs on
-    kEndRun,  // the run ends with `status`
-    kFail,    // the run fails (status 3) with `text`
-  };
-  Kind kind = Kind::kResume;
-  int status = 0;
-  std::string text;
-};
-
 // The vCPU whose exit it is, as the handler needs it.
 class ExitContext {
  public:
@@ -56,6 +44,6 @@ class ExitContext {
   virtual LogBudget& mmio_warnings() = 0;
 };
 
-ExitAction handle_exit(kvm_run& run, ExitContext& vcpu, const IoBus& bus, const GuestKind& kind);
+RunEffect handle_exit(kvm_run& run, ExitContext& vcpu, const IoBus& bus, const GuestKind& kind);
 
 }  // namespace vmm

@@ -13,12 +13,15 @@
 #include "vmm/boot/linux_boot.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/counting/counting_choice.h"
+#include "vmm/machine/run_environment.h"
 #include "vmm/snapshot/snapshot_manifest.h"
 #include "vmm/snapshot/state_sections.h"
 
 namespace vmm {
 
-struct MachineOptions {
+// Beside its own fields, what it talks to and writes (RunEnvironment) and where it pauses itself
+// (PausePoints: vmm/machine/run_environment.h).
+struct MachineOptions : RunEnvironment, PausePoints {
   CpuProfile profile;
   uint32_t vcpus = 1;
   uint64_t mem_mib = 256;
@@ -41,19 +44,6 @@ struct MachineOptions {
       10000;  // storm protection (pmu/rate_limited_interrupt_sink.h)
   // How it counts (DESIGN §4.7, §4.11): the stepper, and the host backend when it is chosen.
   CountingChoice counting;
-  std::string lwp_report;  // "" = none, "-" = stdout, else a file
-  // ELF files naming the report's addresses of tasks that are not one of `programs` (--symbols).
-  std::vector<std::string> symbols;
-  std::string perf_data;  // "" = none, else the perf.data file to write (--perf-data)
-  std::string lwp_trace;  // "" = none, else a JSON-lines file
-  std::string kvm_device = "/dev/kvm";
-  std::string api_socket;     // "" = none; else the HTTP API's Unix socket (DESIGN §4.10)
-  bool start_paused = false;  // every vCPU parked before its first instruction until vm.resume
-  // Progress points at which the VM pauses itself until vm.resume (vmm/progress_pauses.h).
-  std::vector<std::string> pause_on_output;
-  std::optional<uint64_t> pause_at_instructions;
-  bool stats = false;              // at exit, one line per vCPU on stderr (DESIGN §4.6 --stats)
-  std::string progress = "auto";   // the progress line on stderr: auto, always, never
   uint64_t debug_pause_every = 0;  // pause and resume the VM every N exits of vCPU 0 (0: never)
 
   // A VM that resumes from a snapshot or an incoming migration instead of booting: nothing is

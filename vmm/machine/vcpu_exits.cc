@@ -74,14 +74,14 @@ class VcpuExits : public ExitContext {
 
 bool VcpuRunner::dispatch() {
   VcpuExits context(*this);
-  const ExitAction action =
+  const RunEffect action =
       handle_exit(*kvm_->run_state(), context, host_.io_bus(), host_.guest_kind());
   switch (action.kind) {
-    case ExitAction::Kind::kResume: return true;
+    case RunEffect::Kind::kResume: return true;
     // Acted on here, outside every device lock: pausing waits for the other vCPUs to park.
-    case ExitAction::Kind::kPause: host_.pause_at_progress(action.text); return true;
-    case ExitAction::Kind::kEndRun: host_.finish(action.status); return false;
-    case ExitAction::Kind::kFail: host_.fail(action.text); return false;
+    case RunEffect::Kind::kPause: host_.pause_at_progress(action.text); return true;
+    case RunEffect::Kind::kEndRun: host_.finish(action.status); return false;
+    case RunEffect::Kind::kFail: host_.fail(action.text); return false;
   }
   return true;
 }

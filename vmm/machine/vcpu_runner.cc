@@ -100,38 +100,25 @@ void VcpuRunner::run() {
 }
 
 bool VcpuRunner::after_run(int r) {
+  // A kick (r < 0: EINTR/EAGAIN) stops the vCPU between instructions: nothing retired, no exit.
+  const bool kicked = r < 0;
+  const ExitTally::Kind kind = kicked ? ExitTally::kNoExit : exit_tally_.add(*kvm_->run_state());
   // Any KVM_RUN, even one that returns EINTR at once, completes the previous exit's access.
-  const uint32_t reason = kvm_->run_state()->exit_reason;
-  needs_completion_ = r >= 0 && (reason == KVM_EXIT_IO || reason == KVM_EXIT_MMIO ||
-                                 reason == KVM_EXIT_X86_RDMSR || reason == KVM_EXIT_X86_WRMSR);
-  if (r >= 0) {
+  needs_completion_ = kind == ExitTally::kIo || kind == ExitTally::kMsr;
+  if (!kicked) {
     exits_.record(*kvm_->run_state());
-    ++exit_tally_.all;
     exits_seen_.store(exit_tally_.all, std::memory_order_relaxed);
     counted_seen_.store(counted_, std::memory_order_relaxed);
-    count_exit(reason);
     host_.exit_taken(index());
   }
-  // A kick (r < 0: EINTR/EAGAIN) stops the vCPU between instructions: nothing retired.
-  backend_->after_run(r < 0, reason);
+  backend_->after_run(kicked, kind == ExitTally::kDebug);
   const uint64_t sent = interrupts_.sent;
   limited_->poll();                   // storm protection: release held interrupts when allowed
   interrupts_.deliver_pending_pmi();  // a PMI waiting for the guest to unmask LVTPC
-  if (r >= 0 && !dispatch()) return false;  // a kick: re-check stop
-  backend_->after_exit(interrupts_.sent != sent, r < 0);
+  if (!kicked && !dispatch()) return false;  // a kick: re-check stop
+  backend_->after_exit(interrupts_.sent != sent, kicked);
   release_at_ns_ = limited_->next_release_ns().value_or(0);
   return true;
-}
-
-void VcpuRunner::count_exit(uint32_t reason) {
-  switch (reason) {
-    case KVM_EXIT_DEBUG: ++exit_tally_.debug; break;
-    case KVM_EXIT_IO:
-    case KVM_EXIT_MMIO: ++exit_tally_.io; break;
-    case KVM_EXIT_X86_RDMSR:
-    case KVM_EXIT_X86_WRMSR: ++exit_tally_.msr; break;
-    default: break;
-  }
 }
 
 VcpuParts VcpuRunner::state_parts(VcpuArchState& arch, VcpuCounts& counts) {

@@ -119,8 +119,7 @@ class VcpuRunner : private CountedVcpu {
   // One exit, in the loop: counted, the backend told, interrupts polled, handled. False when the
   // vCPU must stop.
   bool after_run(int r);
-  void count_exit(uint32_t reason);  // --stats: exits by kind
-  bool dispatch();                   // the exit handler, and what its action asks
+  bool dispatch();  // the exit handler, and what its action asks
 
   // ---- MSRs (vcpu_exits.cc) -------------------------------------------------------------------
   std::optional<uint64_t> read_msr(uint32_t msr);
