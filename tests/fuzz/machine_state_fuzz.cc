@@ -34,9 +34,8 @@
 #include "tests/fuzz/stepper_fuzz_guest.h"
 #include "vmm/counting/kvm_stepping_backend.h"
 #include "vmm/counting/make_counting_backend.h"
-#include "vmm/cpu/cache_model_geometry.h"
 #include "vmm/cpu/cpu_profile.h"
-#include "vmm/cpu/netburst_config.h"
+#include "vmm/cpu/guest_cpu.h"
 #include "vmm/devices/guest_console.h"
 #include "vmm/devices/port_devices.h"
 #include "vmm/machine/machine_sections.h"
@@ -104,15 +103,13 @@ std::unique_ptr<vmm::GuestRam> model_ram() {
 // a resumed machine builds (make_counting_backend), over the stepper fuzz targets' guest RAM.
 class Vcpu : public vmm::CountedVcpu {
  public:
-  Vcpu(uint32_t index, const Shape& s, vmm::GuestRam& ram, Sinks& sinks)
+  Vcpu(uint32_t index, const Shape& s, const vmm::GuestCpu& cpu, vmm::GuestRam& ram, Sinks& sinks)
       : index_(index),
         sinks_(sinks),
         limit(sinks, sinks, 10000),
-        pmu_(index, index, s.profile->lwp, 1, ram, limit, vmm::netburst_config(*s.profile),
-             &page_faults_),
-        backend(vmm::make_counting_backend(
-            vmm::CountingChoice::resumed(s.stepper), *this, stepper_fuzz::ram(),
-            vmm::cache_model_geometry(s.profile->cache), s.vcpus, SIGUSR1)) {}
+        pmu_(index, index, cpu.lwp, 1, ram, limit, cpu.netburst, &page_faults_),
+        backend(vmm::make_counting_backend(vmm::CountingChoice::resumed(s.stepper), *this,
+                                           stepper_fuzz::ram(), cpu.cache, s.vcpus, SIGUSR1)) {}
   vmm::VcpuParts parts() { return vmm::VcpuParts{index_, arch, pmu_, counts, limit, *backend}; }
 
   uint32_t index() const override { return index_; }
@@ -142,11 +139,12 @@ class Machine {
  public:
   explicit Machine(const Shape& s)
       : shape_(s),
+        cpu_(*s.profile, vmm::CountingChoice::resumed(s.stepper).pv_features()),
         ram_(model_ram()),
         console_(progress_, nullptr, null_output()),
         serial_(console_) {
     for (uint32_t i = 0; i < s.vcpus; ++i)
-      vcpus_.push_back(std::make_unique<Vcpu>(i, s, *ram_, sinks_));
+      vcpus_.push_back(std::make_unique<Vcpu>(i, s, cpu_, *ram_, sinks_));
   }
 
   // True when every section loaded (restore goes on), false when one was refused.
@@ -154,7 +152,7 @@ class Machine {
     try {
       vmm::load_machine_sections(s, parts());
       for (uint32_t i = 0; i < vcpus_.size(); ++i)
-        vmm::load_vcpu_sections(s, vcpus_[i]->parts(), *shape_.profile);
+        vmm::load_vcpu_sections(s, vcpus_[i]->parts(), cpu_);
     } catch (const vmm::UsageError&) {
       return false;
     }
@@ -205,6 +203,7 @@ class Machine {
   }
 
   Shape shape_;
+  vmm::GuestCpu cpu_;
   std::unique_ptr<vmm::GuestRam> ram_;
   Sinks sinks_;
   vmm::ProgressPauses progress_;

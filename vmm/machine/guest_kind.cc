@@ -59,23 +59,19 @@ class LinuxGuest : public GuestKind {
 
 }  // namespace
 
-Result<std::unique_ptr<GuestKind>> load_guest_kind(const MachineOptions& options, GuestRam& ram,
-                                                   uint32_t pv_features) {
+Result<std::unique_ptr<GuestKind>> load_guest_kind(const MachineOptions& options,
+                                                   const GuestCpu& cpu, GuestRam& ram) {
   if (options.linux_guest) {
     const MachineOptions::LinuxGuest& g = *options.linux_guest;
-    const CpuProfile& p = options.profile;
-    LinuxBootOptions boot{g.cmdline,
-                          g.initrd,
-                          g.initrd_name,
-                          options.vcpus,
-                          encode_cpuid_signature(p.family, p.model, p.stepping),
-                          0 /* feature flags: Linux reads only the APIC IDs and CPU flags */};
+    LinuxBootOptions boot{
+        g.cmdline,     g.initrd, g.initrd_name, options.vcpus,
+        cpu.signature, 0 /* feature flags: Linux reads only the APIC IDs and CPU flags */};
     auto loaded = load_linux(ram, g.bzimage, g.image, options.kernel_name, boot);
     if (auto* error = loaded.error_message()) return Error::usage(*error);
     return std::unique_ptr<GuestKind>(new LinuxGuest(loaded.value()));
   }
   auto loaded = load_guest(ram, options.kernel, options.kernel_name, options.programs,
-                           BootParameters{options.vcpus, pv_features,
+                           BootParameters{options.vcpus, cpu.pv_features,
                                           options.timer_hz ? options.timer_hz : PMUVM_TIMER_OFF});
   if (auto* error = loaded.error_message()) return Error::usage(*error);
   return std::unique_ptr<GuestKind>(new BundledKernelGuest(loaded.value()));

@@ -15,6 +15,7 @@
 
 #include "vmm/boot/long_mode.h"
 #include "vmm/kvm/kvm_vcpu.h"
+#include "vmm/cpu/guest_cpu.h"
 #include "vmm/machine/machine_options.h"
 #include "vmm/memory/guest_ram.h"
 #include "vmm/result.h"
@@ -46,10 +47,10 @@ class GuestKind {
   virtual bool tasks_by_address_space() const = 0;
 };
 
-// Loads the guest `options` describe into `ram` (RAM untouched when it fails: a usage error).
-// `pv_features`: what the bundled kernel is offered (guest/abi/pmuvm_abi.h).
-Result<std::unique_ptr<GuestKind>> load_guest_kind(const MachineOptions& options, GuestRam& ram,
-                                                   uint32_t pv_features);
+// Loads the guest `options` describe into `ram` (RAM untouched when it fails: a usage error), for
+// the CPU `cpu` (its signature for Linux; the PV features the bundled kernel is offered).
+Result<std::unique_ptr<GuestKind>> load_guest_kind(const MachineOptions& options,
+                                                   const GuestCpu& cpu, GuestRam& ram);
 // The kind of a VM resumed from a snapshot or a migration (nothing is loaded: RAM comes with it).
 std::unique_ptr<GuestKind> restored_guest_kind(bool linux_guest);
 

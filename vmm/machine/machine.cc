@@ -68,7 +68,7 @@ Machine::Impl::Impl(MachineOptions o)
       progress_(options_.pause_on_output, options_.pause_at_instructions) {
   // RAM of a restored VM comes from the snapshot or the migration stream.
   guest_kind_ = options_.restore ? restored_guest_kind(options_.restore->manifest.linux_guest)
-                                 : load_guest_kind(options_, ram, pv_features()).value_or_throw();
+                                 : load_guest_kind(options_, guest_cpu_, ram).value_or_throw();
   for (const Status& claimed :
        {io_bus_.insert(Serial16550::kCom1Base, Serial16550::kPortCount, serial),
         io_bus_.insert(CmosRtc::kIndexPort, 2, cmos),
@@ -79,8 +79,6 @@ Machine::Impl::Impl(MachineOptions o)
     claimed.throw_if_error();
   console.set_before_output([this] { progress_line.erase(); });
 }
-
-uint32_t Machine::Impl::pv_features() const { return options_.counting.pv_features(); }
 
 void Machine::Impl::fail(const std::string& reason) { lifecycle_.fail(reason, PMUVM_EXIT_PANIC); }
 
@@ -175,33 +173,31 @@ void Machine::Impl::release_ticker() {
 void Machine::Impl::create_vcpus() {
   const LongModeState boot = guest_kind_->set_up_long_mode(ram);
   if (!options_.restore) {
-    guest_cpuid = build_guest_cpuid(supported_cpuid(*kvm), options_.profile, pv_features());
+    guest_cpu_.present(supported_cpuid(*kvm));
   } else {
     // The guest keeps the CPUID it booted with (DESIGN §4.10).
     const std::vector<std::string> missing =
-        cpuid_refusals(*kvm, options_.restore->manifest, pv_features());
+        cpuid_refusals(*kvm, options_.restore->manifest, guest_cpu_.pv_features);
     if (!missing.empty()) {
       std::string text;
       for (const std::string& m : missing) text += "\n  " + m;
       throw UsageError("this host's KVM cannot present the CPUID the guest saw:" + text);
     }
-    guest_cpuid = options_.restore->manifest.cpuid;
+    guest_cpu_.resume_with(options_.restore->manifest.cpuid);
   }
   // The guest's own PMU is the one its CPUID shows (DESIGN §4.11): KVM's vPMU gives it where the
   // profile has one and KVM offers it; otherwise the vPMU is switched off.
-  if (const std::optional<std::string> pmu = describe_guest_pmu(guest_cpuid))
+  if (const std::optional<std::string> pmu = describe_guest_pmu(guest_cpu_.cpuid))
     spdlog::info("guest PMU: {}, from KVM's vPMU", *pmu);
   else
     spdlog::info("guest PMU: none in the guest's CPUID{}",
                  vm->disable_vpmu() ? "; KVM's vPMU switched off" : " (KVM offers no vPMU here)");
-  const std::optional<pmu::netburst::Config> netburst = netburst_config(options_.profile);
   for (uint32_t i = 0; i < options_.vcpus; ++i) {
-    auto v = std::make_unique<VcpuRunner>(*this, *vm, ram, i, guest_cpuid, netburst);
+    auto v = std::make_unique<VcpuRunner>(*this, *vm, ram, i);
     // A restored vCPU's state comes from the snapshot (apply_state).
     if (!options_.restore) {
       guest_kind_->set_boot_registers(v->kvm(), i, boot);
-      if (options_.profile.misc_enable)
-        v->kvm().set_msr(kMsrMiscEnable, *options_.profile.misc_enable);
+      if (guest_cpu_.misc_enable) v->kvm().set_msr(kMsrMiscEnable, *guest_cpu_.misc_enable);
     }
     VcpuRunner* raw = v.get();
     // Only LWP raises fixed vectors (NetBurst goes through LVTPC): each is a threshold

@@ -52,6 +52,7 @@ struct SteadyClock : pmu::Clock {
 // Members named like a VcpuHost method (options(), clock(), ...) carry a trailing underscore.
 struct Machine::Impl : MachineControl, VcpuHost {
   MachineOptions options_;
+  GuestCpu guest_cpu_{options_.profile, options_.counting.pv_features()};  // its table: KVM's
   GuestRam ram;
   std::unique_ptr<KvmSystem> kvm;
   std::unique_ptr<KvmVm> vm;
@@ -78,7 +79,6 @@ struct Machine::Impl : MachineControl, VcpuHost {
                            for (auto& v : vcpus) v->kick();
                          },
                          options_.start_paused};
-  std::vector<CpuidEntry> guest_cpuid;  // the table the guest sees (before per-vCPU APIC IDs)
 
   std::mutex report_lock;
   LwpReport report;
@@ -90,10 +90,10 @@ struct Machine::Impl : MachineControl, VcpuHost {
   // ---- Building and running the VM (machine.cc) -----------------------------------------------
 
   explicit Impl(MachineOptions o);
-  uint32_t pv_features() const;
 
   // VcpuHost: what the vCPU runners ask of the machine.
   const MachineOptions& options() const override { return options_; }
+  const GuestCpu& guest_cpu() const override { return guest_cpu_; }
   pmu::Clock& clock() override { return clock_; }
   const IoBus& io_bus() const override { return io_bus_; }
   const GuestKind& guest_kind() const override { return *guest_kind_; }

@@ -58,7 +58,7 @@ void save_vcpu_sections(StateSections& s, const VcpuParts& v) {
   v.backend.save_state(s, vcpu_section(v.index, ""));
 }
 
-void load_vcpu_sections(const StateSections& s, const VcpuParts& v, const CpuProfile& profile) {
+void load_vcpu_sections(const StateSections& s, const VcpuParts& v, const GuestCpu& cpu) {
   read_component(s, vcpu_section(v.index, "kvm"), VcpuArchState::kStateVersion, v.kvm);
   const std::string lwp_name = vcpu_section(v.index, "lwp");
   const std::vector<std::byte>* lwp = s.find(lwp_name);
@@ -71,16 +71,15 @@ void load_vcpu_sections(const StateSections& s, const VcpuParts& v, const CpuPro
   read_component(s, vcpu_section(v.index, "counts"), VcpuCounts::kStateVersion, v.counts);
   const std::string limit_name = vcpu_section(v.index, "interrupt_limit");
   read_component(s, limit_name, pmu::RateLimitedInterruptSink::kStateVersion, v.interrupt_limit);
-  // Held interrupts come from the PMU models the profile has: threshold vectors from LWP with
+  // Held interrupts come from the PMU models the guest's CPU has: threshold vectors from LWP with
   // its interrupt, NMIs and PMIs from NetBurst.
-  if (!v.interrupt_limit.held_vectors().empty() &&
-      !(profile.lwp.available && profile.lwp.interrupt))
+  if (!v.interrupt_limit.held_vectors().empty() && !(cpu.lwp.available && cpu.lwp.interrupt))
     throw UsageError("the snapshot's " + limit_name +
-                     " state holds a threshold interrupt, but CPU profile " + profile.name +
+                     " state holds a threshold interrupt, but CPU profile " + cpu.profile.name +
                      " has no LWP interrupt");
-  if (v.interrupt_limit.holds_nmi_or_pmi() && !profile.netburst)
+  if (v.interrupt_limit.holds_nmi_or_pmi() && !cpu.netburst)
     throw UsageError("the snapshot's " + limit_name + " state holds a PMI, but CPU profile " +
-                     profile.name + " has no NetBurst PMU");
+                     cpu.profile.name + " has no NetBurst PMU");
   // The counting backend the snapshot's manifest named is the one this machine was built with
   // (restore checks it), so its sections are there; a crafted state without them is refused here.
   v.backend.load_state(s, vcpu_section(v.index, ""));

@@ -26,7 +26,7 @@
 #include <map>
 
 #include "pmu/rate_limited_interrupt_sink.h"
-#include "vmm/cpu/cpu_profile.h"
+#include "vmm/cpu/guest_cpu.h"
 #include "vmm/devices/guest_console.h"
 #include "vmm/devices/port_devices.h"
 #include "vmm/kvm/kvm_state.h"
@@ -65,9 +65,9 @@ void save_machine_sections(StateSections& s, const MachineParts& m);
 void save_vcpu_sections(StateSections& s, const VcpuParts& v);
 
 // Loads the sections from `s`; UsageError naming the section that is missing or does not fit
-// (its element budget, the guest kind, the CPU `profile`'s PMU models). On an error the objects
+// (its element budget, the guest kind, the PMU models of the guest's CPU). On an error the objects
 // may hold part of the state: the machine is not run then.
 void load_machine_sections(const StateSections& s, const MachineParts& m);
-void load_vcpu_sections(const StateSections& s, const VcpuParts& v, const CpuProfile& profile);
+void load_vcpu_sections(const StateSections& s, const VcpuParts& v, const GuestCpu& cpu);
 
 }  // namespace vmm

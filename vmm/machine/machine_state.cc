@@ -41,7 +41,7 @@ SnapshotManifest Machine::Impl::manifest() {
   m.kernel = options_.kernel_name;
   m.max_interrupt_rate = options_.max_interrupts_per_second;
   m.profile = options_.profile;
-  m.cpuid = guest_cpuid;
+  m.cpuid = guest_cpu_.cpuid;
   return m;
 }
 

@@ -43,7 +43,7 @@ bool VcpuRunner::write_msr(uint32_t msr, uint64_t value) {
 }
 
 std::optional<uint64_t> VcpuRunner::read_msr(uint32_t msr) {
-  const std::optional<uint64_t>& misc_enable = host_.options().profile.misc_enable;
+  const std::optional<uint64_t>& misc_enable = host_.guest_cpu().misc_enable;
   if (msr == kMsrMiscEnable && misc_enable) return *misc_enable;
   const kvm_sregs s = kvm_->exit_sregs();
   const MsrOutcome o = pmu_->read_msr(msr, s.ss.dpl, s.cr3);

@@ -1,12 +1,14 @@
 // What a vCPU's runner (vmm/machine/vcpu_runner.h) needs from the machine it belongs to: the
-// options, the clock, the devices and the guest kind, the progress points, the VM's life (stop,
-// pause, park) and the report. Machine::Impl implements it; a runner sees nothing else of it.
+// options, the guest's CPU, the clock, the devices and the guest kind, the progress points, the
+// VM's life (stop, pause, park) and the report. Machine::Impl implements it; a runner sees nothing
+// else of it.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "pmu/clock.h"
+#include "vmm/cpu/guest_cpu.h"
 #include "vmm/devices/io_bus.h"
 #include "vmm/machine/guest_kind.h"
 #include "vmm/machine/machine_options.h"
@@ -18,6 +20,7 @@ class VcpuHost {
  public:
   virtual ~VcpuHost() = default;
   virtual const MachineOptions& options() const = 0;
+  virtual const GuestCpu& guest_cpu() const = 0;  // with its CPUID table (the vCPUs are built)
   virtual pmu::Clock& clock() = 0;
   virtual const IoBus& io_bus() const = 0;
   virtual const GuestKind& guest_kind() const = 0;

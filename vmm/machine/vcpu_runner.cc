@@ -9,7 +9,6 @@
 #include <string>
 
 #include "pmu/state_archive.h"
-#include "vmm/cpu/cache_model_geometry.h"
 #include "vmm/counting/make_counting_backend.h"
 
 namespace vmm {
@@ -33,23 +32,21 @@ std::vector<kvm_cpuid_entry2> to_kvm(const std::vector<CpuidEntry>& table) {
 
 }  // namespace
 
-VcpuRunner::VcpuRunner(VcpuHost& host, KvmVm& vm, GuestRam& ram, uint32_t index,
-                       const std::vector<CpuidEntry>& cpuid,
-                       const std::optional<pmu::netburst::Config>& netburst)
+VcpuRunner::VcpuRunner(VcpuHost& host, KvmVm& vm, GuestRam& ram, uint32_t index)
     : host_(host), ram_(ram), kvm_(std::make_unique<KvmVcpu>(vm, index)) {
   const MachineOptions& options = host.options();
-  kvm_->set_cpuid(to_kvm(cpuid_for_vcpu(cpuid, index)));  // APIC ID = the vCPU index
+  const GuestCpu& cpu = host.guest_cpu();
+  kvm_->set_cpuid(to_kvm(cpuid_for_vcpu(cpu.cpuid, index)));  // APIC ID = the vCPU index
   interrupts_.vm = &vm;
   interrupts_.vcpu = kvm_.get();
   interrupts_.apic_id = index;
   limited_ = std::make_unique<pmu::RateLimitedInterruptSink>(interrupts_, host.clock(),
                                                              options.max_interrupts_per_second);
   tap_.limited = limited_.get();
-  pmu_ = std::make_unique<VcpuPmu>(index, index, options.profile.lwp, options.seed, ram, tap_,
-                                   netburst, &page_faults_);
-  backend_ = make_counting_backend(options.counting, *this, ram,
-                                   cache_model_geometry(options.profile.cache), options.vcpus,
-                                   kKickSignal);
+  pmu_ = std::make_unique<VcpuPmu>(index, index, cpu.lwp, options.seed, ram, tap_, cpu.netburst,
+                                   &page_faults_);
+  backend_ =
+      make_counting_backend(options.counting, *this, ram, cpu.cache, options.vcpus, kKickSignal);
 }
 
 void VcpuRunner::add_counted(uint64_t n) {
@@ -135,7 +132,7 @@ void VcpuRunner::save_state(StateSections& s, const std::vector<uint32_t>& msrs)
 VcpuArchState VcpuRunner::load_state(const StateSections& s) {
   VcpuArchState arch;
   VcpuCounts counts;
-  load_vcpu_sections(s, state_parts(arch, counts), host_.options().profile);
+  load_vcpu_sections(s, state_parts(arch, counts), host_.guest_cpu());
   counted_ = counts.counted;
   task_ = counts.task;
   interrupts_.pmi_pending = counts.pmi_pending;

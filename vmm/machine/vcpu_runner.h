@@ -47,12 +47,9 @@ constexpr int kKickSignal = SIGUSR1;
 
 class VcpuRunner : private CountedVcpu {
  public:
-  // Creates vCPU `index` of `vm` with the guest's CPUID (`cpuid`, before per-vCPU APIC IDs) and
-  // its PMU models and counting backend as the host's options say. `netburst`: the profile's
-  // NetBurst PMU, if it has one.
-  VcpuRunner(VcpuHost& host, KvmVm& vm, GuestRam& ram, uint32_t index,
-             const std::vector<CpuidEntry>& cpuid,
-             const std::optional<pmu::netburst::Config>& netburst);
+  // Creates vCPU `index` of `vm` with the host's guest CPU (its CPUID, with this vCPU's APIC ID,
+  // and its PMU models) and the counting backend the host's options choose.
+  VcpuRunner(VcpuHost& host, KvmVm& vm, GuestRam& ram, uint32_t index);
   VcpuRunner(const VcpuRunner&) = delete;
   VcpuRunner& operator=(const VcpuRunner&) = delete;
 
