@@ -105,12 +105,15 @@ class Vcpu : public vmm::CountedVcpu {
  public:
   Vcpu(uint32_t index, const Shape& s, const vmm::GuestCpu& cpu, vmm::GuestRam& ram, Sinks& sinks)
       : index_(index),
+        cpu_(cpu),
         sinks_(sinks),
         limit(sinks, sinks, 10000),
         pmu_(index, index, cpu.lwp, 1, ram, limit, cpu.netburst, &page_faults_),
         backend(vmm::make_counting_backend(vmm::CountingChoice::resumed(s.stepper), *this,
                                            stepper_fuzz::ram(), cpu.cache, s.vcpus, SIGUSR1)) {}
-  vmm::VcpuParts parts() { return vmm::VcpuParts{index_, arch, pmu_, counts, limit, *backend}; }
+  vmm::VcpuParts parts() {
+    return vmm::VcpuParts{index_, arch, pmu_, counts, limit, *backend, cpu_};
+  }
 
   uint32_t index() const override { return index_; }
   // Loading and saving state never reach KVM: if they did, that is a finding.
@@ -124,6 +127,7 @@ class Vcpu : public vmm::CountedVcpu {
 
   // In the order they are built.
   uint32_t index_;
+  const vmm::GuestCpu& cpu_;
   Sinks& sinks_;
   vmm::LwpPageFaults page_faults_;
   uint64_t counted_ = 0;
@@ -151,8 +155,7 @@ class Machine {
   bool load(const vmm::StateSections& s) {
     try {
       vmm::load_machine_sections(s, parts());
-      for (uint32_t i = 0; i < vcpus_.size(); ++i)
-        vmm::load_vcpu_sections(s, vcpus_[i]->parts(), cpu_);
+      for (auto& v : vcpus_) vmm::load_vcpu_sections(s, v->parts());
     } catch (const vmm::UsageError&) {
       return false;
     }

@@ -1,6 +1,6 @@
 // The sections of a machine's state (a snapshot's state.bin, a migration's state message;
-// vmm/snapshot/state_sections.h) and the objects each is saved from and loaded into: the save and
-// the load of every section side by side, so what pmuvm writes is what it reads.
+// vmm/snapshot/state_sections.h) and the objects each is saved from and loaded into: one table
+// names each section once, with its save and its load, so what pmuvm writes is what it reads.
 //
 // No KVM here: KVM's own state travels as plain values (VmArchState, VcpuArchState) that the
 // machine hands to KVM only after every section loaded (machine_state.cc). A state that does not
@@ -58,6 +58,7 @@ struct VcpuParts {
   VcpuCounts& counts;
   pmu::RateLimitedInterruptSink& interrupt_limit;
   CountingBackend& backend;
+  const GuestCpu& cpu;  // what the loaded state must fit (its PMU models)
 };
 
 // Adds the sections to `s` (each component with its version).
@@ -68,6 +69,6 @@ void save_vcpu_sections(StateSections& s, const VcpuParts& v);
 // (its element budget, the guest kind, the PMU models of the guest's CPU). On an error the objects
 // may hold part of the state: the machine is not run then.
 void load_machine_sections(const StateSections& s, const MachineParts& m);
-void load_vcpu_sections(const StateSections& s, const VcpuParts& v, const GuestCpu& cpu);
+void load_vcpu_sections(const StateSections& s, const VcpuParts& v);
 
 }  // namespace vmm

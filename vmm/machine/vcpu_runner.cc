@@ -119,7 +119,7 @@ bool VcpuRunner::after_run(int r) {
 }
 
 VcpuParts VcpuRunner::state_parts(VcpuArchState& arch, VcpuCounts& counts) {
-  return VcpuParts{index(), arch, *pmu_, counts, *limited_, *backend_};
+  return VcpuParts{index(), arch, *pmu_, counts, *limited_, *backend_, host_.guest_cpu()};
 }
 
 void VcpuRunner::save_state(StateSections& s, const std::vector<uint32_t>& msrs) {
@@ -132,7 +132,7 @@ void VcpuRunner::save_state(StateSections& s, const std::vector<uint32_t>& msrs)
 VcpuArchState VcpuRunner::load_state(const StateSections& s) {
   VcpuArchState arch;
   VcpuCounts counts;
-  load_vcpu_sections(s, state_parts(arch, counts), host_.guest_cpu());
+  load_vcpu_sections(s, state_parts(arch, counts));
   counted_ = counts.counted;
   task_ = counts.task;
   interrupts_.pmi_pending = counts.pmi_pending;
