@@ -148,6 +148,16 @@ OptionRow<Command> log_level_row() {
           {one_of(kLogLevels)}};
 }
 
+// --progress, which `run` and `restore` share.
+template <typename Command>
+OptionRow<Command> progress_row() {
+  return {"--progress",
+          &Command::progress,
+          "A line of progress on stderr, rewritten once a second (time, instructions counted, LWP "
+          "records, exits per second): auto (when stderr is a terminal), always, never",
+          {one_of({"auto", "always", "never"})}};
+}
+
 template <typename Command>
 void add_options(CLI::App& app, Command& cmd, const std::vector<OptionRow<Command>>& rows) {
   for (const OptionRow<Command>& row : rows) {
@@ -356,11 +366,7 @@ std::vector<OptionRow<RunCommand>> run_options() {
        {range(uint64_t{1}, UINT64_MAX)},
        "N",
        false},
-      {"--progress",
-       &R::progress,
-       "A line of progress on stderr, rewritten once a second (time, instructions counted, LWP "
-       "records, exits per second): auto (when stderr is a terminal), always, never",
-       {one_of({"auto", "always", "never"})}},
+      progress_row<R>(),
       {"--stats", &R::stats,
        "At exit, one line per vCPU on stderr: `pmuvm: vcpuN: exits E, single steps S, blocks B, "
        "counted instructions I`; with the KVM stepper a second line per vCPU breaks the exits "
@@ -445,11 +451,7 @@ std::vector<OptionRow<RestoreCommand>> restore_options() {
        {},
        nullptr,
        false},
-      {"--progress",
-       &R::progress,
-       "A line of progress on stderr, rewritten once a second (time, instructions counted, LWP "
-       "records, exits per second): auto (when stderr is a terminal), always, never",
-       {one_of({"auto", "always", "never"})}},
+      progress_row<R>(),
       {"--stats", &R::stats,
        "At exit, one line per vCPU on stderr (as `run --stats`; counted since the snapshot's "
        "boot)"},
