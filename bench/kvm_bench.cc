@@ -431,15 +431,16 @@ struct ExitCosts {
 
 ExitCosts measure_exits(uint32_t n, int rounds) {
   const std::string cpu = vmm::RunCommand{}.cpu;  // pmuvm run's default --cpu (amd-lwp)
-  vmm::ProfileResult profile = vmm::builtin_profile(cpu);
-  if (!profile.ok()) throw std::runtime_error("CPU profile " + cpu + ": " + profile.error);
+  vmm::Result<vmm::CpuProfile> profile = vmm::builtin_profile(cpu);
+  if (!profile.ok())
+    throw std::runtime_error("CPU profile " + cpu + ": " + profile.error().message);
 
   const std::vector<uint8_t> code = exit_loop_code(n);
   bench::ScratchVm scratch(code, kCodeGpa);
   vmm::KvmVcpu& vcpu = scratch.vcpu;
   scratch.vm.set_msr_filter({{0xC0000105, 2}});  // LWPMSR0/1, as in machine.cc
   NoInterrupts interrupts;
-  vmm::VcpuPmu control(0, 0, profile.profile->lwp, 1, scratch.ram, interrupts);
+  vmm::VcpuPmu control(0, 0, profile->lwp, 1, scratch.ram, interrupts);
 
   kvm_run* run = vcpu.run_state();
   ExitCosts costs;

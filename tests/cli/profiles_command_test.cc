@@ -52,19 +52,19 @@ TEST(ProfilesCommand, BaselineIsTheComputedProfileAsJsonAfterLibvirtAgreed) {
   const Output o = Baseline({"amd-lwp", "amd-lwp-lite"});
   EXPECT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(o.err, "libvirt virConnectBaselineCPU agrees: 45 x86 features\n");
-  const ProfileResult want = compute_baseline(
-      {*builtin_profile("amd-lwp").profile, *builtin_profile("amd-lwp-lite").profile});
-  ASSERT_TRUE(want.ok()) << want.error;
-  EXPECT_EQ(o.out, to_profile_json(*want.profile));
+  const Result<CpuProfile> want =
+      compute_baseline({*builtin_profile("amd-lwp"), *builtin_profile("amd-lwp-lite")});
+  ASSERT_TRUE(want.ok()) << want.error().message;
+  EXPECT_EQ(o.out, to_profile_json(*want));
 }
 
 TEST(ProfilesCommand, BaselineOutputIsUsableAsCpuFile) {
   const Output o = Baseline({"amd-lwp", "amd-lwp-lite"});
   ASSERT_EQ(o.status, 0) << o.err;
   const std::string path = TempFile("baseline.json", o.out);
-  ProfileResult r = resolve_cpu_option(path);
-  ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.profile->name, "baseline-of-amd-lwp-amd-lwp-lite");
+  Result<CpuProfile> r = resolve_cpu_option(path);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->name, "baseline-of-amd-lwp-amd-lwp-lite");
   // ... and a member of the next --baseline, and its guest may go where amd-lwp-baseline's may.
   EXPECT_EQ(Baseline({path, "amd-lwp"}).status, 0);
   EXPECT_EQ(Check(path, "amd-lwp").out, "migration from " + path + " to amd-lwp: accepted\n");

@@ -41,15 +41,15 @@ std::string IntelProfile(const std::string& pmu, const std::string& name = "core
 }
 
 CpuProfile Parsed(const std::string& text) {
-  ProfileResult r = parse_profile(text, "t.json");
-  EXPECT_TRUE(r.ok()) << r.error;
-  return r.ok() ? *r.profile : CpuProfile{};
+  Result<CpuProfile> r = parse_profile(text, "t.json");
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return r.ok() ? *r : CpuProfile{};
 }
 
 std::string ErrorOf(const std::string& text) {
-  ProfileResult r = parse_profile(text, "t.json");
+  Result<CpuProfile> r = parse_profile(text, "t.json");
   EXPECT_FALSE(r.ok());
-  return r.error;
+  return r.error().message;
 }
 
 const char kV2[] = R"({"version": 2, "counters": 4, "counter_bits": 48, "fixed_counters": 3,
@@ -157,10 +157,10 @@ TEST(ArchitecturalPmu, ProfilesCompareAndBaselineIt) {
                                       "architectural PMU counter_bits 40 < 48"}));
   EXPECT_EQ(migration_refusals(big, none),
             std::vector<std::string>{"architectural PMU (CPUID 0xA) missing"});
-  const ProfileResult b = compute_baseline({big, small});
-  ASSERT_TRUE(b.ok()) << b.error;
-  EXPECT_EQ(b.profile->architectural_pmu, (ArchitecturalPmu{2, 2, 40, 3, 48}));
-  EXPECT_FALSE(compute_baseline({big, none}).profile->architectural_pmu);
+  const Result<CpuProfile> b = compute_baseline({big, small});
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b->architectural_pmu, (ArchitecturalPmu{2, 2, 40, 3, 48}));
+  EXPECT_FALSE(compute_baseline({big, none})->architectural_pmu);
 }
 
 // The LWP capability that is not in CPUID (lwp.branch_prediction) compares and baselines too.
@@ -178,8 +178,8 @@ TEST(LwpBranchPrediction, WrittenComparedAndBaselined) {
             std::vector<std::string>{"LWP branch_prediction false != true"});
   EXPECT_EQ(migration_refusals(loud, quiet),
             std::vector<std::string>{"LWP branch_prediction true != false"});
-  EXPECT_FALSE(compute_baseline({quiet, loud}).profile->lwp.branch_prediction);
-  EXPECT_TRUE(compute_baseline({loud, loud}).profile->lwp.branch_prediction);
+  EXPECT_FALSE(compute_baseline({quiet, loud})->lwp.branch_prediction);
+  EXPECT_TRUE(compute_baseline({loud, loud})->lwp.branch_prediction);
 }
 
 TEST(ArchitecturalPmu, WrittenAndDescribed) {

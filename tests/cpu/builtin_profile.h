@@ -11,9 +11,9 @@
 namespace vmm::testing {
 
 inline CpuProfile Builtin(std::string_view name) {
-  ProfileResult r = builtin_profile(name);
-  EXPECT_TRUE(r.ok()) << r.error;
-  return r.ok() ? *r.profile : CpuProfile{};
+  Result<CpuProfile> r = builtin_profile(name);
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return r.ok() ? *r : CpuProfile{};
 }
 
 }  // namespace vmm::testing

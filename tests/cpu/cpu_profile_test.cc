@@ -31,9 +31,9 @@ using vmm::testing::ProfileWith;
 namespace msr0 = pmu::lwp::msr0;
 
 std::string ErrorOf(const std::string& text, std::string_view source = "t.json") {
-  ProfileResult r = parse_profile(text, source);
+  Result<CpuProfile> r = parse_profile(text, source);
   EXPECT_FALSE(r.ok()) << "parsed although an error was expected";
-  return r.error;
+  return r.error().message;
 }
 
 std::string BuiltinText(std::string_view name) {
@@ -81,11 +81,11 @@ TEST(ShippedProfiles, EmbeddedTextIsTheFileAndLoadsIdentically) {
     std::stringstream file;
     file << in.rdbuf();
     EXPECT_EQ(file.str(), BuiltinText(name));
-    ProfileResult loaded = load_profile_file(path);
-    ASSERT_TRUE(loaded.ok()) << loaded.error;
+    Result<CpuProfile> loaded = load_profile_file(path);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
     CpuProfile builtin = Builtin(name);
-    loaded.profile->source = builtin.source;
-    EXPECT_EQ(describe_profile(*loaded.profile), describe_profile(builtin));
+    loaded->source = builtin.source;
+    EXPECT_EQ(describe_profile(*loaded), describe_profile(builtin));
   }
 }
 
@@ -177,26 +177,26 @@ TEST(Baseline, AmdLwpAndLiteIsTheAndOfBitsAndMinOfCounts) {
 }
 
 TEST(Baseline, MemberOrderChangesIdentityNotCapabilities) {
-  ProfileResult r =
+  Result<CpuProfile> r =
       parse_profile(Lines({"{", "  \"name\": \"rev\",", "  \"description\": \"d\",",
                            "  \"baseline_of\": [\"amd-lwp-lite\", \"amd-lwp\"]", "}"}),
                     "rev.json");
-  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_TRUE(r.ok()) << r.error().message;
   const CpuProfile forward = Builtin("amd-lwp-baseline");
-  EXPECT_EQ(r.profile->lwp, forward.lwp);
-  EXPECT_EQ(r.profile->lwp_enable_policy, forward.lwp_enable_policy);
-  EXPECT_EQ(r.profile->model, 0x10u);  // amd-lwp-lite's
+  EXPECT_EQ(r->lwp, forward.lwp);
+  EXPECT_EQ(r->lwp_enable_policy, forward.lwp_enable_policy);
+  EXPECT_EQ(r->model, 0x10u);  // amd-lwp-lite's
 }
 
 TEST(Baseline, WithANonLwpMemberHasNoLwpAndNoNetburst) {
-  ProfileResult r =
+  Result<CpuProfile> r =
       parse_profile(Lines({"{", "  \"name\": \"mix\",", "  \"description\": \"d\",",
                            "  \"baseline_of\": [\"amd-lwp\", \"intel-netburst\"]", "}"}),
                     "mix.json");
-  ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_FALSE(r.profile->lwp.available);
-  EXPECT_EQ(r.profile->lwp_enable_policy, 0u);
-  EXPECT_FALSE(r.profile->netburst.has_value());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->lwp.available);
+  EXPECT_EQ(r->lwp_enable_policy, 0u);
+  EXPECT_FALSE(r->netburst.has_value());
 }
 
 TEST(Baseline, FileMembersAreRelativeToTheReferencingFile) {
@@ -206,20 +206,20 @@ TEST(Baseline, FileMembersAreRelativeToTheReferencingFile) {
             ProfileWith({"  \"lwp\": {\"events\": [\"IRE\", \"BRE\"], \"max_events\": 2},"}));
   WriteFile(dir + "/set.json", Lines({"{", "  \"name\": \"set\",", "  \"description\": \"d\",",
                                       "  \"baseline_of\": [\"amd-lwp\", \"two.json\"]", "}"}));
-  ProfileResult r = load_profile_file(dir + "/set.json");
-  ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_TRUE(r.profile->lwp.branches_retired);
-  EXPECT_FALSE(r.profile->lwp.dcache_misses);
-  EXPECT_EQ(r.profile->lwp.max_events, 2);
-  EXPECT_EQ(r.profile->lwp_enable_policy, msr0::kEnabled | msr0::kIre | msr0::kBre);
+  Result<CpuProfile> r = load_profile_file(dir + "/set.json");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->lwp.branches_retired);
+  EXPECT_FALSE(r->lwp.dcache_misses);
+  EXPECT_EQ(r->lwp.max_events, 2);
+  EXPECT_EQ(r->lwp_enable_policy, msr0::kEnabled | msr0::kIre | msr0::kBre);
 }
 
 // ---- defaults, numbers, --cpu ----------------------------------------------------------------
 
 TEST(Parse, DefaultsOfAMinimalProfile) {
-  ProfileResult r = parse_profile(ProfileWith({}), "t.json");
-  ASSERT_TRUE(r.ok()) << r.error;
-  const CpuProfile& p = *r.profile;
+  Result<CpuProfile> r = parse_profile(ProfileWith({}), "t.json");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const CpuProfile& p = *r;
   EXPECT_EQ(p.stepping, 0u);
   EXPECT_EQ(p.brand, "pmuvm t");
   EXPECT_FALSE(p.lwp.available);
@@ -231,13 +231,13 @@ TEST(Parse, DefaultsOfAMinimalProfile) {
 }
 
 TEST(Parse, EnablePolicyDefaultsToEverythingOffered) {
-  ProfileResult r = parse_profile(
+  Result<CpuProfile> r = parse_profile(
       ProfileWith({"  \"lwp\": {\"interrupt\": true, \"events\": [\"BRE\"], \"max_events\": 4},"}),
       "t.json");
-  ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.profile->lwp_enable_policy,
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->lwp_enable_policy,
             msr0::kEnabled | msr0::kBre | msr0::kInterrupt | (uint64_t{0xF0} << 40));
-  EXPECT_EQ(r.profile->lwp_interrupt_vector, 0xF0);
+  EXPECT_EQ(r->lwp_interrupt_vector, 0xF0);
 }
 
 // lwp.branch_prediction (DESIGN §4.11): true unless a profile says its LWP captures none; it
@@ -247,49 +247,49 @@ TEST(Parse, LwpBranchPredictionIsCapturedUnlessSaidOtherwise) {
   const char* without = "  \"lwp\": {\"events\": [\"BRE\"], \"max_events\": 1},";
   const char* with_false =
       "  \"lwp\": {\"events\": [\"BRE\"], \"max_events\": 1, \"branch_prediction\": false},";
-  ProfileResult captured = parse_profile(ProfileWith({without}), "t.json");
-  ProfileResult not_captured = parse_profile(ProfileWith({with_false}), "t.json");
-  ASSERT_TRUE(captured.ok() && not_captured.ok()) << captured.error << not_captured.error;
-  EXPECT_TRUE(captured.profile->lwp.branch_prediction);
-  EXPECT_FALSE(not_captured.profile->lwp.branch_prediction);
-  EXPECT_EQ(captured.profile->lwp.edx(), not_captured.profile->lwp.edx()) << "not in CPUID";
-  EXPECT_THAT(describe_profile(*not_captured.profile),
-              HasSubstr("branch records without prediction"));
-  EXPECT_THAT(describe_profile(*captured.profile),
+  Result<CpuProfile> captured = parse_profile(ProfileWith({without}), "t.json");
+  Result<CpuProfile> not_captured = parse_profile(ProfileWith({with_false}), "t.json");
+  ASSERT_TRUE(captured.ok() && not_captured.ok())
+      << captured.error().message << not_captured.error().message;
+  EXPECT_TRUE(captured->lwp.branch_prediction);
+  EXPECT_FALSE(not_captured->lwp.branch_prediction);
+  EXPECT_EQ(captured->lwp.edx(), not_captured->lwp.edx()) << "not in CPUID";
+  EXPECT_THAT(describe_profile(*not_captured), HasSubstr("branch records without prediction"));
+  EXPECT_THAT(describe_profile(*captured),
               ::testing::Not(HasSubstr("branch records without prediction")));
-  ProfileResult wrong =
+  Result<CpuProfile> wrong =
       parse_profile(ProfileWith({"  \"lwp\": {\"events\": [\"BRE\"], \"max_events\": 1, "
                                  "\"branch_prediction\": 0},"}),
                     "t.json");
-  EXPECT_THAT(wrong.error, HasSubstr("lwp.branch_prediction"));
+  EXPECT_THAT(wrong.error().message, HasSubstr("lwp.branch_prediction"));
 }
 
 TEST(Parse, HexStringsAndNumbersAreTheSame) {
-  ProfileResult a = parse_profile(
+  Result<CpuProfile> a = parse_profile(
       ProfileWith({"  \"stepping\": \"0xA\",", "  \"misc_enable\": \"0x1880\","}), "t.json");
-  ProfileResult b =
+  Result<CpuProfile> b =
       parse_profile(ProfileWith({"  \"stepping\": 10,", "  \"misc_enable\": 6272,"}), "t.json");
-  ASSERT_TRUE(a.ok()) << a.error;
-  ASSERT_TRUE(b.ok()) << b.error;
-  EXPECT_EQ(a.profile->stepping, 10u);
-  EXPECT_EQ(a.profile->misc_enable, b.profile->misc_enable);
-  EXPECT_EQ(a.profile->family, 0x15u);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(a->stepping, 10u);
+  EXPECT_EQ(a->misc_enable, b->misc_enable);
+  EXPECT_EQ(a->family, 0x15u);
 }
 
 TEST(CpuOption, NameThenPathThenError) {
-  ProfileResult by_name = resolve_cpu_option("amd-lwp-lite");
-  ASSERT_TRUE(by_name.ok()) << by_name.error;
-  EXPECT_EQ(by_name.profile->source, "amd-lwp-lite.json");
+  Result<CpuProfile> by_name = resolve_cpu_option("amd-lwp-lite");
+  ASSERT_TRUE(by_name.ok()) << by_name.error().message;
+  EXPECT_EQ(by_name->source, "amd-lwp-lite.json");
 
   const std::string path = TempDir() + "/mine.json";
   WriteFile(path, ProfileWith({}));
-  ProfileResult by_path = resolve_cpu_option(path);
-  ASSERT_TRUE(by_path.ok()) << by_path.error;
-  EXPECT_EQ(by_path.profile->source, path);
+  Result<CpuProfile> by_path = resolve_cpu_option(path);
+  ASSERT_TRUE(by_path.ok()) << by_path.error().message;
+  EXPECT_EQ(by_path->source, path);
 
-  ProfileResult unknown = resolve_cpu_option("amd-lwpp");
+  Result<CpuProfile> unknown = resolve_cpu_option("amd-lwpp");
   EXPECT_FALSE(unknown.ok());
-  EXPECT_EQ(unknown.error,
+  EXPECT_EQ(unknown.error().message,
             "unknown CPU profile 'amd-lwpp': not a shipped profile (amd-lwp, amd-lwp-baseline, "
             "amd-lwp-lite, intel-netburst) and no such file");
 }
@@ -471,16 +471,16 @@ TEST(Errors, FeatureOrLeafBeyondTheMaxLeaf) {
 }
 
 TEST(Parse, MaxLeavesDefaultToWhatTheProfileDefines) {
-  ProfileResult r =
+  Result<CpuProfile> r =
       parse_profile(ProfileWith({"  \"features\": [\"fpu\", \"bmi1\", \"lm\"],"}), "t.json");
-  ASSERT_TRUE(r.ok()) << r.error;
-  EXPECT_EQ(r.profile->max_basic_leaf, 7u);
-  EXPECT_EQ(r.profile->max_extended_leaf, 0x80000004u);
-  EXPECT_EQ(r.profile->features, (std::vector<std::string>{"fpu", "bmi1", "lm"}));
-  ProfileResult m = parse_profile(ProfileWith({}), "t.json");
-  ASSERT_TRUE(m.ok()) << m.error;
-  EXPECT_EQ(m.profile->max_basic_leaf, 1u);
-  EXPECT_TRUE(m.profile->features.empty());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->max_basic_leaf, 7u);
+  EXPECT_EQ(r->max_extended_leaf, 0x80000004u);
+  EXPECT_EQ(r->features, (std::vector<std::string>{"fpu", "bmi1", "lm"}));
+  Result<CpuProfile> m = parse_profile(ProfileWith({}), "t.json");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->max_basic_leaf, 1u);
+  EXPECT_TRUE(m->features.empty());
 }
 
 TEST(Errors, OverrideSetAndClearOverlapAndBadRegister) {
@@ -522,11 +522,11 @@ TEST(Errors, CacheGeometry) {
                 "    \"l2\": {\"size_kib\": 262144, \"ways\": 16, \"latency_cycles\": 20},")),
             "t.json:7:3: cache: its levels hold 4194560 lines of 64 bytes; the cache model keeps "
             "at most 4194304 (64 MiB per vCPU)");
-  const ProfileResult at_limit = parse_profile(
+  const Result<CpuProfile> at_limit = parse_profile(
       with_cache("    \"l1d\": {\"size_kib\": 16, \"ways\": 4, \"latency_cycles\": 4},",
                  "    \"l2\": {\"size_kib\": 131072, \"ways\": 16, \"latency_cycles\": 20},"),
       "t.json");
-  EXPECT_TRUE(at_limit.ok()) << at_limit.error;
+  EXPECT_TRUE(at_limit.ok()) << at_limit.error().message;
 }
 
 TEST(Errors, KeysNextToBaselineOf) {
@@ -571,8 +571,8 @@ TEST(Errors, CycleInBaselineOf) {
     return builtins(name);
   };
   // The cycle is found in b.json, at its member "a" (line 4, column 30).
-  ProfileResult r = parse_profile(texts.at("a"), "a.json", lookup);
-  EXPECT_EQ(r.error, "b.json:4:30: baseline_of[1]: baseline_of cycle a -> b -> a");
+  Result<CpuProfile> r = parse_profile(texts.at("a"), "a.json", lookup);
+  EXPECT_EQ(r.error().message, "b.json:4:30: baseline_of[1]: baseline_of cycle a -> b -> a");
   // A profile naming itself: line 4 `  "baseline_of": ["c"]`, element at column 19.
   EXPECT_EQ(ErrorOf(BaselineText("c", "\"c\""), "c.json"),
             "c.json:4:19: baseline_of[0]: baseline_of cycle c -> c");
@@ -583,16 +583,17 @@ TEST(Errors, MemberErrorsNameTheMembersFile) {
     if (name != "bad") return std::nullopt;
     return NamedProfileText{"bad.json", ProfileWith({"  \"steping\": 1,"})};
   };
-  ProfileResult r = parse_profile(BaselineText("set", "\"bad\""), "set.json", lookup);
-  EXPECT_THAT(r.error, StartsWith("bad.json:7:3: unknown key 'steping'"));
+  Result<CpuProfile> r = parse_profile(BaselineText("set", "\"bad\""), "set.json", lookup);
+  EXPECT_THAT(r.error().message, StartsWith("bad.json:7:3: unknown key 'steping'"));
 }
 
 TEST(Errors, UnreadableFileAndUnknownBuiltin) {
-  EXPECT_EQ(load_profile_file("/nonexistent/x.json").error,
+  EXPECT_EQ(load_profile_file("/nonexistent/x.json").error().message,
             "/nonexistent/x.json: cannot read CPU profile: No such file or directory");
-  EXPECT_THAT(builtin_profile("zen9").error, StartsWith("unknown CPU profile 'zen9' (shipped: "));
+  EXPECT_THAT(builtin_profile("zen9").error().message,
+              StartsWith("unknown CPU profile 'zen9' (shipped: "));
   // A file is read up to the size limit, not to its end (/dev/zero has none).
-  EXPECT_EQ(load_profile_file("/dev/zero").error,
+  EXPECT_EQ(load_profile_file("/dev/zero").error().message,
             "/dev/zero: cannot read CPU profile: larger than 1048576 bytes");
 }
 
@@ -602,13 +603,14 @@ TEST(Errors, UnreadableFileAndUnknownBuiltin) {
 TEST(CpuProfile, EmbeddedProfilesNeverOpenFiles) {
   const std::string crafted =
       R"({"name": "x", "description": "d", "baseline_of": ["amd-lwp", "/dev/zero"]})";
-  const ProfileResult r = parse_embedded_profile(crafted, "the snapshot's CPU profile");
+  const Result<CpuProfile> r = parse_embedded_profile(crafted, "the snapshot's CPU profile");
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.error, HasSubstr("baseline_of[1]: a profile inside a snapshot or migration stream "
-                                 "names no files ('/dev/zero')"));
-  const ProfileResult named = parse_embedded_profile(
+  EXPECT_THAT(r.error().message,
+              HasSubstr("baseline_of[1]: a profile inside a snapshot or migration stream "
+                        "names no files ('/dev/zero')"));
+  const Result<CpuProfile> named = parse_embedded_profile(
       R"({"name": "x", "description": "d", "baseline_of": ["amd-lwp", "amd-lwp-lite"]})", "s");
-  EXPECT_TRUE(named.ok()) << named.error;
+  EXPECT_TRUE(named.ok()) << named.error().message;
 }
 
 // A baseline whose members name each other in a diamond (each of 3 profiles per level names all
@@ -635,10 +637,10 @@ TEST(CpuProfileTest, ADiamondOfBaselinesParsesEachMemberOnce) {
         n + ".json",
         "{\"name\": \"" + n + "\", \"description\": \"d\", \"baseline_of\": [" + members + "]}"};
   };
-  const ProfileResult r = parse_profile(
+  const Result<CpuProfile> r = parse_profile(
       R"({"name": "top", "description": "d", "baseline_of": ["La_0", "La_1", "La_2"]})", "top.json",
       lookup);
-  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(lookups, 3 * (kLevels + 1));
 }
 

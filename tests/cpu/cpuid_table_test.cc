@@ -354,7 +354,7 @@ TEST(CpuidTable, ParavirtualLeavesReplaceKvms) {
 }
 
 TEST(CpuidTable, OverridesApplyLastUnfilteredAndCreateLeaves) {
-  ProfileResult r = parse_profile(
+  Result<CpuProfile> r = parse_profile(
       ProfileWith({
           "  \"features\": [\"fpu\", \"lm\"],",
           "  \"lwp\": {\"interrupt\": true, \"events\": [\"IRE\"], \"max_events\": 1},",
@@ -366,8 +366,8 @@ TEST(CpuidTable, OverridesApplyLastUnfilteredAndCreateLeaves) {
           "  ],",
       }),
       "t.json");
-  ASSERT_TRUE(r.ok()) << r.error;
-  const auto t = build_guest_cpuid(PoorHost(), *r.profile, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const auto t = build_guest_cpuid(PoorHost(), *r, 0);
   // The LWP leaf says EDX = Enabled|Interrupt|IRE = 0x7; the override removes Interrupt.
   EXPECT_EQ(At(t, 0x8000001C).edx, 0x5u);
   EXPECT_EQ(At(t, 0x12345), (CpuidEntry{0x12345, 0, 0, 1, 0, 0, 0}));

@@ -31,9 +31,9 @@ using vmm::testing::Builtin;
 constexpr const char* kCpuMap = "/usr/share/libvirt/cpu_map/";
 
 CpuProfile Baseline(const std::vector<CpuProfile>& members) {
-  ProfileResult r = compute_baseline(members);
-  EXPECT_TRUE(r.ok()) << r.error;
-  return r.ok() ? *r.profile : CpuProfile{};
+  Result<CpuProfile> r = compute_baseline(members);
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return r.ok() ? *r : CpuProfile{};
 }
 
 std::string ReadFile(const std::string& path) {

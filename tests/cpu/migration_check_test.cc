@@ -26,9 +26,9 @@ std::map<std::string, CpuProfile> Profiles() {
   std::map<std::string, CpuProfile> m;
   for (const char* n : {"amd-lwp", "amd-lwp-lite", "amd-lwp-baseline", "intel-netburst"})
     m[n] = Builtin(n);
-  ProfileResult computed = compute_baseline({m["amd-lwp"], m["amd-lwp-lite"]});
-  EXPECT_TRUE(computed.ok()) << computed.error;
-  m["computed"] = *computed.profile;
+  Result<CpuProfile> computed = compute_baseline({m["amd-lwp"], m["amd-lwp-lite"]});
+  EXPECT_TRUE(computed.ok()) << computed.error().message;
+  m["computed"] = *computed;
   return m;
 }
 

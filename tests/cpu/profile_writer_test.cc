@@ -24,28 +24,28 @@ using vmm::testing::ProfileWith;
 namespace msr0 = pmu::lwp::msr0;
 
 CpuProfile Parsed(const std::string& text) {
-  ProfileResult r = parse_profile(text, "t.json");
-  EXPECT_TRUE(r.ok()) << r.error;
-  return r.ok() ? *r.profile : CpuProfile{};
+  Result<CpuProfile> r = parse_profile(text, "t.json");
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return r.ok() ? *r : CpuProfile{};
 }
 
 CpuProfile Baseline(const std::vector<std::string>& names) {
   std::vector<CpuProfile> members;
   for (const std::string& n : names) members.push_back(Builtin(n));
-  ProfileResult r = compute_baseline(members);
-  EXPECT_TRUE(r.ok()) << r.error;
-  return r.ok() ? *r.profile : CpuProfile{};
+  Result<CpuProfile> r = compute_baseline(members);
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return r.ok() ? *r : CpuProfile{};
 }
 
 // Writes `p`, reads it back, and checks that nothing but `source` changed.
 void ExpectRoundTrip(const CpuProfile& p) {
   const std::string text = to_profile_json(p);
-  ProfileResult back = parse_profile(text, "written.json");
-  ASSERT_TRUE(back.ok()) << back.error << "\n" << text;
-  EXPECT_EQ(back.profile->source, "written.json");
-  back.profile->source = p.source;
-  EXPECT_EQ(to_profile_json(*back.profile), text);  // readable diff when the next line fails
-  EXPECT_TRUE(*back.profile == p) << text;
+  Result<CpuProfile> back = parse_profile(text, "written.json");
+  ASSERT_TRUE(back.ok()) << back.error().message << "\n" << text;
+  EXPECT_EQ(back->source, "written.json");
+  back->source = p.source;
+  EXPECT_EQ(to_profile_json(*back), text);  // readable diff when the next line fails
+  EXPECT_TRUE(*back == p) << text;
 }
 
 TEST(ProfileWriter, EveryShippedProfileRoundTrips) {
@@ -125,19 +125,19 @@ TEST(ComputeBaseline, NamesAndErrors) {
             "baseline-of-amd-lwp-amd-lwp-lite-amd-lwp-amd-lwp-lite");  // 53 characters
   EXPECT_EQ(Baseline({"amd-lwp", "amd-lwp-lite", "amd-lwp", "amd-lwp-lite", "amd-lwp-lite"}).name,
             "baseline-of-5-profiles");  // the joined name would have 66 characters
-  EXPECT_EQ(compute_baseline({}).error, "a baseline needs at least one profile");
+  EXPECT_EQ(compute_baseline({}).error().message, "a baseline needs at least one profile");
 }
 
 TEST(ProfileWriter, ComputedFromIsInformationOnly) {
   const CpuProfile p = Parsed(ProfileWith({"  \"computed_from\": [\"x\", \"y\"],"}));
   EXPECT_EQ(p.baseline_of, (std::vector<std::string>{"x", "y"}));
-  ProfileResult empty = parse_profile(ProfileWith({"  \"computed_from\": [\"\"],"}), "t.json");
-  EXPECT_EQ(empty.error, "t.json:7:21: computed_from[0] must not be empty");
-  ProfileResult both = parse_profile(
+  Result<CpuProfile> empty = parse_profile(ProfileWith({"  \"computed_from\": [\"\"],"}), "t.json");
+  EXPECT_EQ(empty.error().message, "t.json:7:21: computed_from[0] must not be empty");
+  Result<CpuProfile> both = parse_profile(
       Lines({"{", "  \"name\": \"b\",", "  \"description\": \"d\",",
              "  \"computed_from\": [\"amd-lwp\"],", "  \"baseline_of\": [\"amd-lwp\"]", "}"}),
       "t.json");
-  EXPECT_THAT(both.error,
+  EXPECT_THAT(both.error().message,
               HasSubstr("t.json:4:3: computed_from is not allowed next to baseline_of"));
 }
 

@@ -293,10 +293,10 @@ TEST_F(MigrationTest, EveryProfilePairGetsThePredictedVerdict) {
   }
   std::vector<std::pair<std::string, vmm::CpuProfile>> profiles;
   for (const std::string& name : vmm::builtin_profile_names())
-    profiles.emplace_back(name, *vmm::builtin_profile(name).profile);
-  vmm::ProfileResult computed = vmm::load_profile_file(baseline_file);
-  ASSERT_TRUE(computed.ok()) << computed.error;
-  profiles.emplace_back(baseline_file, *computed.profile);
+    profiles.emplace_back(name, *vmm::builtin_profile(name));
+  vmm::Result<vmm::CpuProfile> computed = vmm::load_profile_file(baseline_file);
+  ASSERT_TRUE(computed.ok()) << computed.error().message;
+  profiles.emplace_back(baseline_file, *computed);
   ASSERT_EQ(profiles.size(), 5u);
 
   int accepted = 0, refused = 0;

@@ -64,7 +64,7 @@ const vmm::CpuProfile& profile(int i) {
   static const std::vector<vmm::CpuProfile> profiles = [] {
     std::vector<vmm::CpuProfile> out;
     for (const char* name : {"amd-lwp", "intel-netburst", "amd-lwp-lite", "amd-lwp-baseline"})
-      out.push_back(*vmm::builtin_profile(name).profile);
+      out.push_back(*vmm::builtin_profile(name));
     return out;
   }();
   return profiles[i];

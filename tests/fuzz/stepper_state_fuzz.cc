@@ -55,8 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   vmm::GuestRam& ram = stepper_fuzz::ram();
   static const pmu::cache::Geometry geometries[2] = {
-      vmm::cache_model_geometry(vmm::builtin_profile("amd-lwp").profile->cache),
-      vmm::cache_model_geometry(vmm::builtin_profile("intel-netburst").profile->cache)};
+      vmm::cache_model_geometry(vmm::builtin_profile("amd-lwp")->cache),
+      vmm::cache_model_geometry(vmm::builtin_profile("intel-netburst")->cache)};
   const pmu::cache::Geometry& geometry = geometries[(data[0] >> 1) & 1];
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data + 1), size - 1);
   if ((data[0] & 1) == 0) {

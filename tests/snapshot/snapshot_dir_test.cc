@@ -34,7 +34,7 @@ class FakeVm : public vmm::MigratableVm {
     m.stepper = "kvm";
     m.kernel = "bundled kernel";
     m.max_interrupt_rate = 10000;
-    m.profile = *vmm::builtin_profile("amd-lwp").profile;
+    m.profile = *vmm::builtin_profile("amd-lwp");
     m.cpuid = {{1, 0, 0, 0x600f12, 0x800, 0x80200001, 0x178bfbff}};
     return m;
   }

@@ -102,9 +102,7 @@ std::vector<std::string> refusals_for(const vmm::SnapshotManifest& m, const std:
                                       const std::string& kvm_device) {
   std::vector<std::string> reasons;
   if (!cpu.empty()) {
-    vmm::ProfileResult destination = vmm::resolve_cpu_option(cpu);
-    if (!destination.ok()) throw vmm::UsageError(destination.error);
-    reasons = vmm::migration_refusals(m.profile, *destination.profile);
+    reasons = vmm::migration_refusals(m.profile, vmm::resolve_cpu_option(cpu).value_or_throw());
   }
   for (std::string& r : vmm::host_cpuid_refusals(m, kvm_device)) reasons.push_back(std::move(r));
   return reasons;
@@ -217,10 +215,8 @@ int run(const vmm::RunCommand& cmd) {
   set_up_logging(cmd.log_level);
   if (!cmd.incoming.empty()) return incoming(cmd);
 
-  vmm::ProfileResult profile = vmm::resolve_cpu_option(cmd.cpu);
-  if (!profile.ok()) throw vmm::UsageError(profile.error);
   vmm::MachineOptions options;
-  options.profile = std::move(*profile.profile);
+  options.profile = vmm::resolve_cpu_option(cmd.cpu).value_or_throw();
   options.vcpus = cmd.vcpus;
   options.mem_mib = cmd.mem_mib;
   options.seed = cmd.seed;

@@ -25,17 +25,17 @@ int fail(std::ostream& err, int status, const std::string& message) {
 
 int list(std::ostream& out) {
   for (const std::string& name : builtin_profile_names()) {
-    ProfileResult r = builtin_profile(name);
-    out << name << (r.ok() ? "  " + r.profile->description : "  (invalid: " + r.error + ")")
+    Result<CpuProfile> r = builtin_profile(name);
+    out << name << (r.ok() ? "  " + r->description : "  (invalid: " + r.error().message + ")")
         << '\n';
   }
   return 0;
 }
 
 int describe(const std::string& name, std::ostream& out, std::ostream& err) {
-  ProfileResult r = resolve_cpu_option(name);
-  if (!r.ok()) return fail(err, kUsageError, r.error);
-  out << describe_profile(*r.profile);
+  Result<CpuProfile> r = resolve_cpu_option(name);
+  if (!r.ok()) return fail(err, kUsageError, r.error().message);
+  out << describe_profile(*r);
   return 0;
 }
 
@@ -44,13 +44,13 @@ int describe(const std::string& name, std::ostream& out, std::ostream& err) {
 int baseline(const std::vector<std::string>& names, std::ostream& out, std::ostream& err) {
   std::vector<CpuProfile> members;
   for (const std::string& n : names) {
-    ProfileResult r = resolve_cpu_option(n);
-    if (!r.ok()) return fail(err, kUsageError, r.error);
-    members.push_back(std::move(*r.profile));
+    Result<CpuProfile> r = resolve_cpu_option(n);
+    if (!r.ok()) return fail(err, kUsageError, r.error().message);
+    members.push_back(std::move(*r));
   }
-  ProfileResult b = compute_baseline(members);
-  if (!b.ok()) return fail(err, kVmmFailure, b.error);
-  const LibvirtCrossCheck check = cross_check_with_libvirt(members, *b.profile);
+  Result<CpuProfile> b = compute_baseline(members);
+  if (!b.ok()) return fail(err, kVmmFailure, b.error().message);
+  const LibvirtCrossCheck check = cross_check_with_libvirt(members, *b);
   if (!check.ok()) return fail(err, kVmmFailure, check.error);
   err << "libvirt virConnectBaselineCPU agrees: " << check.agreed << " x86 features";
   if (!check.unchecked.empty()) {
@@ -59,18 +59,17 @@ int baseline(const std::vector<std::string>& names, std::ostream& out, std::ostr
     err << ')';
   }
   err << '\n';
-  out << to_profile_json(*b.profile);
+  out << to_profile_json(*b);
   return 0;
 }
 
 int check_migration(const std::string& from, const std::string& to, std::ostream& out,
                     std::ostream& err) {
-  ProfileResult guest = resolve_cpu_option(from);
-  if (!guest.ok()) return fail(err, kUsageError, guest.error);
-  ProfileResult destination = resolve_cpu_option(to);
-  if (!destination.ok()) return fail(err, kUsageError, destination.error);
-  const std::vector<std::string> refusals =
-      migration_refusals(*guest.profile, *destination.profile);
+  Result<CpuProfile> guest = resolve_cpu_option(from);
+  if (!guest.ok()) return fail(err, kUsageError, guest.error().message);
+  Result<CpuProfile> destination = resolve_cpu_option(to);
+  if (!destination.ok()) return fail(err, kUsageError, destination.error().message);
+  const std::vector<std::string> refusals = migration_refusals(*guest, *destination);
   out << describe_verdict(from, to, refusals);
   return refusals.empty() ? 0 : 1;
 }

@@ -40,41 +40,39 @@ ProfileLookup builtin_lookup() {
   };
 }
 
-ProfileResult parse_profile(std::string_view text, std::string_view source_name,
-                            const ProfileLookup& lookup) {
+Result<CpuProfile> parse_profile(std::string_view text, std::string_view source_name,
+                                 const ProfileLookup& lookup) {
   detail::ParseContext ctx{lookup, {}};
   return detail::parse_in_context(text, source_name, {}, ctx);
 }
 
-ProfileResult parse_embedded_profile(std::string_view text, std::string_view source_name) {
+Result<CpuProfile> parse_embedded_profile(std::string_view text, std::string_view source_name) {
   const ProfileLookup lookup = builtin_lookup();
   detail::ParseContext ctx{lookup, {}, /*files_allowed=*/false};
   return detail::parse_in_context(text, source_name, {}, ctx);
 }
 
-ProfileResult load_profile_file(const std::string& path) {
+Result<CpuProfile> load_profile_file(const std::string& path) {
   const Result<std::string> text = detail::read_text_file(path);
-  if (!text.ok())
-    return ProfileResult{std::nullopt, path + ": cannot read CPU profile: " + text.error().message};
+  if (!text.ok()) return Error::usage(path + ": cannot read CPU profile: " + text.error().message);
   const ProfileLookup lookup = builtin_lookup();
   detail::ParseContext ctx{lookup, {}};
   return detail::parse_in_context(text.value(), path, {detail::file_key(path)}, ctx);
 }
 
-ProfileResult builtin_profile(std::string_view name) {
+Result<CpuProfile> builtin_profile(std::string_view name) {
   const profiles::BuiltinProfileText* p = find_builtin(name);
   if (p == nullptr)
-    return ProfileResult{std::nullopt, "unknown CPU profile '" + std::string(name) +
-                                           "' (shipped: " + joined_builtin_names() + ")"};
+    return Error::usage("unknown CPU profile '" + std::string(name) +
+                        "' (shipped: " + joined_builtin_names() + ")");
   const ProfileLookup lookup = builtin_lookup();
   detail::ParseContext ctx{lookup, {}};
-  ProfileResult r =
+  Result<CpuProfile> r =
       detail::parse_in_context(p->text, p->file_name, {"name:" + std::string(name)}, ctx);
   // The generator names each embedded profile after its file; the JSON must agree.
-  if (r.ok() && r.profile->name != name)
-    return ProfileResult{std::nullopt, std::string(p->file_name) + ": declares name '" +
-                                           r.profile->name + "', expected '" + std::string(name) +
-                                           "'"};
+  if (r.ok() && r->name != name)
+    return Error::usage(std::string(p->file_name) + ": declares name '" + r->name +
+                        "', expected '" + std::string(name) + "'");
   return r;
 }
 
@@ -86,16 +84,15 @@ std::vector<std::string> builtin_profile_names() {
   return names;
 }
 
-ProfileResult resolve_cpu_option(std::string_view name_or_path) {
+Result<CpuProfile> resolve_cpu_option(std::string_view name_or_path) {
   if (!looks_like_path(name_or_path) && find_builtin(name_or_path) != nullptr)
     return builtin_profile(name_or_path);
   const std::string path(name_or_path);
   std::error_code ec;
   // A bare word that is neither a shipped name nor a file was most likely a mistyped name.
   if (!looks_like_path(name_or_path) && !std::filesystem::exists(path, ec))
-    return ProfileResult{std::nullopt, "unknown CPU profile '" + path +
-                                           "': not a shipped profile (" + joined_builtin_names() +
-                                           ") and no such file"};
+    return Error::usage("unknown CPU profile '" + path + "': not a shipped profile (" +
+                        joined_builtin_names() + ") and no such file");
   return load_profile_file(path);
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "pmu/lwp/capabilities.h"
+#include "vmm/result.h"
 #include "vmm/json/json_text.h"
 
 namespace vmm {
@@ -122,11 +123,8 @@ struct CpuProfile {
 };
 
 // A profile or the one-line reason there is none.
-struct ProfileResult {
-  std::optional<CpuProfile> profile;
-  std::string error;  // "FILE:LINE:COLUMN: message" (or "FILE: message" for I/O problems)
-  bool ok() const { return profile.has_value(); }
-};
+// The functions below return the profile or a usage error: "FILE:LINE:COLUMN: message" (or
+// "FILE: message" for I/O problems).
 
 // Resolves a `baseline_of` member that is a name (not a path) to its JSON text. The default,
 // builtin_lookup(), knows the shipped profiles; tests pass their own.
@@ -139,8 +137,8 @@ ProfileLookup builtin_lookup();
 
 // Parses one profile. `source_name` names the text in messages and is the directory that
 // relative `baseline_of` paths are resolved against.
-ProfileResult parse_profile(std::string_view text, std::string_view source_name,
-                            const ProfileLookup& lookup = builtin_lookup());
+Result<CpuProfile> parse_profile(std::string_view text, std::string_view source_name,
+                                 const ProfileLookup& lookup = builtin_lookup());
 
 // A profile is a few kilobytes nested a few levels; a bigger or deeper one (in a file, a snapshot
 // or a migration stream) is crafted and refused as it is read.
@@ -148,18 +146,18 @@ inline constexpr JsonLimits kProfileJsonLimits{.max_bytes = 1 << 20, .max_depth 
 
 // Parses a profile that came with a snapshot or a migration stream: as parse_profile, but its
 // baseline_of may name shipped profiles only, never a file of this machine.
-ProfileResult parse_embedded_profile(std::string_view text, std::string_view source_name);
+Result<CpuProfile> parse_embedded_profile(std::string_view text, std::string_view source_name);
 
 // Reads and parses a profile file.
-ProfileResult load_profile_file(const std::string& path);
+Result<CpuProfile> load_profile_file(const std::string& path);
 
 // A shipped profile by name ("amd-lwp", ...).
-ProfileResult builtin_profile(std::string_view name);
+Result<CpuProfile> builtin_profile(std::string_view name);
 // The shipped profiles' names, sorted.
 std::vector<std::string> builtin_profile_names();
 
 // `--cpu NAME|FILE`: the shipped profile of that name if there is one, else the file at that path.
 // An argument containing '/' or ending in ".json" is always a path.
-ProfileResult resolve_cpu_option(std::string_view name_or_path);
+Result<CpuProfile> resolve_cpu_option(std::string_view name_or_path);
 
 }  // namespace vmm

@@ -21,8 +21,8 @@ std::string baseline_name(const std::vector<CpuProfile>& members) {
 
 }  // namespace
 
-ProfileResult compute_baseline(const std::vector<CpuProfile>& members) {
-  if (members.empty()) return ProfileResult{std::nullopt, "a baseline needs at least one profile"};
+Result<CpuProfile> compute_baseline(const std::vector<CpuProfile>& members) {
+  if (members.empty()) return Error::usage("a baseline needs at least one profile");
   CpuProfile p;
   p.name = baseline_name(members);
   std::string names;
@@ -34,8 +34,8 @@ ProfileResult compute_baseline(const std::vector<CpuProfile>& members) {
                   " (proposal 5.1: the AND of their feature "
                   "bits and the minimum of their event counts and sizes), computed by pmuvm.";
   if (const Status composed = detail::compose_baseline(members, p); !composed.ok())
-    return ProfileResult{std::nullopt, "baseline of " + names + ": " + composed.error().message};
-  return ProfileResult{std::move(p), ""};
+    return Error::usage("baseline of " + names + ": " + composed.error().message);
+  return p;
 }
 
 namespace detail {

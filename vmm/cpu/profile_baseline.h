@@ -17,7 +17,7 @@ namespace vmm {
 // ("baseline-of-N-profiles" when that would exceed a profile name's 64 characters), with
 // `baseline_of` = the members' names and an empty `source`. Errors are one line without a
 // position: there is no text to point into.
-ProfileResult compute_baseline(const std::vector<CpuProfile>& members);
+Result<CpuProfile> compute_baseline(const std::vector<CpuProfile>& members);
 
 namespace detail {
 

@@ -548,23 +548,23 @@ class ProfileParser {
     // A member parsed without a cycle has none below it whatever chain names it next (a cycle
     // through it would have been found when it was parsed), so its result stands for every path.
     if (auto it = ctx_.resolved.find(key); it != ctx_.resolved.end()) return it->second;
-    ProfileResult result;
-    if (is_path) {
-      const Result<std::string> text = read_text_file(file.string());
-      if (!text.ok())
-        r_.fail(path, path + ": cannot read '" + file.string() + "': " + text.error().message);
-      result = parse_in_context(text.value(), file.string(), {key}, ctx_);
-    } else {
+    Result<CpuProfile> result = [&]() -> Result<CpuProfile> {
+      if (is_path) {
+        const Result<std::string> text = read_text_file(file.string());
+        if (!text.ok())
+          r_.fail(path, path + ": cannot read '" + file.string() + "': " + text.error().message);
+        return parse_in_context(text.value(), file.string(), {key}, ctx_);
+      }
       const std::optional<NamedProfileText> found = ctx_.lookup ? ctx_.lookup(ref) : std::nullopt;
       if (!found)
         r_.fail(path, path + ": unknown profile " + in_quotes(ref) +
                           " (not a shipped profile; a file "
                           "must be given as a path ending in .json)");
-      result = parse_in_context(found->text, found->source_name, {key}, ctx_);
-    }
-    if (!result.ok()) throw ProfileFields::Failure{result.error};
-    ctx_.resolved.emplace(key, *result.profile);
-    return std::move(*result.profile);
+      return parse_in_context(found->text, found->source_name, {key}, ctx_);
+    }();
+    if (!result.ok()) throw ProfileFields::Failure{result.error().message};
+    ctx_.resolved.emplace(key, *result);
+    return std::move(*result);
   }
 
   void check_cycle(const std::string& key, const std::string& ref, const std::string& path) {
@@ -615,24 +615,20 @@ Result<std::string> read_text_file(const std::string& path) {
   return text;
 }
 
-ProfileResult parse_in_context(std::string_view text, std::string_view source_name,
-                               std::vector<std::string> identity_keys, ParseContext& context) {
-  ProfileResult result;
+Result<CpuProfile> parse_in_context(std::string_view text, std::string_view source_name,
+                                    std::vector<std::string> identity_keys, ParseContext& context) {
   auto document = read_json_text(text, kProfileJsonLimits);
-  if (const auto* error = std::get_if<JsonTextError>(&document)) {
-    result.error =
-        std::string(source_name) + ":" + line_column(text, error->offset) + ": " + error->message;
-    return result;
-  }
+  if (const auto* error = std::get_if<JsonTextError>(&document))
+    return Error::usage(std::string(source_name) + ":" + line_column(text, error->offset) + ": " +
+                        error->message);
   try {
     ProfileParser parser(source_name, text, context, std::move(identity_keys));
-    result.profile = parser.parse(std::get<nlohmann::json>(document));
+    return parser.parse(std::get<nlohmann::json>(document));
   } catch (const ProfileFields::Failure& f) {
-    result.error = f.message;
+    return Error::usage(f.message);
   } catch (const std::exception& e) {  // nlohmann type errors we did not foresee, bad_alloc
-    result.error = std::string(source_name) + ": " + e.what();
+    return Error::usage(std::string(source_name) + ": " + e.what());
   }
-  return result;
 }
 
 }  // namespace vmm::detail

@@ -30,8 +30,8 @@ struct ParseContext {
 
 // Parses `text`. `identity_keys` are the keys under which the caller found this text (its
 // lookup name and/or canonical file path); the profile's declared name is added to them.
-ProfileResult parse_in_context(std::string_view text, std::string_view source_name,
-                               std::vector<std::string> identity_keys, ParseContext& context);
+Result<CpuProfile> parse_in_context(std::string_view text, std::string_view source_name,
+                                    std::vector<std::string> identity_keys, ParseContext& context);
 
 // "file:" key of a path, canonical so that two spellings of one file are one key.
 std::string file_key(const std::string& path);

@@ -119,10 +119,10 @@ SnapshotManifest read_fields(const Json& j) {
                    "is " + std::to_string(m.max_interrupt_rate) + ", over the limit of " +
                        std::to_string(pmu::RateLimitedInterruptSink::kMaxLimit)};
   const Json& cpu = member(j, "", "cpu");
-  ProfileResult profile =
+  Result<CpuProfile> profile =
       parse_embedded_profile(member(cpu, "cpu", "profile").dump(), "the snapshot's CPU profile");
-  if (!profile.ok()) throw BadField{"cpu.profile", "does not load: " + profile.error};
-  m.profile = std::move(*profile.profile);
+  if (!profile.ok()) throw BadField{"cpu.profile", "does not load: " + profile.error().message};
+  m.profile = std::move(*profile);
   const Json& cpuid = member(cpu, "cpu", "cpuid");
   if (!cpuid.is_array()) throw BadField{"cpu.cpuid", "is not an array"};
   for (size_t i = 0; i < cpuid.size(); ++i) {
