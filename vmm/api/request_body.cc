@@ -33,10 +33,9 @@ Result<nlohmann::json> parse_json_body(std::string_view text) {
   // size already (kMaxBodyBytes); the limit here repeats it for callers that did not come that
   // way.
   constexpr JsonLimits kLimits{.max_bytes = 1 << 20, .max_depth = 16};
-  auto parsed = read_json_text(text, kLimits);
-  if (const auto* error = std::get_if<JsonTextError>(&parsed))
-    return Error::usage("body at " + line_column(text, error->offset) + ": " + error->message);
-  return std::move(std::get<nlohmann::json>(parsed));
+  Result<nlohmann::json> parsed = read_json_text(text, kLimits);
+  if (!parsed.ok()) return parsed.error().prefixed("body at ");
+  return parsed;
 }
 
 Result<RequestBody> check_request_body(const ApiRoute& route, std::string_view body) {

@@ -617,13 +617,11 @@ Result<std::string> read_text_file(const std::string& path) {
 
 Result<CpuProfile> parse_in_context(std::string_view text, std::string_view source_name,
                                     std::vector<std::string> identity_keys, ParseContext& context) {
-  auto document = read_json_text(text, kProfileJsonLimits);
-  if (const auto* error = std::get_if<JsonTextError>(&document))
-    return Error::usage(std::string(source_name) + ":" + line_column(text, error->offset) + ": " +
-                        error->message);
+  const Result<nlohmann::json> document = read_json_text(text, kProfileJsonLimits);
+  if (!document.ok()) return document.error().prefixed(std::string(source_name) + ":");
   try {
     ProfileParser parser(source_name, text, context, std::move(identity_keys));
-    return parser.parse(std::get<nlohmann::json>(document));
+    return parser.parse(document.value());
   } catch (const ProfileFields::Failure& f) {
     return Error::usage(f.message);
   } catch (const std::exception& e) {  // nlohmann type errors we did not foresee, bad_alloc

@@ -11,6 +11,12 @@
 namespace vmm {
 namespace {
 
+// Where the handler stopped, and why: read_json_text says it as "LINE:COLUMN: message".
+struct TextError {
+  size_t offset = 0;  // the byte the error points at (text.size(): after the last byte)
+  std::string message;
+};
+
 using Json = nlohmann::json;
 
 // Walks the text for nlohmann's iterator input adapter and notes, in *furthest, the byte after
@@ -82,7 +88,7 @@ class Handler : public nlohmann::json_sax<Json> {
   }
 
   Json& root() { return root_; }
-  const std::optional<JsonTextError>& error() const { return error_; }
+  const std::optional<TextError>& error() const { return error_; }
   std::optional<size_t> found() const { return found_; }
   const std::string& found_key() const { return found_key_; }
 
@@ -114,8 +120,8 @@ class Handler : public nlohmann::json_sax<Json> {
 
   bool parse_error(std::size_t position, const std::string&, const Json::exception& e) override {
     // `position` counts the bytes read, the offending one included.
-    error_ = JsonTextError{std::min(position == 0 ? 0 : position - 1, text_.size()),
-                           "JSON " + reason_of(e)};
+    error_ =
+        TextError{std::min(position == 0 ? 0 : position - 1, text_.size()), "JSON " + reason_of(e)};
     return false;
   }
 
@@ -191,7 +197,7 @@ class Handler : public nlohmann::json_sax<Json> {
   }
 
   bool fail(size_t offset, std::string message) {
-    error_ = JsonTextError{offset, std::move(message)};
+    error_ = TextError{offset, std::move(message)};
     return false;
   }
 
@@ -233,7 +239,7 @@ class Handler : public nlohmann::json_sax<Json> {
   Json root_;
   std::vector<Frame> frames_;
   std::string path_;
-  std::optional<JsonTextError> error_;
+  std::optional<TextError> error_;
   std::optional<size_t> found_;
   std::string found_key_;
 };
@@ -248,15 +254,17 @@ std::string_view parent_path(std::string_view path) {
 
 }  // namespace
 
-std::variant<nlohmann::json, JsonTextError> read_json_text(std::string_view text,
-                                                           const JsonLimits& limits) {
+Result<nlohmann::json> read_json_text(std::string_view text, const JsonLimits& limits) {
+  auto refused = [&](size_t offset, const std::string& message) {
+    return Error::usage(line_column(text, offset) + ": " + message);
+  };
   if (text.size() > limits.max_bytes)
-    return JsonTextError{limits.max_bytes, "the JSON text is " + std::to_string(text.size()) +
-                                               " bytes, over the limit of " +
-                                               std::to_string(limits.max_bytes)};
+    return refused(limits.max_bytes, "the JSON text is " + std::to_string(text.size()) +
+                                         " bytes, over the limit of " +
+                                         std::to_string(limits.max_bytes));
   Handler handler(text, limits, nullptr);
   handler.parse();
-  if (handler.error()) return *handler.error();
+  if (const std::optional<TextError>& e = handler.error()) return refused(e->offset, e->message);
   return std::move(handler.root());
 }
 

@@ -15,9 +15,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 
 #include <nlohmann/json.hpp>
+
+#include "vmm/result.h"
 
 namespace vmm {
 
@@ -27,13 +28,10 @@ struct JsonLimits {
   bool duplicate_keys_allowed = false;  // false: a repeated key in one object is an error
 };
 
-struct JsonTextError {
-  size_t offset = 0;    // the byte the error points at (text.size(): after the last byte)
-  std::string message;  // "JSON syntax error while parsing value - ...", ...
-};
-
-std::variant<nlohmann::json, JsonTextError> read_json_text(std::string_view text,
-                                                           const JsonLimits& limits);
+// The document, or a usage error "LINE:COLUMN: what" at the byte the error points at (after the
+// last byte when the text ends too soon): "1:7: JSON syntax error while parsing value - ...",
+// "3:12: duplicate key ...", "1:1: the JSON text is N bytes, over the limit of M".
+Result<nlohmann::json> read_json_text(std::string_view text, const JsonLimits& limits);
 
 // "LINE:COLUMN" (1-based, columns in bytes) of byte `offset` of `text`.
 std::string line_column(std::string_view text, size_t offset);

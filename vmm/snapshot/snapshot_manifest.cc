@@ -153,10 +153,9 @@ Result<SnapshotManifest> parse_manifest(const std::string& text) {
   // The manifest embeds the profile two levels down; deeper is crafted and refused while parsing.
   constexpr JsonLimits kLimits{.max_bytes = kMaxManifestBytes,
                                .max_depth = kProfileJsonLimits.max_depth + 2};
-  auto document = read_json_text(text, kLimits);
-  if (const auto* error = std::get_if<JsonTextError>(&document))
-    return Error::usage("at " + line_column(text, error->offset) + ": " + error->message);
-  const Json& j = std::get<Json>(document);
+  const Result<Json> document = read_json_text(text, kLimits);
+  if (!document.ok()) return document.error().prefixed("at ");
+  const Json& j = document.value();
   if (!j.is_object()) return Error::usage(std::string("the manifest is not a JSON object"));
   // find(), not value(): value() throws type_error for a "format" that is no string.
   const auto format = j.find("format");
