@@ -24,17 +24,17 @@ std::optional<std::string> validate_level(const char* name, const LevelGeometry&
 
 }  // namespace
 
-std::optional<std::string> validate(const Geometry& g) {
+pmu::Status validate(const Geometry& g) {
   if (g.line_size < 8 || !std::has_single_bit(g.line_size))
-    return "cache line size must be a power of two >= 8";
-  if (auto e = validate_level("L1D", g.l1d, g.line_size, false)) return e;
-  if (auto e = validate_level("L2", g.l2, g.line_size, false)) return e;
-  if (auto e = validate_level("L3", g.l3, g.line_size, true)) return e;
+    return pmu::Status::refused("cache line size must be a power of two >= 8");
+  if (auto e = validate_level("L1D", g.l1d, g.line_size, false)) return pmu::Status::refused(*e);
+  if (auto e = validate_level("L2", g.l2, g.line_size, false)) return pmu::Status::refused(*e);
+  if (auto e = validate_level("L3", g.l3, g.line_size, true)) return pmu::Status::refused(*e);
   const uint32_t l3 = g.l3.size_bytes ? g.l3.latency_cycles : g.l2.latency_cycles;
   if (!(g.l1d.latency_cycles <= g.l2.latency_cycles && g.l2.latency_cycles <= l3 &&
         l3 <= g.dram_latency_cycles))
-    return "cache latencies must not decrease from L1D to DRAM";
-  return std::nullopt;
+    return pmu::Status::refused("cache latencies must not decrease from L1D to DRAM");
+  return {};
 }
 
 CacheModel::SetAssociative::SetAssociative(const LevelGeometry& g, uint32_t line_size) {

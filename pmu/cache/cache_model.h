@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "pmu/status.h"
 #include "pmu/retired_instruction.h"
 #include "pmu/state_archive.h"
 
@@ -32,8 +33,9 @@ struct Geometry {
   uint32_t dram_latency_cycles = 200;
 };
 
-// Why `g` is not a usable hierarchy (sizes not a power-of-two multiple of ways x line, ...).
-std::optional<std::string> validate(const Geometry& g);
+// Ok for a usable hierarchy, else refused with why it is not (sizes not a power-of-two
+// multiple of ways x line, ...).
+pmu::Status validate(const Geometry& g);
 
 enum class Level : uint8_t { kL1, kL2, kL3, kDram };
 

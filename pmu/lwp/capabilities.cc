@@ -80,19 +80,22 @@ Capabilities capabilities_from_cpuid(const CpuidLeaf& leaf) {
   return caps;
 }
 
-std::optional<std::string> validate(const Capabilities& caps) {
-  if (!caps.available) return std::nullopt;  // "no LWP" is a valid processor
+pmu::Status validate(const Capabilities& caps) {
+  if (!caps.available) return {};  // "no LWP" is a valid processor
   if (caps.version != kVersion)
-    return "LWP version " + std::to_string(caps.version) + " is not supported (only version 1)";
+    return pmu::Status::refused("LWP version " + std::to_string(caps.version) +
+                                " is not supported (only version 1)");
   if (caps.max_events < 1 || caps.max_events > kMaxEventSlots)
-    return "LWP max_events " + std::to_string(caps.max_events) + " is outside 1.." +
-           std::to_string(kMaxEventSlots) + " (LWPCBSize is an 8-bit CPUID field)";
+    return pmu::Status::refused("LWP max_events " + std::to_string(caps.max_events) +
+                                " is outside 1.." + std::to_string(kMaxEventSlots) +
+                                " (LWPCBSize is an 8-bit CPUID field)");
   if (caps.cache_max_bits < 10 || caps.cache_max_bits > 31)
-    return "LWP cache_max_bits " + std::to_string(caps.cache_max_bits) +
-           " is outside 10..31 (CPUID 0x8000001C ECX[4:0])";
+    return pmu::Status::refused("LWP cache_max_bits " + std::to_string(caps.cache_max_bits) +
+                                " is outside 10..31 (CPUID 0x8000001C ECX[4:0])");
   if (caps.dcache_misses && !caps.cache_level_filter && !caps.cache_latency_filter)
-    return "LWP DCache-miss events need a latency or a cache-level filter (proposal §5.4)";
-  return std::nullopt;
+    return pmu::Status::refused(
+        "LWP DCache-miss events need a latency or a cache-level filter (proposal §5.4)");
+  return {};
 }
 
 Capabilities baseline(std::span<const Capabilities> members) {

@@ -7,6 +7,8 @@
 #include <span>
 #include <string>
 
+#include "pmu/status.h"
+
 namespace pmu::lwp {
 
 struct CpuidLeaf {
@@ -54,10 +56,10 @@ CpuidLeaf cpuid_leaf(const Capabilities& caps, uint64_t lwpmsr0);
 // Inverse of cpuid_leaf for EBX/ECX/EDX (EAX is state, not capability).
 Capabilities capabilities_from_cpuid(const CpuidLeaf& leaf);
 
-// Why `caps` cannot describe an LWP implementation of the proposal, or nullopt when it can.
+// Ok when `caps` describes an LWP implementation of the proposal, else refused with why.
 // Rules: version 1; 1 <= max_events <= 26; 10 <= cache_max_bits <= 31; a processor that offers
 // DCache-miss events filters by latency or by cache level (§5.4 MinLatency/CLF notes).
-std::optional<std::string> validate(const Capabilities& caps);
+pmu::Status validate(const Capabilities& caps);
 
 // The capabilities a migration set may advertise (§5.1 note on SVM): the AND of every feature bit
 // and the minimum of MaxEvents and CacheMax over all members. If the AND leaves DCache misses

@@ -480,23 +480,25 @@ void LwpUnit::restore(const SaveArea& area) {
 
 UnitState LwpUnit::state() const { return UnitState{msr0_, save()}; }
 
-std::optional<std::string> LwpUnit::load_state(const UnitState& state) {
+pmu::Status LwpUnit::load_state(const UnitState& state) {
   if (!caps_.available && state.lwpmsr0 != 0)
-    return "LWP state present but this CPU profile has no LWP";
+    return pmu::Status::refused("LWP state present but this CPU profile has no LWP");
   if (state.lwpmsr0 & ~msr0::kWritableMask)
-    return "LWPMSR0 " + hex(state.lwpmsr0) + " has reserved bits set";
+    return pmu::Status::refused("LWPMSR0 " + hex(state.lwpmsr0) + " has reserved bits set");
   if (state.lwpmsr0 & kMsr0FeatureBits & ~caps_.msr0_allowed())
-    return "LWPMSR0 " + hex(state.lwpmsr0) +
-           " enables LWP features this CPU profile lacks (allowed " + hex(caps_.msr0_allowed()) +
-           ")";
+    return pmu::Status::refused("LWPMSR0 " + hex(state.lwpmsr0) +
+                                " enables LWP features this CPU profile lacks (allowed " +
+                                hex(caps_.msr0_allowed()) + ")");
   if (interrupt_vector_invalid(state.lwpmsr0))
-    return "LWPMSR0 " + hex(state.lwpmsr0) + " has INT with a vector below 16";
+    return pmu::Status::refused("LWPMSR0 " + hex(state.lwpmsr0) +
+                                " has INT with a vector below 16");
   if (state.save_area.counter_count > caps_.max_events)
-    return "LWP state has " + std::to_string(state.save_area.counter_count) +
-           " event slots, this CPU profile has " + std::to_string(caps_.max_events);
+    return pmu::Status::refused("LWP state has " + std::to_string(state.save_area.counter_count) +
+                                " event slots, this CPU profile has " +
+                                std::to_string(caps_.max_events));
   msr0_ = state.lwpmsr0;
   restore(state.save_area);
-  return std::nullopt;
+  return {};
 }
 
 void LwpUnit::reset() {

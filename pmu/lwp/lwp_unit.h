@@ -74,6 +74,7 @@
 #include <optional>
 #include <string>
 
+#include "pmu/status.h"
 #include "pmu/guest_memory.h"
 #include "pmu/interrupt_sink.h"
 #include "pmu/page_fault_sink.h"
@@ -175,10 +176,10 @@ class LwpUnit {
   void restore(const SaveArea& area);
 
   // Snapshot / migration: save() plus LWPMSR0. load_state() checks the state against this unit's
-  // capabilities (LWPMSR0 bits, slot count) and returns a one-line error without changing
+  // capabilities (LWPMSR0 bits, slot count) and is refused with a one-line reason without changing
   // anything when it does not fit.
   UnitState state() const;
-  std::optional<std::string> load_state(const UnitState& state);
+  pmu::Status load_state(const UnitState& state);
 
   // Processor reset: LWPMSR0 = 0, LWP off, PRNG back to the seed. stats() are cumulative over
   // the unit's life (diagnostics), so reset() keeps them.

@@ -63,26 +63,28 @@ std::vector<std::byte> serialize(const UnitState& state) {
   return w.take();
 }
 
-std::variant<UnitState, std::string> deserialize(std::span<const std::byte> bytes) {
+pmu::Result<UnitState> deserialize(std::span<const std::byte> bytes) {
   if (bytes.size() < 6)
-    return std::string("LWP save area truncated: ") + std::to_string(bytes.size()) +
-           " bytes, header needs " + std::to_string(kFixedSize);
+    return pmu::Status::refused(std::string("LWP save area truncated: ") +
+                                std::to_string(bytes.size()) + " bytes, header needs " +
+                                std::to_string(kFixedSize));
   if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
-    return std::string("not an LWP save area (bad magic)");
+    return pmu::Status::refused(std::string("not an LWP save area (bad magic)"));
   Reader r(bytes.subspan(4));
   const uint64_t version = r.le(2);
   if (version != kSaveAreaFormatVersion)
-    return "unsupported LWP save-area version " + std::to_string(version) +
-           " (this build reads version " + std::to_string(kSaveAreaFormatVersion) + ")";
+    return pmu::Status::refused("unsupported LWP save-area version " + std::to_string(version) +
+                                " (this build reads version " +
+                                std::to_string(kSaveAreaFormatVersion) + ")");
   if (bytes.size() < kFixedSize)
-    return "LWP save area truncated: " + std::to_string(bytes.size()) + " bytes, header needs " +
-           std::to_string(kFixedSize);
+    return pmu::Status::refused("LWP save area truncated: " + std::to_string(bytes.size()) +
+                                " bytes, header needs " + std::to_string(kFixedSize));
   UnitState state;
   SaveArea& sa = state.save_area;
   const uint64_t count = r.le(2);
   if (count > kMaxEventSlots)
-    return "LWP save area has " + std::to_string(count) + " counters (at most " +
-           std::to_string(kMaxEventSlots) + ")";
+    return pmu::Status::refused("LWP save area has " + std::to_string(count) +
+                                " counters (at most " + std::to_string(kMaxEventSlots) + ")");
   sa.counter_count = static_cast<uint8_t>(count);
   state.lwpmsr0 = r.le(8);
   sa.lwpcb_address = r.le(8);
@@ -91,16 +93,17 @@ std::variant<UnitState, std::string> deserialize(std::span<const std::byte> byte
   const uint64_t pending = r.le(1);
   const uint64_t zero = r.le(2);
   if (missed > 1 || pending > static_cast<uint8_t>(PendingInit::kRestore) || zero != 0)
-    return std::string("LWP save area has invalid flag bytes");
+    return pmu::Status::refused(std::string("LWP save area has invalid flag bytes"));
   sa.missed_pending = missed == 1;
   sa.pending = static_cast<PendingInit>(pending);
   sa.prng_state = r.le(8);
   sa.active_slots = static_cast<uint32_t>(r.le(4));
   if (count < 32 && (sa.active_slots >> count) != 0)
-    return std::string("LWP save area marks slots active beyond its counter count");
+    return pmu::Status::refused(
+        std::string("LWP save area marks slots active beyond its counter count"));
   if (r.remaining() != count * 4)
-    return "LWP save area size mismatch: " + std::to_string(r.remaining()) +
-           " bytes of counters, expected " + std::to_string(count * 4);
+    return pmu::Status::refused("LWP save area size mismatch: " + std::to_string(r.remaining()) +
+                                " bytes of counters, expected " + std::to_string(count * 4));
   for (uint64_t i = 0; i < count; ++i) sa.counters[i] = static_cast<uint32_t>(r.le(4));
   return state;
 }

@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "pmu/status.h"
 #include "pmu/lwp/architecture.h"
 
 namespace pmu::lwp {
@@ -49,6 +50,6 @@ inline constexpr uint16_t kSaveAreaFormatVersion = 1;
 std::vector<std::byte> serialize(const UnitState& state);
 
 // The error says what is wrong in one line (bad magic, unsupported version, truncated, ...).
-std::variant<UnitState, std::string> deserialize(std::span<const std::byte> bytes);
+pmu::Result<UnitState> deserialize(std::span<const std::byte> bytes);
 
 }  // namespace pmu::lwp

@@ -9,22 +9,24 @@
 
 namespace pmu::netburst {
 
-std::optional<std::string> validate(const Config& c) {
+pmu::Status validate(const Config& c) {
   if (c.counters < 1 || c.counters > kMaxCounters)
-    return "NetBurst PMU: " + std::to_string(c.counters) + " counters (1..18 supported)";
+    return pmu::Status::refused("NetBurst PMU: " + std::to_string(c.counters) +
+                                " counters (1..18 supported)");
   if (c.counter_bits < 32 || c.counter_bits > 40)
-    return "NetBurst PMU: " + std::to_string(c.counter_bits) + "-bit counters (32..40 supported)";
+    return pmu::Status::refused("NetBurst PMU: " + std::to_string(c.counter_bits) +
+                                "-bit counters (32..40 supported)");
   if (c.threads_per_core != 1)
-    return "NetBurst PMU: " + std::to_string(c.threads_per_core) +
-           " threads per core (only single-threaded is modelled)";
+    return pmu::Status::refused("NetBurst PMU: " + std::to_string(c.threads_per_core) +
+                                " threads per core (only single-threaded is modelled)");
   if (c.pmi_timing != PmiTiming::kNextEventCount && c.pmi_timing != PmiTiming::kAtOverflow)
-    return std::string("NetBurst PMU: unknown PMI timing");
-  return std::nullopt;
+    return pmu::Status::refused(std::string("NetBurst PMU: unknown PMI timing"));
+  return {};
 }
 
 namespace {
 const Config& checked(const Config& c) {
-  if (auto error = validate(c)) throw std::invalid_argument(*error);
+  if (const pmu::Status s = validate(c); !s.ok()) throw std::invalid_argument(s.reason());
   return c;
 }
 }  // namespace
@@ -333,31 +335,38 @@ PmuState NetburstPmu::state() const {
   return s;
 }
 
-std::optional<std::string> NetburstPmu::load_state(const PmuState& s) {
+pmu::Status NetburstPmu::load_state(const PmuState& s) {
   if (s.counter_count > kMaxCounters)
-    return "NetBurst state has " + std::to_string(s.counter_count) + " counters (at most 18)";
+    return pmu::Status::refused("NetBurst state has " + std::to_string(s.counter_count) +
+                                " counters (at most 18)");
   // Counters the state has and this PMU lacks must be idle and zero.
   for (int n = static_cast<int>(config_.counters); n < s.counter_count; ++n)
     if (s.counters[n] != 0 || s.cccrs[n] != 0)
-      return "NetBurst state uses counter " + std::to_string(n) + " but this CPU has " +
-             std::to_string(config_.counters) + " counters";
+      return pmu::Status::refused("NetBurst state uses counter " + std::to_string(n) +
+                                  " but this CPU has " + std::to_string(config_.counters) +
+                                  " counters");
   const uint32_t live = (config_.counters >= 32) ? ~0u : ((1u << config_.counters) - 1u);
   const uint32_t in_state = s.counter_count == 0 ? 0u : ((1u << s.counter_count) - 1u);
   if ((s.pending_pmi | s.edge_previous) & ~(live & in_state))
-    return std::string("NetBurst state flags counters that do not exist here");
+    return pmu::Status::refused(
+        std::string("NetBurst state flags counters that do not exist here"));
   for (int n = 0; n < s.counter_count && n < static_cast<int>(config_.counters); ++n) {
     if (s.counters[n] & ~counter_mask_)
-      return "NetBurst state: counter " + std::to_string(n) + " does not fit " +
-             std::to_string(config_.counter_bits) + " bits";
+      return pmu::Status::refused("NetBurst state: counter " + std::to_string(n) +
+                                  " does not fit " + std::to_string(config_.counter_bits) +
+                                  " bits");
     if (s.cccrs[n] & cccr::kReserved)
-      return "NetBurst state: CCCR " + std::to_string(n) + " has reserved bits set";
+      return pmu::Status::refused("NetBurst state: CCCR " + std::to_string(n) +
+                                  " has reserved bits set");
   }
   for (int i = 0; i < kEscrCount; ++i) {
     const Escr e = static_cast<Escr>(i);
     if (s.escrs[i] & escr::kReserved)
-      return "NetBurst state: " + std::string(escr_name(e)) + " has reserved bits set";
+      return pmu::Status::refused("NetBurst state: " + std::string(escr_name(e)) +
+                                  " has reserved bits set");
     if (s.escrs[i] != 0 && !escr_exists(e))
-      return "NetBurst state uses " + std::string(escr_name(e)) + ", which this CPU model lacks";
+      return pmu::Status::refused("NetBurst state uses " + std::string(escr_name(e)) +
+                                  ", which this CPU model lacks");
   }
   counters_.fill(0);
   cccrs_.fill(0);
@@ -369,7 +378,7 @@ std::optional<std::string> NetburstPmu::load_state(const PmuState& s) {
   pending_pmi_ = s.pending_pmi;
   edge_previous_ = s.edge_previous;
   rebuild_setups();
-  return std::nullopt;
+  return {};
 }
 
 void NetburstPmu::reset() {

@@ -56,6 +56,7 @@
 #include <optional>
 #include <string>
 
+#include "pmu/status.h"
 #include "pmu/interrupt_sink.h"
 #include "pmu/netburst/binding.h"
 #include "pmu/netburst/events.h"
@@ -88,8 +89,8 @@ struct Config {
   bool operator==(const Config&) const = default;
 };
 
-// Why `config` cannot be modelled (one line), or nullopt.
-std::optional<std::string> validate(const Config& config);
+// Ok when `config` can be modelled, else refused with why (one line).
+pmu::Status validate(const Config& config);
 
 struct Stats {
   uint64_t instructions = 0;  // retire() calls that found a counting counter
@@ -158,7 +159,7 @@ class NetburstPmu {
   // Snapshot / migration. load_state() checks that the state fits this PMU (counter count and
   // width, IQ ESCRs, reserved bits) and changes nothing when it does not.
   PmuState state() const;
-  std::optional<std::string> load_state(const PmuState& state);
+  pmu::Status load_state(const PmuState& state);
 
   // Processor reset: every counter, CCCR and ESCR 0 (SDM: all initialised to 0 on reset).
   // stats() are cumulative over the PMU's life and survive reset().

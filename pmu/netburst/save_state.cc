@@ -54,55 +54,62 @@ std::vector<std::byte> serialize(const PmuState& s) {
   return out;
 }
 
-std::variant<PmuState, std::string> deserialize(std::span<const std::byte> bytes) {
+pmu::Result<PmuState> deserialize(std::span<const std::byte> bytes) {
   if (bytes.size() < 6)
-    return "NetBurst PMU state truncated: " + std::to_string(bytes.size()) + " bytes";
+    return pmu::Status::refused("NetBurst PMU state truncated: " + std::to_string(bytes.size()) +
+                                " bytes");
   if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
-    return std::string("not a NetBurst PMU state (bad magic)");
+    return pmu::Status::refused(std::string("not a NetBurst PMU state (bad magic)"));
   Reader r(bytes.subspan(4));
   const uint64_t version = r.get(2);
   if (version != kStateFormatVersion)
-    return "unsupported NetBurst PMU state version " + std::to_string(version) +
-           " (this build reads version " + std::to_string(kStateFormatVersion) + ")";
+    return pmu::Status::refused("unsupported NetBurst PMU state version " +
+                                std::to_string(version) + " (this build reads version " +
+                                std::to_string(kStateFormatVersion) + ")");
   if (bytes.size() < kHeaderSize)
-    return "NetBurst PMU state truncated: " + std::to_string(bytes.size()) +
-           " bytes, header needs " + std::to_string(kHeaderSize);
+    return pmu::Status::refused("NetBurst PMU state truncated: " + std::to_string(bytes.size()) +
+                                " bytes, header needs " + std::to_string(kHeaderSize));
   PmuState s;
   const uint64_t count = r.get(1);
   const uint64_t bits = r.get(1);
   const uint64_t flags = r.get(4);
   if (count > kMaxCounters)
-    return "NetBurst PMU state has " + std::to_string(count) + " counters (at most 18)";
+    return pmu::Status::refused("NetBurst PMU state has " + std::to_string(count) +
+                                " counters (at most 18)");
   if (bits < 32 || bits > 40)
-    return "NetBurst PMU state has " + std::to_string(bits) + "-bit counters (32..40 allowed)";
-  if (flags != 0) return std::string("NetBurst PMU state has unknown flags");
+    return pmu::Status::refused("NetBurst PMU state has " + std::to_string(bits) +
+                                "-bit counters (32..40 allowed)");
+  if (flags != 0) return pmu::Status::refused(std::string("NetBurst PMU state has unknown flags"));
   const size_t expected = kHeaderSize + count * kPerCounter + kEscrPart;
   if (bytes.size() != expected)
-    return "NetBurst PMU state size mismatch: " + std::to_string(bytes.size()) +
-           " bytes, expected " + std::to_string(expected);
+    return pmu::Status::refused(
+        "NetBurst PMU state size mismatch: " + std::to_string(bytes.size()) + " bytes, expected " +
+        std::to_string(expected));
   s.counter_count = static_cast<uint8_t>(count);
   s.counter_bits = static_cast<uint8_t>(bits);
   s.pending_pmi = static_cast<uint32_t>(r.get(4));
   s.edge_previous = static_cast<uint32_t>(r.get(4));
   const uint32_t live = count == 0 ? 0u : ((1u << count) - 1u);
   if ((s.pending_pmi & ~live) || (s.edge_previous & ~live))
-    return std::string("NetBurst PMU state flags counters that do not exist");
+    return pmu::Status::refused(std::string("NetBurst PMU state flags counters that do not exist"));
   const uint64_t counter_mask = (uint64_t{1} << bits) - 1;
   for (uint64_t i = 0; i < count; ++i) {
     s.counters[i] = r.get(8);
     s.cccrs[i] = static_cast<uint32_t>(r.get(4));
     if (s.counters[i] & ~counter_mask)
-      return "NetBurst PMU state: counter " + std::to_string(i) + " wider than " +
-             std::to_string(bits) + " bits";
+      return pmu::Status::refused("NetBurst PMU state: counter " + std::to_string(i) +
+                                  " wider than " + std::to_string(bits) + " bits");
     if (s.cccrs[i] & cccr::kReserved)
-      return "NetBurst PMU state: CCCR " + std::to_string(i) + " has reserved bits set";
+      return pmu::Status::refused("NetBurst PMU state: CCCR " + std::to_string(i) +
+                                  " has reserved bits set");
   }
-  if (r.get(1) != kEscrCount) return std::string("NetBurst PMU state: wrong ESCR count");
+  if (r.get(1) != kEscrCount)
+    return pmu::Status::refused(std::string("NetBurst PMU state: wrong ESCR count"));
   for (int i = 0; i < kEscrCount; ++i) {
     s.escrs[i] = static_cast<uint32_t>(r.get(4));
     if (s.escrs[i] & escr::kReserved)
-      return std::string("NetBurst PMU state: ") + std::string(escr_table()[i].name) +
-             " has reserved bits set";
+      return pmu::Status::refused(std::string("NetBurst PMU state: ") +
+                                  std::string(escr_table()[i].name) + " has reserved bits set");
   }
   return s;
 }

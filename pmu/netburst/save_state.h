@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "pmu/status.h"
 #include "pmu/netburst/msr_map.h"
 
 namespace pmu::netburst {
@@ -41,8 +42,8 @@ inline constexpr uint16_t kStateFormatVersion = 1;
 std::vector<std::byte> serialize(const PmuState& state);
 
 // Checks the format only (magic, version, sizes, counter_count <= 18, width 32..40, reserved
-// bits clear); whether the state fits a particular PMU is NetburstPmu::load_state's job. The
-// error is one line.
-std::variant<PmuState, std::string> deserialize(std::span<const std::byte> bytes);
+// bits clear); whether the state fits a particular PMU is NetburstPmu::load_state's job. A
+// refusal's reason is one line.
+pmu::Result<PmuState> deserialize(std::span<const std::byte> bytes);
 
 }  // namespace pmu::netburst

@@ -109,19 +109,19 @@ TEST(CacheModelTest, StoresAllocateButAreNotLoads) {
 }
 
 TEST(CacheGeometryTest, ValidationNamesTheProblem) {
-  EXPECT_EQ(validate(tiny()), std::nullopt);
+  EXPECT_TRUE(validate(tiny()).ok());
   Geometry g = tiny();
   g.line_size = 48;
-  EXPECT_EQ(validate(g), "cache line size must be a power of two >= 8");
+  EXPECT_EQ(validate(g).reason(), "cache line size must be a power of two >= 8");
   g = tiny();
   g.l1d.size_bytes = 3 * 2 * 64;
-  EXPECT_EQ(validate(g), "L1D size must be ways x line size x a power of two");
+  EXPECT_EQ(validate(g).reason(), "L1D size must be ways x line size x a power of two");
   g = tiny();
   g.l2.ways = 0;
-  EXPECT_EQ(validate(g), "L2 must have at least one way");
+  EXPECT_EQ(validate(g).reason(), "L2 must have at least one way");
   g = tiny();
   g.dram_latency_cycles = 10;
-  EXPECT_EQ(validate(g), "cache latencies must not decrease from L1D to DRAM");
+  EXPECT_EQ(validate(g).reason(), "cache latencies must not decrease from L1D to DRAM");
 }
 
 // A snapshot's cache section with a recomputed checksum is no proof of anything: each level's

@@ -318,19 +318,19 @@ UnitState SampleState() {
 TEST(SaveAreaFormat, SerializeRoundTrip) {
   const UnitState st = SampleState();
   auto back = deserialize(serialize(st));
-  ASSERT_TRUE(std::holds_alternative<UnitState>(back)) << std::get<std::string>(back);
-  EXPECT_EQ(std::get<UnitState>(back), st);
+  ASSERT_TRUE(back.ok()) << back.reason();
+  EXPECT_EQ(back.value(), st);
 
   UnitState small;
   small.save_area.counter_count = 1;
   small.save_area.counters[0] = 5;
   small.save_area.pending = PendingInit::kLlwpcb;
   auto back2 = deserialize(serialize(small));
-  ASSERT_TRUE(std::holds_alternative<UnitState>(back2));
-  EXPECT_EQ(std::get<UnitState>(back2), small);
+  ASSERT_TRUE(back2.ok());
+  EXPECT_EQ(back2.value(), small);
   auto back3 = deserialize(serialize(UnitState{}));
-  ASSERT_TRUE(std::holds_alternative<UnitState>(back3));
-  EXPECT_EQ(std::get<UnitState>(back3), UnitState{});
+  ASSERT_TRUE(back3.ok());
+  EXPECT_EQ(back3.value(), UnitState{});
 }
 
 // save_area.h: a bad magic is rejected with a one-line error.
@@ -338,8 +338,8 @@ TEST(SaveAreaFormat, RejectsBadMagic) {
   auto bytes = serialize(SampleState());
   bytes[0] ^= std::byte{0xFF};
   auto r = deserialize(bytes);
-  ASSERT_TRUE(std::holds_alternative<std::string>(r));
-  const std::string& e = std::get<std::string>(r);
+  ASSERT_FALSE(r.ok());
+  const std::string& e = r.reason();
   EXPECT_FALSE(e.empty());
   EXPECT_EQ(e.find('\n'), std::string::npos);
   EXPECT_NE(Lower(e).find("magic"), std::string::npos) << e;
@@ -361,8 +361,8 @@ TEST(SaveAreaFormat, RejectsUnknownVersion) {
       bytes[off] = static_cast<std::byte>(v & 0xFF);
       bytes[off + 1] = static_cast<std::byte>(v >> 8);
       auto r = deserialize(bytes);
-      if (!std::holds_alternative<std::string>(r)) continue;
-      const std::string e = std::get<std::string>(r);
+      if (r.ok()) continue;
+      const std::string e = r.reason();
       if (Lower(e).find("version") != std::string::npos) {
         found = true;
         EXPECT_EQ(e.find('\n'), std::string::npos);
@@ -378,9 +378,9 @@ TEST(SaveAreaFormat, RejectsTruncation) {
   ASSERT_GT(good.size(), 8u);
   for (size_t n = 0; n < good.size(); ++n) {
     auto r = deserialize(std::span(good).first(n));
-    ASSERT_TRUE(std::holds_alternative<std::string>(r)) << "prefix " << n << " accepted";
-    EXPECT_FALSE(std::get<std::string>(r).empty());
-    EXPECT_EQ(std::get<std::string>(r).find('\n'), std::string::npos);
+    ASSERT_FALSE(r.ok()) << "prefix " << n << " accepted";
+    EXPECT_FALSE(r.reason().empty());
+    EXPECT_EQ(r.reason().find('\n'), std::string::npos);
   }
 }
 
@@ -397,9 +397,9 @@ TEST_F(SaveAreaTest, LoadStateRejectsLwpmsr0BitsDestinationLacks) {
     o.Make(lesser, config);
     const UnitState before = o.unit->state();
     auto err = o.unit->load_state(st);
-    ASSERT_TRUE(err.has_value());
-    EXPECT_FALSE(err->empty());
-    EXPECT_EQ(err->find('\n'), std::string::npos);
+    ASSERT_FALSE(err.ok());
+    EXPECT_FALSE(err.reason().empty());
+    EXPECT_EQ(err.reason().find('\n'), std::string::npos);
     EXPECT_EQ(o.unit->state(), before);
     EXPECT_EQ(o.unit->lwpcb_address(), 0u);
   }
@@ -409,7 +409,7 @@ TEST_F(SaveAreaTest, LoadStateRejectsLwpmsr0BitsDestinationLacks) {
   Other o;
   o.mem = mem;
   o.Make(caps, config);
-  EXPECT_TRUE(o.unit->load_state(bad).has_value());
+  EXPECT_FALSE(o.unit->load_state(bad).ok());
   EXPECT_EQ(o.unit->lwpmsr0(), 0u);
 }
 
@@ -425,8 +425,8 @@ TEST_F(SaveAreaTest, LoadStateRejectsSlotCountDestinationLacks) {
   o.Make(one, config);
   const UnitState before = o.unit->state();
   auto err = o.unit->load_state(st);
-  ASSERT_TRUE(err.has_value());
-  EXPECT_FALSE(err->empty());
+  ASSERT_FALSE(err.ok());
+  EXPECT_FALSE(err.reason().empty());
   EXPECT_EQ(o.unit->state(), before);
 }
 
@@ -436,14 +436,14 @@ TEST_F(SaveAreaTest, SnapshotThroughSerializedFormContinues) {
   RunBusy(211);
   const auto blob = serialize(unit->state());
   auto decoded = deserialize(blob);
-  ASSERT_TRUE(std::holds_alternative<UnitState>(decoded));
+  ASSERT_TRUE(decoded.ok());
   Other o;
   o.mem = mem;
   UnitConfig c2 = config;
   c2.seed = 1;
   o.Make(caps, c2);
   mem.clear_log();
-  ASSERT_EQ(o.unit->load_state(std::get<UnitState>(decoded)), std::nullopt);
+  ASSERT_TRUE(o.unit->load_state(decoded.value()).ok());
   EXPECT_EQ(o.unit->lwpmsr0(), kMsr0AllFeatures | msr0_vector(kVector));
   EXPECT_EQ(o.unit->lwpcb_address(), kLwpcbAddr);
   o.unit->enter_user();

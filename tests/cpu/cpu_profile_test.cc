@@ -64,7 +64,7 @@ TEST(ShippedProfiles, EveryProfileParsesAndValidates) {
     EXPECT_EQ(p.name, name);
     EXPECT_EQ(p.source, name + ".json");
     EXPECT_FALSE(p.description.empty());
-    EXPECT_EQ(pmu::lwp::validate(p.lwp), std::nullopt);
+    EXPECT_TRUE(pmu::lwp::validate(p.lwp).ok());
     // The policy never asks for more than the profile offers (else LWPMSR0 would #GP).
     EXPECT_EQ(p.lwp_enable_policy & ~msr0::kVectorMask & ~p.lwp.msr0_allowed(), 0u);
     EXPECT_GT(p.cache.dram_latency_cycles, p.cache.l2.latency_cycles);

@@ -32,14 +32,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const auto parsed =
       pmu::netburst::deserialize(std::span(reinterpret_cast<const std::byte*>(data + 1), size - 1));
-  if (!std::holds_alternative<pmu::netburst::PmuState>(parsed)) return 0;
-  const pmu::netburst::PmuState& state = std::get<pmu::netburst::PmuState>(parsed);
+  if (!parsed.ok()) return 0;
+  const pmu::netburst::PmuState& state = parsed.value();
   pmu::netburst::Config config;
   config.pmi_timing = (data[0] & 1) ? pmu::netburst::PmiTiming::kNextEventCount
                                     : pmu::netburst::PmiTiming::kAtOverflow;
   pmu::testing::RecordingInterruptSink sink;
   pmu::netburst::NetburstPmu pmu(config, sink);
-  if (pmu.load_state(state)) return 0;  // refused, with its reason: nothing changed
+  if (!pmu.load_state(state).ok()) return 0;  // refused, with its reason: nothing changed
 
   uint32_t mix = data[0] | 1u;
   auto next = [&] { return mix = mix * 1103515245u + 12345u; };

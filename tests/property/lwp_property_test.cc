@@ -383,7 +383,7 @@ Capabilities gen_caps(Rng& r) {
     if (c.dcache_misses && !c.cache_level_filter && !c.cache_latency_filter)
       c.cache_latency_filter = true;
     c.version = 1;
-    if (!validate(c)) return c;
+    if (validate(c).ok()) return c;
   }
   Capabilities full;  // every feature: always a valid description
   full.available = full.interrupt = full.instructions_retired = full.branches_retired = true;
@@ -1198,13 +1198,13 @@ class Runner {
         const UnitState s = u.state();
         const std::vector<std::byte> bytes = serialize(s);
         auto d = deserialize(bytes);
-        if (auto* err = std::get_if<std::string>(&d))
-          return fail(w, "serialize", "deserialize(serialize(state())) failed: " + *err);
-        const UnitState& back = std::get<UnitState>(d);
+        if (!d.ok())
+          return fail(w, "serialize", "deserialize(serialize(state())) failed: " + d.reason());
+        const UnitState& back = d.value();
         if (back != s) return fail(w, "serialize", "deserialize(serialize(s)) != s");
         if (serialize(back) != bytes) return fail(w, "serialize", "serialize is not deterministic");
-        if (auto err = u.load_state(back))
-          return fail(w, "load-state", "load_state(own state) refused: " + *err);
+        if (const pmu::Status err = u.load_state(back); !err.ok())
+          return fail(w, "load-state", "load_state(own state) refused: " + err.reason());
         if (u.lwpcb_address() != s.save_area.lwpcb_address || u.lwpmsr0() != s.lwpmsr0)
           return fail(w, "load-state", "load_state did not load pointer/LWPMSR0");
         if (w.mem.writes().size() != pre.writes)
@@ -1592,11 +1592,11 @@ class Runner {
     const UnitState s = p.unit->state();
     const std::vector<std::byte> bytes = serialize(s);
     auto d = deserialize(bytes);
-    if (auto* err = std::get_if<std::string>(&d)) {
-      fail(p, "serialize", "deserialize(serialize(state())) failed: " + *err);
+    if (!d.ok()) {
+      fail(p, "serialize", "deserialize(serialize(state())) failed: " + d.reason());
       return nullptr;
     }
-    if (std::get<UnitState>(d) != s) {
+    if (d.value() != s) {
       fail(p, "serialize", "deserialize(serialize(s)) != s");
       return nullptr;
     }
@@ -1620,8 +1620,8 @@ class Runner {
     c->ring_base = p.ring_base;
     c->ring_size = p.ring_size;
     c->make_unit();
-    if (auto err = c->unit->load_state(std::get<UnitState>(d))) {
-      fail(p, "snapshot", "fresh unit refused the state: " + *err);
+    if (const pmu::Status err = c->unit->load_state(d.value()); !err.ok()) {
+      fail(p, "snapshot", "fresh unit refused the state: " + err.reason());
       return nullptr;
     }
     if (c->unit->lwpcb_address() != p.unit->lwpcb_address() ||
@@ -2073,16 +2073,16 @@ TEST(LwpSerializeProperty, RoundTripsAndSurvivesDamagedBytes) {
       s.save_area.prng_state = r.next();
       const std::vector<std::byte> bytes = serialize(s);
       auto d = deserialize(bytes);
-      ASSERT_TRUE(std::holds_alternative<UnitState>(d))
-          << "iteration " << iter << ": " << std::get<std::string>(d);
-      ASSERT_TRUE(std::get<UnitState>(d) == s) << "iteration " << iter;
+      ASSERT_TRUE(d.ok()) << "iteration " << iter << ": " << d.reason();
+      ASSERT_TRUE(d.value() == s) << "iteration " << iter;
       {
         auto err = unit.load_state(s);
-        EXPECT_EQ(!err.has_value(), load_state_acceptable(caps, s))
+        EXPECT_EQ(err.ok(), load_state_acceptable(caps, s))
             << "iteration " << iter << ": load_state of LWPMSR0 " << hex(s.lwpmsr0) << ", "
-            << int{s.save_area.counter_count} << " slots: " << err.value_or("accepted");
-        ++seen[err ? 1 : 0];
-        if (!err) expect_loaded(unit, s, iter);
+            << int{s.save_area.counter_count}
+            << " slots: " << (err.ok() ? "accepted" : err.reason());
+        ++seen[err.ok() ? 0 : 1];
+        if (err.ok()) expect_loaded(unit, s, iter);
         unit.reset();
       }
 
@@ -2105,25 +2105,26 @@ TEST(LwpSerializeProperty, RoundTripsAndSurvivesDamagedBytes) {
             break;
         }
         auto dd = deserialize(bad);
-        if (!std::holds_alternative<UnitState>(dd)) {
+        if (!dd.ok()) {
           ++seen[4];
-          EXPECT_FALSE(std::get<std::string>(dd).empty()) << "empty error message";
+          EXPECT_FALSE(dd.reason().empty()) << "empty error message";
           continue;
         }
-        const UnitState got = std::get<UnitState>(dd);
+        const UnitState got = dd.value();
         auto again = deserialize(serialize(got));
-        ASSERT_TRUE(std::holds_alternative<UnitState>(again))
-            << "accepted state does not re-serialise";
-        EXPECT_TRUE(std::get<UnitState>(again) == got) << "accepted state is not canonical";
+        ASSERT_TRUE(again.ok()) << "accepted state does not re-serialise";
+        EXPECT_TRUE(again.value() == got) << "accepted state is not canonical";
         const UnitState before = unit.state();
         const uint64_t gen_before = unit.generation();
         auto err = unit.load_state(got);
-        EXPECT_EQ(!err.has_value(), load_state_acceptable(caps, got))
+        EXPECT_EQ(err.ok(), load_state_acceptable(caps, got))
             << "load_state of LWPMSR0 " << hex(got.lwpmsr0) << ", "
-            << int{got.save_area.counter_count} << " slots: " << err.value_or("accepted");
-        ++seen[err ? 3 : 2];
-        if (err) {
-          EXPECT_TRUE(unit.state() == before) << "refused load_state changed the unit: " << *err;
+            << int{got.save_area.counter_count}
+            << " slots: " << (err.ok() ? "accepted" : err.reason());
+        ++seen[err.ok() ? 2 : 3];
+        if (!err.ok()) {
+          EXPECT_TRUE(unit.state() == before)
+              << "refused load_state changed the unit: " << err.reason();
           EXPECT_EQ(unit.generation(), gen_before);
         } else {
           EXPECT_EQ(got.lwpmsr0 & ~kMsr0DefinedBits, 0u)

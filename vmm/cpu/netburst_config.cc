@@ -13,8 +13,8 @@ std::optional<pmu::netburst::Config> netburst_config(const CpuProfile& profile) 
   c.third_level_cache = profile.cache.l3.has_value();
   // IQ_ESCR0/1 exist on family 0xF models 1 and 2 only (pmu/netburst/README.md).
   c.iq_escrs = profile.family == 0xF && profile.model <= 2;
-  if (auto error = pmu::netburst::validate(c))
-    throw UsageError("CPU profile " + profile.name + ": NetBurst PMU: " + *error);
+  if (const pmu::Status valid = pmu::netburst::validate(c); !valid.ok())
+    throw UsageError("CPU profile " + profile.name + ": NetBurst PMU: " + valid.reason());
   return c;
 }
 

@@ -118,8 +118,8 @@ Status compose_baseline(const std::vector<CpuProfile>& members, CpuProfile& p) {
     if (a.version < 2) a.fixed_counters = 0;
     p.architectural_pmu = a;
   }
-  if (const std::optional<std::string> why = lwp::validate(p.lwp))
-    return Error::usage("the computed LWP capabilities are invalid: " + *why);
+  if (const pmu::Status valid = lwp::validate(p.lwp); !valid.ok())
+    return Error::usage("the computed LWP capabilities are invalid: " + valid.reason());
   return {};
 }
 

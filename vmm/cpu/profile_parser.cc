@@ -320,7 +320,8 @@ class ProfileParser {
     c.cache_latency_filter = flag("cache_latency_filter");
     if (const Json* f = ProfileFields::optional(o, "branch_prediction"))
       c.branch_prediction = r_.boolean(*f, "lwp.branch_prediction");
-    if (const std::optional<std::string> why = lwp::validate(c)) r_.fail("lwp", "lwp: " + *why);
+    if (const pmu::Status valid = lwp::validate(c); !valid.ok())
+      r_.fail("lwp", "lwp: " + valid.reason());
     parse_lwp_policy(o, p);
   }
 

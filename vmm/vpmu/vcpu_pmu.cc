@@ -75,10 +75,10 @@ void VcpuPmu::retire_unseen(const pmu::UnseenRetirements& batch) {
 std::vector<std::byte> VcpuPmu::save_state() const { return pmu::lwp::serialize(lwp_.state()); }
 
 Status VcpuPmu::restore_state(std::span<const std::byte> bytes) {
-  auto parsed = pmu::lwp::deserialize(bytes);
-  if (auto* error = std::get_if<std::string>(&parsed)) return Error::usage(*error);
-  if (auto error = lwp_.load_state(std::get<pmu::lwp::UnitState>(parsed)))
-    return Error::usage(*error);
+  const pmu::Result<pmu::lwp::UnitState> parsed = pmu::lwp::deserialize(bytes);
+  if (!parsed.ok()) return Error::usage(parsed.reason());
+  if (const pmu::Status loaded = lwp_.load_state(*parsed); !loaded.ok())
+    return Error::usage(loaded.reason());
   return {};
 }
 
@@ -91,10 +91,10 @@ Status VcpuPmu::restore_netburst_state(const std::vector<std::byte>* bytes) {
   if (!netburst_ && !bytes) return {};
   if (!netburst_) return Error::usage("NetBurst state, but the CPU profile has no NetBurst PMU");
   if (!bytes) return Error::usage("no NetBurst state, but the CPU profile has a NetBurst PMU");
-  auto state = pmu::netburst::deserialize(*bytes);
-  if (auto* error = std::get_if<std::string>(&state)) return Error::usage(*error);
-  if (auto error = netburst_->load_state(std::get<pmu::netburst::PmuState>(state)))
-    return Error::usage(*error);
+  const pmu::Result<pmu::netburst::PmuState> state = pmu::netburst::deserialize(*bytes);
+  if (!state.ok()) return Error::usage(state.reason());
+  if (const pmu::Status loaded = netburst_->load_state(*state); !loaded.ok())
+    return Error::usage(loaded.reason());
   return {};
 }
 
