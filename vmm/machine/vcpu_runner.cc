@@ -33,7 +33,7 @@ std::vector<kvm_cpuid_entry2> to_kvm(const std::vector<CpuidEntry>& table) {
 }  // namespace
 
 VcpuRunner::VcpuRunner(VcpuHost& host, KvmVm& vm, GuestRam& ram, uint32_t index)
-    : host_(host), ram_(ram), kvm_(std::make_unique<KvmVcpu>(vm, index)) {
+    : host_(host), kvm_(std::make_unique<KvmVcpu>(vm, index)) {
   const MachineOptions& options = host.options();
   const GuestCpu& cpu = host.guest_cpu();
   kvm_->set_cpuid(to_kvm(cpuid_for_vcpu(cpu.cpuid, index)));  // APIC ID = the vCPU index

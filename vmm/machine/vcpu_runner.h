@@ -30,13 +30,13 @@
 #include "vmm/kvm/exit_history.h"
 #include "vmm/kvm/kvm_vcpu.h"
 #include "vmm/log_budget.h"
-#include "vmm/machine/vcpu_host.h"
 #include "vmm/machine/machine_sections.h"
+#include "vmm/machine/vcpu_counts.h"
+#include "vmm/machine/vcpu_host.h"
 #include "vmm/machine/vcpu_interrupts.h"
 #include "vmm/snapshot/state_sections.h"
-#include "vmm/vpmu/vcpu_pmu.h"
-#include "vmm/machine/vcpu_counts.h"
 #include "vmm/vpmu/lwp_page_faults.h"
+#include "vmm/vpmu/vcpu_pmu.h"
 
 namespace vmm {
 
@@ -123,7 +123,6 @@ class VcpuRunner : private CountedVcpu {
   bool write_msr(uint32_t msr, uint64_t value);
 
   VcpuHost& host_;
-  GuestRam& ram_;
   std::unique_ptr<KvmVcpu> kvm_;
   VcpuInterrupts interrupts_;
   LwpPageFaults page_faults_;
