@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds everything, runs every test
 # (unit, conformance, property, end-to-end), checks the C++ layout (tools/check_format.sh), runs
-# each fuzzer for FUZZ_SECONDS (default 20), and closes with one line `N passed, N failed` summed
+# each fuzzer for FUZZ_SECONDS (default 10), and closes with one line `N passed, N failed` summed
 # over all test cases. Prints how long each phase and each test target took.
 #
 #   tools/test.sh                          everything (CI: .ci/run)
@@ -68,7 +68,7 @@ if ((repeat == 0)); then
 
   # Every fuzz target of tests/fuzz/BUILD, built with --config=fuzz in its own output base,
   # FUZZ_SECONDS each (their seeds already ran as tests above, in this build).
-  echo "== fuzzing: every target for ${FUZZ_SECONDS:=20} s"
+  echo "== fuzzing: every target for ${FUZZ_SECONDS:=10} s"
   fuzz_log=$(mktemp --suffix=.fuzz.log)
   FUZZ_SECONDS=$FUZZ_SECONDS tests/fuzz/run_fuzzer.sh 2>&1 | tee "$fuzz_log" |
     grep -vE '^(\[[0-9]|INFO: |Loading|Analyzing|Target |  /|Starting local Bazel)'
