@@ -74,12 +74,16 @@ class Destination {
     });
   }
   ~Destination() {
-    thread_.join();
+    wait();
     close(listener_);
     unlink(path_.c_str());
     rmdir(dir_.c_str());
   }
   const std::string& path() const { return path_; }
+  // Until its script has returned (what it sets after its last message is then set).
+  void wait() {
+    if (thread_.joinable()) thread_.join();
+  }
 
  private:
   std::string dir_, path_;
@@ -122,6 +126,9 @@ TEST(MigrationHandover, TheVmIsLetGoWhenTheRealDestinationSaysItRuns) {
   EXPECT_TRUE(out.handed_over) << out.error;
   EXPECT_EQ(vm.pauses, 1);
   EXPECT_EQ(vm.resumes, 0);  // it lives on at the destination
+  // The source lets go when it hears "running"; the destination's commit() returns after
+  // sending it, so its flag is set by the time its thread ends, not when the source returns.
+  d.wait();
   EXPECT_TRUE(committed);
 }
 
