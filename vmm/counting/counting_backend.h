@@ -17,11 +17,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "pmu/clock.h"
 #include "vmm/kvm/kvm_vcpu.h"
+#include "vmm/precise/step_accountant.h"
 #include "vmm/snapshot/state_sections.h"
 #include "vmm/vpmu/lwp_page_faults.h"
 #include "vmm/vpmu/vcpu_pmu.h"
@@ -45,6 +47,11 @@ class CountedVcpu {
   // Instructions left to a --pause-at-instructions point (nullopt: none).
   virtual std::optional<uint64_t> instructions_to_pause() = 0;
 };
+
+// What the steppers' cache model and branch predictor must see while `pmu`'s enabled events read
+// them (StepAccountant::set_model_demand): a VM that profiles only instructions and branches leaves
+// the cache model empty.
+std::function<StepAccountant::ModelDemand()> model_demand_of(VcpuPmu& pmu);
 
 // The run loop's exits by kind, for --stats: each exit's reason is looked at once, here.
 struct ExitTally {

@@ -14,10 +14,7 @@ StepContext context_of(const kvm_sregs& s) { return StepContext{s.cr3, s.fs.base
 GuestAssistedBackend::GuestAssistedBackend(CountedVcpu& vcpu, GuestRam& ram,
                                            const pmu::cache::Geometry& cache)
     : vcpu_(vcpu), stepper_(ram, cache) {
-  // As the KVM stepper's: the models see what an enabled event uses.
-  stepper_.set_model_demand([pmu = &vcpu.pmu()] {
-    return StepAccountant::ModelDemand{pmu->uses_cache_model(), pmu->uses_branch_predictor()};
-  });
+  stepper_.set_model_demand(model_demand_of(vcpu.pmu()));
 }
 
 void GuestAssistedBackend::user_entry(uint64_t value, const kvm_sregs& sregs) {

@@ -92,11 +92,7 @@ KvmSteppingBackend::KvmSteppingBackend(CountedVcpu& vcpu, GuestRam& ram,
           ram, cache,
           StepController::Options{.trap_flag_steps = trap_flag_steps, .block_steps = block_steps}),
       unseen_(unseen) {
-  // The cache model sees the accesses of instructions that retire while an enabled event can
-  // use them: a VM that profiles only instructions and branches leaves it empty.
-  stepper_.set_model_demand([pmu = &vcpu.pmu()] {
-    return StepAccountant::ModelDemand{pmu->uses_cache_model(), pmu->uses_branch_predictor()};
-  });
+  stepper_.set_model_demand(model_demand_of(vcpu.pmu()));
 }
 
 void KvmSteppingBackend::before_run() { update_stepping(); }
