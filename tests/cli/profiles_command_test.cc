@@ -94,13 +94,13 @@ TEST(ProfilesCommand, CheckMigration) {
   EXPECT_EQ(refused.out,
             "migration from amd-lwp to amd-lwp-lite: refused\n"
             "  model 0x1 != 0x10\n"
+            "  LWP feature interrupt missing\n"
             "  LWP feature BRE missing\n"
             "  LWP feature DME missing\n"
-            "  LWP feature interrupt missing\n"
+            "  LWP max_events 1 < 3\n"
             "  LWP feature data_address missing\n"
             "  LWP feature cache_level_filter missing\n"
-            "  LWP feature cache_latency_filter missing\n"
-            "  LWP max_events 1 < 3\n");
+            "  LWP feature cache_latency_filter missing\n");
   EXPECT_EQ(refused.err, "");
   const Output accepted = Check("amd-lwp-baseline", "amd-lwp");
   EXPECT_EQ(accepted.status, 0);

@@ -33,15 +33,15 @@ std::map<std::string, CpuProfile> Profiles() {
 }
 
 // What amd-lwp's kernel relies on and amd-lwp-lite (and so the baseline) lacks: every LWP
-// capability but IRE, and two of its three event slots.
+// capability but IRE, and two of its three event slots; in the order of the `lwp` section's keys.
 const Reasons kFullLwpOnLiteLwp = {
+    "LWP feature interrupt missing",
     "LWP feature BRE missing",
     "LWP feature DME missing",
-    "LWP feature interrupt missing",
+    "LWP max_events 1 < 3",
     "LWP feature data_address missing",
     "LWP feature cache_level_filter missing",
     "LWP feature cache_latency_filter missing",
-    "LWP max_events 1 < 3",
 };
 
 // The AMD profiles' x86 features that the Pentium 4 profile lacks (SSSE3 and later, AMD's own

@@ -34,16 +34,4 @@ inline constexpr LwpPolicyName kLwpPolicyBits[] = {
     {"INT", pmu::lwp::msr0::kInterrupt},
 };
 
-// The boolean capabilities other than the events, by their JSON key in `lwp`.
-struct LwpFlagName {
-  std::string_view key;
-  bool pmu::lwp::Capabilities::*member;
-};
-inline constexpr LwpFlagName kLwpFlags[] = {
-    {"interrupt", &pmu::lwp::Capabilities::interrupt},
-    {"data_address", &pmu::lwp::Capabilities::data_address},
-    {"cache_level_filter", &pmu::lwp::Capabilities::cache_level_filter},
-    {"cache_latency_filter", &pmu::lwp::Capabilities::cache_latency_filter},
-};
-
 }  // namespace vmm

@@ -4,7 +4,8 @@
 // for LWP every EDX feature and at least the event count, latency bits and filters the guest saw.
 // A refusal names every missing thing, so an operator sees at once what a destination lacks.
 //
-// What is compared, in this order (each refusal is one short line):
+// What is compared, in this order (each refusal is one short line; within a section, in the
+// order of its keys, as profile_schema.h declares them with what a destination must offer):
 //   vendor, family, model          must be equal     "vendor AuthenticAMD != GenuineIntel",
 //                                                    "family 0x15 != 0xf", "model 0x1 != 0x10"
 //   features                       each one present  "CPUID feature sse4_2 missing"
@@ -15,17 +16,21 @@
 //                                                    "address_sizes.physical 36 < 48"
 //   LWP (CPUID 0x8000001C)         present           "LWP missing"
 //                                  same version      "LWP version 1 != 2"
-//                                  each event (EDX 2-4), the interrupt (EDX 1), data address
+//                                  the interrupt (EDX 1), each event (EDX 2-4), data address
 //                                  and both filters (ECX): present
 //                                                    "LWP feature BRE missing"
 //                                  max_events, cache_max_bits at least the guest's
 //                                                    "LWP max_events 1 < 3"
+//                                  branch_prediction equal
+//                                                    "LWP branch_prediction true != false"
 //   NetBurst PMU                   present           "NetBurst PMU missing"
 //                                  counters, counter_bits at least the guest's
 //                                                    "NetBurst counters 8 < 18"
 //                                  threads_per_core equal (it changes what the ESCR/CCCR T1
 //                                  bits do, so neither more nor fewer is compatible)
 //                                                    "NetBurst threads_per_core 1 != 2"
+//   architectural PMU (CPUID 0xA)  present, each number at least the guest's
+//                                                    "architectural PMU counters 2 < 4"
 // In "A != B" A is what the guest saw and B the destination's; in "A < B" A is the destination's
 // and B what the guest saw (the destination offers less).
 //

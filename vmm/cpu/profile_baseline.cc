@@ -4,12 +4,29 @@
 
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
+#include "vmm/cpu/profile_field_ops.h"
+#include "vmm/cpu/profile_schema.h"
 #include "vmm/result.h"
 
 namespace vmm {
 namespace {
 
+namespace schema = profile_schema;
+
 constexpr size_t kMaxNameLength = 64;  // the parser's limit for `name`
+
+// An optional section in the baseline only if every member has it, with the table's minimum.
+template <class S, size_t N>
+std::optional<S> minimum_of(const std::vector<CpuProfile>& members,
+                            std::optional<S> CpuProfile::*section,
+                            const schema::Field<S> (&table)[N]) {
+  std::optional<S> out = members.front().*section;
+  for (const CpuProfile& m : members) {
+    if (!out || !(m.*section)) return std::nullopt;
+    schema::take_minimum(table, *out, *(m.*section));
+  }
+  return out;
+}
 
 std::string baseline_name(const std::vector<CpuProfile>& members) {
   std::string name = "baseline-of";
@@ -59,15 +76,7 @@ Status compose_baseline(const std::vector<CpuProfile>& members, CpuProfile& p) {
           return std::find(m.features.begin(), m.features.end(), f) != m.features.end();
         }))
       p.features.push_back(f);
-  p.address_sizes = first.address_sizes;
-  for (const CpuProfile& m : members) {
-    if (!m.address_sizes || !p.address_sizes) {
-      p.address_sizes.reset();
-      break;
-    }
-    p.address_sizes->physical = std::min(p.address_sizes->physical, m.address_sizes->physical);
-    p.address_sizes->linear = std::min(p.address_sizes->linear, m.address_sizes->linear);
-  }
+  p.address_sizes = minimum_of(members, &CpuProfile::address_sizes, schema::kAddressSizes);
   p.cpuid_overrides = first.cpuid_overrides;
   p.misc_enable = first.misc_enable;
   p.cache = first.cache;
@@ -91,33 +100,11 @@ Status compose_baseline(const std::vector<CpuProfile>& members, CpuProfile& p) {
     p.lwp_enable_policy = flags;
   }
 
-  p.netburst.reset();
-  const bool all_netburst = std::all_of(members.begin(), members.end(),
-                                        [](const CpuProfile& m) { return m.netburst.has_value(); });
-  if (all_netburst) {
-    NetburstParams n = *first.netburst;
-    for (const CpuProfile& m : members) {
-      n.counters = std::min(n.counters, m.netburst->counters);
-      n.counter_bits = std::min(n.counter_bits, m.netburst->counter_bits);
-      n.threads_per_core = std::min(n.threads_per_core, m.netburst->threads_per_core);
-    }
-    p.netburst = n;
-  }
-  p.architectural_pmu.reset();
-  if (std::all_of(members.begin(), members.end(),
-                  [](const CpuProfile& m) { return m.architectural_pmu.has_value(); })) {
-    ArchitecturalPmu a = *first.architectural_pmu;
-    for (const CpuProfile& m : members) {
-      const ArchitecturalPmu& b = *m.architectural_pmu;
-      a.version = std::min(a.version, b.version);
-      a.counters = std::min(a.counters, b.counters);
-      a.counter_bits = std::min(a.counter_bits, b.counter_bits);
-      a.fixed_counters = std::min(a.fixed_counters, b.fixed_counters);
-      a.fixed_counter_bits = std::min(a.fixed_counter_bits, b.fixed_counter_bits);
-    }
-    if (a.version < 2) a.fixed_counters = 0;
-    p.architectural_pmu = a;
-  }
+  p.netburst = minimum_of(members, &CpuProfile::netburst, schema::kNetburst);
+  p.architectural_pmu =
+      minimum_of(members, &CpuProfile::architectural_pmu, schema::kArchitecturalPmu);
+  if (p.architectural_pmu && p.architectural_pmu->version < 2)
+    p.architectural_pmu->fixed_counters = 0;  // version 1 has none
   if (const pmu::Status valid = lwp::validate(p.lwp); !valid.ok())
     return Error::usage("the computed LWP capabilities are invalid: " + valid.reason());
   return {};

@@ -29,7 +29,7 @@ void ProfileFields::expect_array(const Json& v, std::string_view path) const {
 }
 
 void ProfileFields::check_keys(const Json& obj, std::string_view path,
-                               std::initializer_list<std::string_view> known) const {
+                               const std::vector<std::string_view>& known) const {
   // nlohmann keeps keys sorted, not in text order: report the unknown key that comes first in
   // the text, which is the one a reader fixing errors top to bottom expects.
   const std::optional<std::string> unknown =

@@ -11,10 +11,10 @@
 
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -48,7 +48,7 @@ class ProfileFields {
   void expect_array(const Json& v, std::string_view path) const;
   // Rejects the first key of `obj` (in text order) that is not in `known`, at that key's position.
   void check_keys(const Json& obj, std::string_view path,
-                  std::initializer_list<std::string_view> known) const;
+                  const std::vector<std::string_view>& known) const;
 
   // The member `key` of `obj`, or nullptr when the key is absent.
   static const Json* optional(const Json& obj, std::string_view key);

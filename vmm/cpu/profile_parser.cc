@@ -16,8 +16,10 @@
 #include "pmu/lwp/capabilities.h"
 #include "vmm/cpu/cpuid_features.h"
 #include "vmm/cpu/lwp_profile_names.h"
+#include "vmm/cpu/profile_field_ops.h"
 #include "vmm/cpu/profile_baseline.h"
 #include "vmm/cpu/profile_fields.h"
+#include "vmm/cpu/profile_schema.h"
 #include "vmm/json/json_text.h"
 #include "vmm/printable.h"
 #include "vmm/result.h"
@@ -27,6 +29,7 @@ namespace {
 
 using Json = nlohmann::json;
 namespace lwp = pmu::lwp;
+namespace schema = profile_schema;
 
 constexpr size_t kMaxBaselineDepth = 16;  // nesting of baseline_of; real sets need 1 or 2
 constexpr uint8_t kDefaultLwpVector = 0xF0;
@@ -35,27 +38,6 @@ constexpr size_t kMaxBrandLength = 47;  // 48 bytes in CPUID 0x80000002..4, NUL-
 constexpr uint32_t kExtendedBase = 0x80000000;
 constexpr uint32_t kBrandLastLeaf = 0x80000004;
 constexpr uint32_t kAddressSizesLeaf = 0x80000008;
-
-// Every key a literal (non-baseline) profile may have.
-const std::initializer_list<std::string_view> kLiteralKeys = {"name",
-                                                              "description",
-                                                              "vendor",
-                                                              "family",
-                                                              "model",
-                                                              "stepping",
-                                                              "brand",
-                                                              "max_basic_leaf",
-                                                              "max_extended_leaf",
-                                                              "features",
-                                                              "address_sizes",
-                                                              "cpuid_overrides",
-                                                              "misc_enable",
-                                                              "lwp",
-                                                              "netburst",
-                                                              "architectural_pmu",
-                                                              "cache",
-                                                              "baseline_of",
-                                                              "computed_from"};
 
 bool printable_ascii(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7E; });
@@ -113,7 +95,7 @@ class ProfileParser {
   // ---- literal profiles ----------------------------------------------------------------------
 
   CpuProfile parse_literal(const Json& root, CpuProfile& p) {
-    r_.check_keys(root, "", kLiteralKeys);
+    r_.check_keys(root, "", schema::keys(schema::kProfile));
     p.description = r_.string(r_.required(root, "", "description"), "description");
     parse_identity(root, p);
     parse_overrides(root, p);
@@ -169,12 +151,9 @@ class ProfileParser {
     }
     if (const Json* v = ProfileFields::nullable(root, "address_sizes")) {
       r_.expect_object(*v, "address_sizes");
-      r_.check_keys(*v, "address_sizes", {"physical", "linear"});
+      r_.check_keys(*v, "address_sizes", schema::keys(schema::kAddressSizes));
       AddressSizes a;
-      a.physical = static_cast<uint32_t>(r_.unsigned_value(
-          r_.required(*v, "address_sizes", "physical"), "address_sizes.physical", 32, 52));
-      a.linear = static_cast<uint32_t>(r_.unsigned_value(r_.required(*v, "address_sizes", "linear"),
-                                                         "address_sizes.linear", 32, 57));
+      schema::read(r_, *v, "address_sizes", schema::kAddressSizes, a);
       // KVM_SET_CPUID2 refuses other linear widths (its canonical-address checks know 48 and 57).
       if (a.linear != 48 && a.linear != 57)
         r_.fail("address_sizes.linear",
@@ -216,18 +195,12 @@ class ProfileParser {
               "vendor must be exactly 12 printable ASCII characters (CPUID 0 EBX, EDX, "
               "ECX), got " +
                   in_quotes(p.vendor));
-    // Displayed family = base + extended; base saturates at 0xF, extended is 8 bits.
-    p.family = static_cast<uint32_t>(
-        r_.unsigned_value(r_.required(root, "", "family"), "family", 1, 0xF + 0xFF, true));
-    p.model = static_cast<uint32_t>(
-        r_.unsigned_value(r_.required(root, "", "model"), "model", 0, 0xFF, true));
+    schema::read(r_, root, "", schema::kProfile, p);  // family, model, stepping
     if (p.model > 0xF && p.family != 0x6 && p.family < 0xF)
       r_.fail("model", "model " + ProfileFields::hex(p.model) +
                            " needs CPUID's extended model field, "
                            "which only families 0x6 and 0xf and above use; family " +
                            ProfileFields::hex(p.family) + " allows models 0x0..0xf");
-    if (const Json* v = ProfileFields::optional(root, "stepping"))
-      p.stepping = static_cast<uint32_t>(r_.unsigned_value(*v, "stepping", 0, 0xF, true));
     // Without a brand of its own a profile shows "pmuvm NAME", cut to what CPUID holds (a name
     // may be 64 characters): a longer default was written out and then refused when read back.
     p.brand = ("pmuvm " + p.name).substr(0, kMaxBrandLength);
@@ -249,7 +222,7 @@ class ProfileParser {
       const std::string path = ProfileFields::element("cpuid_overrides", i);
       const Json& o = (*list)[i];
       r_.expect_object(o, path);
-      r_.check_keys(o, path, {"leaf", "subleaf", "register", "set", "clear", "note"});
+      r_.check_keys(o, path, schema::keys(schema::kCpuidOverride));
       CpuidOverride ov;
       auto word = [&](const char* key, bool required) -> uint32_t {
         const Json* v = required ? &r_.required(o, path, key) : ProfileFields::optional(o, key);
@@ -287,14 +260,7 @@ class ProfileParser {
     if (v == nullptr) return;  // no LWP: Capabilities{} has available == false
     const Json& o = *v;
     r_.expect_object(o, "lwp");
-    r_.check_keys(o, "lwp",
-                  {"available", "version", "interrupt", "events", "max_events", "cache_max_bits",
-                   "data_address", "cache_level_filter", "cache_latency_filter",
-                   "branch_prediction", "enable_policy", "interrupt_vector"});
-    auto flag = [&](const char* key) {
-      const Json* f = ProfileFields::optional(o, key);
-      return f != nullptr && r_.boolean(*f, ProfileFields::child("lwp", key));
-    };
+    r_.check_keys(o, "lwp", schema::keys(schema::kLwp));
     if (const Json* a = ProfileFields::optional(o, "available");
         a && !r_.boolean(*a, "lwp.available")) {
       // "available": false describes a processor without LWP; any other field is a mistake.
@@ -306,20 +272,10 @@ class ProfileParser {
     }
     lwp::Capabilities& c = p.lwp;
     c.available = true;
-    if (const Json* f = ProfileFields::optional(o, "version"))
-      c.version =
-          static_cast<uint8_t>(r_.unsigned_value(*f, "lwp.version", lwp::kVersion, lwp::kVersion));
-    c.interrupt = flag("interrupt");
-    parse_lwp_events(r_.required(o, "lwp", "events"), c);
-    c.max_events = static_cast<uint8_t>(r_.unsigned_value(
-        r_.required(o, "lwp", "max_events"), "lwp.max_events", 1, lwp::kMaxEventSlots));
-    if (const Json* f = ProfileFields::optional(o, "cache_max_bits"))
-      c.cache_max_bits = static_cast<uint8_t>(r_.unsigned_value(*f, "lwp.cache_max_bits", 10, 31));
-    c.data_address = flag("data_address");
-    c.cache_level_filter = flag("cache_level_filter");
-    c.cache_latency_filter = flag("cache_latency_filter");
-    if (const Json* f = ProfileFields::optional(o, "branch_prediction"))
-      c.branch_prediction = r_.boolean(*f, "lwp.branch_prediction");
+    // The enable policy and its vector depend on the whole of the capabilities: read after.
+    schema::read(r_, o, "lwp", schema::kLwp, c, [&](std::string_view key) {
+      if (key == "events") parse_lwp_events(r_.required(o, "lwp", "events"), c);
+    });
     if (const pmu::Status valid = lwp::validate(c); !valid.ok())
       r_.fail("lwp", "lwp: " + valid.reason());
     parse_lwp_policy(o, p);
@@ -392,16 +348,9 @@ class ProfileParser {
     const Json* v = ProfileFields::nullable(root, "netburst");
     if (v == nullptr) return;
     r_.expect_object(*v, "netburst");
-    r_.check_keys(*v, "netburst", {"counters", "counter_bits", "threads_per_core"});
+    r_.check_keys(*v, "netburst", schema::keys(schema::kNetburst));
     NetburstParams n;
-    auto field = [&](const char* key, uint32_t& out, uint64_t lo, uint64_t hi) {
-      if (const Json* f = ProfileFields::optional(*v, key))
-        out = static_cast<uint32_t>(
-            r_.unsigned_value(*f, ProfileFields::child("netburst", key), lo, hi));
-    };
-    field("counters", n.counters, 1, 18);
-    field("counter_bits", n.counter_bits, 32, 40);
-    field("threads_per_core", n.threads_per_core, 1, 2);
+    schema::read(r_, *v, "netburst", schema::kNetburst, n);
     // Linux's p4 driver (and ours) trust the counters only when MISC_ENABLE says they exist.
     if (!p.misc_enable || !(*p.misc_enable & kMiscEnablePerfmonAvailable))
       r_.fail("netburst",
@@ -414,18 +363,9 @@ class ProfileParser {
     if (v == nullptr) return;
     const char* const path = "architectural_pmu";
     r_.expect_object(*v, path);
-    r_.check_keys(*v, path,
-                  {"version", "counters", "counter_bits", "fixed_counters", "fixed_counter_bits"});
+    r_.check_keys(*v, path, schema::keys(schema::kArchitecturalPmu));
     ArchitecturalPmu a;
-    auto field = [&](const char* key, uint32_t& out, uint64_t lo, uint64_t hi) {
-      if (const Json* f = ProfileFields::optional(*v, key))
-        out = static_cast<uint32_t>(r_.unsigned_value(*f, ProfileFields::child(path, key), lo, hi));
-    };
-    field("version", a.version, 1, 5);
-    field("counters", a.counters, 1, 32);
-    field("counter_bits", a.counter_bits, 32, 64);
-    field("fixed_counters", a.fixed_counters, 0, 16);
-    field("fixed_counter_bits", a.fixed_counter_bits, 32, 64);
+    schema::read(r_, *v, path, schema::kArchitecturalPmu, a);
     if (a.version < 2 && a.fixed_counters != 0)
       r_.fail(path, "architectural_pmu version 1 has no fixed counters (fixed_counters 0)");
     // Leaf 0xA is Intel's; a NetBurst PMU predates it (Linux picks one driver by this leaf).
@@ -439,17 +379,21 @@ class ProfileParser {
 
   void parse_cache(const Json& o, CacheGeometry& cache) {
     r_.expect_object(o, "cache");
-    r_.check_keys(o, "cache", {"line_size", "l1d", "l2", "l3", "dram_latency_cycles"});
-    if (const Json* v = ProfileFields::optional(o, "line_size")) {
-      cache.line_size = static_cast<uint32_t>(r_.unsigned_value(*v, "cache.line_size", 16, 512));
-      if (!power_of_two(cache.line_size))
-        r_.fail("cache.line_size",
-                "cache.line_size must be a power of two, got " + std::to_string(cache.line_size));
-    }
-    cache.l1d = parse_level(r_.required(o, "cache", "l1d"), "cache.l1d", cache.line_size);
-    cache.l2 = parse_level(r_.required(o, "cache", "l2"), "cache.l2", cache.line_size);
-    if (const Json* v = ProfileFields::nullable(o, "l3"))
-      cache.l3 = parse_level(*v, "cache.l3", cache.line_size);
+    r_.check_keys(o, "cache", schema::keys(schema::kCache));
+    // The levels' geometry depends on the line size, which comes first in the table.
+    schema::read(r_, o, "cache", schema::kCache, cache, [&](std::string_view key) {
+      if (key == "l1d") {
+        if (!power_of_two(cache.line_size))
+          r_.fail("cache.line_size",
+                  "cache.line_size must be a power of two, got " + std::to_string(cache.line_size));
+        cache.l1d = parse_level(r_.required(o, "cache", "l1d"), "cache.l1d", cache.line_size);
+      } else if (key == "l2") {
+        cache.l2 = parse_level(r_.required(o, "cache", "l2"), "cache.l2", cache.line_size);
+      } else if (key == "l3") {
+        if (const Json* v = ProfileFields::nullable(o, "l3"))
+          cache.l3 = parse_level(*v, "cache.l3", cache.line_size);
+      }
+    });
     // The model keeps a tag and an age (16 bytes) per line of every level, per vCPU, from its
     // first fill: no more than 2^22 lines (64 MiB per vCPU; 256 MiB of cache in 64-byte lines,
     // more than any core's share), or a profile - one in a snapshot too - could make every vCPU
@@ -462,8 +406,6 @@ class ProfileParser {
                            std::to_string(cache.line_size) +
                            " bytes; the cache model keeps at most " +
                            std::to_string(kMaxModelLines) + " (64 MiB per vCPU)");
-    cache.dram_latency_cycles = static_cast<uint32_t>(r_.unsigned_value(
-        r_.required(o, "cache", "dram_latency_cycles"), "cache.dram_latency_cycles", 1, 100000));
     // Each level further out must be slower, or the cache model's costs make no sense.
     auto slower = [&](const char* inner, uint32_t inner_lat, const std::string& outer_path,
                       uint32_t outer_lat) {
@@ -485,15 +427,9 @@ class ProfileParser {
 
   CacheLevel parse_level(const Json& o, const std::string& path, uint32_t line_size) {
     r_.expect_object(o, path);
-    r_.check_keys(o, path, {"size_kib", "ways", "latency_cycles"});
+    r_.check_keys(o, path, schema::keys(schema::kCacheLevel));
     CacheLevel level;
-    auto field = [&](const char* key, uint64_t lo, uint64_t hi) {
-      return static_cast<uint32_t>(
-          r_.unsigned_value(r_.required(o, path, key), ProfileFields::child(path, key), lo, hi));
-    };
-    level.size_kib = field("size_kib", 1, 1u << 20);
-    level.ways = field("ways", 1, 1024);
-    level.latency_cycles = field("latency_cycles", 1, 100000);
+    schema::read(r_, o, path, schema::kCacheLevel, level);
     // A set-associative cache indexes sets with address bits: their number is a power of two.
     const uint64_t bytes = uint64_t{level.size_kib} * 1024;
     const uint64_t way_bytes = uint64_t{line_size} * level.ways;
@@ -514,7 +450,7 @@ class ProfileParser {
           return k != "name" && k != "description" && k != "baseline_of";
         });
     if (extra) {
-      r_.check_keys(root, "", kLiteralKeys);
+      r_.check_keys(root, "", schema::keys(schema::kProfile));
       r_.fail(*extra, *extra +
                           " is not allowed next to baseline_of (a baseline profile takes "
                           "everything but name and description from its members)");
