@@ -187,8 +187,8 @@ TEST(ArchitecturalPmu, WrittenAndDescribed) {
   const CpuProfile again = Parsed(to_profile_json(p));
   EXPECT_EQ(again.architectural_pmu, p.architectural_pmu);
   EXPECT_THAT(describe_profile(p),
-              HasSubstr("arch. PMU    CPUID 0xA version 2: 4 counters of 48 bits, 3 fixed of 48 "
-                        "bits"));
+              HasSubstr("arch. PMU    CPUID 0xA version 2, counters 4, counter_bits 48, "
+                        "fixed_counters 3, fixed_counter_bits 48 (KVM's vPMU"));
 }
 
 }  // namespace

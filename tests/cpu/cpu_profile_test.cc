@@ -304,7 +304,9 @@ TEST(Describe, SummarisesIdentityLwpAndCache) {
                            "edx=0x0000001f"));
   EXPECT_THAT(s, HasSubstr("L3 8192 KiB 64-way 65 cycles"));
   const std::string n = describe_profile(Builtin("intel-netburst"));
-  EXPECT_THAT(n, HasSubstr("18 counters of 40 bits, single-threaded (T1 bits inert)"));
+  EXPECT_THAT(
+      n,
+      HasSubstr("NetBurst     counters 18, counter_bits 40, threads_per_core 1 (T1 bits inert)\n"));
   EXPECT_THAT(n, HasSubstr("MISC_ENABLE  0x1880"));
   EXPECT_THAT(describe_profile(Builtin("amd-lwp-baseline")),
               HasSubstr("baseline of amd-lwp, amd-lwp-lite"));

@@ -7,6 +7,8 @@
 #include "pmu/lwp/capabilities.h"
 #include "vmm/cpu/cpuid_table.h"
 #include "vmm/cpu/lwp_profile_names.h"
+#include "vmm/cpu/profile_field_ops.h"
+#include "vmm/cpu/profile_schema.h"
 
 namespace vmm {
 namespace {
@@ -94,20 +96,15 @@ std::string describe_profile(const CpuProfile& p) {
        " stepping " + std::to_string(p.stepping) + ", \"" + p.brand + "\"\n";
   s += describe_cpuid(p);
   s += describe_lwp(p);
-  if (p.netburst) {
-    s += "  NetBurst     " + std::to_string(p.netburst->counters) + " counters of " +
-         std::to_string(p.netburst->counter_bits) + " bits, " +
-         (p.netburst->threads_per_core == 1 ? "single-threaded (T1 bits inert)"
-                                            : "two threads per core") +
-         "\n";
-  } else {
+  if (p.netburst)
+    s += "  NetBurst     " + profile_schema::describe(profile_schema::kNetburst, *p.netburst) +
+         (p.netburst->threads_per_core == 1 ? " (T1 bits inert)" : "") + "\n";
+  else
     s += "  NetBurst     none\n";
-  }
   if (const std::optional<ArchitecturalPmu>& a = p.architectural_pmu)
-    s += "  arch. PMU    CPUID 0xA version " + std::to_string(a->version) + ": " +
-         std::to_string(a->counters) + " counters of " + std::to_string(a->counter_bits) +
-         " bits, " + std::to_string(a->fixed_counters) + " fixed of " +
-         std::to_string(a->fixed_counter_bits) + " bits (KVM's vPMU, where the host has a PMU)\n";
+    s += "  arch. PMU    CPUID 0xA " +
+         profile_schema::describe(profile_schema::kArchitecturalPmu, *a) +
+         " (KVM's vPMU, where the host has a PMU)\n";
   s += "  MISC_ENABLE  " + (p.misc_enable ? hex(*p.misc_enable) : std::string("not set")) + "\n";
   const CacheGeometry& c = p.cache;
   s += "  cache        " + std::to_string(c.line_size) + "-byte lines; " + level("L1D", c.l1d) +

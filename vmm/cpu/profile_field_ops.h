@@ -121,6 +121,24 @@ void take_minimum(const Field<S> (&table)[N], S& acc, const S& member) {
       });
 }
 
+// "counters 18, counter_bits 40, threads_per_core 1": the numbers and flags as `pmuvm profiles
+// NAME` shows them, by their keys, hex where the profile writes hex.
+template <class S, size_t N>
+std::string describe(const Field<S> (&table)[N], const S& s) {
+  std::string out;
+  auto add = [&](std::string_view key, const std::string& value) {
+    out += (out.empty() ? "" : ", ") + std::string(key) + " " + value;
+  };
+  for_each_value(
+      table,
+      [&](const Field<S>& row, auto m) {
+        const uint64_t v = s.*m;
+        add(row.key, row.style == Style::kHex ? ProfileFields::hex(v) : std::to_string(v));
+      },
+      [&](const Field<S>& row, bool S::*m) { add(row.key, s.*m ? "true" : "false"); });
+  return out;
+}
+
 // Why a destination `has` cannot run a guest that `saw` this section, one reason per row, each
 // prefixed with `label`: "NetBurst counters 8 < 18", "family 0x15 != 0xf", "LWP feature
 // interrupt missing", "LWP branch_prediction true != false". custom(key) adds the custom rows'
