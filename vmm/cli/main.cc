@@ -127,8 +127,6 @@ vmm::MachineOptions resumed_options(const vmm::SnapshotManifest& m,
                                     const vmm::RunEnvironment& environment) {
   vmm::MachineOptions options = vmm::options_from_manifest(m);
   static_cast<vmm::RunEnvironment&>(options) = environment;
-  options.restore.emplace();
-  options.restore->manifest = m;
   return options;
 }
 
@@ -143,14 +141,16 @@ int restore(const vmm::RestoreCommand& cmd) {
     throw vmm::UsageError("the snapshot's VM cannot run here" +
                           (cmd.cpu.empty() ? std::string() : " as " + cmd.cpu) + ":" +
                           join_reasons(reasons));
-  vmm::MachineOptions options = resumed_options(snapshot.manifest, cmd);
-  options.restore->state = std::move(snapshot.state);
-  vmm::Machine machine(std::move(options));
-  const auto start = std::chrono::steady_clock::now();
-  vmm::load_snapshot_memory(snapshot, machine.ram()).prefixed("cannot restore: ").throw_if_error();
-  spdlog::info(
-      "read {} bytes of guest memory in {:.1f} ms (checksum checked)", machine.ram().size(),
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  vmm::Machine machine = vmm::Machine::resume(
+      resumed_options(snapshot.manifest, cmd), snapshot.manifest, [&](vmm::GuestRam& ram) {
+        const auto start = std::chrono::steady_clock::now();
+        vmm::load_snapshot_memory(snapshot, ram).prefixed("cannot restore: ").throw_if_error();
+        spdlog::info(
+            "read {} bytes of guest memory in {:.1f} ms (checksum checked)", ram.size(),
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count());
+        return std::move(snapshot.state);
+      });
   spdlog::info("restoring the snapshot in {} ({} vCPU(s), {} MiB, CPU profile {})", *dir,
                snapshot.manifest.vcpus, snapshot.manifest.mem_mib, snapshot.manifest.profile.name);
   return machine.run();
@@ -192,12 +192,13 @@ int incoming(const vmm::RunCommand& cmd) {
     vmm::MachineOptions options = resumed_options(m, cmd);
     static_cast<vmm::PausePoints&>(options) = cmd;
     vmm::IncomingMigration* channel = &*in;
-    options.restore->commit = [channel](const auto& stop_check) { channel->commit(stop_check); };
-    options.restore->fail_before_commit = [channel](const std::string& why) { channel->fail(why); };
-    // The machine (its RAM) exists before the pages arrive; its state follows them.
-    vmm::Machine machine(std::move(options));
-    machine.set_up_kvm();  // before the pages and the state: not in the downtime
-    machine.set_restored_state(in->receive(machine.ram()));
+    vmm::Machine::Handover handover{
+        .commit = [channel](const auto& stop_check) { channel->commit(stop_check); },
+        .fail_before_commit = [channel](const std::string& why) { channel->fail(why); }};
+    // The pages arrive into the built machine, then its state.
+    vmm::Machine machine = vmm::Machine::resume(
+        std::move(options), m, [&](vmm::GuestRam& ram) { return in->receive(ram); },
+        std::move(handover));
     spdlog::info("migration received ({} vCPU(s), {} MiB, CPU profile {}); resuming", m.vcpus,
                  m.mem_mib, m.profile.name);
     return machine.run();
@@ -253,8 +254,8 @@ int run(const vmm::RunCommand& cmd) {
   vmm::timeline::mark(vmm::timeline::Mark::kOptionsReady);
   int status;
   {
-    vmm::Machine machine(std::move(options));  // UsageError for a guest that cannot fit
-    vmm::timeline::mark(vmm::timeline::Mark::kGuestLoaded);
+    // UsageError for a guest that cannot fit, before KVM is touched.
+    vmm::Machine machine = vmm::Machine::boot(std::move(options));
     status = machine.run();
   }
   vmm::timeline::mark(vmm::timeline::Mark::kTornDown);

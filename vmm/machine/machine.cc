@@ -66,9 +66,6 @@ Machine::Impl::Impl(MachineOptions o)
     : options_(std::move(o)),
       ram(options_.mem_mib << 20),
       progress_(options_.pause_on_output, options_.pause_at_instructions) {
-  // RAM of a restored VM comes from the snapshot or the migration stream.
-  guest_kind_ = options_.restore ? restored_guest_kind(options_.restore->manifest.linux_guest)
-                                 : load_guest_kind(options_, guest_cpu_, ram).value_or_throw();
   for (const Status& claimed :
        {io_bus_.insert(Serial16550::kCom1Base, Serial16550::kPortCount, serial),
         io_bus_.insert(CmosRtc::kIndexPort, 2, cmos),
@@ -171,20 +168,6 @@ void Machine::Impl::release_ticker() {
 }
 
 void Machine::Impl::create_vcpus() {
-  const LongModeState boot = guest_kind_->set_up_long_mode(ram);
-  if (!options_.restore) {
-    guest_cpu_.present(supported_cpuid(*kvm));
-  } else {
-    // The guest keeps the CPUID it booted with (DESIGN §4.10).
-    const std::vector<std::string> missing =
-        cpuid_refusals(*kvm, options_.restore->manifest, guest_cpu_.pv_features);
-    if (!missing.empty()) {
-      std::string text;
-      for (const std::string& m : missing) text += "\n  " + m;
-      throw UsageError("this host's KVM cannot present the CPUID the guest saw:" + text);
-    }
-    guest_cpu_.resume_with(options_.restore->manifest.cpuid);
-  }
   // The guest's own PMU is the one its CPUID shows (DESIGN §4.11): KVM's vPMU gives it where the
   // profile has one and KVM offers it; otherwise the vPMU is switched off.
   if (const std::optional<std::string> pmu = describe_guest_pmu(guest_cpu_.cpuid))
@@ -194,11 +177,6 @@ void Machine::Impl::create_vcpus() {
                  vm->disable_vpmu() ? "; KVM's vPMU switched off" : " (KVM offers no vPMU here)");
   for (uint32_t i = 0; i < options_.vcpus; ++i) {
     auto v = std::make_unique<VcpuRunner>(*this, *vm, ram, i);
-    // A restored vCPU's state comes from the snapshot (apply_state).
-    if (!options_.restore) {
-      guest_kind_->set_boot_registers(v->kvm(), i, boot);
-      if (guest_cpu_.misc_enable) v->kvm().set_msr(kMsrMiscEnable, *guest_cpu_.misc_enable);
-    }
     VcpuRunner* raw = v.get();
     // Only LWP raises fixed vectors (NetBurst goes through LVTPC): each is a threshold
     // interrupt of the task running on this vCPU.
@@ -227,8 +205,7 @@ void Machine::Impl::create_vcpus() {
       {{0xC0000105, 2}, {kMsrMiscEnable, 1}, {0x300, 0x100}, {PMUVM_MSR_FIRST, PMUVM_MSR_COUNT}});
 }
 
-void Machine::Impl::set_up_kvm() {
-  if (vm) return;
+void Machine::Impl::open_kvm() {
   kvm = std::make_unique<KvmSystem>(options_.kvm_device);
   check_kvm_serves(options_.kvm_device, options_.counting.kvm_stepping(),
                    guest_kind_->linux_guest());
@@ -237,24 +214,54 @@ void Machine::Impl::set_up_kvm() {
     vm->create_pit();  // Linux calibrates its TSC and LAPIC timer against it
     serial.set_irq_callback([this](bool level) { vm->set_irq_line(Serial16550::kCom1Irq, level); });
   }
-  create_vcpus();
 }
 
-// Before any vCPU runs: the trace file, KVM and the vCPUs, a snapshot's state, the task names.
+Machine Machine::boot(MachineOptions options) {
+  auto m = std::make_unique<Impl>(std::move(options));
+  m->guest_kind_ = load_guest_kind(m->options_, m->guest_cpu_, m->ram).value_or_throw();
+  timeline::mark(timeline::Mark::kGuestLoaded);
+  m->open_kvm();
+  m->guest_cpu_.present(supported_cpuid(*m->kvm));
+  m->create_vcpus();
+  const LongModeState entry = m->guest_kind_->set_up_long_mode(m->ram);
+  for (auto& v : m->vcpus) {
+    m->guest_kind_->set_boot_registers(v->kvm(), v->index(), entry);
+    if (m->guest_cpu_.misc_enable) v->kvm().set_msr(kMsrMiscEnable, *m->guest_cpu_.misc_enable);
+  }
+  return Machine(std::move(m));
+}
+
+Machine Machine::resume(MachineOptions options, const SnapshotManifest& manifest,
+                        const Arrival& arrive, std::optional<Handover> handover) {
+  auto m = std::make_unique<Impl>(std::move(options));
+  m->resumed_ = true;
+  m->handover_ = std::move(handover);
+  m->guest_kind_ = restored_guest_kind(manifest.linux_guest);
+  m->open_kvm();
+  // The guest keeps the CPUID it booted with (DESIGN §4.10).
+  const std::vector<std::string> missing =
+      cpuid_refusals(*m->kvm, manifest, m->guest_cpu_.pv_features);
+  if (!missing.empty()) {
+    std::string text;
+    for (const std::string& line : missing) text += "\n  " + line;
+    throw UsageError("this host's KVM cannot present the CPUID the guest saw:" + text);
+  }
+  m->guest_cpu_.resume_with(manifest.cpuid);
+  m->create_vcpus();
+  m->apply_state(arrive(m->ram));
+  uint64_t counted = 0;  // --pause-at-instructions goes on from the snapshot's count
+  for (auto& v : m->vcpus) counted += v->counted();
+  m->progress_.set_counted(counted);
+  return Machine(std::move(m));
+}
+
+// Before any vCPU runs: the trace and perf data files, the task names.
 void Machine::Impl::prepare_run() {
   if (!options_.lwp_trace.empty()) {
     trace.open(options_.lwp_trace);
     if (!trace) throw UsageError("cannot write LWP trace " + options_.lwp_trace);
   }
   if (!options_.perf_data.empty()) open_perf_data();
-  set_up_kvm();
-  if (options_.restore) {
-    apply_state(options_.restore->state);
-    uint64_t counted = 0;  // --pause-at-instructions goes on from the snapshot's count
-    for (auto& v : vcpus) counted += v->counted();
-    progress_.set_counted(counted);
-    options_.restore->state = StateSections();  // not needed any more; may be large
-  }
   for (uint32_t task = 1; const GuestProgram* p = program_of_task(task); ++task)
     report.set_task_name(task, p->path.substr(p->path.rfind('/') + 1));
 }
@@ -296,7 +303,7 @@ void Machine::Impl::run_vcpus() {
   // A migration's destination creates its threads and binds its API socket before it says ready
   // (each can fail, and after the commit the source has let the VM go): its vCPUs start held,
   // and run only once the source committed.
-  const bool incoming = options_.restore && options_.restore->commit;
+  const bool incoming = handover_ && handover_->commit;
   if (incoming) lifecycle_.hold_from_start();
   std::vector<std::thread> threads;
   std::thread pauser;
@@ -329,7 +336,7 @@ void Machine::Impl::run_vcpus() {
       }
     }
     if (incoming) {
-      options_.restore->commit([this] { return stop_requested(); });
+      handover_->commit([this] { return stop_requested(); });
       api.set_migrating(false);
       lifecycle_.release();
     }
@@ -342,7 +349,7 @@ void Machine::Impl::run_vcpus() {
     join_all();
     if (server) server->stop();
     if (!incoming) throw;
-    if (options_.restore->fail_before_commit) options_.restore->fail_before_commit(why);
+    if (handover_->fail_before_commit) handover_->fail_before_commit(why);
     throw MigrationError(why);
   }
   // The ticker returns once the run ended; only then are the vCPU threads joined, so it never
@@ -387,9 +394,8 @@ int Machine::Impl::end_run() {
 int Machine::Impl::run() {
   prepare_run();
   install_signal_handlers();
-  spdlog::info("{} {} with {} vCPU(s), {} MiB, CPU profile {}",
-               options_.restore ? "resuming" : "booting", options_.kernel_name, options_.vcpus,
-               options_.mem_mib, options_.profile.name);
+  spdlog::info("{} {} with {} vCPU(s), {} MiB, CPU profile {}", resumed_ ? "resuming" : "booting",
+               options_.kernel_name, options_.vcpus, options_.mem_mib, options_.profile.name);
   timeline::mark(timeline::Mark::kKvmReady);
   run_vcpus();
   return end_run();
@@ -435,11 +441,8 @@ void Machine::Impl::write_report() {
   if (!out) spdlog::error("cannot write LWP report {}", options_.lwp_report);
 }
 
-Machine::Machine(MachineOptions options_) : impl_(std::make_unique<Impl>(std::move(options_))) {}
-GuestRam& Machine::ram() { return impl_->ram; }
-void Machine::set_restored_state(StateSections state) {
-  impl_->options_.restore->state = std::move(state);
-}
+Machine::Machine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Machine::Machine(Machine&&) noexcept = default;
 
 std::vector<std::string> host_cpuid_refusals(const SnapshotManifest& m,
                                              const std::string& kvm_device) {
@@ -462,6 +465,5 @@ MachineOptions options_from_manifest(const SnapshotManifest& m) {
 }
 Machine::~Machine() = default;
 int Machine::run() { return impl_->run(); }
-void Machine::set_up_kvm() { impl_->set_up_kvm(); }
 
 }  // namespace vmm

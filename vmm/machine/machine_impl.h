@@ -87,6 +87,9 @@ struct Machine::Impl : MachineControl, VcpuHost {
   std::ofstream trace;
   std::unique_ptr<PerfDataFile> perf_data;  // --perf-data, under report_lock
 
+  bool resumed_ = false;                       // built by Machine::resume (for the start-up line)
+  std::optional<Machine::Handover> handover_;  // an incoming migration's, until it ran
+
   // ---- Building and running the VM (machine.cc) -----------------------------------------------
 
   explicit Impl(MachineOptions o);
@@ -126,6 +129,9 @@ struct Machine::Impl : MachineControl, VcpuHost {
   uint64_t debug_pauses = 0;
   void debug_pauser();
 
+  // Building (Machine::boot and Machine::resume): KVM with the VM and its devices, then the
+  // guest's CPUID table (presented by this KVM, or the one a resumed guest saw), then the vCPUs.
+  void open_kvm();
   void create_vcpus();
   // run() in its parts: before the vCPUs run, while they run, after they ended.
   int run();
@@ -136,7 +142,6 @@ struct Machine::Impl : MachineControl, VcpuHost {
   // the run (vm.shutdown); nothing otherwise.
   std::optional<std::string> stop_requested() const;
   int end_run();
-  void set_up_kvm();
   void write_report();
 
   // ---- Pausing, snapshots and migration (MigratableVm; machine_state.cc) ----------------------
@@ -149,7 +154,7 @@ struct Machine::Impl : MachineControl, VcpuHost {
   SnapshotManifest manifest() override;
   StateSections capture_state() override;
 
-  // Loads a snapshot's state into the freshly created VM, vCPUs and models (before any runs).
+  // Loads a snapshot's state into the freshly created VM, vCPUs and models (Machine::resume).
   // Throws UsageError naming the section that is missing or does not fit.
   void apply_state(const StateSections& s);
   // The program the bundled kernel runs as `task`, or null (any other task, a Linux guest's).

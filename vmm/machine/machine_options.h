@@ -1,6 +1,7 @@
 // What a Machine is built from (vmm/machine/machine.h): the guest, its CPU profile and size, the
-// counting backend, the outputs, the API socket and the progress points; or a snapshot's state
-// to resume from.
+// counting backend, the outputs, the API socket and the progress points. A resumed machine takes
+// the machine and CPU from its snapshot's manifest (options_from_manifest) and its state from
+// Machine::resume.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +15,6 @@
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/counting/counting_choice.h"
 #include "vmm/machine/run_environment.h"
-#include "vmm/snapshot/snapshot_manifest.h"
-#include "vmm/snapshot/state_sections.h"
 
 namespace vmm {
 
@@ -45,23 +44,6 @@ struct MachineOptions : RunEnvironment, PausePoints {
   // How it counts (DESIGN §4.7, §4.11): the stepper, and the host backend when it is chosen.
   CountingChoice counting;
   uint64_t debug_pause_every = 0;  // pause and resume the VM every N exits of vCPU 0 (0: never)
-
-  // A VM that resumes from a snapshot or an incoming migration instead of booting: nothing is
-  // loaded, RAM is filled by the caller (Machine::ram()) before run(), and run() loads this
-  // state into KVM and the models. The manifest's machine and CPU override the options above.
-  struct Restore {
-    SnapshotManifest manifest;
-    StateSections state;
-    // A migration's destination (migration_destination.h). `commit` is called once everything
-    // that can fail is done (state loaded, vCPU threads created and held, API socket bound) and
-    // before any vCPU runs: it says ready, waits for the commit and says running, or throws
-    // when the VM must not run here (the source keeps it). `stop_check` names a stop request
-    // (a signal, vm.shutdown) that ends the wait. `fail_before_commit` tells the source why the
-    // destination could not get that far.
-    std::function<void(const std::function<std::optional<std::string>()>& stop_check)> commit;
-    std::function<void(const std::string& reason)> fail_before_commit;
-  };
-  std::optional<Restore> restore;
 };
 
 }  // namespace vmm
