@@ -31,6 +31,60 @@ CodeBytes fetch(PagedGuestMemory& memory, uint64_t rip) {
   return bytes;
 }
 
+// The guest's enabled execution breakpoints (DR7 R/W 00), which a block never runs into.
+class GuestExecutionBreakpoints {
+ public:
+  explicit GuestExecutionBreakpoints(const GuestDebugRegisters& guest)
+      : guest_(guest), held_(guest.held_slots()) {}
+  bool at(uint64_t rip) const {
+    for (int i = 0; i < 4; ++i)
+      if ((held_ & (1u << i)) && ((guest_.dr7 >> (16 + 4 * i)) & 3) == 0 && guest_.db[i] == rip)
+        return true;
+    return false;
+  }
+  // Debug slots the guest's breakpoints leave to pmuvm.
+  size_t free_slots() const { return 4 - static_cast<size_t>(std::popcount(held_)); }
+
+ private:
+  GuestDebugRegisters guest_;
+  uint8_t held_;
+};
+
+// The physical frames of a block's code (its first instruction's, and the page the rest is in).
+// Stores into them would change what runs from what was decoded: compared by frame, so that a
+// store through another mapping of a frame counts (a store that cannot be translated faults, and
+// then nothing after it runs).
+class BlockCodeFrames {
+ public:
+  BlockCodeFrames(const GuestRam& ram, uint64_t cr3, uint64_t first_rip, uint64_t first_length,
+                  uint64_t page)
+      : ram_(ram), cr3_(cr3) {
+    for (const uint64_t code : {first_rip, first_rip + first_length - 1, page})
+      if (const std::optional<Translation> t = translate(ram_, cr3_, code))
+        frames_[count_++] = t->gpa & ~(kPage - 1);
+  }
+  bool written_by(const MemoryAccess& w) const {
+    for (const uint64_t linear : {w.address, w.address + (w.size ? w.size - 1 : 0)}) {
+      const std::optional<Translation> t = translate(ram_, cr3_, linear);
+      if (!t) continue;
+      for (size_t i = 0; i < count_; ++i)
+        if ((t->gpa & ~(kPage - 1)) == frames_[i]) return true;
+    }
+    return false;
+  }
+  bool written_by(const DecodedInstruction& d) const {
+    for (uint8_t i = 0; i < d.store_count; ++i)
+      if (written_by(d.stores[i])) return true;
+    return false;
+  }
+
+ private:
+  const GuestRam& ram_;
+  uint64_t cr3_;
+  std::array<uint64_t, 3> frames_{};
+  size_t count_ = 0;
+};
+
 std::optional<uint64_t> read_u64(pmu::GuestMemory& memory, uint64_t linear) {
   uint64_t value = 0;
   if (!memory.read(linear, std::as_writable_bytes(std::span(&value, 1)))) return std::nullopt;
@@ -173,14 +227,7 @@ void StepController::clear_block() {
   block_decoded_.clear();
 }
 
-bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
-  if (!block_open_ || mode_ != Mode::kUser) return false;
-  // A window first lets held interrupts in before pre_; the block is made after it closes. A
-  // return being stepped lands before pre_ first.
-  if (plan_.window || plan_.step_return) return false;
-  block_open_ = false;
-  if (!options_.block_steps || limit < 2 || !pre_decoded_ || !plan_.block.empty()) return false;
-  const DecodedInstruction& first = *pre_decoded_;
+bool StepController::block_may_follow(const DecodedInstruction& first) const {
   // The first instruction goes to one user successor, computed from its real registers (it may
   // be a taken or untaken branch, a CALL, a RET: the block goes on there), and it is nothing the
   // block must stop right after: no guest TF (its trap comes after each instruction), no POPF (it
@@ -193,41 +240,27 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
     return false;
   // A segment load changes the FS/GS base the block's later accesses would be proven with (and a
   // MOV SS holds the next instruction's breakpoints back): the next instruction starts a block.
-  if (first.segment_written) return false;
-  // The guest's enabled execution breakpoints (DR7 R/W 00): a block never runs into one.
-  const GuestDebugRegisters guest = at_exit.guest_debug();
-  const uint8_t held = guest.held_slots();
-  auto guest_breakpoint_at = [&](uint64_t rip) {
-    for (int i = 0; i < 4; ++i)
-      if ((held & (1u << i)) && ((guest.dr7 >> (16 + 4 * i)) & 3) == 0 && guest.db[i] == rip)
-        return true;
-    return false;
-  };
-  if (guest_breakpoint_at(pre_.rip)) return false;  // RF would pass it too
+  return !first.segment_written;
+}
+
+bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
+  if (!block_open_ || mode_ != Mode::kUser) return false;
+  // A window first lets held interrupts in before pre_; the block is made after it closes. A
+  // return being stepped lands before pre_ first.
+  if (plan_.window || plan_.step_return) return false;
+  block_open_ = false;
+  if (!options_.block_steps || limit < 2 || !pre_decoded_ || !plan_.block.empty()) return false;
+  const DecodedInstruction& first = *pre_decoded_;
+  if (!block_may_follow(first)) return false;
+  const GuestExecutionBreakpoints guest_breakpoints(at_exit.guest_debug());
+  if (guest_breakpoints.at(pre_.rip)) return false;  // RF would pass it too
 
   // The rest of the block: from the first instruction's successor on, within that page (the
   // first instruction's fetch reached it; nothing after it can fault, not even a fetch).
   uint64_t rip = plan_.successors[0].rip;
   const uint64_t page_end = (rip & ~(kPage - 1)) + kPage;
-  // Stores into the block's code would change what runs from what was decoded: compared by the
-  // physical frames of its code pages, so that a store through another mapping of a frame counts
-  // (a store that cannot be translated faults, and then nothing after it runs).
-  std::array<uint64_t, 3> code_frames{};
-  size_t code_frame_count = 0;
-  for (const uint64_t code : {pre_.rip, pre_.rip + first.length - 1, page_end - kPage})
-    if (const std::optional<Translation> t = translate(ram_, pre_.cr3, code))
-      code_frames[code_frame_count++] = t->gpa & ~(kPage - 1);
-  auto into_code = [&](const MemoryAccess& w) {
-    for (const uint64_t linear : {w.address, w.address + (w.size ? w.size - 1 : 0)}) {
-      const std::optional<Translation> t = translate(ram_, pre_.cr3, linear);
-      if (!t) continue;
-      for (size_t i = 0; i < code_frame_count; ++i)
-        if ((t->gpa & ~(kPage - 1)) == code_frames[i]) return true;
-    }
-    return false;
-  };
-  for (uint8_t i = 0; i < first.store_count; ++i)
-    if (into_code(first.stores[i])) return false;
+  const BlockCodeFrames code(ram_, pre_.cr3, pre_.rip, first.length, page_end - kPage);
+  if (code.written_by(first)) return false;
   // Memory computations after the first instruction, where the walk can prove their accesses.
   const bool prove_memory =
       !(pre_.rflags & kAlignmentCheck) && !(at_exit.cr4() & kCr4ProtectionKeys);
@@ -237,8 +270,7 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
   GuestRegisters at = pre_;
   uint16_t written = first.gprs_written;
   if (first.adjusted_gpr >= 0) general_register(at, first.adjusted_gpr) += first.adjustment;
-  std::array<uint64_t, 2> targets{};
-  size_t target_count = 0;
+  BlockTargets targets;
   user_memory_.set_cr3(pre_.cr3);
   // A successor at an instruction of the block (after its first) would stop the block before
   // that instruction ran: the block ends before it instead, and it starts the next block. (One
@@ -254,7 +286,7 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
     return true;
   };
   while (plan_.block.size() + 1 < std::min<uint64_t>(limit, kMaxBlockInstructions)) {
-    if (rip >= page_end || guest_breakpoint_at(rip)) break;
+    if (rip >= page_end || guest_breakpoints.at(rip)) break;
     // Back at its own code (after a followed jump): the block ends there.
     if (rip == pre_.rip || end_before_block_instruction(rip)) break;
     const CodeBytes bytes = fetch(user_memory_, rip);
@@ -269,11 +301,8 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
       const bool falls_through =
           (d->memory_computation || d->stack_push_pop) && d->flow.kind == ControlFlow::Kind::kNext;
       if (!prove_memory || !(falls_through || direct_call) || (d->gprs_addressing & written) ||
-          !accesses_proven(*d))
+          !accesses_proven(*d) || code.written_by(*d))
         break;
-      bool into_block = false;
-      for (uint8_t i = 0; i < d->store_count; ++i) into_block |= into_code(d->stores[i]);
-      if (into_block) break;
     }
     written |= d->gprs_written;
     if (d->adjusted_gpr >= 0) general_register(at, d->adjusted_gpr) += d->adjustment;
@@ -297,32 +326,36 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
       rip = target;
       continue;
     }
-    targets[target_count++] = *d->direct_target;
+    targets.add(*d->direct_target);
     if (d->branch == pmu::BranchKind::kConditional && d->fall_through(rip) != *d->direct_target)
-      targets[target_count++] = d->fall_through(rip);
+      targets.add(d->fall_through(rip));
     // The earliest block instruction a target names ends the block (its fall-through then).
     size_t end = plan_.block.size();
-    for (size_t t = 0; t < target_count; ++t)
+    for (size_t t = 0; t < targets.count; ++t)
       for (size_t k = 0; k < end; ++k)
-        if (plan_.block[k] == targets[t]) end = k;
+        if (plan_.block[k] == targets.rips[t]) end = k;
     if (end < plan_.block.size()) {
       end_before_block_instruction(plan_.block[end]);
-      target_count = 0;
+      targets.count = 0;
     }
     break;
   }
-  if (target_count == 0) targets[target_count++] = rip;  // ends before `rip`: it falls through
+  if (targets.count == 0) targets.add(rip);  // ends before `rip`: it falls through
   if (plan_.block.empty()) return false;
+  return arm_block(targets, guest_breakpoints.free_slots(), at_exit);
+}
+
+bool StepController::arm_block(const BlockTargets& targets, size_t free_slots,
+                               StepTarget& at_exit) {
   // Its successors need slots (and a return site one, to catch a fault of the first).
-  const size_t free_slots = 4 - static_cast<size_t>(std::popcount(held));
-  if (target_count + (return_sites().empty() ? 0 : 1) > free_slots) {
+  if (targets.count + (return_sites().empty() ? 0 : 1) > free_slots) {
     ++stats_.blocks_refused_for_slots;
     clear_block();
     return false;
   }
   bool resume_flag = false;
-  for (size_t t = 0; t < target_count; ++t)
-    if (targets[t] == pre_.rip) resume_flag = true;
+  for (size_t t = 0; t < targets.count; ++t)
+    if (targets.rips[t] == pre_.rip) resume_flag = true;
   // A block that comes back to its first instruction starts with RF, which only works where the
   // vCPU is at that instruction: still at the return site that made it pending, the RF would
   // go to the return instruction, and the block's breakpoint would then fire before it ran.
@@ -331,7 +364,7 @@ bool StepController::extend_block(uint64_t limit, StepTarget& at_exit) {
     return false;
   }
   plan_.successors.clear();
-  for (size_t t = 0; t < target_count; ++t) plan_.successors.push_back({targets[t], false});
+  for (size_t t = 0; t < targets.count; ++t) plan_.successors.push_back({targets.rips[t], false});
   plan_.stop = Plan::Stop::kBreakpoints;
   return resume_flag;
 }
@@ -684,155 +717,161 @@ StepOutcome StepController::on_debug_exit(StepTarget& at, uint64_t dr6,
   // Whose single-step trap: ours (KVM's single-step), the guest's own TF (TF before the
   // instruction decides), or KVM's (SVM's NMI window: one instruction, nobody's to deliver).
   // In user mode the guest's TF is pre_'s (KVM hides TF while it single-steps: carried over
-  // from the instruction before, see below); the trap after a stepped return is never the
-  // guest's (the kernel's TF was clear; the frame's TF applies from the next instruction on).
+  // from the instruction before, see user_instruction_ended); the trap after a stepped return is
+  // never the guest's (the kernel's TF was clear; the frame's TF applies from the next
+  // instruction on).
   const bool guest_tf = mode_ == Mode::kUser
                             ? (pre_.rflags & kTrapFlag) != 0 && !plan_.step_return
                             : (now.rflags & kTrapFlag) != 0 && !applied.single_step;
   const bool guest_step = step_trap && guest_tf && (mode_ == Mode::kUser || !applied.single_step);
-  const uint64_t guest_bits = guest_dr6_bits(dr6, applied, guest_step);
-  const ReturnSite* site = ours_here && cpl == 0 ? entries_.site_at(now.rip) : nullptr;
-
+  const DebugExit exit{
+      .applied = applied,
+      .now = now,
+      .cpl = cpl,
+      .ours_here = ours_here,
+      .step_trap = step_trap,
+      .trap_flag_step = trap_flag_step,
+      .guest_bits = guest_dr6_bits(dr6, applied, guest_step),
+      .site = ours_here && cpl == 0 ? entries_.site_at(now.rip) : nullptr,
+  };
   switch (mode_) {
     case Mode::kOff: break;
-    case Mode::kUser: {
-      if (plan_.step_return) {
-        if (cpl == 3 && step_trap && now.rip == pre_.rip) {
-          // Landed before pre_: counting goes on from there. Nothing for the guest: its TF
-          // applies from pre_ on, and a breakpoint of its at pre_ has not fired (RF passes it;
-          // QEMU still names it in DR6 at a single-step trap).
-          plan_user_step();
-        } else {
-          // The return faulted (or the guest's #DB came first).
-          enter_kernel(KernelEntry::kException);
-          if (guest_bits) {
-            out.deliver_debug = guest_bits;
-            ++stats_.guest_debug_exceptions;
-          }
-        }
-        break;
-      }
-      if (cpl == 3 && plan_.window && ours_here && now.rip == pre_.rip) {
-        // The window closed with nothing pending: the instruction has not run yet.
-        plan_.window = false;
-        if (guest_bits) {
-          out.deliver_debug = guest_bits;
-          ++stats_.guest_debug_exceptions;
-          enter_kernel(KernelEntry::kException);
-        }
-        break;
-      }
-      if (cpl == 3) {
-        const Plan::Successor* succ = nullptr;
-        for (const Plan::Successor& s : plan_.successors)
-          if (!s.kernel && s.rip == now.rip) succ = &s;
-        // pre_ retired: its successor breakpoint fired, or a trap came after it (an iteration
-        // of a REP string instruction traps with RIP unchanged: not yet retired).
-        const bool trapped_after = (step_trap || (guest_bits & kDr6SlotBits)) &&
-                                   !(now.rip == pre_.rip && plan_.rep_string);
-        const bool faulted_at_it = (guest_bits & kDr6SlotBits) && !step_trap &&
-                                   now.rip == pre_.rip && !(ours_here && succ);
-        if ((ours_here && succ) || (trapped_after && !faulted_at_it)) {
-          if (!plan_.block.empty()) {
-            retire_block(now.rip, out);
-          } else {
-            retire(pre_, now.rip, 3, out);
-            if (applied.single_step)
-              ++stats_.single_steps;
-            else
-              ++stats_.user_steps;
-          }
-        }
-        if (guest_bits) {
-          out.deliver_debug = guest_bits;
-          ++stats_.guest_debug_exceptions;
-          enter_kernel(KernelEntry::kException);  // the guest's #DB handler runs next
-        } else {
-          // Single-stepped by KVM: the TF KVM reports is not the guest's; the guest's stays
-          // what it was, unless the instruction was a POPF that loaded another one.
-          // (Stepped by choice: the guest's TF was clear and the instruction cannot set it.)
-          const uint64_t guest_tf = applied.single_step && plan_.stop != Plan::Stop::kTrapFlagStep
-                                        ? guest_trap_flag_after(pre_)
-                                        : 0;
-          mode_ = Mode::kUser;
-          pre_ = now;
-          if (applied.single_step) pre_.rflags = (pre_.rflags & ~kTrapFlag) | guest_tf;
-          have_pre_ = true;
-          trap_flag_live_ = trap_flag_step && step_trap;
-          plan_user_step();
-        }
-        break;
-      }
-      // In the kernel: SYSCALL/INT n reached their entry (retired), or user mode was left by an
-      // exception, interrupt or NMI (pre_ did not retire) and the kernel is about to return.
-      bool retired_into_kernel = false;
-      for (const Plan::Successor& s : plan_.successors)
-        if (s.kernel && s.rip == now.rip && ours_here) retired_into_kernel = true;
-      if (retired_into_kernel) {
-        const std::optional<DecodedInstruction> d = decode(pre_, 3);
-        retire(pre_, d ? pre_.rip + d->length : now.rip, 3, out);
-        ++stats_.user_steps;
-        enter_kernel(d && d->syscall ? KernelEntry::kSyscall : KernelEntry::kException);
-      } else {
-        retire_departed_prefix(at, now, out);
-        if (site)
-          at_return_site(at, *site, out);
-        else
-          enter_kernel(KernelEntry::kException);
-      }
-      if (guest_bits) {
-        out.deliver_debug = guest_bits;
-        ++stats_.guest_debug_exceptions;
-      }
-      break;
-    }
-    case Mode::kKernel:
-      if (cpl == 3) {  // user mode was reached past every armed return site
-        ++stats_.missed_returns;
-        if (guest_bits) {
-          out.deliver_debug = guest_bits;
-          ++stats_.guest_debug_exceptions;
-        } else {
-          enter_user(now, out);
-        }
-        break;
-      }
-      if (site) at_return_site(at, *site, out);
-      if (guest_bits) {
-        out.deliver_debug = guest_bits;
-        ++stats_.guest_debug_exceptions;
-      }
-      break;
-    case Mode::kKernelStep:
-      if (cpl == 3) {
-        ++stats_.missed_returns;
-        enter_user(now, out);
-        break;
-      }
-      if (step_trap && applied.single_step) {
-        if (have_pre_ && now.rip != pre_.rip) {
-          retire(pre_, now.rip, 0, out);
-          ++stats_.kernel_steps;
-        }
-        pre_ = now;
-        have_pre_ = true;
-        // About to run a return instruction: where it goes is read now, not stepped through.
-        if (const ReturnSite* next_site = entries_.site_at(now.rip)) {
-          at_return_site(at, *next_site, out);
-          break;
-        }
-      } else if (site) {
-        at_return_site(at, *site, out);
-        if (mode_ == Mode::kKernelStep) pre_ = now, have_pre_ = true;
-      }
-      if (guest_bits) {
-        out.deliver_debug = guest_bits;
-        ++stats_.guest_debug_exceptions;
-      }
-      break;
+    case Mode::kUser: user_debug_exit(at, exit, out); break;
+    case Mode::kKernel: kernel_debug_exit(at, exit, out); break;
+    case Mode::kKernelStep: kernel_step_debug_exit(at, exit, out); break;
   }
   if (!out.deliver_debug) mark_resume_flag(now, out);
   return out;
+}
+
+bool StepController::deliver_guest_debug(uint64_t bits, StepOutcome& out) {
+  if (!bits) return false;
+  out.deliver_debug = bits;
+  ++stats_.guest_debug_exceptions;
+  return true;
+}
+
+void StepController::user_debug_exit(StepTarget& at, const DebugExit& e, StepOutcome& out) {
+  if (plan_.step_return) {
+    if (e.cpl == 3 && e.step_trap && e.now.rip == pre_.rip) {
+      // Landed before pre_: counting goes on from there. Nothing for the guest: its TF
+      // applies from pre_ on, and a breakpoint of its at pre_ has not fired (RF passes it;
+      // QEMU still names it in DR6 at a single-step trap).
+      plan_user_step();
+    } else {
+      // The return faulted (or the guest's #DB came first).
+      enter_kernel(KernelEntry::kException);
+      deliver_guest_debug(e.guest_bits, out);
+    }
+    return;
+  }
+  if (e.cpl == 3 && plan_.window && e.ours_here && e.now.rip == pre_.rip) {
+    // The window closed with nothing pending: the instruction has not run yet.
+    plan_.window = false;
+    if (deliver_guest_debug(e.guest_bits, out)) enter_kernel(KernelEntry::kException);
+    return;
+  }
+  if (e.cpl == 3)
+    user_instruction_ended(e, out);
+  else
+    user_mode_left(at, e, out);
+}
+
+void StepController::user_instruction_ended(const DebugExit& e, StepOutcome& out) {
+  const GuestRegisters& now = e.now;
+  const Plan::Successor* succ = nullptr;
+  for (const Plan::Successor& s : plan_.successors)
+    if (!s.kernel && s.rip == now.rip) succ = &s;
+  // pre_ retired: its successor breakpoint fired, or a trap came after it (an iteration
+  // of a REP string instruction traps with RIP unchanged: not yet retired).
+  const bool trapped_after =
+      (e.step_trap || (e.guest_bits & kDr6SlotBits)) && !(now.rip == pre_.rip && plan_.rep_string);
+  const bool faulted_at_it = (e.guest_bits & kDr6SlotBits) && !e.step_trap && now.rip == pre_.rip &&
+                             !(e.ours_here && succ);
+  if ((e.ours_here && succ) || (trapped_after && !faulted_at_it)) {
+    if (!plan_.block.empty()) {
+      retire_block(now.rip, out);
+    } else {
+      retire(pre_, now.rip, 3, out);
+      if (e.applied.single_step)
+        ++stats_.single_steps;
+      else
+        ++stats_.user_steps;
+    }
+  }
+  if (deliver_guest_debug(e.guest_bits, out)) {
+    enter_kernel(KernelEntry::kException);  // the guest's #DB handler runs next
+    return;
+  }
+  // Single-stepped by KVM: the TF KVM reports is not the guest's; the guest's stays
+  // what it was, unless the instruction was a POPF that loaded another one.
+  // (Stepped by choice: the guest's TF was clear and the instruction cannot set it.)
+  const uint64_t guest_tf = e.applied.single_step && plan_.stop != Plan::Stop::kTrapFlagStep
+                                ? guest_trap_flag_after(pre_)
+                                : 0;
+  mode_ = Mode::kUser;
+  pre_ = now;
+  if (e.applied.single_step) pre_.rflags = (pre_.rflags & ~kTrapFlag) | guest_tf;
+  have_pre_ = true;
+  trap_flag_live_ = e.trap_flag_step && e.step_trap;
+  plan_user_step();
+}
+
+void StepController::user_mode_left(StepTarget& at, const DebugExit& e, StepOutcome& out) {
+  // In the kernel: SYSCALL/INT n reached their entry (retired), or user mode was left by an
+  // exception, interrupt or NMI (pre_ did not retire) and the kernel is about to return.
+  bool retired_into_kernel = false;
+  for (const Plan::Successor& s : plan_.successors)
+    if (s.kernel && s.rip == e.now.rip && e.ours_here) retired_into_kernel = true;
+  if (retired_into_kernel) {
+    const std::optional<DecodedInstruction> d = decode(pre_, 3);
+    retire(pre_, d ? pre_.rip + d->length : e.now.rip, 3, out);
+    ++stats_.user_steps;
+    enter_kernel(d && d->syscall ? KernelEntry::kSyscall : KernelEntry::kException);
+  } else {
+    retire_departed_prefix(at, e.now, out);
+    if (e.site)
+      at_return_site(at, *e.site, out);
+    else
+      enter_kernel(KernelEntry::kException);
+  }
+  deliver_guest_debug(e.guest_bits, out);
+}
+
+void StepController::kernel_debug_exit(StepTarget& at, const DebugExit& e, StepOutcome& out) {
+  if (e.cpl == 3) {  // user mode was reached past every armed return site
+    ++stats_.missed_returns;
+    if (!deliver_guest_debug(e.guest_bits, out)) enter_user(e.now, out);
+    return;
+  }
+  if (e.site) at_return_site(at, *e.site, out);
+  deliver_guest_debug(e.guest_bits, out);
+}
+
+void StepController::kernel_step_debug_exit(StepTarget& at, const DebugExit& e, StepOutcome& out) {
+  const GuestRegisters& now = e.now;
+  if (e.cpl == 3) {
+    ++stats_.missed_returns;
+    enter_user(now, out);
+    return;
+  }
+  if (e.step_trap && e.applied.single_step) {
+    if (have_pre_ && now.rip != pre_.rip) {
+      retire(pre_, now.rip, 0, out);
+      ++stats_.kernel_steps;
+    }
+    pre_ = now;
+    have_pre_ = true;
+    // About to run a return instruction: where it goes is read now, not stepped through.
+    if (const ReturnSite* next_site = entries_.site_at(now.rip)) {
+      at_return_site(at, *next_site, out);
+      return;
+    }
+  } else if (e.site) {
+    at_return_site(at, *e.site, out);
+    if (mode_ == Mode::kKernelStep) pre_ = now, have_pre_ = true;
+  }
+  deliver_guest_debug(e.guest_bits, out);
 }
 
 StepOutcome StepController::on_other_exit(StepTarget& at) {

@@ -358,6 +358,27 @@ class StepController {
   // by_priority): SYSCALL returns by SYSRET, the IDT's handlers by IRET.
   enum class KernelEntry : uint8_t { kUnknown, kSyscall, kException };
 
+  // What one debug exit says, read once by on_debug_exit for its mode's handler below.
+  struct DebugExit {
+    const DebugConfig& applied;
+    GuestRegisters now;
+    uint8_t cpl = 0;
+    bool ours_here = false;            // an execution breakpoint of ours fired at now.rip
+    bool step_trap = false;            // DR6.BS
+    bool trap_flag_step = false;       // pre_ was single-stepped by TF (trap_flag_stepping())
+    uint64_t guest_bits = 0;           // DR6 bits of the guest's own #DB; 0: it gets none
+    const ReturnSite* site = nullptr;  // the return site at now.rip, when ours fired there
+  };
+  void user_debug_exit(StepTarget& at, const DebugExit& e, StepOutcome& out);
+  // At CPL 3: pre_ (or the block) retired, or not, and the next user instruction is planned.
+  void user_instruction_ended(const DebugExit& e, StepOutcome& out);
+  // At CPL 0 in kUser: a SYSCALL/INT n retired into the kernel, or a fault or interrupt left.
+  void user_mode_left(StepTarget& at, const DebugExit& e, StepOutcome& out);
+  void kernel_debug_exit(StepTarget& at, const DebugExit& e, StepOutcome& out);
+  void kernel_step_debug_exit(StepTarget& at, const DebugExit& e, StepOutcome& out);
+  // Gives the guest its own #DB with DR6 bits `bits`, if any; true when there is one.
+  bool deliver_guest_debug(uint64_t bits, StepOutcome& out);
+
   void enter_user(const GuestRegisters& at, StepOutcome& out);
   void enter_kernel(KernelEntry how);
   // Does the plan know user code at `rip` (the pending instruction, a successor, a block's)?
@@ -380,6 +401,17 @@ class StepController {
   // The block's instruction i (after pre_), decoded: kept from extend_block, or read again after
   // a restore.
   std::optional<DecodedInstruction> block_instruction(size_t i);
+  // Where a block ends: the one or two places its last instruction goes (its successors).
+  struct BlockTargets {
+    std::array<uint64_t, 2> rips{};
+    size_t count = 0;
+    void add(uint64_t rip) { rips[count++] = rip; }
+  };
+  // May a block follow pre_, the first instruction `first` (extend_block)?
+  bool block_may_follow(const DecodedInstruction& first) const;
+  // Arms the block's successors (false, the block cleared, when the debug slots do not suffice
+  // or it cannot start with RF where the vCPU is); true when it starts with RF.
+  bool arm_block(const BlockTargets& targets, size_t free_slots, StepTarget& at_exit);
   // Can none of `d`'s data accesses fault (see the header comment)?
   bool accesses_proven(const DecodedInstruction& d) const;
   void clear_block();
