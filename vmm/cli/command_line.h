@@ -18,6 +18,7 @@
 
 #include "vmm/counting_kinds.h"
 #include "vmm/machine/run_environment.h"
+#include "vmm/machine_shape.h"
 
 namespace vmm {
 
@@ -27,7 +28,7 @@ struct ProgramArgs {
 };
 
 // Beside its own options, the run's environment and pause points (vmm/machine/run_environment.h).
-struct RunCommand : RunEnvironment, PausePoints {
+struct RunCommand : RunEnvironment, PausePoints, MachineShape {
   std::string cpu = "amd-lwp";
   // How it counts (vmm/counting_kinds.h; DESIGN §4.7, §4.11): the backend, the
   // stepper, and the host backend's counters, the double's skid, the skid margin.
@@ -37,16 +38,11 @@ struct RunCommand : RunEnvironment, PausePoints {
   uint64_t double_skid = 0;
   uint64_t skid_margin = 128;
   bool host_counters_given = false, double_skid_given = false, skid_margin_given = false;
-  uint32_t vcpus = 1;
-  uint64_t mem_mib = 256;
-  uint64_t seed = 1;
-  uint32_t timer_hz = 100;
   std::string kernel;  // "" = the bundled kernel; an ELF kernel or a Linux bzImage
   std::string initrd;  // Linux only (DESIGN §4.9)
   std::string cmdline = "console=ttyS0";  // Linux only
   bool cmdline_given = false;
   std::string log_level = "warn";
-  uint32_t max_interrupt_rate = 10000;
   std::vector<ProgramArgs> programs;
   // A live migration's destination (DESIGN §4.10): "unix:PATH"; the machine comes from the
   // source, so no kernel, programs or machine-shape options go with it.

@@ -218,11 +218,7 @@ int run(const vmm::RunCommand& cmd) {
 
   vmm::MachineOptions options;
   options.profile = vmm::resolve_cpu_option(cmd.cpu).value_or_throw();
-  options.vcpus = cmd.vcpus;
-  options.mem_mib = cmd.mem_mib;
-  options.seed = cmd.seed;
-  options.timer_hz = cmd.timer_hz;
-  options.max_interrupts_per_second = cmd.max_interrupt_rate;
+  static_cast<vmm::MachineShape&>(options) = cmd;
   static_cast<vmm::RunEnvironment&>(options) = cmd;
   static_cast<vmm::PausePoints&>(options) = cmd;
   options.debug_pause_every = cmd.debug_pause_every;

@@ -452,15 +452,11 @@ std::vector<std::string> host_cpuid_refusals(const SnapshotManifest& m,
 MachineOptions options_from_manifest(const SnapshotManifest& m) {
   MachineOptions o;
   o.profile = m.profile;
-  o.vcpus = m.vcpus;
-  o.mem_mib = m.mem_mib;
-  o.seed = m.seed;
-  o.timer_hz = m.timer_hz;
+  static_cast<MachineShape&>(o) = m;
   // parse_manifest checked the name
   o.counting = CountingChoice::resumed(parse_stepper(m.stepper).value_or(StepperKind::kNone));
   if (m.linux_guest) o.linux_guest.emplace();  // the run loop's Linux rules; nothing to load
   o.kernel_name = m.kernel;
-  o.max_interrupts_per_second = m.max_interrupt_rate;
   return o;
 }
 Machine::~Machine() = default;

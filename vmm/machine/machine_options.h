@@ -15,18 +15,15 @@
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/counting/counting_choice.h"
 #include "vmm/machine/run_environment.h"
+#include "vmm/machine_shape.h"
 
 namespace vmm {
 
 // Beside its own fields, what it talks to and writes (RunEnvironment) and where it pauses itself
 // (PausePoints: vmm/machine/run_environment.h).
-struct MachineOptions : RunEnvironment, PausePoints {
+struct MachineOptions : RunEnvironment, PausePoints, MachineShape {
   CpuProfile profile;
-  uint32_t vcpus = 1;
-  uint64_t mem_mib = 256;
-  uint64_t seed = 0;
-  uint32_t timer_hz = 100;  // the bundled kernel's tick; 0 = none (not used by Linux)
-  ElfImage kernel;          // the bundled kernel (or an ELF one), unless linux_guest is set
+  ElfImage kernel;  // the bundled kernel (or an ELF one), unless linux_guest is set
   // A Linux guest (DESIGN §4.9) instead: the whole bzImage, its checked setup header, the initrd
   // and the command line. No programs then; Linux runs what its initramfs holds.
   struct LinuxGuest {
@@ -39,8 +36,6 @@ struct MachineOptions : RunEnvironment, PausePoints {
   std::optional<LinuxGuest> linux_guest;
   std::string kernel_name = "bundled kernel";
   std::vector<GuestProgram> programs;
-  uint32_t max_interrupts_per_second =
-      10000;  // storm protection (pmu/rate_limited_interrupt_sink.h)
   // How it counts (DESIGN §4.7, §4.11): the stepper, and the host backend when it is chosen.
   CountingChoice counting;
   uint64_t debug_pause_every = 0;  // pause and resume the VM every N exits of vCPU 0 (0: never)

@@ -32,14 +32,10 @@ void Machine::Impl::pause_at_progress(const std::string& reason) {
 
 SnapshotManifest Machine::Impl::manifest() {
   SnapshotManifest m;
-  m.vcpus = options_.vcpus;
-  m.mem_mib = options_.mem_mib;
-  m.seed = options_.seed;
-  m.timer_hz = options_.timer_hz;
+  static_cast<MachineShape&>(m) = options_;
   m.stepper = stepper_name(options_.counting.stepper);
   m.linux_guest = guest_kind_->linux_guest();
   m.kernel = options_.kernel_name;
-  m.max_interrupt_rate = options_.max_interrupts_per_second;
   m.profile = options_.profile;
   m.cpuid = guest_cpu_.cpuid;
   return m;

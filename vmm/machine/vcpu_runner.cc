@@ -41,7 +41,7 @@ VcpuRunner::VcpuRunner(VcpuHost& host, KvmVm& vm, GuestRam& ram, uint32_t index)
   interrupts_.vcpu = kvm_.get();
   interrupts_.apic_id = index;
   limited_ = std::make_unique<pmu::RateLimitedInterruptSink>(interrupts_, host.clock(),
-                                                             options.max_interrupts_per_second);
+                                                             options.max_interrupt_rate);
   tap_.limited = limited_.get();
   pmu_ = std::make_unique<VcpuPmu>(index, index, cpu.lwp, options.seed, ram, tap_, cpu.netburst,
                                    &page_faults_);
@@ -175,8 +175,8 @@ void VcpuRunner::log_rate_limit() const {
     spdlog::warn(
         "vCPU {}: --max-interrupt-rate {}/s held back {} PMU interrupt requests, {} of "
         "them coalesced into one already held; {} delivered{}",
-        index(), host_.options().max_interrupts_per_second, l.throttled(), l.coalesced(),
-        l.delivered(), l.has_pending() ? " (the run ended while one was still held)" : "");
+        index(), host_.options().max_interrupt_rate, l.throttled(), l.coalesced(), l.delivered(),
+        l.has_pending() ? " (the run ended while one was still held)" : "");
 }
 
 void VcpuRunner::log_closing_lines() const {

@@ -19,19 +19,15 @@
 
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/cpuid_table.h"
+#include "vmm/machine_shape.h"
 #include "vmm/result.h"
 
 namespace vmm {
 
-struct SnapshotManifest {
-  uint32_t vcpus = 1;
-  uint64_t mem_mib = 0;
-  uint64_t seed = 0;
-  uint32_t timer_hz = 0;
+struct SnapshotManifest : MachineShape {
   std::string stepper;  // "kvm", "guest" or "none"
   bool linux_guest = false;
   std::string kernel;
-  uint32_t max_interrupt_rate = 0;
   CpuProfile profile;             // the source's profile: the PMU models' parameters
   std::vector<CpuidEntry> cpuid;  // the CPUID table the guest saw (before per-vCPU APIC IDs)
   struct File {
