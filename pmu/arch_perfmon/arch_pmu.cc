@@ -1,0 +1,455 @@
+#include "pmu/arch_perfmon/arch_pmu.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace pmu::arch_perfmon {
+namespace {
+
+pmu::Status range_error(const char* what, uint32_t value, const char* range) {
+  return pmu::Status::refused("architectural PMU: " + std::to_string(value) + " " + what + " (" +
+                              range + " supported)");
+}
+
+uint64_t low_bits(uint32_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
+
+// One counter's CMASK/INV/EDGE (SDM "IA32_PERFEVTSELx"), per cycle of an instruction.
+struct CycleFilter {
+  uint8_t cmask = 0;
+  bool invert = false;
+  bool edge = false;
+  bool passes(uint32_t occurrences) const {
+    const bool at_least = occurrences >= cmask;
+    return invert ? !at_least : at_least;
+  }
+};
+
+// Increments for an instruction of `cycles` cycles: `busy_value` occurrences in each cycle but
+// the last, `retire_value` in the last. `previous`: the comparison in the cycle before.
+uint64_t filtered(const CycleFilter& f, uint64_t cycles, uint32_t busy_value, uint32_t retire_value,
+                  bool& previous) {
+  const uint64_t busy = cycles - 1;
+  if (f.cmask == 0) return busy * busy_value + retire_value;
+  uint64_t n = 0;
+  if (busy > 0) {
+    const bool b = f.passes(busy_value);
+    n += f.edge ? (b && !previous ? 1 : 0) : (b ? busy : 0);
+    previous = b;
+  }
+  const bool r = f.passes(retire_value);
+  n += f.edge ? (r && !previous ? 1 : 0) : (r ? 1 : 0);
+  previous = r;
+  return n;
+}
+
+}  // namespace
+
+pmu::Status validate(const Config& c) {
+  if (c.version < 2 || c.version > 4) return range_error("as version", c.version, "2..4");
+  if (c.counters < 1 || c.counters > kMaxCounters)
+    return range_error("general-purpose counters", c.counters, "1..8");
+  if (c.counter_bits < 32 || c.counter_bits > 48)
+    return range_error("bits per counter", c.counter_bits, "32..48");
+  if (c.fixed_counters > kMaxFixedCounters)
+    return range_error("fixed counters", c.fixed_counters, "0..3");
+  if (c.fixed_counter_bits < 32 || c.fixed_counter_bits > 48)
+    return range_error("bits per fixed counter", c.fixed_counter_bits, "32..48");
+  return {};
+}
+
+ArchPmu::ArchPmu(const Config& config, InterruptSink& interrupts)
+    : config_(config), interrupts_(interrupts) {
+  if (const pmu::Status s = validate(config); !s.ok()) throw std::invalid_argument(s.reason());
+  reset();
+}
+
+bool ArchPmu::owns_msr(uint32_t msr) {
+  auto in = [msr](uint32_t first, uint32_t count) { return msr >= first && msr < first + count; };
+  return in(kMsrPmc0, kMaxCounters) || in(kMsrPerfEvtSel0, kMaxCounters) ||
+         in(kMsrFixedCtr0, kMaxFixedCounters) || msr == kMsrPerfCapabilities ||
+         (msr >= kMsrFixedCtrCtrl && msr <= kMsrGlobalInuse) || in(kMsrFullWidthPmc0, kMaxCounters);
+}
+
+uint64_t ArchPmu::perf_capabilities() const {
+  return config_.full_width_writes ? capabilities::kFullWidthWrite : 0;
+}
+
+uint64_t ArchPmu::global_enable_bits() const {
+  return low_bits(config_.counters) | (low_bits(config_.fixed_counters) << global::kFixedShift);
+}
+
+uint64_t ArchPmu::status_bits() const {
+  uint64_t bits = global_enable_bits() | global::kOvfBuffer | global::kCondChanged;
+  if (config_.version >= 4) bits |= global::kLbrFrozen | global::kCountersFrozen;
+  return bits;
+}
+
+uint64_t ArchPmu::evtsel_reserved() const {
+  uint64_t reserved = ~uint64_t{0} << 32;
+  if (config_.version < 3) reserved |= evtsel::kAnyThread;
+  return reserved;
+}
+
+uint64_t ArchPmu::fixed_ctrl_reserved() const {
+  uint64_t field = fixed_ctrl::kOs | fixed_ctrl::kUsr | fixed_ctrl::kPmi;
+  if (config_.version >= 3) field |= fixed_ctrl::kAnyThread;
+  uint64_t allowed = 0;
+  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
+    allowed |= field << (fixed_ctrl::kBitsPerCounter * i);
+  return ~allowed;
+}
+
+MsrResult ArchPmu::wrmsr(uint32_t msr, uint64_t value) {
+  if (!owns_msr(msr)) return MsrResult::kNotArchPerfmonMsr;
+  constexpr MsrResult kGp = MsrResult::kGeneralProtection;
+  if (msr >= kMsrPmc0 && msr < kMsrPmc0 + kMaxCounters) {
+    const uint32_t x = msr - kMsrPmc0;
+    if (x >= config_.counters) return kGp;
+    // Bits 31:0, sign-extended: a 32-bit write of -N presets the whole counter to -N.
+    const uint64_t extended = static_cast<uint64_t>(
+        static_cast<int64_t>(static_cast<int32_t>(static_cast<uint32_t>(value))));
+    state_.pmc[x] = extended & counter_mask();
+    return MsrResult::kOk;
+  }
+  if (msr >= kMsrFullWidthPmc0 && msr < kMsrFullWidthPmc0 + kMaxCounters) {
+    const uint32_t x = msr - kMsrFullWidthPmc0;
+    if (!config_.full_width_writes || x >= config_.counters || (value & ~counter_mask()))
+      return kGp;
+    state_.pmc[x] = value;
+    return MsrResult::kOk;
+  }
+  if (msr >= kMsrPerfEvtSel0 && msr < kMsrPerfEvtSel0 + kMaxCounters) {
+    const uint32_t x = msr - kMsrPerfEvtSel0;
+    if (x >= config_.counters || (value & evtsel_reserved())) return kGp;
+    state_.evtsel[x] = value;
+    state_.edge_previous &= ~(uint32_t{1} << x);
+    return MsrResult::kOk;
+  }
+  if (msr >= kMsrFixedCtr0 && msr < kMsrFixedCtr0 + kMaxFixedCounters) {
+    const uint32_t i = msr - kMsrFixedCtr0;
+    if (i >= config_.fixed_counters) return kGp;
+    state_.fixed[i] = value & fixed_mask();
+    return MsrResult::kOk;
+  }
+  switch (msr) {
+    case kMsrFixedCtrCtrl:
+      if (value & fixed_ctrl_reserved()) return kGp;
+      state_.fixed_ctrl = value;
+      return MsrResult::kOk;
+    case kMsrGlobalCtrl:
+      if (value & ~global_enable_bits()) return kGp;
+      state_.global_ctrl = value;
+      return MsrResult::kOk;
+    case kMsrGlobalStatusReset:
+      if (value & ~status_bits()) return kGp;
+      state_.global_status &= ~value;
+      return MsrResult::kOk;
+    case kMsrGlobalStatusSet:
+      if (config_.version < 4 || (value & ~(status_bits() & ~global::kCondChanged))) return kGp;
+      state_.global_status |= value;
+      return MsrResult::kOk;
+    case kMsrGlobalStatus:
+    case kMsrGlobalInuse:
+    case kMsrPerfCapabilities:
+    default: return kGp;  // read-only, or a hole of the block (0x30C..)
+  }
+}
+
+MsrResult ArchPmu::rdmsr(uint32_t msr, uint64_t& value) const {
+  if (!owns_msr(msr)) return MsrResult::kNotArchPerfmonMsr;
+  constexpr MsrResult kGp = MsrResult::kGeneralProtection;
+  if (msr >= kMsrPmc0 && msr < kMsrPmc0 + kMaxCounters) {
+    const uint32_t x = msr - kMsrPmc0;
+    if (x >= config_.counters) return kGp;
+    value = state_.pmc[x];
+    return MsrResult::kOk;
+  }
+  if (msr >= kMsrFullWidthPmc0 && msr < kMsrFullWidthPmc0 + kMaxCounters) {
+    const uint32_t x = msr - kMsrFullWidthPmc0;
+    if (!config_.full_width_writes || x >= config_.counters) return kGp;
+    value = state_.pmc[x];
+    return MsrResult::kOk;
+  }
+  if (msr >= kMsrPerfEvtSel0 && msr < kMsrPerfEvtSel0 + kMaxCounters) {
+    const uint32_t x = msr - kMsrPerfEvtSel0;
+    if (x >= config_.counters) return kGp;
+    value = state_.evtsel[x];
+    return MsrResult::kOk;
+  }
+  if (msr >= kMsrFixedCtr0 && msr < kMsrFixedCtr0 + kMaxFixedCounters) {
+    const uint32_t i = msr - kMsrFixedCtr0;
+    if (i >= config_.fixed_counters) return kGp;
+    value = state_.fixed[i];
+    return MsrResult::kOk;
+  }
+  switch (msr) {
+    case kMsrPerfCapabilities: value = perf_capabilities(); return MsrResult::kOk;
+    case kMsrFixedCtrCtrl: value = state_.fixed_ctrl; return MsrResult::kOk;
+    case kMsrGlobalStatus: value = state_.global_status; return MsrResult::kOk;
+    case kMsrGlobalCtrl: value = state_.global_ctrl; return MsrResult::kOk;
+    case kMsrGlobalStatusReset: value = 0; return MsrResult::kOk;
+    case kMsrGlobalStatusSet:
+      if (config_.version < 4) return kGp;
+      value = 0;
+      return MsrResult::kOk;
+    case kMsrGlobalInuse: {
+      if (config_.version < 4) return kGp;
+      uint64_t inuse = 0;
+      bool any_pmi = false;
+      for (uint32_t x = 0; x < config_.counters; ++x) {
+        if (state_.evtsel[x] & evtsel::kEventSelect) inuse |= uint64_t{1} << x;
+        any_pmi = any_pmi || (state_.evtsel[x] & evtsel::kInt);
+      }
+      for (uint32_t i = 0; i < config_.fixed_counters; ++i) {
+        const uint64_t field = state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i);
+        if (field & (fixed_ctrl::kOs | fixed_ctrl::kUsr))
+          inuse |= uint64_t{1} << (global::kFixedShift + i);
+        any_pmi = any_pmi || (field & fixed_ctrl::kPmi);
+      }
+      value = inuse | (any_pmi ? global::kInuseAnyPmi : 0);
+      return MsrResult::kOk;
+    }
+    default: return kGp;
+  }
+}
+
+bool ArchPmu::gp_counting(uint32_t x) const {
+  return x < config_.counters && (state_.evtsel[x] & evtsel::kEnable) &&
+         (state_.global_ctrl & (uint64_t{1} << x)) && !frozen();
+}
+
+bool ArchPmu::fixed_counting(uint32_t i) const {
+  const uint64_t field = state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i);
+  return i < config_.fixed_counters && (field & (fixed_ctrl::kOs | fixed_ctrl::kUsr)) &&
+         (state_.global_ctrl & (uint64_t{1} << (global::kFixedShift + i))) && !frozen();
+}
+
+bool ArchPmu::add(uint64_t& counter, uint64_t increments, uint64_t width_mask) {
+  const uint64_t before = counter;
+  counter = (before + increments) & width_mask;
+  // A wrap: the sum passed 2^width (increments are far below 2^64 - 2^48).
+  return increments > width_mask - before;
+}
+
+uint64_t ArchPmu::gp_increments(uint32_t x, const RetiredInstruction& insn) {
+  const uint64_t sel = state_.evtsel[x];
+  const Event e = decode_event(sel);
+  if (e == Event::kUnmodelled) return 0;
+  const bool qualified = insn.cpl == 0 ? (sel & evtsel::kOs) : (sel & evtsel::kUsr);
+  const uint32_t occ = qualified ? occurrences(e, insn, config_.third_level_cache) : 0;
+  const uint64_t cycles = std::max<uint32_t>(insn.cycles, 1);
+  const CycleFilter f{
+      static_cast<uint8_t>((sel & evtsel::kCounterMask) >> evtsel::kCounterMaskShift),
+      (sel & evtsel::kInvert) != 0, (sel & evtsel::kEdge) != 0};
+  bool previous = state_.edge_previous & (uint32_t{1} << x);
+  const uint64_t n = counts_cycles(e) ? filtered(f, cycles, occ, occ, previous)
+                                      : filtered(f, cycles, 0, occ, previous);
+  state_.edge_previous = previous ? state_.edge_previous | (uint32_t{1} << x)
+                                  : state_.edge_previous & ~(uint32_t{1} << x);
+  return n;
+}
+
+void ArchPmu::raise_pmi(uint64_t rip, uint8_t cpl) {
+  if (state_.debugctl & debugctl::kFreezePerfmonOnPmi) {
+    if (config_.version >= 4)
+      state_.global_status |= global::kCountersFrozen;
+    else
+      state_.global_ctrl = 0;  // the legacy freeze: software sets it again
+  }
+  if ((state_.debugctl & debugctl::kFreezeLbrsOnPmi) && config_.version >= 4)
+    state_.global_status |= global::kLbrFrozen;
+  ++stats_.pmis;
+  interrupts_.raise_performance_interrupt();
+  if (pmi_observer_) pmi_observer_(rip, cpl);
+}
+
+void ArchPmu::retire(const RetiredInstruction& insn) {
+  bool any = false, pmi = false;
+  // Every counter's increments come from the state before the instruction: a freeze its PMI
+  // causes applies from the next instruction on.
+  std::array<uint64_t, kMaxCounters> gp{};
+  std::array<uint64_t, kMaxFixedCounters> fixed{};
+  for (uint32_t x = 0; x < config_.counters; ++x)
+    if (gp_counting(x)) {
+      any = true;
+      gp[x] = gp_increments(x, insn);
+    }
+  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
+    if (fixed_counting(i)) {
+      any = true;
+      const uint64_t field = state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i);
+      const bool qualified = insn.cpl == 0 ? (field & fixed_ctrl::kOs) : (field & fixed_ctrl::kUsr);
+      const Event e = fixed_counter_event(i);
+      if (qualified)
+        fixed[i] = counts_cycles(e) ? std::max<uint32_t>(insn.cycles, 1)
+                                    : occurrences(e, insn, config_.third_level_cache);
+    }
+  if (!any) return;
+  ++stats_.instructions;
+  for (uint32_t x = 0; x < config_.counters; ++x)
+    if (gp[x] && add(state_.pmc[x], gp[x], counter_mask())) {
+      ++stats_.overflows;
+      state_.global_status |= uint64_t{1} << x;
+      pmi = pmi || (state_.evtsel[x] & evtsel::kInt);
+    }
+  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
+    if (fixed[i] && add(state_.fixed[i], fixed[i], fixed_mask())) {
+      ++stats_.overflows;
+      state_.global_status |= uint64_t{1} << (global::kFixedShift + i);
+      pmi = pmi || ((state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i)) & fixed_ctrl::kPmi);
+    }
+  if (pmi) raise_pmi(insn.rip, insn.cpl);
+}
+
+bool ArchPmu::wants_events() const {
+  for (uint32_t x = 0; x < config_.counters; ++x)
+    if (gp_counting(x) && counter_event(x) != Event::kUnmodelled) return true;
+  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
+    if (fixed_counting(i)) return true;
+  return false;
+}
+
+bool ArchPmu::wants_kernel_events() const {
+  for (uint32_t x = 0; x < config_.counters; ++x)
+    if (gp_counting(x) && counter_event(x) != Event::kUnmodelled &&
+        (state_.evtsel[x] & evtsel::kOs))
+      return true;
+  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
+    if (fixed_counting(i) &&
+        ((state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i)) & fixed_ctrl::kOs))
+      return true;
+  return false;
+}
+
+uint64_t ArchPmu::remaining_to_wrap(uint64_t value, uint64_t width_mask) const {
+  return width_mask - value + 1;  // the increment that makes it wrap is this many away
+}
+
+uint64_t ArchPmu::quiet_retirements() const {
+  uint64_t quiet = UINT64_MAX;
+  for (uint32_t x = 0; x < config_.counters; ++x) {
+    if (!gp_counting(x)) continue;
+    const Event e = counter_event(x);
+    if (e == Event::kUnmodelled) continue;
+    const uint64_t sel = state_.evtsel[x];
+    // At most one occurrence per instruction and no per-cycle filter: the counter wraps on its
+    // remaining-th event at the earliest, an instruction that retires last in the run.
+    const bool one_per_instruction = !counts_cycles(e) && e != Event::kLlcReferences &&
+                                     e != Event::kLlcMisses && !(sel & evtsel::kCounterMask);
+    quiet = std::min(quiet, one_per_instruction ? remaining_to_wrap(state_.pmc[x], counter_mask())
+                                                : uint64_t{1});
+  }
+  for (uint32_t i = 0; i < config_.fixed_counters; ++i) {
+    if (!fixed_counting(i)) continue;
+    quiet = std::min(quiet, counts_cycles(fixed_counter_event(i))
+                                ? uint64_t{1}
+                                : remaining_to_wrap(state_.fixed[i], fixed_mask()));
+  }
+  return std::max<uint64_t>(quiet, 1);
+}
+
+UnseenAllowance ArchPmu::unseen_allowance() const {
+  UnseenAllowance allowed;
+  const uint64_t filters = evtsel::kCounterMask | evtsel::kInvert | evtsel::kEdge;
+  for (uint32_t x = 0; x < config_.counters; ++x) {
+    if (!gp_counting(x)) continue;
+    const Event e = counter_event(x);
+    if (e == Event::kUnmodelled) continue;
+    const uint64_t sel = state_.evtsel[x];
+    if ((sel & evtsel::kOs) || (sel & filters)) return UnseenAllowance::none();
+    if (!(sel & evtsel::kUsr)) continue;  // counts nothing
+    const uint64_t left = remaining_to_wrap(state_.pmc[x], counter_mask());
+    if (e == Event::kInstructions)
+      allowed.instructions = std::min(allowed.instructions, left);
+    else if (e == Event::kBranches)
+      allowed.branches = std::min(allowed.branches, left);
+    else
+      return UnseenAllowance::none();
+  }
+  for (uint32_t i = 0; i < config_.fixed_counters; ++i) {
+    if (!fixed_counting(i)) continue;
+    const uint64_t field = state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i);
+    if ((field & fixed_ctrl::kOs) || fixed_counter_event(i) != Event::kInstructions)
+      return UnseenAllowance::none();
+    allowed.instructions =
+        std::min(allowed.instructions, remaining_to_wrap(state_.fixed[i], fixed_mask()));
+  }
+  return allowed;
+}
+
+void ArchPmu::retire_unseen(const UnseenRetirements& batch) {
+  if (!unseen_allowance().admits(batch))
+    throw std::logic_error("architectural PMU: a batch of unseen instructions it did not admit");
+  if (batch.instructions == 0 && batch.branches == 0) return;
+  bool any = false;
+  for (uint32_t x = 0; x < config_.counters; ++x) {
+    if (!gp_counting(x) || !(state_.evtsel[x] & evtsel::kUsr)) continue;
+    const Event e = counter_event(x);
+    const uint64_t n = e == Event::kInstructions ? batch.instructions
+                       : e == Event::kBranches   ? batch.branches
+                                                 : 0;
+    any = any || e != Event::kUnmodelled;
+    add(state_.pmc[x], n, counter_mask());  // admitted: no wrap
+  }
+  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
+    if (fixed_counting(i)) {
+      any = true;
+      add(state_.fixed[i], batch.instructions, fixed_mask());
+    }
+  if (any) stats_.instructions += batch.instructions;
+}
+
+bool ArchPmu::reads_cache_model() const {
+  for (uint32_t x = 0; x < config_.counters; ++x)
+    if (gp_counting(x) && arch_perfmon::reads_cache_model(counter_event(x))) return true;
+  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
+    if (fixed_counting(i) && arch_perfmon::reads_cache_model(fixed_counter_event(i))) return true;
+  return false;
+}
+
+bool ArchPmu::reads_branch_predictions() const {
+  for (uint32_t x = 0; x < config_.counters; ++x)
+    if (gp_counting(x) && arch_perfmon::reads_branch_predictions(counter_event(x))) return true;
+  return false;
+}
+
+pmu::Status ArchPmu::load_state(const ArchPmuState& s) {
+  auto refuse = [](const std::string& what) {
+    return pmu::Status::refused("architectural PMU state: " + what);
+  };
+  for (uint32_t x = 0; x < kMaxCounters; ++x) {
+    const bool exists = x < config_.counters;
+    if (!exists && (s.evtsel[x] || s.pmc[x]))
+      return refuse("counter " + std::to_string(x) + " set, but the PMU has " +
+                    std::to_string(config_.counters));
+    if (s.evtsel[x] & evtsel_reserved())
+      return refuse("PERFEVTSEL" + std::to_string(x) + " has reserved bits set");
+    if (s.pmc[x] & ~counter_mask())
+      return refuse("PMC" + std::to_string(x) + " wider than " +
+                    std::to_string(config_.counter_bits) + " bits");
+  }
+  for (uint32_t i = 0; i < kMaxFixedCounters; ++i) {
+    if (i >= config_.fixed_counters && s.fixed[i])
+      return refuse("fixed counter " + std::to_string(i) + " set, but the PMU has " +
+                    std::to_string(config_.fixed_counters));
+    if (s.fixed[i] & ~fixed_mask())
+      return refuse("FIXED_CTR" + std::to_string(i) + " wider than " +
+                    std::to_string(config_.fixed_counter_bits) + " bits");
+  }
+  if (s.fixed_ctrl & fixed_ctrl_reserved()) return refuse("FIXED_CTR_CTRL has reserved bits set");
+  if (s.global_ctrl & ~global_enable_bits()) return refuse("GLOBAL_CTRL has reserved bits set");
+  if (s.global_status & ~status_bits()) return refuse("GLOBAL_STATUS has reserved bits set");
+  if (s.debugctl & ~kDebugctlBits) return refuse("DEBUGCTL holds bits the PMU does not keep");
+  if (s.edge_previous & ~static_cast<uint32_t>(low_bits(config_.counters)))
+    return refuse("edge state for counters the PMU lacks");
+  state_ = s;
+  return {};
+}
+
+void ArchPmu::reset() {
+  state_ = ArchPmuState{};
+  state_.global_ctrl = low_bits(config_.counters);
+}
+
+}  // namespace pmu::arch_perfmon

@@ -1,0 +1,198 @@
+// One vCPU's virtual Intel architectural PMU (SDM vol. 3B ch. 20, versions 2 to 4): up to 8
+// general-purpose counters with their IA32_PERFEVTSELx, up to 3 fixed counters, the global
+// control, status and overflow MSRs, and overflow PMIs through InterruptSink::
+// raise_performance_interrupt() (the LAPIC's LVTPC; the VMM routes mask, delivery mode and
+// vector). VMM-agnostic: it learns about execution only from a counting backend's
+// RetiredInstruction reports, like the NetBurst and LWP models.
+//
+// MSR rules (rdmsr/wrmsr; the caller has already checked CPL 0, as the CPU does). owns_msr() is
+// the whole block this PMU answers for; inside it, a register the configuration lacks (a counter
+// beyond Config::counters, the full-width aliases without Config::full_width_writes, STATUS_SET
+// and INUSE before version 4) is #GP on read and write.
+//  * IA32_PMCx (0xC1+x): a write takes bits 31:0 sign-extended from bit 31 (so -N fits in a
+//    32-bit write) and keeps the low counter_bits; IA32_A_PMCx (0x4C1+x, PERF_CAPABILITIES[13]):
+//    the whole value, #GP when a bit above counter_bits is set. Both read the counter. Writing a
+//    counter neither sets nor clears its overflow bit and raises nothing.
+//  * IA32_FIXED_CTRx: stored modulo 2^fixed_counter_bits (bits above are ignored, as KVM does).
+//  * IA32_PERFEVTSELx: bits 63:32 reserved, and AnyThread (21) before version 3: #GP, nothing
+//    changes; otherwise stored and read back as written.
+//  * IA32_FIXED_CTR_CTRL: four bits per existing fixed counter (OS, USR, AnyThread from version
+//    3, PMI); any other bit: #GP.
+//  * IA32_PERF_GLOBAL_CTRL: one enable bit per existing counter (GP at 0.., fixed at 32..); any
+//    other: #GP. At reset the general-purpose bits are set and the fixed ones clear (the SDM's
+//    compatibility with version 1 software, which has no global control).
+//  * IA32_PERF_GLOBAL_STATUS: read-only (write: #GP). Bit x: counter x overflowed; 32+i: fixed
+//    counter i; 58 LBR_Frz and 59 CTR_Frz (version 4); 62 OvfBuf; 63 CondChgd.
+//  * IA32_PERF_GLOBAL_STATUS_RESET (OVF_CTRL): each 1 clears that status bit; a bit that names
+//    no status bit of this PMU: #GP. Reads 0.
+//  * IA32_PERF_GLOBAL_STATUS_SET (version 4): each 1 sets that status bit (CondChgd cannot be
+//    set; #GP like a reserved bit). Setting an overflow bit raises no PMI. Reads 0.
+//  * IA32_PERF_GLOBAL_INUSE (version 4): read-only: bit x = PERFEVTSELx[7:0] != 0, bit 32+i =
+//    fixed counter i's enable bits (OS|USR) != 0, bit 63 = some INT or fixed PMI bit set.
+//  * IA32_PERF_CAPABILITIES: read-only: FW_WRITE (13) with Config::full_width_writes.
+//
+// Counting (per retired instruction, retire()):
+//  * A general-purpose counter counts while PERFEVTSELx.EN and its GLOBAL_CTRL bit are set, a
+//    fixed counter while one of its OS/USR bits and its GLOBAL_CTRL bit are set; neither while
+//    GLOBAL_STATUS.CTR_Frz is set. USR qualifies CPL 1-3, OS CPL 0.
+//  * The event is events.h's. Each instruction has max(cycles, 1) cycles: a cycles event
+//    occurs once in each, any other event only in the last (its retirement). CMASK 0 adds
+//    every occurrence; CMASK c > 0 adds one per cycle whose occurrences are >= c (INV: < c),
+//    and with EDGE only per cycle where that turns from false to true (the previous cycle's
+//    result lives in the counter across instructions, false after its PERFEVTSEL is written).
+//    INV and EDGE without CMASK change nothing. PC and AnyThread (one thread per core) are inert.
+//  * All increments of one instruction are added at once. The counter wraps modulo its width;
+//    a wrap sets its GLOBAL_STATUS bit. With INT (fixed: PMI) set, that instruction's
+//    retirement raises the PMI: a counter preset to -N raises it on the N-th event, never
+//    before and never after (zero skid). One PMI per instruction, however many counters
+//    overflowed in it.
+//  * Freeze on PMI (DEBUGCTL, which the VMM owns and passes in set_debugctl()): with
+//    FREEZE_PERFMON_ON_PMI a PMI sets CTR_Frz (version 4) or clears GLOBAL_CTRL (versions 2-3);
+//    with FREEZE_LBRS_ON_PMI it sets LBR_Frz (version 4). Clearing CTR_Frz through
+//    STATUS_RESET lets the counters count again.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+
+#include "pmu/arch_perfmon/events.h"
+#include "pmu/arch_perfmon/msr_map.h"
+#include "pmu/interrupt_sink.h"
+#include "pmu/retired_instruction.h"
+#include "pmu/status.h"
+#include "pmu/unseen_retirements.h"
+
+namespace pmu::arch_perfmon {
+
+enum class MsrResult : uint8_t {
+  kOk,
+  kGeneralProtection,  // the VMM injects #GP; nothing changed
+  kNotArchPerfmonMsr,  // outside owns_msr(): the caller handles it
+};
+
+struct Config {
+  uint32_t version = 4;                         // CPUID 0xA EAX[7:0]: 2..4
+  uint32_t counters = kMaxCounters;             // EAX[15:8]: 1..8
+  uint32_t counter_bits = 48;                   // EAX[23:16]: 32..48
+  uint32_t fixed_counters = kMaxFixedCounters;  // EDX[4:0]: 0..3
+  uint32_t fixed_counter_bits = 48;             // EDX[12:5]: 32..48
+  bool full_width_writes = true;                // PERF_CAPABILITIES[13]: IA32_A_PMCx
+  bool third_level_cache = true;                // the LLC events' last level is an L3
+  bool operator==(const Config&) const = default;
+};
+
+// Ok when `config` can be modelled, else refused with why (one line).
+pmu::Status validate(const Config& config);
+
+// DEBUGCTL bits the PMU acts on (SDM vol. 3B 17.4.7).
+namespace debugctl {
+inline constexpr uint64_t kFreezeLbrsOnPmi = 1ull << 11;
+inline constexpr uint64_t kFreezePerfmonOnPmi = 1ull << 12;
+}  // namespace debugctl
+
+// The architectural state, for snapshots and migration (StateWriter/StateReader archive()).
+struct ArchPmuState {
+  std::array<uint64_t, kMaxCounters> evtsel{};
+  std::array<uint64_t, kMaxCounters> pmc{};
+  std::array<uint64_t, kMaxFixedCounters> fixed{};
+  uint64_t fixed_ctrl = 0;
+  uint64_t global_ctrl = 0;
+  uint64_t global_status = 0;
+  uint64_t debugctl = 0;       // the freeze bits last passed in
+  uint32_t edge_previous = 0;  // bit x: counter x's CMASK comparison was true in its last cycle
+  bool operator==(const ArchPmuState&) const = default;
+  template <class Archive>
+  void archive(Archive& a) {
+    a(evtsel, pmc, fixed, fixed_ctrl, global_ctrl, global_status, debugctl, edge_previous);
+  }
+};
+inline constexpr uint16_t kStateVersion = 1;
+
+struct Stats {
+  uint64_t instructions = 0;  // retire() calls that found a counting counter
+  uint64_t overflows = 0;
+  uint64_t pmis = 0;
+  bool operator==(const Stats&) const = default;
+};
+
+class ArchPmu {
+ public:
+  // `config` must pass validate(); otherwise the constructor throws std::invalid_argument.
+  ArchPmu(const Config& config, InterruptSink& interrupts);
+
+  static bool owns_msr(uint32_t msr);
+  MsrResult wrmsr(uint32_t msr, uint64_t value);
+  MsrResult rdmsr(uint32_t msr, uint64_t& value) const;
+
+  // IA32_DEBUGCTL as the guest set it (the VMM owns the MSR): its freeze bits.
+  void set_debugctl(uint64_t value) { state_.debugctl = value & kDebugctlBits; }
+
+  // A counting backend reports one retired instruction.
+  void retire(const RetiredInstruction& insn);
+
+  // Called at every PMI, with the instruction whose retirement raised it (RIP 0, CPL 3 for a
+  // batch of unseen instructions): a sample.
+  using PmiObserver = std::function<void(uint64_t rip, uint8_t cpl)>;
+  void set_pmi_observer(PmiObserver observer) { pmi_observer_ = std::move(observer); }
+
+  // Whether some counter counts a modelled event now: the backend must report instructions.
+  bool wants_events() const;
+  // Whether an instruction at CPL 0 can change a counter (some counting counter has OS).
+  bool wants_kernel_events() const;
+  // How many instructions may retire before they are reported with no overflow possible before
+  // the last of them (1 where an instruction can add more than one: cycles, cache events,
+  // CMASK). At least 1.
+  uint64_t quiet_retirements() const;
+  // Host counting (DESIGN §4.11): counters of instructions or of all branches at USR only, with
+  // no CMASK/INV/EDGE, allow a batch up to their wrap; any other counting counter needs each
+  // instruction.
+  UnseenAllowance unseen_allowance() const;
+  // The batch retired (unseen_allowance().admits(batch), else std::logic_error).
+  void retire_unseen(const UnseenRetirements& batch);
+  bool reads_cache_model() const;
+  bool reads_branch_predictions() const;
+
+  const ArchPmuState& state() const { return state_; }
+  // Refuses (changing nothing) a state that does not fit this PMU: reserved bits, counters or
+  // fixed counters it lacks holding values, counters wider than configured.
+  pmu::Status load_state(const ArchPmuState& state);
+  // Processor reset: counters, selects and status 0, GLOBAL_CTRL's general-purpose bits set.
+  // stats() survive it.
+  void reset();
+
+  // The event counter x counts (kUnmodelled when none), for logs.
+  Event counter_event(uint32_t x) const { return decode_event(state_.evtsel[x]); }
+  const Config& config() const { return config_; }
+  const Stats& stats() const { return stats_; }
+  uint64_t perf_capabilities() const;
+
+ private:
+  static constexpr uint64_t kDebugctlBits =
+      debugctl::kFreezeLbrsOnPmi | debugctl::kFreezePerfmonOnPmi;
+
+  uint64_t counter_mask() const { return (uint64_t{1} << config_.counter_bits) - 1; }
+  uint64_t fixed_mask() const { return (uint64_t{1} << config_.fixed_counter_bits) - 1; }
+  uint64_t global_enable_bits() const;  // GLOBAL_CTRL's writable bits
+  uint64_t status_bits() const;         // the GLOBAL_STATUS bits this PMU has
+  uint64_t evtsel_reserved() const;
+  uint64_t fixed_ctrl_reserved() const;
+  bool frozen() const { return state_.global_status & global::kCountersFrozen; }
+  bool gp_counting(uint32_t x) const;
+  bool fixed_counting(uint32_t i) const;
+  // Adds `increments` to a counter of `width_mask`; true when it wrapped.
+  static bool add(uint64_t& counter, uint64_t increments, uint64_t width_mask);
+  // Increments of counter x's event for `insn` (CMASK/INV/EDGE applied; edge state updated).
+  uint64_t gp_increments(uint32_t x, const RetiredInstruction& insn);
+  void raise_pmi(uint64_t rip, uint8_t cpl);
+  // Increments `n` events of one kind without overflow (retire_unseen).
+  uint64_t remaining_to_wrap(uint64_t value, uint64_t width_mask) const;
+
+  const Config config_;
+  InterruptSink& interrupts_;
+  PmiObserver pmi_observer_;
+  ArchPmuState state_;
+  Stats stats_;
+};
+
+}  // namespace pmu::arch_perfmon
