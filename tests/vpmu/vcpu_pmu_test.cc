@@ -118,6 +118,39 @@ TEST_F(VcpuPmuTest, NetburstMsrsRouteOnlyWhenTheProfileHasThePmu) {
   EXPECT_FALSE(with.wants_events());
 }
 
+TEST_F(VcpuPmuTest, ArchitecturalPmuMsrsRouteOnlyWhenTheProfileHasThePmu) {
+  VcpuPmu without(0, 0, caps_, 1, ram_, irq_);
+  EXPECT_FALSE(without.read_msr(0x38F, 0, kCr3).handled) << "no architectural PMU: KVM's";
+  EXPECT_FALSE(without.arch_pmu_state());
+  VcpuPmu with(0, 0, caps_, 1, ram_, irq_, std::nullopt, nullptr, pmu::arch_perfmon::Config{});
+  // IA32_PERFEVTSEL0 = INST_RETIRED.ANY_P, USR, EN, INT; IA32_PMC0 = -3 (a 32-bit write).
+  ASSERT_FALSE(with.write_msr(0x186, 0x5100C0, 0, kCr3).general_protection);
+  ASSERT_FALSE(with.write_msr(0xC1, 0xFFFFFFFD, 0, kCr3).general_protection);
+  EXPECT_EQ(with.read_msr(0xC1, 0, kCr3).value, (1ull << 48) - 3) << "48-bit counter";
+  EXPECT_TRUE(with.write_msr(0x38E, 0, 0, kCr3).general_protection) << "GLOBAL_STATUS is RO";
+  EXPECT_TRUE(with.read_msr(pmu::lwp::kMsrLwpFeatureEnable, 0, kCr3).handled) << "LWP still routed";
+  EXPECT_TRUE(with.wants_events());
+  EXPECT_FALSE(with.wants_kernel_events());
+  EXPECT_EQ(with.quiet_retirements(), 3u);
+  run_instructions(with, 3, 0x400000);
+  EXPECT_EQ(irq_.pmis, 1) << "the third instruction overflows the counter";
+  EXPECT_EQ(with.read_msr(0x38E, 0, kCr3).value, 1u);
+  // A snapshot of it continues in a fresh block; a block without the PMU refuses the state.
+  const std::optional<pmu::arch_perfmon::ArchPmuState> saved = with.arch_pmu_state();
+  ASSERT_TRUE(saved);
+  VcpuPmu fresh(0, 0, caps_, 1, ram_, irq_, std::nullopt, nullptr, pmu::arch_perfmon::Config{});
+  ASSERT_TRUE(fresh.restore_arch_pmu_state(&*saved).ok());
+  EXPECT_EQ(fresh.read_msr(0x38E, 0, kCr3).value, 1u);
+  EXPECT_FALSE(fresh.restore_arch_pmu_state(nullptr).ok());
+  const Status refused = without.restore_arch_pmu_state(&*saved);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message,
+            "architectural PMU state, but the CPU profile has no architectural PMU");
+  EXPECT_THROW(VcpuPmu(0, 0, caps_, 1, ram_, irq_, pmu::netburst::Config{}, nullptr,
+                       pmu::arch_perfmon::Config{}),
+               std::invalid_argument);
+}
+
 TEST_F(VcpuPmuTest, CorruptSnapshotIsRejectedWithReason) {
   VcpuPmu b(0, 0, caps_, 1, ram_, irq_);
   std::vector<std::byte> junk(10, std::byte{0x42});

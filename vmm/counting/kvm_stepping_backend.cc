@@ -68,17 +68,13 @@ kvm_guest_debug to_kvm(const DebugConfig& c) {
 }  // namespace
 
 StepScope step_scope(VcpuPmu& pmu) {
-  const pmu::netburst::NetburstPmu* netburst = pmu.netburst();
-  if (netburst && netburst->wants_kernel_events()) return StepScope::kEveryCpl;
-  if (pmu.lwp().wants_events() || (netburst && netburst->wants_events()))
-    return StepScope::kUserCode;
+  if (pmu.wants_kernel_events()) return StepScope::kEveryCpl;
+  if (pmu.wants_events()) return StepScope::kUserCode;
   return StepScope::kNothing;
 }
 
 uint64_t quiet_retirements(CountedVcpu& vcpu) {
-  uint64_t quiet = vcpu.pmu().lwp().quiet_retirements();
-  if (const pmu::netburst::NetburstPmu* netburst = vcpu.pmu().netburst())
-    quiet = std::min(quiet, netburst->quiet_retirements());
+  uint64_t quiet = vcpu.pmu().quiet_retirements();
   if (const std::optional<uint64_t> to_pause = vcpu.instructions_to_pause())
     quiet = std::min(quiet, *to_pause);
   return quiet;

@@ -1,6 +1,7 @@
 #include "vmm/machine/machine_sections.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,12 +68,13 @@ std::vector<Section> machine_sections(const MachineParts& m) {
 }
 
 // The LWP unit and the NetBurst PMU save their own versioned formats (pmu/lwp/save_area.h,
-// pmu/netburst/save_state.h), the counting backend its own sections; everything else is a
-// component.
+// pmu/netburst/save_state.h), the counting backend its own sections; everything else (the
+// architectural PMU too) is a component.
 std::vector<Section> vcpu_sections(const VcpuParts& v) {
   const std::string prefix = "vcpu" + std::to_string(v.index) + ".";
   const std::string lwp = prefix + "lwp";
   const std::string netburst = prefix + "netburst";
+  const std::string arch_pmu = prefix + "arch_pmu";
   const std::string limit = prefix + "interrupt_limit";
   return {
       component(prefix + "kvm", VcpuArchState::kStateVersion, v.kvm),
@@ -92,6 +94,20 @@ std::vector<Section> vcpu_sections(const VcpuParts& v) {
               [&v, netburst](const StateSections& s) {
                 v.pmu.restore_netburst_state(s.find(netburst))
                     .prefixed("the snapshot's " + netburst + " state: ")
+                    .throw_if_error();
+              }},
+      // Only with an architectural PMU, likewise.
+      Section{arch_pmu,
+              [&v, arch_pmu](StateSections& s) {
+                if (std::optional<pmu::arch_perfmon::ArchPmuState> state = v.pmu.arch_pmu_state())
+                  s.add_component(arch_pmu, pmu::arch_perfmon::kStateVersion, archived(*state));
+              },
+              [&v, arch_pmu](const StateSections& s) {
+                std::optional<pmu::arch_perfmon::ArchPmuState> state;
+                if (s.find(arch_pmu) != nullptr)
+                  read_component(s, arch_pmu, pmu::arch_perfmon::kStateVersion, state.emplace());
+                v.pmu.restore_arch_pmu_state(state ? &*state : nullptr)
+                    .prefixed("the snapshot's " + arch_pmu + " state: ")
                     .throw_if_error();
               }},
       component(prefix + "counts", VcpuCounts::kStateVersion, v.counts),

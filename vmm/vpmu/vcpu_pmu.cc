@@ -1,10 +1,14 @@
 #include "vmm/vpmu/vcpu_pmu.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 namespace vmm {
 
 VcpuPmu::VcpuPmu(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabilities& lwp,
                  uint64_t seed, GuestRam& ram, pmu::InterruptSink& interrupts,
-                 std::optional<pmu::netburst::Config> netburst, pmu::PageFaultSink* page_faults)
+                 std::optional<pmu::netburst::Config> netburst, pmu::PageFaultSink* page_faults,
+                 std::optional<pmu::arch_perfmon::Config> arch_pmu)
     : vcpu_index_(vcpu_index),
       apic_id_(apic_id),
       memory_(ram),
@@ -13,7 +17,10 @@ VcpuPmu::VcpuPmu(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabili
            pmu::lwp::UnitConfig{static_cast<uint8_t>(apic_id),
                                 seed ^ (0x9E37ull * (vcpu_index + 1))},
            memory_, interrupts, page_faults) {
+  if (netburst && arch_pmu)
+    throw std::invalid_argument("a vCPU has a NetBurst or an architectural PMU, not both");
   if (netburst) netburst_.emplace(*netburst, interrupts);
+  if (arch_pmu) arch_pmu_.emplace(*arch_pmu, interrupts);
 }
 
 namespace {
@@ -25,6 +32,10 @@ MsrOutcome outcome(pmu::lwp::MsrResult r, uint64_t value) {
 MsrOutcome outcome(pmu::netburst::MsrResult r, uint64_t value) {
   return MsrOutcome{r != pmu::netburst::MsrResult::kNotNetburstMsr,
                     r == pmu::netburst::MsrResult::kGeneralProtection, value};
+}
+MsrOutcome outcome(pmu::arch_perfmon::MsrResult r, uint64_t value) {
+  return MsrOutcome{r != pmu::arch_perfmon::MsrResult::kNotArchPerfmonMsr,
+                    r == pmu::arch_perfmon::MsrResult::kGeneralProtection, value};
 }
 
 }  // namespace
@@ -40,6 +51,10 @@ MsrOutcome VcpuPmu::read_msr(uint32_t msr, uint8_t cpl, uint64_t cr3) {
     const pmu::netburst::MsrResult r = netburst_->rdmsr(msr, value);
     return outcome(r, value);
   }
+  if (arch_pmu_) {
+    const pmu::arch_perfmon::MsrResult r = arch_pmu_->rdmsr(msr, value);
+    return outcome(r, value);
+  }
   return MsrOutcome{};
 }
 
@@ -47,6 +62,7 @@ MsrOutcome VcpuPmu::write_msr(uint32_t msr, uint64_t value, uint8_t cpl, uint64_
   memory_.set_cr3(cr3);
   if (pmu::lwp::LwpUnit::is_lwp_msr(msr)) return outcome(lwp_.write_msr(msr, value, cpl), 0);
   if (netburst_) return outcome(netburst_->wrmsr(msr, value), 0);
+  if (arch_pmu_) return outcome(arch_pmu_->wrmsr(msr, value), 0);
   return MsrOutcome{};
 }
 
@@ -59,17 +75,27 @@ void VcpuPmu::retire(const pmu::RetiredInstruction& insn, uint64_t cr3) {
   memory_.set_cr3(cr3);
   lwp_.retire(insn);
   if (netburst_) netburst_->retire(insn);
+  if (arch_pmu_) arch_pmu_->retire(insn);
+}
+
+uint64_t VcpuPmu::quiet_retirements() const {
+  uint64_t quiet = lwp_.quiet_retirements();
+  if (netburst_) quiet = std::min(quiet, netburst_->quiet_retirements());
+  if (arch_pmu_) quiet = std::min(quiet, arch_pmu_->quiet_retirements());
+  return quiet;
 }
 
 pmu::UnseenAllowance VcpuPmu::unseen_allowance() const {
   pmu::UnseenAllowance allowance = lwp_.unseen_allowance();
   if (netburst_) allowance &= netburst_->unseen_allowance();
+  if (arch_pmu_) allowance &= arch_pmu_->unseen_allowance();
   return allowance;
 }
 
 void VcpuPmu::retire_unseen(const pmu::UnseenRetirements& batch) {
   lwp_.retire_unseen(batch);
   if (netburst_) netburst_->retire_unseen(batch);
+  if (arch_pmu_) arch_pmu_->retire_unseen(batch);
 }
 
 std::vector<std::byte> VcpuPmu::save_state() const { return pmu::lwp::serialize(lwp_.state()); }
@@ -94,6 +120,22 @@ Status VcpuPmu::restore_netburst_state(const std::vector<std::byte>* bytes) {
   const pmu::Result<pmu::netburst::PmuState> state = pmu::netburst::deserialize(*bytes);
   if (!state.ok()) return Error::usage(state.reason());
   if (const pmu::Status loaded = netburst_->load_state(*state); !loaded.ok())
+    return Error::usage(loaded.reason());
+  return {};
+}
+
+std::optional<pmu::arch_perfmon::ArchPmuState> VcpuPmu::arch_pmu_state() const {
+  if (!arch_pmu_) return std::nullopt;
+  return arch_pmu_->state();
+}
+
+Status VcpuPmu::restore_arch_pmu_state(const pmu::arch_perfmon::ArchPmuState* state) {
+  if (!arch_pmu_ && !state) return {};
+  if (!arch_pmu_)
+    return Error::usage("architectural PMU state, but the CPU profile has no architectural PMU");
+  if (!state)
+    return Error::usage("no architectural PMU state, but the CPU profile has an architectural PMU");
+  if (const pmu::Status loaded = arch_pmu_->load_state(*state); !loaded.ok())
     return Error::usage(loaded.reason());
   return {};
 }

@@ -22,6 +22,7 @@
 
 #include "pmu/interrupt_sink.h"
 #include "pmu/page_fault_sink.h"
+#include "pmu/arch_perfmon/arch_pmu.h"
 #include "pmu/lwp/lwp_unit.h"
 #include "pmu/netburst/netburst_pmu.h"
 #include "vmm/memory/page_walker.h"
@@ -38,11 +39,13 @@ struct MsrOutcome {
 
 class VcpuPmu {
  public:
-  // `netburst`: the virtual NetBurst PMU's configuration when the CPU profile has one.
+  // `netburst`, `arch_pmu`: the virtual NetBurst or architectural PMU's configuration when the
+  // CPU profile has one (never both: their MSRs overlap, and a profile has one or the other).
   VcpuPmu(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabilities& lwp, uint64_t seed,
           GuestRam& ram, pmu::InterruptSink& interrupts,
           std::optional<pmu::netburst::Config> netburst = std::nullopt,
-          pmu::PageFaultSink* page_faults = nullptr);
+          pmu::PageFaultSink* page_faults = nullptr,
+          std::optional<pmu::arch_perfmon::Config> arch_pmu = std::nullopt);
 
   uint32_t vcpu_index() const { return vcpu_index_; }
   uint32_t apic_id() const { return apic_id_; }
@@ -66,14 +69,27 @@ class VcpuPmu {
   // Whether an enabled event reads the stepper's cache model (misses, cycles) or its branch
   // predictor (prediction bits) now (StepAccountant::ModelDemand).
   bool uses_cache_model() const {
-    return lwp_.counts_cache_misses() || (netburst_ && netburst_->reads_cache_model());
+    return lwp_.counts_cache_misses() || (netburst_ && netburst_->reads_cache_model()) ||
+           (arch_pmu_ && arch_pmu_->reads_cache_model());
   }
   bool uses_branch_predictor() const {
-    return lwp_.reads_branch_predictions() || (netburst_ && netburst_->reads_branch_predictions());
+    return lwp_.reads_branch_predictions() ||
+           (netburst_ && netburst_->reads_branch_predictions()) ||
+           (arch_pmu_ && arch_pmu_->reads_branch_predictions());
   }
+  // Whether some model counts now (the backend must report user instructions), and whether
+  // one counts kernel instructions too.
   bool wants_events() const {
-    return lwp_.wants_events() || (netburst_ && netburst_->wants_events());
+    return lwp_.wants_events() || (netburst_ && netburst_->wants_events()) ||
+           (arch_pmu_ && arch_pmu_->wants_events());
   }
+  bool wants_kernel_events() const {
+    return (netburst_ && netburst_->wants_kernel_events()) ||
+           (arch_pmu_ && arch_pmu_->wants_kernel_events());
+  }
+  // How many instructions may retire before they are reported with nothing any model shows
+  // (a record, an overflow) before the last of them: the smallest of the models' answers.
+  uint64_t quiet_retirements() const;
 
   // The LWP unit's state (pmu/lwp/save_area.h: LWPMSR0 + the §5.5.2 save area).
   std::vector<std::byte> save_state() const;
@@ -83,10 +99,15 @@ class VcpuPmu {
   // one-line error when it does not fit this block (state without a PMU, a PMU without state).
   std::optional<std::vector<std::byte>> save_netburst_state() const;
   Status restore_netburst_state(const std::vector<std::byte>* bytes);
+  // The architectural PMU's state (pmu/arch_perfmon/arch_pmu.h); nullopt without one. restore:
+  // `state` null when the snapshot has none; a one-line error when it does not fit this block.
+  std::optional<pmu::arch_perfmon::ArchPmuState> arch_pmu_state() const;
+  Status restore_arch_pmu_state(const pmu::arch_perfmon::ArchPmuState* state);
   uint64_t generation() const { return lwp_.generation(); }
 
   pmu::lwp::LwpUnit& lwp() { return lwp_; }
   pmu::netburst::NetburstPmu* netburst() { return netburst_ ? &*netburst_ : nullptr; }
+  pmu::arch_perfmon::ArchPmu* arch_pmu() { return arch_pmu_ ? &*arch_pmu_ : nullptr; }
 
  private:
   uint32_t vcpu_index_;
@@ -94,6 +115,7 @@ class VcpuPmu {
   PagedGuestMemory memory_;
   pmu::lwp::LwpUnit lwp_;
   std::optional<pmu::netburst::NetburstPmu> netburst_;
+  std::optional<pmu::arch_perfmon::ArchPmu> arch_pmu_;
 };
 
 }  // namespace vmm
