@@ -43,189 +43,103 @@ struct Field {
 
 namespace lwp = pmu::lwp;
 
+// Short names for the tables' columns.
+inline constexpr bool kRequired = true, kOptional = false;
+inline constexpr Style kDec = Style::kDecimal, kHex = Style::kHex,
+                       kHexErrors = Style::kHexInErrors;
+inline constexpr Baseline kFirst = Baseline::kFirst, kMin = Baseline::kMinimum;
+inline constexpr Destination kAny = Destination::kAnything, kAtLeast = Destination::kAtLeast,
+                             kSame = Destination::kSame;
+
+// clang-format off
+// Each table: {key, member, lo, hi, required, style, baseline, destination[, written when
+// default]}; a row with only a key is custom.
+
 // The profile itself. Only the numbers of the processor's identity are generic; the rest are
-// sections or lists with their own code.
+// sections or lists with their own code. The vendor, like family and model, must be the same at
+// a migration destination (migration_check.cc).
 inline constexpr Field<CpuProfile> kProfile[] = {
-    {.key = "name"},
-    {.key = "description"},
-    {.key = "vendor"},  // CPUID 0: a destination must have the same (migration_check.cc)
+    {"name"},
+    {"description"},
+    {"vendor"},
     // Displayed family = base + extended; base saturates at 0xF, extended is 8 bits.
-    {.key = "family",
-     .member = &CpuProfile::family,
-     .lo = 1,
-     .hi = 0xF + 0xFF,
-     .required = true,
-     .style = Style::kHex,
-     .destination = Destination::kSame},
-    {.key = "model",
-     .member = &CpuProfile::model,
-     .lo = 0,
-     .hi = 0xFF,
-     .required = true,
-     .style = Style::kHex,
-     .destination = Destination::kSame},
-    {.key = "stepping",
-     .member = &CpuProfile::stepping,
-     .lo = 0,
-     .hi = 0xF,
-     .style = Style::kHexInErrors},
-    {.key = "brand"},
-    {.key = "max_basic_leaf"},  // defaults computed from what the profile defines
-    {.key = "max_extended_leaf"},
-    {.key = "features"},
-    {.key = "address_sizes"},
-    {.key = "cpuid_overrides"},
-    {.key = "misc_enable"},
-    {.key = "lwp"},
-    {.key = "netburst"},
-    {.key = "architectural_pmu"},
-    {.key = "cache"},
-    {.key = "baseline_of"},    // read, never written: a written baseline is literal ...
-    {.key = "computed_from"},  // ... and names its members here
+    {"family",   &CpuProfile::family,   1, 0xF + 0xFF, kRequired, kHex,       kFirst, kSame},
+    {"model",    &CpuProfile::model,    0, 0xFF,       kRequired, kHex,       kFirst, kSame},
+    {"stepping", &CpuProfile::stepping, 0, 0xF,        kOptional, kHexErrors, kFirst, kAny},
+    {"brand"},
+    {"max_basic_leaf"},  // defaults computed from what the profile defines
+    {"max_extended_leaf"},
+    {"features"},
+    {"address_sizes"},
+    {"cpuid_overrides"},
+    {"misc_enable"},
+    {"lwp"},
+    {"netburst"},
+    {"architectural_pmu"},
+    {"cache"},
+    {"baseline_of"},    // read, never written: a written baseline is literal ...
+    {"computed_from"},  // ... and names its members here
 };
 
 // CPUID 0x80000008 EAX. KVM_SET_CPUID2 takes linear widths of 48 and 57 only (checked apart).
 inline constexpr Field<AddressSizes> kAddressSizes[] = {
-    {.key = "physical",
-     .member = &AddressSizes::physical,
-     .lo = 32,
-     .hi = 52,
-     .required = true,
-     .baseline = Baseline::kMinimum,
-     .destination = Destination::kAtLeast},
-    {.key = "linear",
-     .member = &AddressSizes::linear,
-     .lo = 32,
-     .hi = 57,
-     .required = true,
-     .baseline = Baseline::kMinimum,
-     .destination = Destination::kAtLeast},
+    {"physical", &AddressSizes::physical, 32, 52, kRequired, kDec, kMin, kAtLeast},
+    {"linear",   &AddressSizes::linear,   32, 57, kRequired, kDec, kMin, kAtLeast},
 };
 
 // `cpuid_overrides[i]`: all custom (the register is a name, set and clear exclude each other).
 inline constexpr Field<CpuidOverride> kCpuidOverride[] = {
-    {.key = "leaf"}, {.key = "subleaf"}, {.key = "register"},
-    {.key = "set"},  {.key = "clear"},   {.key = "note"},
+    {"leaf"}, {"subleaf"}, {"register"}, {"set"}, {"clear"}, {"note"},
 };
 
 // `lwp` (CPUID 0x8000001C). Its baseline is pmu::lwp::baseline(), the proposal's rule, so the
-// rows' baseline fields are not read for it.
+// rows' baseline column is not read for it. The events are the processor's, the enable policy
+// and its vector the CpuProfile's. Whether branch records carry the predicted bit: a guest that
+// saw one kind must keep it.
 inline constexpr Field<lwp::Capabilities> kLwp[] = {
-    {.key = "available"},
-    {.key = "version",
-     .member = &lwp::Capabilities::version,
-     .lo = lwp::kVersion,
-     .hi = lwp::kVersion,
-     .destination = Destination::kSame},
-    {.key = "interrupt",
-     .member = &lwp::Capabilities::interrupt,
-     .destination = Destination::kAtLeast},
-    {.key = "events"},  // names of the offered events, and each one must be at the destination
-    {.key = "max_events",
-     .member = &lwp::Capabilities::max_events,
-     .lo = 1,
-     .hi = lwp::kMaxEventSlots,
-     .required = true,
-     .destination = Destination::kAtLeast},
-    {.key = "cache_max_bits",
-     .member = &lwp::Capabilities::cache_max_bits,
-     .lo = 10,
-     .hi = 31,
-     .destination = Destination::kAtLeast},
-    {.key = "data_address",
-     .member = &lwp::Capabilities::data_address,
-     .destination = Destination::kAtLeast},
-    {.key = "cache_level_filter",
-     .member = &lwp::Capabilities::cache_level_filter,
-     .destination = Destination::kAtLeast},
-    {.key = "cache_latency_filter",
-     .member = &lwp::Capabilities::cache_latency_filter,
-     .destination = Destination::kAtLeast},
-    {.key = "enable_policy"},  // the CpuProfile's, not the processor's
-    // Whether branch records carry the predicted bit: a guest that saw one kind must keep it.
-    {.key = "branch_prediction",
-     .member = &lwp::Capabilities::branch_prediction,
-     .destination = Destination::kSame,
-     .written_when_default = false},
-    {.key = "interrupt_vector"},
+    {"available"},
+    {"version",              &lwp::Capabilities::version,        lwp::kVersion, lwp::kVersion, kOptional, kDec, kFirst, kSame},
+    {"interrupt",            &lwp::Capabilities::interrupt,      0, 0, kOptional, kDec, kFirst, kAtLeast},
+    {"events"},
+    {"max_events",           &lwp::Capabilities::max_events,     1, lwp::kMaxEventSlots, kRequired, kDec, kFirst, kAtLeast},
+    {"cache_max_bits",       &lwp::Capabilities::cache_max_bits, 10, 31, kOptional, kDec, kFirst, kAtLeast},
+    {"data_address",         &lwp::Capabilities::data_address,         0, 0, kOptional, kDec, kFirst, kAtLeast},
+    {"cache_level_filter",   &lwp::Capabilities::cache_level_filter,   0, 0, kOptional, kDec, kFirst, kAtLeast},
+    {"cache_latency_filter", &lwp::Capabilities::cache_latency_filter, 0, 0, kOptional, kDec, kFirst, kAtLeast},
+    {"enable_policy"},
+    {"branch_prediction",    &lwp::Capabilities::branch_prediction,    0, 0, kOptional, kDec, kFirst, kSame, false},
+    {"interrupt_vector"},
 };
 
+// The ESCR/CCCR T1 bits mean something with two threads only: a guest keeps what it saw.
 inline constexpr Field<NetburstParams> kNetburst[] = {
-    {.key = "counters",
-     .member = &NetburstParams::counters,
-     .lo = 1,
-     .hi = 18,
-     .baseline = Baseline::kMinimum,
-     .destination = Destination::kAtLeast},
-    {.key = "counter_bits",
-     .member = &NetburstParams::counter_bits,
-     .lo = 32,
-     .hi = 40,
-     .baseline = Baseline::kMinimum,
-     .destination = Destination::kAtLeast},
-    // The ESCR/CCCR T1 bits mean something with two threads only: a guest keeps what it saw.
-    {.key = "threads_per_core",
-     .member = &NetburstParams::threads_per_core,
-     .lo = 1,
-     .hi = 2,
-     .baseline = Baseline::kMinimum,
-     .destination = Destination::kSame},
+    {"counters",         &NetburstParams::counters,          1, 18, kOptional, kDec, kMin, kAtLeast},
+    {"counter_bits",     &NetburstParams::counter_bits,     32, 40, kOptional, kDec, kMin, kAtLeast},
+    {"threads_per_core", &NetburstParams::threads_per_core,  1,  2, kOptional, kDec, kMin, kSame},
 };
 
 inline constexpr Field<ArchitecturalPmu> kArchitecturalPmu[] = {
-    {.key = "version",
-     .member = &ArchitecturalPmu::version,
-     .lo = 1,
-     .hi = 5,
-     .baseline = Baseline::kMinimum,
-     .destination = Destination::kAtLeast},
-    {.key = "counters",
-     .member = &ArchitecturalPmu::counters,
-     .lo = 1,
-     .hi = 32,
-     .baseline = Baseline::kMinimum,
-     .destination = Destination::kAtLeast},
-    {.key = "counter_bits",
-     .member = &ArchitecturalPmu::counter_bits,
-     .lo = 32,
-     .hi = 64,
-     .baseline = Baseline::kMinimum,
-     .destination = Destination::kAtLeast},
-    {.key = "fixed_counters",
-     .member = &ArchitecturalPmu::fixed_counters,
-     .lo = 0,
-     .hi = 16,
-     .baseline = Baseline::kMinimum,
-     .destination = Destination::kAtLeast},
-    {.key = "fixed_counter_bits",
-     .member = &ArchitecturalPmu::fixed_counter_bits,
-     .lo = 32,
-     .hi = 64,
-     .baseline = Baseline::kMinimum,
-     .destination = Destination::kAtLeast},
+    {"version",            &ArchitecturalPmu::version,             1,  5, kOptional, kDec, kMin, kAtLeast},
+    {"counters",           &ArchitecturalPmu::counters,            1, 32, kOptional, kDec, kMin, kAtLeast},
+    {"counter_bits",       &ArchitecturalPmu::counter_bits,       32, 64, kOptional, kDec, kMin, kAtLeast},
+    {"fixed_counters",     &ArchitecturalPmu::fixed_counters,      0, 16, kOptional, kDec, kMin, kAtLeast},
+    {"fixed_counter_bits", &ArchitecturalPmu::fixed_counter_bits, 32, 64, kOptional, kDec, kMin, kAtLeast},
 };
 
 // The cache model's geometry: the guest never sees it through CPUID, so migration ignores it.
 inline constexpr Field<CacheGeometry> kCache[] = {
-    {.key = "line_size", .member = &CacheGeometry::line_size, .lo = 16, .hi = 512},
-    {.key = "l1d"},
-    {.key = "l2"},
-    {.key = "l3"},
-    {.key = "dram_latency_cycles",
-     .member = &CacheGeometry::dram_latency_cycles,
-     .lo = 1,
-     .hi = 100000,
-     .required = true},
+    {"line_size",           &CacheGeometry::line_size,           16, 512,    kOptional, kDec, kFirst, kAny},
+    {"l1d"},
+    {"l2"},
+    {"l3"},
+    {"dram_latency_cycles", &CacheGeometry::dram_latency_cycles,  1, 100000, kRequired, kDec, kFirst, kAny},
 };
 
 inline constexpr Field<CacheLevel> kCacheLevel[] = {
-    {.key = "size_kib", .member = &CacheLevel::size_kib, .lo = 1, .hi = 1u << 20, .required = true},
-    {.key = "ways", .member = &CacheLevel::ways, .lo = 1, .hi = 1024, .required = true},
-    {.key = "latency_cycles",
-     .member = &CacheLevel::latency_cycles,
-     .lo = 1,
-     .hi = 100000,
-     .required = true},
+    {"size_kib",       &CacheLevel::size_kib,       1, 1u << 20, kRequired, kDec, kFirst, kAny},
+    {"ways",           &CacheLevel::ways,           1, 1024,     kRequired, kDec, kFirst, kAny},
+    {"latency_cycles", &CacheLevel::latency_cycles, 1, 100000,   kRequired, kDec, kFirst, kAny},
 };
+// clang-format on
 
 }  // namespace vmm::profile_schema
