@@ -45,8 +45,7 @@ namespace lwp = pmu::lwp;
 
 // Short names for the tables' columns.
 inline constexpr bool kRequired = true, kOptional = false;
-inline constexpr Style kDec = Style::kDecimal, kHex = Style::kHex,
-                       kHexErrors = Style::kHexInErrors;
+inline constexpr Style kDec = Style::kDecimal, kHex = Style::kHex, kHexErrors = Style::kHexInErrors;
 inline constexpr Baseline kFirst = Baseline::kFirst, kMin = Baseline::kMinimum;
 inline constexpr Destination kAny = Destination::kAnything, kAtLeast = Destination::kAtLeast,
                              kSame = Destination::kSame;
