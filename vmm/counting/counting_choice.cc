@@ -27,7 +27,7 @@ Result<CountingChoice> choose_backend(const CountingRequest& request,
       return Error::usage(std::string(
           "--host-counters, --double-skid and --skid-margin are options of the host backend "
           "(--backend host), not of --backend precise"));
-    return CountingChoice{.stepper = stepper, .why = "requested"};
+    return CountingChoice{.stepper = stepper, .host = std::nullopt, .why = "requested"};
   }
   if (request.double_skid_given && !double_asked)
     return Error::usage(std::string("--double-skid goes with --host-counters double"));
@@ -39,6 +39,7 @@ Result<CountingChoice> choose_backend(const CountingRequest& request,
           "--backend host steps up to each event with the KVM stepper: it cannot go with "
           "--stepper guest"));
     return CountingChoice{.stepper = stepper,
+                          .host = std::nullopt,
                           .why = "auto: --stepper guest counts with the precise backend"};
   }
   HostBackendChoice host{.double_skid = request.double_skid,
@@ -60,7 +61,7 @@ Result<CountingChoice> choose_backend(const CountingRequest& request,
           "--backend host: " + missing +
           "; `perf stat -e instructions:uG -- true` shows whether this host can, and "
           "--host-counters double runs the host backend without a PMU");
-    return CountingChoice{.stepper = stepper, .why = "auto: " + missing};
+    return CountingChoice{.stepper = stepper, .host = std::nullopt, .why = "auto: " + missing};
   }
   host.free_run.count_branches = !capabilities.branches_missing;
   return CountingChoice{
@@ -86,7 +87,8 @@ HostCapabilities HostCapabilities::probe() {
 }
 
 CountingChoice CountingChoice::resumed(StepperKind stepper) {
-  return CountingChoice{.stepper = resolved(stepper), .why = "as the snapshot's manifest says"};
+  return CountingChoice{
+      .stepper = resolved(stepper), .host = std::nullopt, .why = "as the snapshot's manifest says"};
 }
 
 bool CountingChoice::kvm_stepping() const {
