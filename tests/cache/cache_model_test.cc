@@ -200,7 +200,9 @@ TEST(CacheModelTest, LevelsNothingReachedCostNoStateAndBehaveCold) {
     const uint64_t address = (i * 0x9E3779B97F4A7C15ull) % (64ull << 20);
     const auto a = restored.load(address, 8), b = reference.load(address, 8);
     ASSERT_EQ(a.has_value(), b.has_value()) << i;
-    if (a) EXPECT_EQ(a->latency_cycles, b->latency_cycles) << i;
+    if (a) {
+      EXPECT_EQ(a->latency_cycles, b->latency_cycles) << i;
+    }
   }
 }
 

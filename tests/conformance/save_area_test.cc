@@ -160,8 +160,9 @@ TEST_F(SaveAreaTest, KernelSlwpcbDuringPendingRestoreFlushesWithoutReading) {
   EXPECT_FALSE(o.mem.writes().empty());
   EXPECT_EQ(o.mem.peek_u32(kLwpcbAddr + 16), s.head_offset);
   for (uint32_t i = 0; i < s.counter_count; ++i)
-    if (s.active_slots >> i & 1)
+    if (s.active_slots >> i & 1) {
       EXPECT_EQ(o.mem.peek_u32(kLwpcbAddr + 40 + 8 * i + 4), s.counters[i]) << "slot " << i;
+    }
 }
 
 // §5.5.2: a restore on another unit (other seed, copied memory) continues the identical stream:

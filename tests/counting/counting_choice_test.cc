@@ -126,15 +126,20 @@ TEST(CountingChoice, ALinuxGuestCannotHelpAStepper) {
   EXPECT_EQ(Chosen({.linux_guest = true}, kNoPmu).stepper, StepperKind::kKvm);
 }
 
+// The precise backend with `stepper`.
+CountingChoice Precise(StepperKind stepper) {
+  return CountingChoice{.stepper = stepper, .host = std::nullopt, .why = ""};
+}
+
 TEST(CountingChoice, EveryStepperOffersTheBundledKernelWhatItNeeds) {
-  EXPECT_EQ(CountingChoice{.stepper = StepperKind::kGuest}.pv_features(),
+  EXPECT_EQ(Precise(StepperKind::kGuest).pv_features(),
             PMUVM_PV_CONSOLE | PMUVM_PV_USER_ENTRY | PMUVM_PV_GUEST_STEPPER);
-  EXPECT_EQ(CountingChoice{.stepper = StepperKind::kKvm}.pv_features(), PMUVM_PV_CONSOLE);
-  EXPECT_EQ(CountingChoice{.stepper = StepperKind::kKvmSingle}.pv_features(), PMUVM_PV_CONSOLE);
+  EXPECT_EQ(Precise(StepperKind::kKvm).pv_features(), PMUVM_PV_CONSOLE);
+  EXPECT_EQ(Precise(StepperKind::kKvmSingle).pv_features(), PMUVM_PV_CONSOLE);
   EXPECT_EQ(CountingChoice::resumed(StepperKind::kNone).pv_features(),
             PMUVM_PV_CONSOLE | PMUVM_PV_USER_ENTRY);
-  EXPECT_TRUE(CountingChoice{.stepper = StepperKind::kKvmSingle}.kvm_stepping());
-  EXPECT_FALSE(CountingChoice{.stepper = StepperKind::kGuest}.kvm_stepping());
+  EXPECT_TRUE(Precise(StepperKind::kKvmSingle).kvm_stepping());
+  EXPECT_FALSE(Precise(StepperKind::kGuest).kvm_stepping());
 }
 
 TEST(CountingChoice, EveryNameParsesBackToItsKind) {

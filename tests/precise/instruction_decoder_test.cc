@@ -281,7 +281,7 @@ TEST_F(DecoderTest, OnlyRegisterComputationsAreTrapFlagSafe) {
 // accesses from registers no earlier instruction of the block wrote.
 TEST_F(DecoderTest, MemoryComputationsNameTheRegistersTheyWriteAndAddressWith) {
   constexpr uint16_t kRax = 1 << 0, kRcx = 1 << 1, kRdx = 1 << 2, kRbx = 1 << 3, kRsp = 1 << 4,
-                     kRsi = 1 << 6, kRdi = 1 << 7;
+                     kRdi = 1 << 7;
   auto d = decode({0x48, 0x8b, 0x04, 0xcb});  // mov rax, [rbx+rcx*8]
   EXPECT_TRUE(d.memory_computation);
   EXPECT_FALSE(d.trap_flag_safe);

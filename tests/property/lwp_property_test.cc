@@ -1434,7 +1434,7 @@ class Runner {
                " with BufferSize " + std::to_string(size));
   }
 
-  void post_checks(World& w, const Op& op, const Pre& pre) {
+  void post_checks(World& w, const Op& /*op*/, const Pre& pre) {
     LwpUnit& u = *w.unit;
     // [containment] + which LWPCB fields the unit wrote.
     admit(w);
@@ -1911,8 +1911,9 @@ void expect_coverage(bool hostile, std::span<const uint64_t> seeds,
     for (const auto& [name, value] : items(r.coverage)) {
       total[name] += value;
       auto f = floors.find(name);
-      if (f != floors.end())
+      if (f != floors.end()) {
         EXPECT_GE(value, f->second.per_seed) << run << ": " << name << " below the per-seed floor";
+      }
     }
   }
   for (const auto& [name, floor] : floors) {
