@@ -26,37 +26,14 @@
 #include <cstdint>
 
 #include "pmu/arch_perfmon/arch_pmu.h"
+#include "tests/fuzz/fuzz_input.h"
 #include "tests/support/recording_interrupt_sink.h"
 
 namespace {
 
 namespace ap = pmu::arch_perfmon;
 
-#define FUZZ_CHECK(cond)           \
-  do {                             \
-    if (!(cond)) __builtin_trap(); \
-  } while (0)
-
-class Input {
- public:
-  Input(const uint8_t* data, size_t size) : p_(data), n_(size) {}
-  bool empty() const { return n_ == 0; }
-  uint8_t u8() {
-    if (n_ == 0) return 0;
-    --n_;
-    return *p_++;
-  }
-  uint32_t u32() {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= uint32_t{u8()} << (8 * i);
-    return v;
-  }
-  uint64_t u64() { return uint64_t{u32()} | (uint64_t{u32()} << 32); }
-
- private:
-  const uint8_t* p_;
-  size_t n_;
-};
+using pmuvm_fuzz::Input;
 
 // The PMU's addresses and their neighbours; anything else comes raw.
 constexpr uint32_t kAddresses[] = {0xC0,  0xC1,  0xC4,  0xC8,  0xC9,  0x185, 0x186, 0x189,

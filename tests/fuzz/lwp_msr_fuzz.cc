@@ -43,6 +43,7 @@
 #include "pmu/lwp/save_area.h"
 #include "pmu/retired_instruction.h"
 #include "tests/support/fake_guest_memory.h"
+#include "tests/fuzz/fuzz_input.h"
 #include "tests/support/recording_interrupt_sink.h"
 #include "tests/support/recording_page_fault_sink.h"
 
@@ -56,33 +57,7 @@ using pmu::testing::RecordingInterruptSink;
 using pmu::testing::RecordingPageFaultSink;
 namespace lwp = pmu::lwp;
 
-#define FUZZ_CHECK(cond)           \
-  do {                             \
-    if (!(cond)) __builtin_trap(); \
-  } while (0)
-
-class Input {
- public:
-  Input(const uint8_t* data, size_t size) : p_(data), n_(size) {}
-  bool empty() const { return n_ == 0; }
-  uint8_t u8() {
-    if (n_ == 0) return 0;
-    --n_;
-    return *p_++;
-  }
-  uint16_t u16() { return static_cast<uint16_t>(u8() | (u8() << 8)); }
-  uint32_t u32() { return static_cast<uint32_t>(u16()) | (static_cast<uint32_t>(u16()) << 16); }
-  uint64_t u64() { return static_cast<uint64_t>(u32()) | (static_cast<uint64_t>(u32()) << 32); }
-  std::vector<std::byte> bytes(size_t k) {
-    std::vector<std::byte> out(k);
-    for (auto& b : out) b = static_cast<std::byte>(u8());
-    return out;
-  }
-
- private:
-  const uint8_t* p_;
-  size_t n_;
-};
+using pmuvm_fuzz::Input;
 
 constexpr uint64_t kPage = FakeGuestMemory::kPageSize;
 constexpr uint64_t kPages[] = {0x10000, 0x11000, 0x12000, 0x20000, 0x21000,
