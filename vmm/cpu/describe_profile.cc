@@ -22,8 +22,7 @@ std::string hex(uint64_t v, int width = 0) {
 }
 
 std::string level(const char* name, const CacheLevel& l) {
-  return std::string(name) + " " + std::to_string(l.size_kib) + " KiB " + std::to_string(l.ways) +
-         "-way " + std::to_string(l.latency_cycles) + " cycles";
+  return std::string(name) + " " + profile_schema::describe(profile_schema::kCacheLevel, l);
 }
 
 std::string policy_names(uint64_t policy) {
@@ -39,15 +38,11 @@ std::string describe_lwp(const CpuProfile& p) {
   std::string events;
   for (const LwpEventName& e : kLwpEvents)
     if (c.*e.offered) events += " " + std::string(e.name);
-  std::string s = "  LWP          version " + std::to_string(c.version) + ", events" + events +
-                  ", " + std::to_string(c.max_events) + " slot(s) (LWPCB " +
-                  std::to_string(c.lwpcb_size()) + " bytes), " +
+  // The summary, then the declared fields (profile_schema.h), then what they make.
+  std::string s = "  LWP          events" + events + ", " + std::to_string(c.max_events) +
+                  " slot(s) (LWPCB " + std::to_string(c.lwpcb_size()) + " bytes), " +
                   (c.interrupt ? "threshold interrupt" : "no interrupt") + "\n";
-  s += "               latency counters " + std::to_string(c.cache_max_bits) + " bits" +
-       (c.data_address ? ", data address" : "") +
-       (c.cache_latency_filter ? ", latency filter" : "") +
-       (c.cache_level_filter ? ", cache-level filter" : "") +
-       (c.branch_prediction ? "" : ", branch records without prediction") + "\n";
+  s += "               " + profile_schema::describe(profile_schema::kLwp, c) + "\n";
   s += "               enable policy " + policy_names(p.lwp_enable_policy);
   if (p.lwp_enable_policy & lwp::msr0::kInterrupt) s += ", vector " + hex(p.lwp_interrupt_vector);
   s += " (LWPMSR0 " + hex(p.lwp_enable_policy) + ")\n";
@@ -107,9 +102,9 @@ std::string describe_profile(const CpuProfile& p) {
          " (KVM's vPMU, where the host has a PMU)\n";
   s += "  MISC_ENABLE  " + (p.misc_enable ? hex(*p.misc_enable) : std::string("not set")) + "\n";
   const CacheGeometry& c = p.cache;
-  s += "  cache        " + std::to_string(c.line_size) + "-byte lines; " + level("L1D", c.l1d) +
-       "; " + level("L2", c.l2) + "; " + (c.l3 ? level("L3", *c.l3) : std::string("no L3")) +
-       "; DRAM " + std::to_string(c.dram_latency_cycles) + " cycles\n";
+  s += "  cache        " + profile_schema::describe(profile_schema::kCache, c) + "; " +
+       level("L1D", c.l1d) + "; " + level("L2", c.l2) + "; " +
+       (c.l3 ? level("L3", *c.l3) : std::string("no L3")) + "\n";
   for (const CpuidOverride& ov : p.cpuid_overrides) {
     s += "  override     CPUID " + hex(ov.leaf) + "." + std::to_string(ov.subleaf) + " " +
          reg_name(ov.reg);
