@@ -322,8 +322,8 @@ bool ArchPmu::wants_kernel_events() const {
   return false;
 }
 
-uint64_t ArchPmu::remaining_to_wrap(uint64_t value, uint64_t width_mask) const {
-  return width_mask - value + 1;  // the increment that makes it wrap is this many away
+uint64_t ArchPmu::remaining_to_wrap(uint64_t value, uint64_t width_mask) {
+  return width_mask - value + 1;
 }
 
 uint64_t ArchPmu::quiet_retirements() const {

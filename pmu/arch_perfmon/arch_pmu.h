@@ -185,8 +185,8 @@ class ArchPmu {
   // Increments of counter x's event for `insn` (CMASK/INV/EDGE applied; edge state updated).
   uint64_t gp_increments(uint32_t x, const RetiredInstruction& insn);
   void raise_pmi(uint64_t rip, uint8_t cpl);
-  // Increments `n` events of one kind without overflow (retire_unseen).
-  uint64_t remaining_to_wrap(uint64_t value, uint64_t width_mask) const;
+  // How many more events a counter at `value` takes until one wraps it (that one included).
+  static uint64_t remaining_to_wrap(uint64_t value, uint64_t width_mask);
 
   const Config config_;
   InterruptSink& interrupts_;

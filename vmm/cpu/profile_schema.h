@@ -3,8 +3,8 @@
 // how it is written, what a migration baseline takes from its members and what a destination must
 // offer. The parser, the writer, the baseline and the migration check all read these tables
 // (profile_field_ops.h); a key whose value is a list or needs rules across fields (features, the
-// LWP events and policy, cache levels...) is a `kCustom` row, handled by the section's own code
-// at the place the table gives it.
+// LWP events and policy, cache levels...) is a custom row (a key alone), handled by the section's
+// own code at the place the table gives it.
 #pragma once
 
 #include <cstdint>
