@@ -12,6 +12,11 @@ pmu::Status range_error(const char* what, uint32_t value, const char* range) {
                               range + " supported)");
 }
 
+// Whether `msr` is one of the `count` registers from `first` on.
+bool in_block(uint32_t msr, uint32_t first, uint32_t count) {
+  return msr >= first && msr < first + count;
+}
+
 uint64_t low_bits(uint32_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
 
 // One counter's CMASK/INV/EDGE (SDM "IA32_PERFEVTSELx"), per cycle of an instruction.
@@ -65,7 +70,7 @@ ArchPmu::ArchPmu(const Config& config, InterruptSink& interrupts)
 }
 
 bool ArchPmu::owns_msr(uint32_t msr) {
-  auto in = [msr](uint32_t first, uint32_t count) { return msr >= first && msr < first + count; };
+  auto in = [msr](uint32_t first, uint32_t count) { return in_block(msr, first, count); };
   return in(kMsrPmc0, kMaxCounters) || in(kMsrPerfEvtSel0, kMaxCounters) ||
          in(kMsrFixedCtr0, kMaxFixedCounters) || msr == kMsrPerfCapabilities ||
          (msr >= kMsrFixedCtrCtrl && msr <= kMsrGlobalInuse) || in(kMsrFullWidthPmc0, kMaxCounters);
@@ -100,37 +105,44 @@ uint64_t ArchPmu::fixed_ctrl_reserved() const {
   return ~allowed;
 }
 
+ArchPmu::BankRegister ArchPmu::bank_register(uint32_t msr) const {
+  auto in = [msr](uint32_t first, uint32_t count) { return in_block(msr, first, count); };
+  if (in(kMsrPmc0, kMaxCounters))
+    return {Bank::kPmc, msr - kMsrPmc0, msr - kMsrPmc0 < config_.counters};
+  if (in(kMsrFullWidthPmc0, kMaxCounters))
+    return {Bank::kFullWidthPmc, msr - kMsrFullWidthPmc0,
+            config_.full_width_writes && msr - kMsrFullWidthPmc0 < config_.counters};
+  if (in(kMsrPerfEvtSel0, kMaxCounters))
+    return {Bank::kEventSelect, msr - kMsrPerfEvtSel0, msr - kMsrPerfEvtSel0 < config_.counters};
+  if (in(kMsrFixedCtr0, kMaxFixedCounters))
+    return {Bank::kFixed, msr - kMsrFixedCtr0, msr - kMsrFixedCtr0 < config_.fixed_counters};
+  return {};
+}
+
 MsrResult ArchPmu::wrmsr(uint32_t msr, uint64_t value) {
   if (!owns_msr(msr)) return MsrResult::kNotArchPerfmonMsr;
   constexpr MsrResult kGp = MsrResult::kGeneralProtection;
-  if (msr >= kMsrPmc0 && msr < kMsrPmc0 + kMaxCounters) {
-    const uint32_t x = msr - kMsrPmc0;
-    if (x >= config_.counters) return kGp;
-    // Bits 31:0, sign-extended: a 32-bit write of -N presets the whole counter to -N.
-    const uint64_t extended = static_cast<uint64_t>(
-        static_cast<int64_t>(static_cast<int32_t>(static_cast<uint32_t>(value))));
-    state_.pmc[x] = extended & counter_mask();
-    return MsrResult::kOk;
-  }
-  if (msr >= kMsrFullWidthPmc0 && msr < kMsrFullWidthPmc0 + kMaxCounters) {
-    const uint32_t x = msr - kMsrFullWidthPmc0;
-    if (!config_.full_width_writes || x >= config_.counters || (value & ~counter_mask()))
-      return kGp;
-    state_.pmc[x] = value;
-    return MsrResult::kOk;
-  }
-  if (msr >= kMsrPerfEvtSel0 && msr < kMsrPerfEvtSel0 + kMaxCounters) {
-    const uint32_t x = msr - kMsrPerfEvtSel0;
-    if (x >= config_.counters || (value & evtsel_reserved())) return kGp;
-    state_.evtsel[x] = value;
-    state_.edge_previous &= ~(uint32_t{1} << x);
-    return MsrResult::kOk;
-  }
-  if (msr >= kMsrFixedCtr0 && msr < kMsrFixedCtr0 + kMaxFixedCounters) {
-    const uint32_t i = msr - kMsrFixedCtr0;
-    if (i >= config_.fixed_counters) return kGp;
-    state_.fixed[i] = value & fixed_mask();
-    return MsrResult::kOk;
+  const BankRegister r = bank_register(msr);
+  if (r.bank != Bank::kNone && !r.exists) return kGp;
+  switch (r.bank) {
+    case Bank::kPmc: {
+      // Bits 31:0, sign-extended: a 32-bit write of -N presets the whole counter to -N.
+      const uint64_t extended = static_cast<uint64_t>(
+          static_cast<int64_t>(static_cast<int32_t>(static_cast<uint32_t>(value))));
+      state_.pmc[r.index] = extended & counter_mask();
+      return MsrResult::kOk;
+    }
+    case Bank::kFullWidthPmc:
+      if (value & ~counter_mask()) return kGp;
+      state_.pmc[r.index] = value;
+      return MsrResult::kOk;
+    case Bank::kEventSelect:
+      if (value & evtsel_reserved()) return kGp;
+      state_.evtsel[r.index] = value;
+      state_.edge_previous &= ~(uint32_t{1} << r.index);
+      return MsrResult::kOk;
+    case Bank::kFixed: state_.fixed[r.index] = value & fixed_mask(); return MsrResult::kOk;
+    case Bank::kNone: break;
   }
   switch (msr) {
     case kMsrFixedCtrCtrl:
@@ -159,29 +171,14 @@ MsrResult ArchPmu::wrmsr(uint32_t msr, uint64_t value) {
 MsrResult ArchPmu::rdmsr(uint32_t msr, uint64_t& value) const {
   if (!owns_msr(msr)) return MsrResult::kNotArchPerfmonMsr;
   constexpr MsrResult kGp = MsrResult::kGeneralProtection;
-  if (msr >= kMsrPmc0 && msr < kMsrPmc0 + kMaxCounters) {
-    const uint32_t x = msr - kMsrPmc0;
-    if (x >= config_.counters) return kGp;
-    value = state_.pmc[x];
-    return MsrResult::kOk;
-  }
-  if (msr >= kMsrFullWidthPmc0 && msr < kMsrFullWidthPmc0 + kMaxCounters) {
-    const uint32_t x = msr - kMsrFullWidthPmc0;
-    if (!config_.full_width_writes || x >= config_.counters) return kGp;
-    value = state_.pmc[x];
-    return MsrResult::kOk;
-  }
-  if (msr >= kMsrPerfEvtSel0 && msr < kMsrPerfEvtSel0 + kMaxCounters) {
-    const uint32_t x = msr - kMsrPerfEvtSel0;
-    if (x >= config_.counters) return kGp;
-    value = state_.evtsel[x];
-    return MsrResult::kOk;
-  }
-  if (msr >= kMsrFixedCtr0 && msr < kMsrFixedCtr0 + kMaxFixedCounters) {
-    const uint32_t i = msr - kMsrFixedCtr0;
-    if (i >= config_.fixed_counters) return kGp;
-    value = state_.fixed[i];
-    return MsrResult::kOk;
+  const BankRegister r = bank_register(msr);
+  if (r.bank != Bank::kNone && !r.exists) return kGp;
+  switch (r.bank) {
+    case Bank::kPmc:
+    case Bank::kFullWidthPmc: value = state_.pmc[r.index]; return MsrResult::kOk;
+    case Bank::kEventSelect: value = state_.evtsel[r.index]; return MsrResult::kOk;
+    case Bank::kFixed: value = state_.fixed[r.index]; return MsrResult::kOk;
+    case Bank::kNone: break;
   }
   switch (msr) {
     case kMsrPerfCapabilities: value = perf_capabilities(); return MsrResult::kOk;
@@ -214,15 +211,36 @@ MsrResult ArchPmu::rdmsr(uint32_t msr, uint64_t& value) const {
   }
 }
 
-bool ArchPmu::gp_counting(uint32_t x) const {
-  return x < config_.counters && (state_.evtsel[x] & evtsel::kEnable) &&
-         (state_.global_ctrl & (uint64_t{1} << x)) && !frozen();
-}
-
-bool ArchPmu::fixed_counting(uint32_t i) const {
-  const uint64_t field = state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i);
-  return i < config_.fixed_counters && (field & (fixed_ctrl::kOs | fixed_ctrl::kUsr)) &&
-         (state_.global_ctrl & (uint64_t{1} << (global::kFixedShift + i))) && !frozen();
+template <class F>
+void ArchPmu::for_each_active(F&& f) const {
+  if (frozen()) return;  // CTR_Frz stops every counter
+  for (uint32_t x = 0; x < config_.counters; ++x) {
+    const uint64_t sel = state_.evtsel[x];
+    if (!(sel & evtsel::kEnable) || !(state_.global_ctrl & (uint64_t{1} << x))) continue;
+    f(Active{.fixed = false,
+             .index = x,
+             .event = decode_event(sel),
+             .select = sel,
+             .os = (sel & evtsel::kOs) != 0,
+             .usr = (sel & evtsel::kUsr) != 0,
+             .pmi = (sel & evtsel::kInt) != 0,
+             .width_mask = counter_mask(),
+             .status_bit = uint64_t{1} << x});
+  }
+  for (uint32_t i = 0; i < config_.fixed_counters; ++i) {
+    const uint64_t field = state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i);
+    const uint64_t bit = uint64_t{1} << (global::kFixedShift + i);
+    if (!(field & (fixed_ctrl::kOs | fixed_ctrl::kUsr)) || !(state_.global_ctrl & bit)) continue;
+    f(Active{.fixed = true,
+             .index = i,
+             .event = fixed_counter_event(i),
+             .select = 0,
+             .os = (field & fixed_ctrl::kOs) != 0,
+             .usr = (field & fixed_ctrl::kUsr) != 0,
+             .pmi = (field & fixed_ctrl::kPmi) != 0,
+             .width_mask = fixed_mask(),
+             .status_bit = bit});
+  }
 }
 
 bool ArchPmu::add(uint64_t& counter, uint64_t increments, uint64_t width_mask) {
@@ -232,21 +250,21 @@ bool ArchPmu::add(uint64_t& counter, uint64_t increments, uint64_t width_mask) {
   return increments > width_mask - before;
 }
 
-uint64_t ArchPmu::gp_increments(uint32_t x, const RetiredInstruction& insn) {
-  const uint64_t sel = state_.evtsel[x];
-  const Event e = decode_event(sel);
-  if (e == Event::kUnmodelled) return 0;
-  const bool qualified = insn.cpl == 0 ? (sel & evtsel::kOs) : (sel & evtsel::kUsr);
-  const uint32_t occ = qualified ? occurrences(e, insn, config_.third_level_cache) : 0;
+uint64_t ArchPmu::increments(const Active& c, const RetiredInstruction& insn) {
+  if (c.event == Event::kUnmodelled) return 0;
+  const bool qualified = insn.cpl == 0 ? c.os : c.usr;
+  const uint32_t occ = qualified ? occurrences(c.event, insn, config_.third_level_cache) : 0;
   const uint64_t cycles = std::max<uint32_t>(insn.cycles, 1);
+  // A fixed counter has no select: CMASK 0, so every occurrence counts and no edge state.
   const CycleFilter f{
-      static_cast<uint8_t>((sel & evtsel::kCounterMask) >> evtsel::kCounterMaskShift),
-      (sel & evtsel::kInvert) != 0, (sel & evtsel::kEdge) != 0};
-  bool previous = state_.edge_previous & (uint32_t{1} << x);
-  const uint64_t n = counts_cycles(e) ? filtered(f, cycles, occ, occ, previous)
-                                      : filtered(f, cycles, 0, occ, previous);
-  state_.edge_previous = previous ? state_.edge_previous | (uint32_t{1} << x)
-                                  : state_.edge_previous & ~(uint32_t{1} << x);
+      static_cast<uint8_t>((c.select & evtsel::kCounterMask) >> evtsel::kCounterMaskShift),
+      (c.select & evtsel::kInvert) != 0, (c.select & evtsel::kEdge) != 0};
+  const uint32_t edge_bit = c.fixed ? 0 : uint32_t{1} << c.index;
+  bool previous = state_.edge_previous & edge_bit;
+  const uint64_t n = counts_cycles(c.event) ? filtered(f, cycles, occ, occ, previous)
+                                            : filtered(f, cycles, 0, occ, previous);
+  state_.edge_previous =
+      previous ? state_.edge_previous | edge_bit : state_.edge_previous & ~edge_bit;
   return n;
 }
 
@@ -265,61 +283,38 @@ void ArchPmu::raise_pmi(uint64_t rip, uint8_t cpl) {
 }
 
 void ArchPmu::retire(const RetiredInstruction& insn) {
-  bool any = false, pmi = false;
   // Every counter's increments come from the state before the instruction: a freeze its PMI
   // causes applies from the next instruction on.
-  std::array<uint64_t, kMaxCounters> gp{};
-  std::array<uint64_t, kMaxFixedCounters> fixed{};
-  for (uint32_t x = 0; x < config_.counters; ++x)
-    if (gp_counting(x)) {
-      any = true;
-      gp[x] = gp_increments(x, insn);
-    }
-  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
-    if (fixed_counting(i)) {
-      any = true;
-      const uint64_t field = state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i);
-      const bool qualified = insn.cpl == 0 ? (field & fixed_ctrl::kOs) : (field & fixed_ctrl::kUsr);
-      const Event e = fixed_counter_event(i);
-      if (qualified)
-        fixed[i] = counts_cycles(e) ? std::max<uint32_t>(insn.cycles, 1)
-                                    : occurrences(e, insn, config_.third_level_cache);
-    }
-  if (!any) return;
+  std::array<Active, kMaxCounters + kMaxFixedCounters> active;
+  std::array<uint64_t, kMaxCounters + kMaxFixedCounters> added{};
+  size_t n = 0;
+  for_each_active([&](const Active& c) {
+    active[n] = c;
+    added[n++] = increments(c, insn);
+  });
+  if (n == 0) return;
   ++stats_.instructions;
-  for (uint32_t x = 0; x < config_.counters; ++x)
-    if (gp[x] && add(state_.pmc[x], gp[x], counter_mask())) {
+  bool pmi = false;
+  for (size_t k = 0; k < n; ++k)
+    if (added[k] && add(value_of(active[k]), added[k], active[k].width_mask)) {
       ++stats_.overflows;
-      state_.global_status |= uint64_t{1} << x;
-      pmi = pmi || (state_.evtsel[x] & evtsel::kInt);
-    }
-  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
-    if (fixed[i] && add(state_.fixed[i], fixed[i], fixed_mask())) {
-      ++stats_.overflows;
-      state_.global_status |= uint64_t{1} << (global::kFixedShift + i);
-      pmi = pmi || ((state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i)) & fixed_ctrl::kPmi);
+      state_.global_status |= active[k].status_bit;
+      pmi = pmi || active[k].pmi;
     }
   if (pmi) raise_pmi(insn.rip, insn.cpl);
 }
 
 bool ArchPmu::wants_events() const {
-  for (uint32_t x = 0; x < config_.counters; ++x)
-    if (gp_counting(x) && counter_event(x) != Event::kUnmodelled) return true;
-  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
-    if (fixed_counting(i)) return true;
-  return false;
+  bool wants = false;
+  for_each_active([&](const Active& c) { wants = wants || c.event != Event::kUnmodelled; });
+  return wants;
 }
 
 bool ArchPmu::wants_kernel_events() const {
-  for (uint32_t x = 0; x < config_.counters; ++x)
-    if (gp_counting(x) && counter_event(x) != Event::kUnmodelled &&
-        (state_.evtsel[x] & evtsel::kOs))
-      return true;
-  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
-    if (fixed_counting(i) &&
-        ((state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i)) & fixed_ctrl::kOs))
-      return true;
-  return false;
+  bool wants = false;
+  for_each_active(
+      [&](const Active& c) { wants = wants || (c.event != Event::kUnmodelled && c.os); });
+  return wants;
 }
 
 uint64_t ArchPmu::remaining_to_wrap(uint64_t value, uint64_t width_mask) {
@@ -328,54 +323,36 @@ uint64_t ArchPmu::remaining_to_wrap(uint64_t value, uint64_t width_mask) {
 
 uint64_t ArchPmu::quiet_retirements() const {
   uint64_t quiet = UINT64_MAX;
-  for (uint32_t x = 0; x < config_.counters; ++x) {
-    if (!gp_counting(x)) continue;
-    const Event e = counter_event(x);
-    if (e == Event::kUnmodelled) continue;
-    const uint64_t sel = state_.evtsel[x];
+  for_each_active([&](const Active& c) {
+    if (c.event == Event::kUnmodelled) return;
     // At most one occurrence per instruction and no per-cycle filter: the counter wraps on its
     // remaining-th event at the earliest, an instruction that retires last in the run.
-    const bool one_per_instruction = !counts_cycles(e) && e != Event::kLlcReferences &&
-                                     e != Event::kLlcMisses && !(sel & evtsel::kCounterMask);
-    quiet = std::min(quiet, one_per_instruction ? remaining_to_wrap(state_.pmc[x], counter_mask())
-                                                : uint64_t{1});
-  }
-  for (uint32_t i = 0; i < config_.fixed_counters; ++i) {
-    if (!fixed_counting(i)) continue;
-    quiet = std::min(quiet, counts_cycles(fixed_counter_event(i))
-                                ? uint64_t{1}
-                                : remaining_to_wrap(state_.fixed[i], fixed_mask()));
-  }
+    const bool one_per_instruction = !counts_cycles(c.event) && c.event != Event::kLlcReferences &&
+                                     c.event != Event::kLlcMisses &&
+                                     !(c.select & evtsel::kCounterMask);
+    quiet = std::min(
+        quiet, one_per_instruction ? remaining_to_wrap(value_of(c), c.width_mask) : uint64_t{1});
+  });
   return std::max<uint64_t>(quiet, 1);
 }
 
 UnseenAllowance ArchPmu::unseen_allowance() const {
   UnseenAllowance allowed;
+  bool possible = true;
   const uint64_t filters = evtsel::kCounterMask | evtsel::kInvert | evtsel::kEdge;
-  for (uint32_t x = 0; x < config_.counters; ++x) {
-    if (!gp_counting(x)) continue;
-    const Event e = counter_event(x);
-    if (e == Event::kUnmodelled) continue;
-    const uint64_t sel = state_.evtsel[x];
-    if ((sel & evtsel::kOs) || (sel & filters)) return UnseenAllowance::none();
-    if (!(sel & evtsel::kUsr)) continue;  // counts nothing
-    const uint64_t left = remaining_to_wrap(state_.pmc[x], counter_mask());
-    if (e == Event::kInstructions)
+  for_each_active([&](const Active& c) {
+    if (c.event == Event::kUnmodelled) return;
+    if (c.os || (c.select & filters)) possible = false;
+    if (!possible || !c.usr) return;  // without USR it counts nothing unseen
+    const uint64_t left = remaining_to_wrap(value_of(c), c.width_mask);
+    if (c.event == Event::kInstructions)
       allowed.instructions = std::min(allowed.instructions, left);
-    else if (e == Event::kBranches)
+    else if (c.event == Event::kBranches)
       allowed.branches = std::min(allowed.branches, left);
     else
-      return UnseenAllowance::none();
-  }
-  for (uint32_t i = 0; i < config_.fixed_counters; ++i) {
-    if (!fixed_counting(i)) continue;
-    const uint64_t field = state_.fixed_ctrl >> (fixed_ctrl::kBitsPerCounter * i);
-    if ((field & fixed_ctrl::kOs) || fixed_counter_event(i) != Event::kInstructions)
-      return UnseenAllowance::none();
-    allowed.instructions =
-        std::min(allowed.instructions, remaining_to_wrap(state_.fixed[i], fixed_mask()));
-  }
-  return allowed;
+      possible = false;
+  });
+  return possible ? allowed : UnseenAllowance::none();
 }
 
 void ArchPmu::retire_unseen(const UnseenRetirements& batch) {
@@ -383,35 +360,29 @@ void ArchPmu::retire_unseen(const UnseenRetirements& batch) {
     throw std::logic_error("architectural PMU: a batch of unseen instructions it did not admit");
   if (batch.instructions == 0 && batch.branches == 0) return;
   bool any = false;
-  for (uint32_t x = 0; x < config_.counters; ++x) {
-    if (!gp_counting(x) || !(state_.evtsel[x] & evtsel::kUsr)) continue;
-    const Event e = counter_event(x);
-    const uint64_t n = e == Event::kInstructions ? batch.instructions
-                       : e == Event::kBranches   ? batch.branches
-                                                 : 0;
-    any = any || e != Event::kUnmodelled;
-    add(state_.pmc[x], n, counter_mask());  // admitted: no wrap
-  }
-  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
-    if (fixed_counting(i)) {
-      any = true;
-      add(state_.fixed[i], batch.instructions, fixed_mask());
-    }
+  for_each_active([&](const Active& c) {
+    if (!c.usr) return;
+    const uint64_t n = c.event == Event::kInstructions ? batch.instructions
+                       : c.event == Event::kBranches   ? batch.branches
+                                                       : 0;
+    any = any || c.event != Event::kUnmodelled;
+    add(value_of(c), n, c.width_mask);  // admitted: no wrap
+  });
   if (any) stats_.instructions += batch.instructions;
 }
 
 bool ArchPmu::reads_cache_model() const {
-  for (uint32_t x = 0; x < config_.counters; ++x)
-    if (gp_counting(x) && arch_perfmon::reads_cache_model(counter_event(x))) return true;
-  for (uint32_t i = 0; i < config_.fixed_counters; ++i)
-    if (fixed_counting(i) && arch_perfmon::reads_cache_model(fixed_counter_event(i))) return true;
-  return false;
+  bool reads = false;
+  for_each_active(
+      [&](const Active& c) { reads = reads || arch_perfmon::reads_cache_model(c.event); });
+  return reads;
 }
 
 bool ArchPmu::reads_branch_predictions() const {
-  for (uint32_t x = 0; x < config_.counters; ++x)
-    if (gp_counting(x) && arch_perfmon::reads_branch_predictions(counter_event(x))) return true;
-  return false;
+  bool reads = false;
+  for_each_active(
+      [&](const Active& c) { reads = reads || arch_perfmon::reads_branch_predictions(c.event); });
+  return reads;
 }
 
 pmu::Status ArchPmu::load_state(const ArchPmuState& s) {

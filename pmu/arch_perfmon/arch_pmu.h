@@ -178,12 +178,43 @@ class ArchPmu {
   uint64_t evtsel_reserved() const;
   uint64_t fixed_ctrl_reserved() const;
   bool frozen() const { return state_.global_status & global::kCountersFrozen; }
-  bool gp_counting(uint32_t x) const;
-  bool fixed_counting(uint32_t i) const;
+
+  // A register of the counter banks, which and whether this PMU has it (bank kNone: another
+  // register of the block). wrmsr and rdmsr decode addresses through it.
+  enum class Bank : uint8_t { kNone, kPmc, kFullWidthPmc, kEventSelect, kFixed };
+  struct BankRegister {
+    Bank bank = Bank::kNone;
+    uint32_t index = 0;
+    bool exists = false;
+  };
+  BankRegister bank_register(uint32_t msr) const;
+
+  // A counter that counts now (enabled, globally enabled, not frozen), general-purpose or fixed,
+  // in the terms every counting rule reads: a fixed counter is one with a fixed event, no select
+  // (CMASK 0, no edge state) and the OS/USR/PMI bits of its control field.
+  struct Active {
+    bool fixed = false;
+    uint32_t index = 0;  // x of IA32_PMCx, or i of IA32_FIXED_CTRi
+    Event event = Event::kUnmodelled;
+    uint64_t select = 0;  // IA32_PERFEVTSELx; 0 for a fixed counter
+    bool os = false, usr = false, pmi = false;
+    uint64_t width_mask = 0;
+    uint64_t status_bit = 0;  // its overflow bit in GLOBAL_STATUS
+  };
+  // Calls f(const Active&) for each counter that counts now, the general-purpose ones first.
+  template <class F>
+  void for_each_active(F&& f) const;
+  uint64_t& value_of(const Active& c) {
+    return c.fixed ? state_.fixed[c.index] : state_.pmc[c.index];
+  }
+  uint64_t value_of(const Active& c) const {
+    return c.fixed ? state_.fixed[c.index] : state_.pmc[c.index];
+  }
   // Adds `increments` to a counter of `width_mask`; true when it wrapped.
   static bool add(uint64_t& counter, uint64_t increments, uint64_t width_mask);
-  // Increments of counter x's event for `insn` (CMASK/INV/EDGE applied; edge state updated).
-  uint64_t gp_increments(uint32_t x, const RetiredInstruction& insn);
+  // What `insn` adds to counter `c` (CMASK/INV/EDGE applied; a general-purpose counter's edge
+  // state updated).
+  uint64_t increments(const Active& c, const RetiredInstruction& insn);
   void raise_pmi(uint64_t rip, uint8_t cpl);
   // How many more events a counter at `value` takes until one wraps it (that one included).
   static uint64_t remaining_to_wrap(uint64_t value, uint64_t width_mask);
