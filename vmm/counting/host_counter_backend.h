@@ -8,7 +8,9 @@
 //
 // With the counter double (--host-counters double) the KVM stepper steps the guest all along,
 // and during a free run what it retires goes to the double instead of the models: the same
-// algorithm, with overflows that come a chosen number of instructions late.
+// algorithm, with overflows that come a chosen number of instructions late; only an exit of the
+// guest's own or a pause ends its free run early, never a kick, so its records do not depend on
+// the host's timing.
 #pragma once
 
 #include <memory>
