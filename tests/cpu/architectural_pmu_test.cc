@@ -1,13 +1,15 @@
 // The guest's own architectural PMU (CPUID 0xA, DESIGN §4.11, issue 23): the profile section,
 // the leaf it gives, clamped to KVM's vPMU and dropped without one, and the migration checks that
-// treat it like other CPUID features. Expected words are written from the SDM's layout of leaf
-// 0xA (vol. 3B, 20.2), not from the code.
+// treat it like other CPUID features; and pmuvm's own model of it (§4.13, issue 41), whose leaf
+// and PDCM bit are the profile's on any host. Expected words are written from the SDM's layout of
+// leaf 0xA (vol. 3B, 20.2), not from the code.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "vmm/cpu/arch_pmu_config.h"
 #include "vmm/cpu/cpu_profile.h"
 #include "vmm/cpu/cpuid_table.h"
 #include "vmm/cpu/describe_profile.h"
@@ -19,6 +21,7 @@ namespace vmm {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // An Intel profile with leaf 0xA in range; `pmu` is the architectural_pmu value (JSON).
 std::string IntelProfile(const std::string& pmu, const std::string& name = "core") {
@@ -188,7 +191,85 @@ TEST(ArchitecturalPmu, WrittenAndDescribed) {
   EXPECT_EQ(again.architectural_pmu, p.architectural_pmu);
   EXPECT_THAT(describe_profile(p),
               HasSubstr("arch. PMU    CPUID 0xA version 2, counters 4, counter_bits 48, "
-                        "fixed_counters 3, fixed_counter_bits 48 (KVM's vPMU"));
+                        "fixed_counters 3, fixed_counter_bits 48, modelled_by_pmuvm false "
+                        "(KVM's vPMU"));
+}
+
+// pmuvm's own model (DESIGN §4.13) ------------------------------------------------------------
+
+const char kModelled[] = R"({"version": 4, "counters": 8, "counter_bits": 48, "fixed_counters": 3,
+  "fixed_counter_bits": 48, "modelled_by_pmuvm": true})";
+
+// IntelProfile with a features list.
+std::string WithFeatures(std::string text, const std::string& features) {
+  text.insert(text.find("  \"architectural_pmu\""), "  \"features\": " + features + ",\n");
+  return text;
+}
+
+// Leaf 0xA and PDCM are the profile's whatever KVM offers: here nothing (a host without a PMU,
+// KVM without PDCM). EAX = 4 | 8 << 8 | 48 << 16 | 7 << 24 = 0x07300804; EDX = 3 | 48 << 5.
+TEST(ModelledArchitecturalPmu, LeafAAndPdcmAreTheProfilesOnAnyHost) {
+  const CpuProfile p = Parsed(WithFeatures(IntelProfile(kModelled), R"(["pdcm", "sse3"])"));
+  ASSERT_TRUE(p.architectural_pmu);
+  EXPECT_TRUE(p.architectural_pmu->modelled_by_pmuvm);
+  const GuestCpuid g = filter_guest_cpuid(std::vector<CpuidEntry>{}, p, 0);
+  const CpuidEntry* a = find_cpuid_entry(g.entries, 0xA);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->eax, 0x07300804u);
+  EXPECT_EQ(a->ebx, 0u);
+  EXPECT_EQ(a->edx, 0x603u);
+  const CpuidEntry* leaf1 = find_cpuid_entry(g.entries, 1);
+  ASSERT_NE(leaf1, nullptr);
+  EXPECT_EQ(leaf1->ecx & (1u << 15), 1u << 15) << "PDCM (CPUID 1 ECX[15]) kept";
+  EXPECT_EQ(leaf1->ecx & 1u, 0u) << "sse3 is still filtered";
+  EXPECT_EQ(g.dropped, std::vector<std::string>{"sse3"});
+}
+
+TEST(ModelledArchitecturalPmu, PdcmIsFilteredWhereKvmsVpmuGivesThePmu) {
+  const CpuProfile p = Parsed(WithFeatures(IntelProfile(kV2), R"(["pdcm"])"));
+  const GuestCpuid g = filter_guest_cpuid(std::vector<CpuidEntry>{KvmLeafA(8)}, p, 0);
+  EXPECT_EQ(g.dropped, std::vector<std::string>{"pdcm"});
+}
+
+// The model's limits (pmu/arch_perfmon: versions 2-4, 8 + 3 counters of at most 48 bits), said
+// at the key's section.
+TEST(ModelledArchitecturalPmu, WhatTheModelCannotBe) {
+  for (const char* pmu : {R"({"version": 5, "modelled_by_pmuvm": true})",
+                          R"({"counters": 9, "modelled_by_pmuvm": true})",
+                          R"({"counter_bits": 49, "modelled_by_pmuvm": true})",
+                          R"({"fixed_counters": 4, "modelled_by_pmuvm": true})",
+                          R"({"fixed_counter_bits": 64, "modelled_by_pmuvm": true})"}) {
+    SCOPED_TRACE(pmu);
+    EXPECT_THAT(ErrorOf(IntelProfile(pmu)), HasSubstr("pmuvm's architectural PMU model: "));
+  }
+  EXPECT_THAT(ErrorOf(IntelProfile(R"({"modelled_by_pmuvm": 1})")), HasSubstr("modelled_by_pmuvm"));
+}
+
+// The configuration each vCPU's model is built with: PERF_CAPABILITIES (and IA32_A_PMCx) with
+// PDCM, the LLC events' last level the cache's L3 where there is one.
+TEST(ModelledArchitecturalPmu, TheModelsConfiguration) {
+  const CpuProfile p = Parsed(WithFeatures(IntelProfile(kModelled), R"(["pdcm"])"));
+  const std::optional<pmu::arch_perfmon::Config> c = arch_pmu_config(p);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(*c, (pmu::arch_perfmon::Config{4, 8, 48, 3, 48, true, false}));
+  EXPECT_FALSE(arch_pmu_config(Parsed(IntelProfile(kModelled)))->full_width_writes);
+  EXPECT_FALSE(arch_pmu_config(Parsed(IntelProfile(kV2)))) << "KVM's vPMU: no model";
+  EXPECT_FALSE(arch_pmu_config(Parsed(IntelProfile("null"))));
+}
+
+TEST(ModelledArchitecturalPmu, WrittenDescribedAndComparedWithKvms) {
+  const CpuProfile modelled = Parsed(IntelProfile(kModelled, "modelled"));
+  EXPECT_EQ(Parsed(to_profile_json(modelled)).architectural_pmu, modelled.architectural_pmu);
+  EXPECT_THAT(to_profile_json(modelled), HasSubstr("\"modelled_by_pmuvm\": true"));
+  EXPECT_THAT(to_profile_json(Parsed(IntelProfile(kV2))), Not(HasSubstr("modelled_by_pmuvm")));
+  EXPECT_THAT(describe_profile(modelled), HasSubstr("modelled_by_pmuvm true (pmuvm's model"));
+  CpuProfile kvms = modelled;
+  kvms.name = "kvms";
+  kvms.architectural_pmu->modelled_by_pmuvm = false;
+  EXPECT_EQ(migration_refusals(modelled, kvms),
+            std::vector<std::string>{"architectural PMU modelled_by_pmuvm true != false"});
+  EXPECT_FALSE(compute_baseline({modelled, kvms})->architectural_pmu->modelled_by_pmuvm);
+  EXPECT_TRUE(compute_baseline({modelled, modelled})->architectural_pmu->modelled_by_pmuvm);
 }
 
 }  // namespace

@@ -52,9 +52,11 @@ void WriteFile(const std::string& path, const std::string& text) { std::ofstream
 
 // ---- the shipped profiles ------------------------------------------------------------------
 
-TEST(ShippedProfiles, NamesAreTheFourOfDesign45) {
-  EXPECT_EQ(builtin_profile_names(), (std::vector<std::string>{"amd-lwp", "amd-lwp-baseline",
-                                                               "amd-lwp-lite", "intel-netburst"}));
+// DESIGN §4.5's four and §4.13's intel-skylake.
+TEST(ShippedProfiles, NamesAreThoseOfTheDesign) {
+  EXPECT_EQ(builtin_profile_names(),
+            (std::vector<std::string>{"amd-lwp", "amd-lwp-baseline", "amd-lwp-lite",
+                                      "intel-netburst", "intel-skylake"}));
 }
 
 TEST(ShippedProfiles, EveryProfileParsesAndValidates) {
@@ -110,6 +112,28 @@ TEST(ShippedProfiles, AmdLwpIsTheFullProposal) {
   EXPECT_FALSE(p.misc_enable.has_value());
   ASSERT_TRUE(p.cache.l3.has_value());
   EXPECT_EQ(p.cache.line_size, 64u);
+}
+
+// DESIGN §4.13: a Skylake Linux and rr recognise by its signature, with pmuvm's version-4 PMU
+// (PERF_CAPABILITIES through PDCM), TSX hidden, no PEBS (DS) yet.
+TEST(ShippedProfiles, IntelSkylakeHasPmuvmsArchitecturalPmu) {
+  const CpuProfile p = Builtin("intel-skylake");
+  EXPECT_EQ(p.vendor, "GenuineIntel");
+  EXPECT_EQ(p.family, 0x6u);
+  EXPECT_EQ(p.model, 0x5Eu);
+  ASSERT_TRUE(p.architectural_pmu.has_value());
+  EXPECT_EQ(*p.architectural_pmu, (ArchitecturalPmu{4, 8, 48, 3, 48, true}));
+  EXPECT_FALSE(p.netburst.has_value());
+  EXPECT_FALSE(p.lwp.available);
+  auto has = [&p](const char* f) {
+    return std::find(p.features.begin(), p.features.end(), f) != p.features.end();
+  };
+  EXPECT_TRUE(has("pdcm"));
+  EXPECT_TRUE(has("hypervisor")) << "Linux's Intel driver reads counters with RDMSR then (0008)";
+  for (const char* hidden : {"rtm", "hle", "ds", "dtes64", "htt", "xsave", "avx"})
+    EXPECT_FALSE(has(hidden)) << hidden;
+  ASSERT_TRUE(p.misc_enable.has_value());
+  EXPECT_EQ(*p.misc_enable & 0x1880, 0x1880u) << "perfmon available, BTS and PEBS unavailable";
 }
 
 TEST(ShippedProfiles, AmdLwpLiteHasOneEventNoInterruptNoDcache) {
@@ -290,7 +314,7 @@ TEST(CpuOption, NameThenPathThenError) {
   EXPECT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().message,
             "unknown CPU profile 'amd-lwpp': not a shipped profile (amd-lwp, amd-lwp-baseline, "
-            "amd-lwp-lite, intel-netburst) and no such file");
+            "amd-lwp-lite, intel-netburst, intel-skylake) and no such file");
 }
 
 TEST(Describe, SummarisesIdentityLwpAndCache) {

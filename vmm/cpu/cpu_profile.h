@@ -63,14 +63,17 @@ struct NetburstParams {
 };
 
 // CPUID 0xA: Intel's architectural performance monitoring (SDM vol. 3B, 20.2), the guest's own
-// PMU, which KVM's vPMU provides where the host has one (DESIGN §4.11). The leaf is filtered by
-// what KVM offers like any feature: on a host without a PMU the guest gets none.
+// PMU. Either KVM's vPMU provides it where the host has one (DESIGN §4.11), and the leaf is
+// filtered by what KVM offers like any feature (on a host without a PMU the guest gets none), or
+// pmuvm's own model does (`modelled_by_pmuvm`, DESIGN §4.13: pmu/arch_perfmon), on any host,
+// with the leaf as the profile says.
 struct ArchitecturalPmu {
   uint32_t version = 2;              // EAX[7:0]
   uint32_t counters = 4;             // EAX[15:8]: general-purpose counters per logical processor
   uint32_t counter_bits = 48;        // EAX[23:16]
   uint32_t fixed_counters = 3;       // EDX[4:0] (version 2 on)
   uint32_t fixed_counter_bits = 48;  // EDX[12:5]
+  bool modelled_by_pmuvm = false;    // pmu/arch_perfmon serves the MSRs; KVM's vPMU is off
   bool operator==(const ArchitecturalPmu&) const = default;
 };
 

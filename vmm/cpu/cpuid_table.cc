@@ -286,6 +286,11 @@ class CpuidBuilder {
 
  private:
   bool basic(uint32_t leaf) const { return leaf <= p_.max_basic_leaf; }
+  // pmuvm's architectural PMU: its leaf 0xA and PDCM (IA32_PERF_CAPABILITIES, which the model
+  // answers) are the profile's, whatever KVM offers.
+  bool modelled_pmu() const {
+    return p_.architectural_pmu && p_.architectural_pmu->modelled_by_pmuvm;
+  }
   bool extended(uint32_t leaf) const { return leaf <= p_.max_extended_leaf; }
 
   // The profile's feature names as bits of their leaves (those KVM lacks dropped when filtering).
@@ -294,7 +299,7 @@ class CpuidBuilder {
       const CpuidFeature* f = find_cpuid_feature(name);
       if (f == nullptr) continue;  // the parser accepts known names only
       const uint32_t bit = 1u << f->bit;
-      if (filter_ && !f->emulated_by_pmuvm) {
+      if (filter_ && !f->emulated_by_pmuvm && !(name == "pdcm" && modelled_pmu())) {
         const CpuidEntry* s = find_cpuid_entry(supported_, f->leaf, f->subleaf);
         CpuidEntry offered = s ? *s : CpuidEntry{};
         if (!(reg(offered, f->reg) & bit)) {
@@ -346,8 +351,8 @@ class CpuidBuilder {
 
   void architectural_pmu() {
     if (!p_.architectural_pmu || !basic(kArchitecturalPmuLeaf)) return;
-    if (const std::optional<CpuidEntry> pmu =
-            architectural_pmu_leaf(*p_.architectural_pmu, supported_, filter_, dropped_))
+    if (const std::optional<CpuidEntry> pmu = architectural_pmu_leaf(
+            *p_.architectural_pmu, supported_, filter_ && !modelled_pmu(), dropped_))
       t_.push_back(*pmu);
   }
 

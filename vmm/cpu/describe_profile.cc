@@ -99,7 +99,8 @@ std::string describe_profile(const CpuProfile& p) {
   if (const std::optional<ArchitecturalPmu>& a = p.architectural_pmu)
     s += "  arch. PMU    CPUID 0xA " +
          profile_schema::describe(profile_schema::kArchitecturalPmu, *a) +
-         " (KVM's vPMU, where the host has a PMU)\n";
+         (a->modelled_by_pmuvm ? " (pmuvm's model, on any host)\n"
+                               : " (KVM's vPMU, where the host has a PMU)\n");
   s += "  MISC_ENABLE  " + (p.misc_enable ? hex(*p.misc_enable) : std::string("not set")) + "\n";
   const CacheGeometry& c = p.cache;
   s += "  cache        " + profile_schema::describe(profile_schema::kCache, c) + "; " +

@@ -3,7 +3,8 @@
 // the profile filtered by what this host's KVM supports (present(), when KVM is opened), or the
 // table a resumed guest booted with. Everything that needs the guest's CPU reads this: the
 // vCPUs' CPUID, MSR values (IA32_MISC_ENABLE), each vCPU's PMU models (LWP capabilities, the
-// NetBurst configuration), the steppers' cache model, the Linux boot signature.
+// NetBurst or architectural PMU's configuration), the steppers' cache model, the Linux boot
+// signature.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "pmu/arch_perfmon/arch_pmu.h"
 #include "pmu/cache/cache_model.h"
 #include "pmu/lwp/capabilities.h"
 #include "pmu/netburst/netburst_pmu.h"
@@ -35,7 +37,9 @@ struct GuestCpu {
   std::optional<uint64_t> misc_enable;  // IA32_MISC_ENABLE at boot and on RDMSR
   pmu::lwp::Capabilities lwp;           // available == false: no LWP
   std::optional<pmu::netburst::Config> netburst;  // nullopt: no NetBurst PMU
-  pmu::cache::Geometry cache;                     // the steppers' cache model
+  // pmuvm's architectural PMU; nullopt: none, or KVM's vPMU gives it (the CPUID table says).
+  std::optional<pmu::arch_perfmon::Config> arch_pmu;
+  pmu::cache::Geometry cache;     // the steppers' cache model
   std::vector<CpuidEntry> cpuid;  // before per-vCPU APIC IDs; empty until present()/resume_with()
 };
 

@@ -14,6 +14,7 @@
 
 #include "pmu/lwp/architecture.h"
 #include "pmu/lwp/capabilities.h"
+#include "vmm/cpu/arch_pmu_config.h"
 #include "vmm/cpu/cpuid_features.h"
 #include "vmm/cpu/lwp_profile_names.h"
 #include "vmm/cpu/profile_field_ops.h"
@@ -374,6 +375,9 @@ class ProfileParser {
     if (p.max_basic_leaf < 0xA)
       r_.fail(path, "architectural_pmu needs max_basic_leaf 0xa or more (CPUID 0xA holds it)");
     if (p.netburst) r_.fail(path, "a profile has a NetBurst PMU or an architectural one, not both");
+    if (a.modelled_by_pmuvm)
+      if (const pmu::Status valid = pmu::arch_perfmon::validate(arch_pmu_config(a, p)); !valid.ok())
+        r_.fail(path, "pmuvm's architectural PMU model: " + valid.reason());
     p.architectural_pmu = a;
   }
 

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "guest/abi/pmuvm_abi.h"
+#include "pmu/arch_perfmon/msr_map.h"
 #include "vmm/api/api_server.h"
 #include "vmm/migration/migration_channel.h"
 #include "vmm/boot/long_mode.h"
@@ -168,9 +169,15 @@ void Machine::Impl::release_ticker() {
 }
 
 void Machine::Impl::create_vcpus() {
-  // The guest's own PMU is the one its CPUID shows (DESIGN §4.11): KVM's vPMU gives it where the
-  // profile has one and KVM offers it; otherwise the vPMU is switched off.
-  if (const std::optional<std::string> pmu = describe_guest_pmu(guest_cpu_.cpuid))
+  // The guest's own PMU is the one its CPUID shows (DESIGN §4.11): pmuvm's model where the
+  // profile asks for it (§4.13), else KVM's vPMU where the profile has one and KVM offers it;
+  // otherwise the vPMU is switched off (also under pmuvm's model: no KVM counter reaches the
+  // guest).
+  const std::optional<std::string> pmu = describe_guest_pmu(guest_cpu_.cpuid);
+  if (pmu && guest_cpu_.arch_pmu)
+    spdlog::info("guest PMU: {}, pmuvm's model{}", *pmu,
+                 vm->disable_vpmu() ? "; KVM's vPMU switched off" : "");
+  else if (pmu)
     spdlog::info("guest PMU: {}, from KVM's vPMU", *pmu);
   else
     spdlog::info("guest PMU: none in the guest's CPUID{}",
@@ -200,9 +207,21 @@ void Machine::Impl::create_vcpus() {
       });
     vcpus.push_back(std::move(v));
   }
-  // The PMU MSRs pmuvm implements: LWP, MISC_ENABLE, the NetBurst range, the PV MSRs.
-  vm->set_msr_filter(
-      {{0xC0000105, 2}, {kMsrMiscEnable, 1}, {0x300, 0x100}, {PMUVM_MSR_FIRST, PMUVM_MSR_COUNT}});
+  // The PMU MSRs pmuvm implements: LWP, MISC_ENABLE, the NetBurst range, the PV MSRs, and the
+  // architectural PMU's where pmuvm models it (else KVM's vPMU, or KVM's #GP, answers them).
+  std::vector<MsrRange> trapped = {
+      {0xC0000105, 2}, {kMsrMiscEnable, 1}, {0x300, 0x100}, {PMUVM_MSR_FIRST, PMUVM_MSR_COUNT}};
+  if (guest_cpu_.arch_pmu) {
+    namespace ap = pmu::arch_perfmon;
+    trapped.insert(trapped.end(),
+                   {{ap::kMsrPmc0, ap::kMaxCounters},
+                    {ap::kMsrPerfEvtSel0, ap::kMaxCounters},
+                    {ap::kMsrFixedCtr0, ap::kMaxFixedCounters},
+                    {ap::kMsrPerfCapabilities, 1},
+                    {ap::kMsrFixedCtrCtrl, ap::kMsrGlobalInuse - ap::kMsrFixedCtrCtrl + 1},
+                    {ap::kMsrFullWidthPmc0, ap::kMaxCounters}});
+  }
+  vm->set_msr_filter(trapped);
 }
 
 void Machine::Impl::open_kvm() {

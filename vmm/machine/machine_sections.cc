@@ -121,10 +121,10 @@ std::vector<Section> vcpu_sections(const VcpuParts& v) {
                     throw UsageError("the snapshot's " + limit +
                                      " state holds a threshold interrupt, but CPU profile " +
                                      v.cpu.profile.name + " has no LWP interrupt");
-                  if (v.interrupt_limit.holds_nmi_or_pmi() && !v.cpu.netburst)
+                  if (v.interrupt_limit.holds_nmi_or_pmi() && !v.cpu.netburst && !v.cpu.arch_pmu)
                     throw UsageError("the snapshot's " + limit +
                                      " state holds a PMI, but CPU profile " + v.cpu.profile.name +
-                                     " has no NetBurst PMU");
+                                     " has no NetBurst or architectural PMU of pmuvm's");
                 }),
       // The counting backend the snapshot's manifest named is the one this machine was built
       // with (restore checks it), so its sections are there; a crafted state without them is

@@ -44,7 +44,7 @@ VcpuRunner::VcpuRunner(VcpuHost& host, KvmVm& vm, GuestRam& ram, uint32_t index)
                                                              options.max_interrupt_rate);
   tap_.limited = limited_.get();
   pmu_ = std::make_unique<VcpuPmu>(index, index, cpu.lwp, options.seed, ram, tap_, cpu.netburst,
-                                   &page_faults_);
+                                   &page_faults_, cpu.arch_pmu);
   backend_ =
       make_counting_backend(options.counting, *this, ram, cpu.cache, options.vcpus, kKickSignal);
 }
@@ -166,6 +166,18 @@ nlohmann::json VcpuRunner::pmu_state() {
         {"cccrs", std::vector<uint32_t>(s.cccrs.begin(), s.cccrs.begin() + s.counter_count)},
         {"escrs", s.escrs}};
   }
+  if (const pmu::arch_perfmon::ArchPmu* ap = pmu_->arch_pmu()) {
+    const pmu::arch_perfmon::ArchPmuState& s = ap->state();
+    const pmu::arch_perfmon::Config& c = ap->config();
+    j["arch_pmu"] = {
+        {"pmcs", std::vector<uint64_t>(s.pmc.begin(), s.pmc.begin() + c.counters)},
+        {"evtsels", std::vector<uint64_t>(s.evtsel.begin(), s.evtsel.begin() + c.counters)},
+        {"fixed", std::vector<uint64_t>(s.fixed.begin(), s.fixed.begin() + c.fixed_counters)},
+        {"fixed_ctrl", s.fixed_ctrl},
+        {"global_ctrl", s.global_ctrl},
+        {"global_status", s.global_status},
+        {"pmis", ap->stats().pmis}};
+  }
   return j;
 }
 
@@ -182,6 +194,8 @@ void VcpuRunner::log_rate_limit() const {
 void VcpuRunner::log_closing_lines() const {
   if (const pmu::netburst::NetburstPmu* nb = pmu_->netburst(); nb && nb->stats().pmis > 0)
     spdlog::info("vCPU {}: the NetBurst PMU raised {} PMI(s)", index(), nb->stats().pmis);
+  if (const pmu::arch_perfmon::ArchPmu* ap = pmu_->arch_pmu(); ap && ap->stats().pmis > 0)
+    spdlog::info("vCPU {}: the architectural PMU raised {} PMI(s)", index(), ap->stats().pmis);
   if (const uint64_t n = interrupts_.undeliverable_pmis.seen(); n > 0)
     spdlog::warn("vCPU {}: {} PMI(s) dropped: LVTPC's delivery mode is neither fixed nor NMI",
                  index(), n);
