@@ -29,6 +29,7 @@ packages=(
   busybox-static xz-utils        # tools/kvm-host: nested KVM host's initramfs; its kernel image
   util-linux                     # tools/kvm-host: flock, setpriv
   linux-perf                     # Debian's perf, run inside the Linux guest (guest/linux:initramfs_perf)
+  rr                             # Debian's rr, run inside the Linux guest (guest/linux:initramfs_perf)
   linux-source-6.1 quilt         # the Linux guest kernel (guest_kernel_patches/build.sh) ...
   make gcc flex bison bc libelf-dev libssl-dev cpio perl  # ... and what building it needs
 )

@@ -90,6 +90,8 @@ namespace debugctl {
 inline constexpr uint64_t kFreezeLbrsOnPmi = 1ull << 11;
 inline constexpr uint64_t kFreezePerfmonOnPmi = 1ull << 12;
 }  // namespace debugctl
+inline constexpr uint64_t kDebugctlFreezeBits =
+    debugctl::kFreezeLbrsOnPmi | debugctl::kFreezePerfmonOnPmi;
 
 // The architectural state, for snapshots and migration (StateWriter/StateReader archive()).
 struct ArchPmuState {
@@ -168,8 +170,7 @@ class ArchPmu {
   uint64_t perf_capabilities() const;
 
  private:
-  static constexpr uint64_t kDebugctlBits =
-      debugctl::kFreezeLbrsOnPmi | debugctl::kFreezePerfmonOnPmi;
+  static constexpr uint64_t kDebugctlBits = kDebugctlFreezeBits;
 
   uint64_t counter_mask() const { return (uint64_t{1} << config_.counter_bits) - 1; }
   uint64_t fixed_mask() const { return (uint64_t{1} << config_.fixed_counter_bits) - 1; }

@@ -6,8 +6,9 @@
 // (the default) and one exit per instruction (--stepper kvm-single) give the same values and
 // records, and pausing the VM every few hundred exits changes nothing; a task moving between two
 // vCPUs while it is counted keeps an exact count. Each program's expected value is derived in
-// its header comment (guest/linux/*.c). Six boots, shared by the cases that read them; runs on a
-// KVM host (tests/kvm_host_test.bzl).
+// its header comment (guest/linux/*.c). The same under pmuvm's Intel architectural PMU
+// (intel-skylake, Linux's Intel driver). Eight boots, shared by the cases that read them; runs on
+// a KVM host (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,6 +78,17 @@ const std::map<std::string, Boot>& boots() {
        {{"--cpu", "intel-netburst", "--stepper", "kvm-single"},
         "guest/linux/initramfs_perf.cpio",
         "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks"}},
+      // pmuvm's Intel architectural PMU (intel-skylake: Linux's Intel driver, patch 0008): the
+      // same programs through perf_event_open, and Debian's perf on its events
+      // (guest/linux/perf_checks_arch). Block stepping, and one exit per instruction.
+      {"skylake",
+       {{"--cpu", "intel-skylake"},
+        "guest/linux/initramfs_perf.cpio",
+        "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks_arch"}},
+      {"skylake-single",
+       {{"--cpu", "intel-skylake", "--stepper", "kvm-single"},
+        "guest/linux/initramfs_perf.cpio",
+        "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks_arch"}},
       // Two vCPUs: a counted task moved between them 10 times by its own sched_setaffinity.
       // And a counted loop whose page the other vCPU keeps zapping (hazard_count smp).
       {"smp-lwp",
@@ -262,9 +274,10 @@ TEST_F(LinuxStepper, DebiansPerfStatCountsTwoEventsExactly) {
 // event count is 19171, each interrupting after instruction k * 1009: the sampled IP is the next
 // instruction, loop_dec for odd k and loop_jnz for even k. perf report groups them by symbol, perf
 // script lists them in order. -F 1000 (a frequency: perf adapts the period) gives no fixed count,
-// but every sample is loop_small's and none is lost.
+// but every sample is loop_small's and none is lost. The same on NetBurst (the P4 driver's
+// counter) and on the architectural PMU (fixed counter 0, zero skid).
 TEST_F(LinuxStepper, DebiansPerfRecordSamplesEveryPthInstructionExactly) {
-  for (const char* name : {"netburst", "netburst-single"}) {
+  for (const char* name : {"netburst", "netburst-single", "skylake", "skylake-single"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
     std::string out = r.out;  // without the serial console's carriage returns
@@ -300,6 +313,44 @@ TEST_F(LinuxStepper, DebiansPerfRecordSamplesEveryPthInstructionExactly) {
     EXPECT_EQ(pmuvm_e2e::occurrences(out, "# Total Lost Samples: 0\n"), 2u)
         << "reports without losses\n"
         << dump(r);
+  }
+}
+
+// --cpu intel-skylake: pmuvm's architectural PMU under Linux's Intel driver ---------------------
+
+// arch/x86/events/core.c's "Performance Events: " + intel_pmu_init's "Skylake events, " and
+// "full-width counters, " (PERF_CAPABILITIES[13]) + "%s PMU driver." ("Intel"), patch 0008's
+// quirk, and x86_pmu_show_pmu_cap's lines from CPUID 0xA.
+TEST_F(LinuxStepper, SkylakeBootUsesTheIntelDriverOnPmuvmsModel) {
+  const Result& r = boot("skylake");
+  EXPECT_EQ(r.status, 0) << dump(r);
+  for (const char* line :
+       {"Performance Events: Skylake events, full-width counters, Intel PMU driver.",
+        "core: Userspace RDPMC support disabled, counters are read with RDMSR",
+        "... version:                4", "... bit width:              48",
+        "... generic registers:      8", "... fixed-purpose events:   3"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << dump(r);
+}
+
+TEST_F(LinuxStepper, SkylakeCountsSignalHandlersRepOnceAndTheGuestsOwnDebugging) {
+  for (const char* name : {"skylake", "skylake-single"}) {
+    SCOPED_TRACE(name);
+    expect_window_programs(boot(name), "perf");
+  }
+}
+
+// loop_known (200004 instructions, 100000 branches, all of them the conditional jnz; its
+// SYSCALL is a far transfer, which BR_INST_RETIRED.ALL_BRANCHES as modelled does not count,
+// pmu/arch_perfmon/events.h): instructions:u (fixed counter 0), branches:u (0x00C4) and r01c4:u
+// (BR_INST_RETIRED.CONDITIONAL, rr's ticks) on general-purpose counters.
+TEST_F(LinuxStepper, DebiansPerfStatCountsArchitecturalEventsExactly) {
+  for (const char* name : {"skylake", "skylake-single"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    EXPECT_NE(r.out.find("200004;;instructions:u;"), std::string::npos) << dump(r);
+    EXPECT_NE(r.out.find("100000;;branches:u;"), std::string::npos) << dump(r);
+    EXPECT_NE(r.out.find("100000;;r01c4:u;"), std::string::npos) << dump(r);
+    EXPECT_EQ(r.status, 0) << dump(r);
   }
 }
 

@@ -219,7 +219,8 @@ void Machine::Impl::create_vcpus() {
                     {ap::kMsrFixedCtr0, ap::kMaxFixedCounters},
                     {ap::kMsrPerfCapabilities, 1},
                     {ap::kMsrFixedCtrCtrl, ap::kMsrGlobalInuse - ap::kMsrFixedCtrCtrl + 1},
-                    {ap::kMsrFullWidthPmc0, ap::kMaxCounters}});
+                    {ap::kMsrFullWidthPmc0, ap::kMaxCounters},
+                    {kMsrDebugctl, 1}});
   }
   vm->set_msr_filter(trapped);
 }

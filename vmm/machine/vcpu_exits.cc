@@ -14,12 +14,27 @@ namespace vmm {
 namespace {
 
 constexpr uint32_t kMsrLwpcbAddress = 0xC0000106;  // LWPMSR1
+// DEBUGCTL's defined bits (SDM vol. 4): LBR, BTF, TR, BTS, BTINT, BTS_OFF_OS, BTS_OFF_USR, the
+// freeze bits, ENABLE_UNCORE_PMI, FREEZE_WHILE_SMM, RTM_DEBUG. Any other: #GP.
+constexpr uint64_t kDebugctlDefined = 0x3 | (0x3FFull << 6);
+constexpr uint64_t kDebugctlLbrAndBtf = 0x3;
 
 }  // namespace
 
 // CPL is SS.DPL (architecturally equal to it; AMD keeps CPL there, and KVM's SVM code reports it
 // so). A selector's RPL is what the guest loaded, not the privilege level.
 bool VcpuRunner::write_msr(uint32_t msr, uint64_t value) {
+  // Under pmuvm's architectural PMU (the only time DEBUGCTL is trapped) its freeze bits are the
+  // model's; LBR and BTF go to KVM as before (which ignores them without LBR virtualization);
+  // the other defined bits (BTS, uncore PMI, FREEZE_WHILE_SMM: no SMM here) are accepted and
+  // read back as 0. Only LBR and BTF go to KVM: bits 6 and up are reserved on an AMD host,
+  // where KVM with LBR virtualization refuses them.
+  if (pmu::arch_perfmon::ArchPmu* ap = pmu_->arch_pmu(); ap && msr == kMsrDebugctl) {
+    if (value & ~kDebugctlDefined) return false;
+    ap->set_debugctl(value);
+    kvm_->set_msr(kMsrDebugctl, value & kDebugctlLbrAndBtf);
+    return true;
+  }
   const kvm_sregs s = kvm_->exit_sregs();
   switch (msr) {
     case PMUVM_MSR_USER_ENTRY:
@@ -45,6 +60,8 @@ bool VcpuRunner::write_msr(uint32_t msr, uint64_t value) {
 std::optional<uint64_t> VcpuRunner::read_msr(uint32_t msr) {
   const std::optional<uint64_t>& misc_enable = host_.guest_cpu().misc_enable;
   if (msr == kMsrMiscEnable && misc_enable) return *misc_enable;
+  if (pmu::arch_perfmon::ArchPmu* ap = pmu_->arch_pmu(); ap && msr == kMsrDebugctl)
+    return kvm_->msr(kMsrDebugctl) | ap->state().debugctl;
   const kvm_sregs s = kvm_->exit_sregs();
   const MsrOutcome o = pmu_->read_msr(msr, s.ss.dpl, s.cr3);
   if (!o.handled || o.general_protection) return std::nullopt;

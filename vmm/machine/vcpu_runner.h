@@ -42,6 +42,8 @@ namespace vmm {
 
 // IA32_MISC_ENABLE: a profile's value is written at boot and answers RDMSR.
 constexpr uint32_t kMsrMiscEnable = 0x1A0;
+// IA32_DEBUGCTL: trapped under pmuvm's architectural PMU, whose freeze bits it holds.
+constexpr uint32_t kMsrDebugctl = 0x1D9;
 // The signal that kicks a vCPU thread out of KVM_RUN (and the host counters' overflow signal).
 constexpr int kKickSignal = SIGUSR1;
 
