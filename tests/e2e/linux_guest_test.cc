@@ -1,7 +1,7 @@
 // A Linux guest under pmuvm: Debian's linux-source-6.1 with guest_kernel_patches/
 // (//guest_kernel_patches:bzImage) booted with `pmuvm run --kernel --initrd --cmdline`
 // (DESIGN.md §4.9), the initramfs of //guest/linux (its /init runs the programs named after
-// " -- " and ends the VM through port 0x510 with the worst exit status). Six boots, each shared
+// " -- " and ends the VM through port 0x510 with the worst exit status). Nine boots, each shared
 // by the cases that read it (a boot is ~20-40 s in the nested KVM host); lwp-single and
 // netburst-single are lwp and netburst with --stepper kvm-single, and the exact cases expect the
 // same values from both (and netburst-host is netburst under the host backend's counter
@@ -12,6 +12,8 @@
 //            perf_sample 1000 997; nmi_watchdog=0 so no counter runs outside the checked windows
 //            (the hard-lockup detector would keep a cycles counter on, and the precise backend
 //            would step every instruction of the guest)
+//   skylake  --cpu intel-skylake (pmuvm's architectural PMU, Linux's Intel driver): perf_count,
+//            perf_sample as netburst; skylake-host the same under the host backend's double
 //   smp      --cpu amd-lwp --vcpus 2: init sees 2 CPUs; cpuinfo_flags lwp, lwp_selfcheck,
 //            lwp_pair, and lwp_sigill, which must fail (LLWPCB works), so the VM's exit status is
 //            1; lwp_ring_unmapped (a ring page unmapped while LWP stores into it: SIGSEGV)
@@ -72,6 +74,15 @@ const std::map<std::string, Boot>& boots() {
          "--double-skid", "16", "--skid-margin", "16"},
         "console=ttyS0 nmi_watchdog=0 -- lwp_sigill , perf_count 1000 , perf_count 1 , "
         "perf_sample 1000 997"}},
+      // pmuvm's Intel architectural PMU (intel-skylake, Linux's Intel driver): the same programs,
+      // stepped and under the host backend's double.
+      {"skylake",
+       {{"--cpu", "intel-skylake"},
+        "console=ttyS0 nmi_watchdog=0 -- perf_count 1000 , perf_count 1 , perf_sample 1000 997"}},
+      {"skylake-host",
+       {{"--cpu", "intel-skylake", "--backend", "host", "--host-counters", "double",
+         "--double-skid", "16", "--skid-margin", "16"},
+        "console=ttyS0 nmi_watchdog=0 -- perf_count 1000 , perf_count 1 , perf_sample 1000 997"}},
       // One vCPU: the LWP #PF trap and init's exit run on the same one.
       {"ring-unmapped", {{"--cpu", "amd-lwp"}, "console=ttyS0 -- lwp_ring_unmapped"}},
       {"smp",
@@ -239,7 +250,8 @@ TEST_F(LinuxGuest, NoLwpMeansSigill) {
 
 // 8N + 4 (guest/linux/perf_loop.h): N = 1000 -> 8004, N = 1 -> 12.
 TEST_F(LinuxGuest, PerfCountsInstructionsExactly) {
-  for (const char* name : {"netburst", "netburst-single", "netburst-host"}) {
+  for (const char* name :
+       {"netburst", "netburst-single", "netburst-host", "skylake", "skylake-host"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
     EXPECT_EQ(lines(r, "perf_count:"),
@@ -256,7 +268,8 @@ TEST_F(LinuxGuest, PerfCountsInstructionsExactly) {
 // next instruction of the window (offsets from its first instruction, perf_loop.h: the loop body
 // is at +3..+12, 6 nops, dec at +9, jnz at +12).
 TEST_F(LinuxGuest, PerfSamplesExactly) {
-  for (const char* name : {"netburst", "netburst-single", "netburst-host"}) {
+  for (const char* name :
+       {"netburst", "netburst-single", "netburst-host", "skylake", "skylake-host"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
     EXPECT_EQ(lines(r, "perf_sample:"),
@@ -279,16 +292,19 @@ TEST_F(LinuxGuest, PerfSamplesExactly) {
 // window has none; the sampling one overflows every 997): all but the few instructions stepped
 // up to each sample, and no overflow came past the margin.
 TEST_F(LinuxGuest, PerfUnderTheHostBackendRunsUnseenBetweenOverflows) {
-  const Result& r = boot("netburst-host");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      r.err, m,
-      std::regex("host backend: free runs \\d+, ended by overflow (\\d+), unseen instructions "
-                 "(\\d+), overshoots (\\d+)")))
-      << dump(r);
-  EXPECT_GE(std::stoull(m[1]), 8u) << "one per sample at least";
-  EXPECT_GT(std::stoull(m[2]), 8004u + 12u + 8004u - 8u * 17u) << dump(r);
-  EXPECT_EQ(m[3], "0");
+  for (const char* name : {"netburst-host", "skylake-host"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(
+        r.err, m,
+        std::regex("host backend: free runs \\d+, ended by overflow (\\d+), unseen instructions "
+                   "(\\d+), overshoots (\\d+)")))
+        << dump(r);
+    EXPECT_GE(std::stoull(m[1]), 8u) << "one per sample at least";
+    EXPECT_GT(std::stoull(m[2]), 8004u + 12u + 8004u - 8u * 17u) << dump(r);
+    EXPECT_EQ(m[3], "0");
+  }
 }
 
 // --cpu amd-lwp --vcpus 2 --------------------------------------------------------------------
