@@ -528,6 +528,16 @@ void StepController::retire(const GuestRegisters& before, uint64_t next_rip, uin
   if (r) out.retired.push_back(*r);
 }
 
+std::optional<uint64_t> StepController::iret_user_rip(StepTarget& at, const ReturnSite& site) {
+  if (site.kind != ReturnSite::Kind::kIret) return std::nullopt;
+  const GuestRegisters now = at.registers();
+  kernel_memory_.set_cr3(now.cr3);
+  std::array<uint64_t, 2> rip_cs{};  // the frame IRETQ pops begins with RIP, CS
+  if (!kernel_memory_.read(now.rsp, std::as_writable_bytes(std::span(rip_cs)))) return std::nullopt;
+  if ((rip_cs[1] & 3) != 3) return std::nullopt;
+  return rip_cs[0];
+}
+
 void StepController::at_return_site(StepTarget& at, const ReturnSite& site, StepOutcome& out) {
   ++stats_.return_stops;
   const GuestRegisters now = at.registers();
@@ -664,13 +674,17 @@ std::optional<uint64_t> StepController::departure_rip(StepTarget& at, const Gues
 }
 
 void StepController::retire_departed_prefix(StepTarget& at, const GuestRegisters& now,
-                                            StepOutcome& out) {
+                                            StepOutcome& out,
+                                            std::optional<uint64_t> returning_to) {
   if (mode_ != Mode::kUser || plan_.block.empty() || plan_.window || plan_.step_return) return;
   // The block ran with interrupts and NMIs held and cannot have called the kernel: only a fault
   // took it there, and the fault's frame says at which instruction. Those before it retired
   // (a fault of the first: none; a successor cannot fault before its breakpoint fires: code
-  // breakpoints come before fetch faults).
-  const std::optional<uint64_t> left_at = departure_rip(at, now);
+  // breakpoints come before fetch faults). Found first at the return, the frame is gone (Linux
+  // builds its IRET frame in its place), but a fault restarts its instruction: a return into the
+  // block goes to the one that faulted (a return elsewhere, to a signal handler, says nothing).
+  std::optional<uint64_t> left_at = departure_rip(at, now);
+  if (!left_at) left_at = returning_to;
   if (!left_at || std::find(plan_.block.begin(), plan_.block.end(), *left_at) == plan_.block.end())
     return;
   retire_block(*left_at, out);
@@ -829,7 +843,8 @@ void StepController::user_mode_left(StepTarget& at, const DebugExit& e, StepOutc
     ++stats_.user_steps;
     enter_kernel(d && d->syscall ? KernelEntry::kSyscall : KernelEntry::kException);
   } else {
-    retire_departed_prefix(at, e.now, out);
+    retire_departed_prefix(at, e.now, out,
+                           e.site ? iret_user_rip(at, *e.site) : std::optional<uint64_t>{});
     if (e.site)
       at_return_site(at, *e.site, out);
     else

@@ -84,7 +84,9 @@
 // first instruction's, or a later one's where another vCPU changed the page tables under the
 // block) takes the vCPU into the kernel, and at the first exit there the frame the CPU pushed at
 // RSP0 (or the fault gate's IST stack; read through the TSS) names the faulting instruction:
-// those before it retired (retire_departed_prefix). The cache model sees every access with its
+// those before it retired (retire_departed_prefix). Where that exit is the return (Linux's return
+// copies its IRET frame over the CPU's), a return into the block names it: a fault restarts
+// its instruction. The cache model sees every access with its
 // real address, in order, as when stepping. Not extended besides: REP strings, instructions KVM
 // completes (RDPMC reads the counters), a page end inside the block, a branch target inside it.
 // NetBurst T0_OS (kEveryCpl): kernel code entered by SYSCALL or running when counting starts is
@@ -388,8 +390,12 @@ class StepController {
   std::optional<uint64_t> departure_rip(StepTarget& at, const GuestRegisters& now);
   // At the first exit in the kernel since a block ran: a fault after the block's first
   // instruction retires the instructions before it (DESIGN §4.7: any early end of a block
-  // retires exactly the prefix hardware retired).
-  void retire_departed_prefix(StepTarget& at, const GuestRegisters& now, StepOutcome& out);
+  // retires exactly the prefix hardware retired). `returning_to`: at a return site, the user RIP
+  // the return goes to, where the CPU's frame is gone.
+  void retire_departed_prefix(StepTarget& at, const GuestRegisters& now, StepOutcome& out,
+                              std::optional<uint64_t> returning_to = std::nullopt);
+  // The user RIP the return at `site` goes to (nullopt: into the kernel, or not an IRET).
+  std::optional<uint64_t> iret_user_rip(StepTarget& at, const ReturnSite& site);
   void plan_user_step();
   void reset_plan();  // Plan{}, keeping the successors' buffer
   // Stopped at return site `site`: where does it go?
