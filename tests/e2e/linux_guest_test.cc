@@ -434,6 +434,20 @@ TEST_F(LinuxGuest, MigratesTwiceWhileBootingAndProfiling) {
 // before, 65536 per task and event, so all were placed and a guest with 4096 processes could reach
 // ~805 M entries) and counts the rest; the VM, flooded, then migrates (the report within the state
 // a migration frame carries) and the destination reports every record.
+// The intel-skylake boot migrated the same way, the second time inside perf's counted or sampled
+// windows: the architectural PMU's counters, selects and pending overflow move with the guest
+// (vcpuN.arch_pmu), and perf's exact counts and sample IPs are the reference boot's.
+TEST_F(LinuxGuest, ASkylakeGuestMigratesTwiceWhilePerfCountsAndSamples) {
+  const Result& reference = boot("skylake");
+  ASSERT_EQ(reference.status, 0) << dump(reference);
+  const uint64_t counted = pmuvm_e2e::counted_instructions(reference.err);
+  ASSERT_GT(counted, 16000u) << dump(reference);
+  const Result all = migrate_linux_twice(boot_args("skylake"), counted);
+  EXPECT_EQ(all.status, 0) << dump(all);
+  for (const char* program : {"perf_count:", "perf_sample:", "init:"})
+    EXPECT_EQ(lines(all, program), lines(reference, program)) << program << "\n" << dump(all);
+}
+
 TEST_F(LinuxGuest, AnLwpReportFloodStaysWithinItsBudgetAndMigrates) {
   const std::string base = "/tmp/pmuvm-flood-" + std::to_string(getpid());
   const std::string api = base + ".api", incoming = base + ".mig";
