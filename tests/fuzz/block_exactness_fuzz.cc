@@ -6,10 +6,12 @@
 // slots the guest holds. Unicorn (QEMU's TCG, Debian's libunicorn-dev) plays the CPU over the same
 // memory, zero-copy, with each page's permissions: it runs to the breakpoints the step controller
 // arms (or one instruction where it asks for a single step), and a fault takes the vCPU into the
-// kernel with the frame a CPU pushes at RSP0. After every stop the instructions the controller
-// reported retired must be exactly those the reference CPU completed: a block that runs into a
-// page it cannot fetch, a decode made stale by a store, a fault after a block's first
-// instruction, all show as a difference (a finding: __builtin_trap).
+// kernel with the frame a CPU pushes at RSP0; the controller sees it there at another exit, or
+// (as the input says) first at the kernel's IRET back to the faulting instruction, whose frame
+// Linux builds where the CPU's was (swapgs_restore_regs_and_return_to_usermode). After every stop
+// the instructions the controller reported retired must be exactly those the reference CPU
+// completed: a block that runs into a page it cannot fetch, a decode made stale by a store, a fault
+// after a block's first instruction, all show as a difference (a finding: __builtin_trap).
 //
 // Limits of the reference (documented, not hidden): Unicorn runs at CPL 0 without paging, so an
 // instruction that is privileged at CPL 3 completes there (the controller must be, and is,
@@ -38,6 +40,7 @@ using stepper_fuzz::Input;
 using stepper_fuzz::kCr3;
 using stepper_fuzz::kEntryStack;
 using stepper_fuzz::kHandler;
+using stepper_fuzz::kIretSite;
 using stepper_fuzz::kKernel;
 using stepper_fuzz::P;
 using stepper_fuzz::U;
@@ -302,7 +305,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   vcpu.regs.rip = start;
   const uint64_t limit = 2 + in.u8() % 40;
   // Slots the guest holds: write watchpoints on kernel data nothing here touches.
-  const uint8_t held = in.u8() & 0xF;
+  const uint8_t held_byte = in.u8();
+  const uint8_t held = held_byte & 0xF;
+  const bool found_at_return = held_byte & 0x10;  // a departure is first seen at Linux's return
   for (int i = 0; i < 4; ++i)
     if (held & (1u << i)) {
       vcpu.guest.db[i] = kKernel + 0x10000 + 8 * i;
@@ -362,9 +367,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (departed) {
       const uint64_t frame[5] = {vcpu.regs.rip, 0x33, vcpu.regs.rflags, vcpu.regs.rsp, 0x2b};
       for (int i = 0; i < 5; ++i) g.write_u64(kEntryStack - 40 + 8 * i, frame[i]);
+      int return_slot = -1;  // the IRET site's breakpoint, where the controller armed one
+      for (int i = 0; i < 4; ++i)
+        if ((applied.ours & (1u << i)) && applied.address[i] == kIretSite) return_slot = i;
       vcpu.ring = 0;
-      vcpu.regs.rip = kHandler;
-      out = ctl.on_other_exit(vcpu);
+      if (found_at_return && return_slot >= 0) {
+        // The kernel mapped the page and returns to the faulting instruction; the frame at RSP0
+        // is now the return's own (the same words here), and RSP points at it.
+        vcpu.regs.rip = kIretSite;
+        vcpu.regs.rsp = kEntryStack - 40;
+        out = ctl.on_debug_exit(vcpu, (1u << return_slot) | 0xFFFF0FF0, applied);
+      } else {
+        vcpu.regs.rip = kHandler;
+        out = ctl.on_other_exit(vcpu);
+      }
     } else if (dr6 != 0) {
       out = ctl.on_debug_exit(vcpu, dr6 | 0xFFFF0FF0, applied);
       resume_flag = out.resume_flag;

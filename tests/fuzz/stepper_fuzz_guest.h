@@ -22,7 +22,8 @@ constexpr uint64_t P = 1, W = 2, U = 4, PS = 0x80, XD = 1ull << 63;
 constexpr uint64_t kCr3 = 0x1000;  // PML4 at 0x1000, PDPT at 0x2000, PD at 0x3000
 constexpr uint64_t kKernel = 0x200000;
 constexpr uint64_t kLstar = kKernel + 0x100, kIdt = kKernel + 0x1000, kTss = kKernel + 0x2000;
-constexpr uint64_t kHandler = kKernel + 0x400;  // every gate's
+constexpr uint64_t kHandler = kKernel + 0x400;   // every gate's
+constexpr uint64_t kIretSite = kKernel + 0x200;  // the return to user mode after a fault
 constexpr uint64_t kEntryStack = kKernel + 0x7000;
 
 class Input {
@@ -89,7 +90,7 @@ inline void write_kernel(vmm::GuestRam& g) {
                 nop = 0x90;
   g.write(kLstar, std::as_bytes(std::span(swapgs)));
   g.write(kKernel + 0x110, std::as_bytes(std::span(sysret)));
-  g.write(kKernel + 0x200, std::as_bytes(std::span(iret)));
+  g.write(kIretSite, std::as_bytes(std::span(iret)));
   g.write(kHandler, std::as_bytes(std::span(&nop, 1)));
   for (int v = 0; v < 256; ++v) write_gate(g, static_cast<uint8_t>(v), kHandler);
   g.write_u64(kTss + 4, kEntryStack);  // RSP0
