@@ -102,12 +102,16 @@ static_assert(offsetof(OneMsr, entry) == sizeof(kvm_msrs));
 }  // namespace
 
 void KvmVcpu::set_msr(uint32_t index, uint64_t value) {
+  if (!try_set_msr(index, value))
+    throw VmmError("KVM_SET_MSRS " + std::to_string(index) + " refused");
+}
+
+bool KvmVcpu::try_set_msr(uint32_t index, uint64_t value) {
   OneMsr msrs{};
   msrs.header.nmsrs = 1;
   msrs.entry.index = index;
   msrs.entry.data = value;
-  if (ioctl(fd_, KVM_SET_MSRS, &msrs) != 1)
-    throw VmmError("KVM_SET_MSRS " + std::to_string(index) + " refused");
+  return ioctl(fd_, KVM_SET_MSRS, &msrs) == 1;
 }
 
 uint64_t KvmVcpu::msr(uint32_t index) {

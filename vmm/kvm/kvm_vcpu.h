@@ -29,6 +29,8 @@ class KvmVcpu {
   void enter_long_mode(const LongModeState& state, uint64_t rip, uint64_t rdi, uint64_t rsi);
   void make_runnable();  // secondary vCPUs start UNINITIALIZED (DESIGN §3)
   void set_msr(uint32_t index, uint64_t value);
+  // The same for a value the guest chose: false where KVM refuses it (its #GP), not an error.
+  bool try_set_msr(uint32_t index, uint64_t value);
   uint64_t msr(uint32_t index);  // KVM_GET_MSRS of one MSR (e.g. IA32_LSTAR)
   static constexpr uint64_t kTrapFlag = 1u << 8;
   static constexpr uint64_t kResumeFlag = 1u << 16;

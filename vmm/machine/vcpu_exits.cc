@@ -28,11 +28,12 @@ bool VcpuRunner::write_msr(uint32_t msr, uint64_t value) {
   // model's; LBR and BTF go to KVM as before (which ignores them without LBR virtualization);
   // the other defined bits (BTS, uncore PMI, FREEZE_WHILE_SMM: no SMM here) are accepted and
   // read back as 0. Only LBR and BTF go to KVM: bits 6 and up are reserved on an AMD host,
-  // where KVM with LBR virtualization refuses them.
+  // where KVM with LBR virtualization refuses them. Where KVM refuses LBR or BTF (an Intel host
+  // without LBR for the guest), the write is the #GP KVM would have given; nothing changes.
   if (pmu::arch_perfmon::ArchPmu* ap = pmu_->arch_pmu(); ap && msr == kMsrDebugctl) {
     if (value & ~kDebugctlDefined) return false;
+    if (!kvm_->try_set_msr(kMsrDebugctl, value & kDebugctlLbrAndBtf)) return false;
     ap->set_debugctl(value);
-    kvm_->set_msr(kMsrDebugctl, value & kDebugctlLbrAndBtf);
     return true;
   }
   const kvm_sregs s = kvm_->exit_sregs();
