@@ -119,6 +119,13 @@ class StepControllerTest : public ::testing::Test {
     const uint64_t f[5] = {rip, 0x33, 0x202, kUserData + 0x800, 0x2b};
     for (int i = 0; i < 5; ++i) ram_.write_u64(kEntryStack - 40 + 8 * i, f[i]);
   }
+  // At Linux's IRET back to user code at `rip`: its frame was copied to where the CPU pushed the
+  // departure frame (the top of RSP0), and RSP points at it.
+  void at_linux_return(uint64_t rip) {
+    at_kernel(kIretSite);
+    vcpu_.regs.rsp = kEntryStack - 40;
+    departure_frame(rip);  // the same five words, the return's now
+  }
   void user_u64(uint64_t linear, uint64_t value) {
     ram_.write_u64(0xA00000 + (linear - kUserData), value);
   }
@@ -1415,11 +1422,7 @@ TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtTheReturnRetiresWhatCameBe
 // madvise(): 142 of 100007 instructions lost.
 TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtLinuxsReturnRetiresWhatCameBefore) {
   start_memory_block();
-  departure_frame(kUser + 7);  // the store faulted
-  at_kernel(kIretSite);
-  vcpu_.regs.rsp = kEntryStack - 40;  // the return's own frame, where the CPU's was
-  const uint64_t f[5] = {kUser + 7, 0x33, 0x202, kUserData + 0x800, 0x2b};
-  for (int i = 0; i < 5; ++i) ram_.write_u64(kEntryStack - 40 + 8 * i, f[i]);
+  at_linux_return(kUser + 7);  // the store faulted; the return goes back to it
   debug_exit(our_bit(kIretSite));
   EXPECT_EQ(retired_rips_, (std::vector<uint64_t>{kUser, kUser + 4}));
   EXPECT_EQ(ctl_->stats().blocks_left_by_faults, 1u);
@@ -1433,11 +1436,7 @@ TEST_F(BlockDepartureTest, AFaultInsideTheBlockFoundAtLinuxsReturnRetiresWhatCam
 // ... but a return elsewhere (a signal handler) after such a fault says nothing about where.
 TEST_F(BlockDepartureTest, ALinuxReturnToASignalHandlerRetiresNothingOfTheBlock) {
   start_memory_block();
-  departure_frame(kUser + 7);
-  at_kernel(kIretSite);
-  vcpu_.regs.rsp = kEntryStack - 40;
-  const uint64_t f[5] = {kUser + 0x100, 0x33, 0x202, kUserData + 0x800, 0x2b};
-  for (int i = 0; i < 5; ++i) ram_.write_u64(kEntryStack - 40 + 8 * i, f[i]);
+  at_linux_return(kUser + 0x100);  // the store faulted; the return goes to a signal handler
   debug_exit(our_bit(kIretSite));
   EXPECT_TRUE(retired_rips_.empty());
 }

@@ -528,18 +528,7 @@ void StepController::retire(const GuestRegisters& before, uint64_t next_rip, uin
   if (r) out.retired.push_back(*r);
 }
 
-std::optional<uint64_t> StepController::iret_user_rip(StepTarget& at, const ReturnSite& site) {
-  if (site.kind != ReturnSite::Kind::kIret) return std::nullopt;
-  const GuestRegisters now = at.registers();
-  kernel_memory_.set_cr3(now.cr3);
-  std::array<uint64_t, 2> rip_cs{};  // the frame IRETQ pops begins with RIP, CS
-  if (!kernel_memory_.read(now.rsp, std::as_writable_bytes(std::span(rip_cs)))) return std::nullopt;
-  if ((rip_cs[1] & 3) != 3) return std::nullopt;
-  return rip_cs[0];
-}
-
-void StepController::at_return_site(StepTarget& at, const ReturnSite& site, StepOutcome& out) {
-  ++stats_.return_stops;
+std::optional<GuestRegisters> StepController::user_return(StepTarget& at, const ReturnSite& site) {
   const GuestRegisters now = at.registers();
   std::optional<GuestRegisters> user;
   switch (site.kind) {
@@ -563,6 +552,18 @@ void StepController::at_return_site(StepTarget& at, const ReturnSite& site, Step
     case ReturnSite::Kind::kReturn32:
       break;  // compatibility-mode user code is not counted: wait for the next return
   }
+  return user;
+}
+
+void StepController::at_return_site(StepTarget& at, const ReturnSite& site, StepOutcome& out) {
+  returned_from_site(at, site, user_return(at, site), out);
+}
+
+void StepController::returned_from_site(StepTarget& at, const ReturnSite& site,
+                                        const std::optional<GuestRegisters>& user,
+                                        StepOutcome& out) {
+  ++stats_.return_stops;
+  const GuestRegisters now = at.registers();
   out.resume_flag = true;  // the site's breakpoint stays armed: let the instruction run
   if (!user) {
     if (mode_ == Mode::kUser) enter_kernel(KernelEntry::kException);
@@ -842,13 +843,18 @@ void StepController::user_mode_left(StepTarget& at, const DebugExit& e, StepOutc
     retire(pre_, d ? pre_.rip + d->length : e.now.rip, 3, out);
     ++stats_.user_steps;
     enter_kernel(d && d->syscall ? KernelEntry::kSyscall : KernelEntry::kException);
-  } else {
+  } else if (e.site) {
+    // A fault returns through IRET; where it goes names the faulting instruction (see
+    // retire_departed_prefix). The return is read once, for both.
+    const std::optional<GuestRegisters> user = user_return(at, *e.site);
     retire_departed_prefix(at, e.now, out,
-                           e.site ? iret_user_rip(at, *e.site) : std::optional<uint64_t>{});
-    if (e.site)
-      at_return_site(at, *e.site, out);
-    else
-      enter_kernel(KernelEntry::kException);
+                           user && e.site->kind == ReturnSite::Kind::kIret
+                               ? std::optional<uint64_t>(user->rip)
+                               : std::nullopt);
+    returned_from_site(at, *e.site, user, out);
+  } else {
+    retire_departed_prefix(at, e.now, out);
+    enter_kernel(KernelEntry::kException);
   }
   deliver_guest_debug(e.guest_bits, out);
 }

@@ -394,12 +394,16 @@ class StepController {
   // the return goes to, where the CPU's frame is gone.
   void retire_departed_prefix(StepTarget& at, const GuestRegisters& now, StepOutcome& out,
                               std::optional<uint64_t> returning_to = std::nullopt);
-  // The user RIP the return at `site` goes to (nullopt: into the kernel, or not an IRET).
-  std::optional<uint64_t> iret_user_rip(StepTarget& at, const ReturnSite& site);
+  // The user registers the return at `site` goes to (nullopt: into the kernel, or compatibility
+  // mode, which is not counted).
+  std::optional<GuestRegisters> user_return(StepTarget& at, const ReturnSite& site);
   void plan_user_step();
   void reset_plan();  // Plan{}, keeping the successors' buffer
   // Stopped at return site `site`: where does it go?
   void at_return_site(StepTarget& at, const ReturnSite& site, StepOutcome& out);
+  // The same, with user_return(at, site) already read.
+  void returned_from_site(StepTarget& at, const ReturnSite& site,
+                          const std::optional<GuestRegisters>& user, StepOutcome& out);
   void retire(const GuestRegisters& before, uint64_t next_rip, uint8_t cpl, StepOutcome& out);
   // pre_ and the block's instructions before `stopped_at` retired (all of them when it is none
   // of theirs: a successor); true when the stop is inside the block (after its first).
