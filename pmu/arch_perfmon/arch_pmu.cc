@@ -411,7 +411,7 @@ pmu::Status ArchPmu::load_state(const ArchPmuState& s) {
   if (s.fixed_ctrl & fixed_ctrl_reserved()) return refuse("FIXED_CTR_CTRL has reserved bits set");
   if (s.global_ctrl & ~global_enable_bits()) return refuse("GLOBAL_CTRL has reserved bits set");
   if (s.global_status & ~status_bits()) return refuse("GLOBAL_STATUS has reserved bits set");
-  if (s.debugctl & ~kDebugctlBits) return refuse("DEBUGCTL holds bits the PMU does not keep");
+  if (s.debugctl & ~kDebugctlFreezeBits) return refuse("DEBUGCTL holds bits the PMU does not keep");
   if (s.edge_previous & ~static_cast<uint32_t>(low_bits(config_.counters)))
     return refuse("edge state for counters the PMU lacks");
   state_ = s;

@@ -128,7 +128,7 @@ class ArchPmu {
   MsrResult rdmsr(uint32_t msr, uint64_t& value) const;
 
   // IA32_DEBUGCTL as the guest set it (the VMM owns the MSR): its freeze bits.
-  void set_debugctl(uint64_t value) { state_.debugctl = value & kDebugctlBits; }
+  void set_debugctl(uint64_t value) { state_.debugctl = value & kDebugctlFreezeBits; }
 
   // A counting backend reports one retired instruction.
   void retire(const RetiredInstruction& insn);
@@ -170,8 +170,6 @@ class ArchPmu {
   uint64_t perf_capabilities() const;
 
  private:
-  static constexpr uint64_t kDebugctlBits = kDebugctlFreezeBits;
-
   uint64_t counter_mask() const { return (uint64_t{1} << config_.counter_bits) - 1; }
   uint64_t fixed_mask() const { return (uint64_t{1} << config_.fixed_counter_bits) - 1; }
   uint64_t global_enable_bits() const;  // GLOBAL_CTRL's writable bits
