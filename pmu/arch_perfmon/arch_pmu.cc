@@ -1,6 +1,7 @@
 #include "pmu/arch_perfmon/arch_pmu.h"
 
 #include <algorithm>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -18,6 +19,11 @@ bool in_block(uint32_t msr, uint32_t first, uint32_t count) {
 }
 
 uint64_t low_bits(uint32_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
+
+// A 48-bit linear address: bits 63:47 all equal.
+bool canonical(uint64_t address) {
+  return static_cast<uint64_t>(static_cast<int64_t>(address << 16) >> 16) == address;
+}
 
 // One counter's CMASK/INV/EDGE (SDM "IA32_PERFEVTSELx"), per cycle of an instruction.
 struct CycleFilter {
@@ -63,9 +69,11 @@ pmu::Status validate(const Config& c) {
   return {};
 }
 
-ArchPmu::ArchPmu(const Config& config, InterruptSink& interrupts)
-    : config_(config), interrupts_(interrupts) {
+ArchPmu::ArchPmu(const Config& config, InterruptSink& interrupts, PebsMachine* pebs)
+    : config_(config), interrupts_(interrupts), pebs_(pebs) {
   if (const pmu::Status s = validate(config); !s.ok()) throw std::invalid_argument(s.reason());
+  if (config.pebs && pebs == nullptr)
+    throw std::invalid_argument("architectural PMU: PEBS needs a machine to write its records");
   reset();
 }
 
@@ -73,11 +81,23 @@ bool ArchPmu::owns_msr(uint32_t msr) {
   auto in = [msr](uint32_t first, uint32_t count) { return in_block(msr, first, count); };
   return in(kMsrPmc0, kMaxCounters) || in(kMsrPerfEvtSel0, kMaxCounters) ||
          in(kMsrFixedCtr0, kMaxFixedCounters) || msr == kMsrPerfCapabilities ||
-         (msr >= kMsrFixedCtrCtrl && msr <= kMsrGlobalInuse) || in(kMsrFullWidthPmc0, kMaxCounters);
+         (msr >= kMsrFixedCtrCtrl && msr <= kMsrGlobalInuse) ||
+         in(kMsrFullWidthPmc0, kMaxCounters) || msr == kMsrPebsEnable || msr == kMsrDsArea;
 }
 
 uint64_t ArchPmu::perf_capabilities() const {
-  return config_.full_width_writes ? capabilities::kFullWidthWrite : 0;
+  uint64_t caps = config_.full_width_writes ? capabilities::kFullWidthWrite : 0;
+  if (config_.pebs)
+    caps |= capabilities::kPebsFormat3 | capabilities::kPebsArchRegs | capabilities::kPebsTrap;
+  return caps;
+}
+
+uint64_t ArchPmu::pebs_counter_bits() const {
+  return config_.pebs ? low_bits(std::min(config_.counters, kMaxPebsCounters)) : 0;
+}
+
+uint64_t ArchPmu::pebs_enable_writable() const {
+  return pebs_counter_bits() | (pebs_counter_bits() << kPebsLoadLatencyShift);
 }
 
 uint64_t ArchPmu::global_enable_bits() const {
@@ -161,6 +181,14 @@ MsrResult ArchPmu::wrmsr(uint32_t msr, uint64_t value) {
       if (config_.version < 4 || (value & ~(status_bits() & ~global::kCondChanged))) return kGp;
       state_.global_status |= value;
       return MsrResult::kOk;
+    case kMsrPebsEnable:
+      if (!config_.pebs || (value & ~pebs_enable_writable())) return kGp;
+      state_.pebs_enable = value;
+      return MsrResult::kOk;
+    case kMsrDsArea:
+      if (!config_.pebs || !canonical(value)) return kGp;
+      state_.ds_area = value;
+      return MsrResult::kOk;
     case kMsrGlobalStatus:
     case kMsrGlobalInuse:
     case kMsrPerfCapabilities:
@@ -186,6 +214,11 @@ MsrResult ArchPmu::rdmsr(uint32_t msr, uint64_t& value) const {
     case kMsrGlobalStatus: value = state_.global_status; return MsrResult::kOk;
     case kMsrGlobalCtrl: value = state_.global_ctrl; return MsrResult::kOk;
     case kMsrGlobalStatusReset: value = 0; return MsrResult::kOk;
+    case kMsrPebsEnable:
+    case kMsrDsArea:
+      if (!config_.pebs) return kGp;
+      value = msr == kMsrPebsEnable ? state_.pebs_enable : state_.ds_area;
+      return MsrResult::kOk;
     case kMsrGlobalStatusSet:
       if (config_.version < 4) return kGp;
       value = 0;
@@ -295,13 +328,53 @@ void ArchPmu::retire(const RetiredInstruction& insn) {
   if (n == 0) return;
   ++stats_.instructions;
   bool pmi = false;
+  uint64_t pebs_wrapped = 0;
   for (size_t k = 0; k < n; ++k)
     if (added[k] && add(value_of(active[k]), added[k], active[k].width_mask)) {
       ++stats_.overflows;
+      if (!active[k].fixed && (state_.pebs_enable & pebs_counter_bits() & active[k].status_bit)) {
+        pebs_wrapped |= active[k].status_bit;  // its assist reports it, not GLOBAL_STATUS
+        continue;
+      }
       state_.global_status |= active[k].status_bit;
       pmi = pmi || active[k].pmi;
     }
+  if (pebs_wrapped && pebs_assist(insn, pebs_wrapped)) pmi = true;
   if (pmi) raise_pmi(insn.rip, insn.cpl);
+}
+
+bool ArchPmu::pebs_assist(const RetiredInstruction& insn, uint64_t applicable) {
+  GuestMemory& memory = pebs_->supervisor_memory();
+  auto read_u64 = [&](uint64_t address, uint64_t& value) {
+    return memory.read(address, std::as_writable_bytes(std::span(&value, 1)));
+  };
+  const uint64_t ds = state_.ds_area;
+  uint64_t index = 0, maximum = 0, threshold = 0;
+  bool written = false;
+  if (read_u64(ds + ds::kPebsIndex, index) && read_u64(ds + ds::kPebsAbsoluteMaximum, maximum) &&
+      read_u64(ds + ds::kPebsInterruptThreshold, threshold) && index <= maximum &&
+      maximum - index >= kPebsRecordSize) {
+    const auto record = pebs_record(pebs_->registers_after(), applicable, insn.rip);
+    const uint64_t next = index + kPebsRecordSize;
+    written = memory.write(index, record) &&
+              memory.write(ds + ds::kPebsIndex, std::as_bytes(std::span(&next, 1)));
+    index = next;
+  }
+  // Each counter starts again from its reset value, whether or not a record was written.
+  for (uint32_t x = 0; x < kMaxPebsCounters; ++x) {
+    if (!(applicable & (uint64_t{1} << x))) continue;
+    uint64_t reset = 0;
+    if (!read_u64(ds + ds::kPebsCounterReset + 8 * x, reset)) reset = 0;
+    state_.pmc[x] = reset & counter_mask();
+  }
+  if (!written) {
+    ++stats_.pebs_dropped;
+    return false;
+  }
+  ++stats_.pebs_records;
+  if (index < threshold) return false;
+  state_.global_status |= global::kOvfBuffer;
+  return true;
 }
 
 bool ArchPmu::wants_events() const {
@@ -414,6 +487,10 @@ pmu::Status ArchPmu::load_state(const ArchPmuState& s) {
   if (s.debugctl & ~kDebugctlFreezeBits) return refuse("DEBUGCTL holds bits the PMU does not keep");
   if (s.edge_previous & ~static_cast<uint32_t>(low_bits(config_.counters)))
     return refuse("edge state for counters the PMU lacks");
+  if (s.pebs_enable & ~pebs_enable_writable())
+    return refuse("PEBS_ENABLE has bits set the PMU does not have");
+  if (!canonical(s.ds_area) || (!config_.pebs && s.ds_area))
+    return refuse("DS_AREA is not a canonical address, or the PMU has no PEBS");
   state_ = s;
   return {};
 }

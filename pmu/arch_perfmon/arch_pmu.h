@@ -29,7 +29,9 @@
 //    set; #GP like a reserved bit). Setting an overflow bit raises no PMI. Reads 0.
 //  * IA32_PERF_GLOBAL_INUSE (version 4): read-only: bit x = PERFEVTSELx[7:0] != 0, bit 32+i =
 //    fixed counter i's enable bits (OS|USR) != 0, bit 63 = some INT or fixed PMI bit set.
-//  * IA32_PERF_CAPABILITIES: read-only: FW_WRITE (13) with Config::full_width_writes.
+//  * IA32_PERF_CAPABILITIES: read-only: FW_WRITE (13) with Config::full_width_writes; with
+//    Config::pebs PEBS format 3 (11:8), PEBS_ARCH_REG (7) and PEBS_TRAP (6). LBR format 0: the
+//    LBR MSRs are not offered (Linux probes them and does without).
 //
 // Counting (per retired instruction, retire()):
 //  * A general-purpose counter counts while PERFEVTSELx.EN and its GLOBAL_CTRL bit are set, a
@@ -46,6 +48,19 @@
 //    retirement raises the PMI: a counter preset to -N raises it on the N-th event, never
 //    before and never after (zero skid). One PMI per instruction, however many counters
 //    overflowed in it.
+//  * PEBS (Config::pebs, format 3, pebs.h): a general-purpose counter x < 4 with its
+//    IA32_PEBS_ENABLE bit set does not report its wrap in GLOBAL_STATUS and raises no PMI of its
+//    own (its INT bit is not consulted). The instruction whose event wrapped it gets one record
+//    for all such counters (applicable counters = their bits), with its own address as the
+//    eventing IP and the registers after it: zero skid, as PEBS with precise distribution
+//    promises and this model keeps for every event. The record goes to the DS area's PEBS index,
+//    which advances by 0xC8; each such counter is then loaded with its DS counter reset value;
+//    an index that reaches the interrupt threshold sets OvfBuf (62) and raises the PMI. A
+//    buffer at its absolute maximum, or a DS area or buffer the supervisor cannot read or write,
+//    takes no record and raises nothing (Stats::pebs_dropped); the counters still reload.
+//    IA32_PEBS_ENABLE: bits 3:0 and the load-latency enables 35:32 for the counters that exist
+//    (load-latency events are not modelled: such a counter counts nothing); others #GP.
+//    IA32_DS_AREA: a canonical linear address, else #GP. Both #GP without Config::pebs.
 //  * Freeze on PMI (DEBUGCTL, which the VMM owns and passes in set_debugctl()): with
 //    FREEZE_PERFMON_ON_PMI a PMI sets CTR_Frz (version 4) or clears GLOBAL_CTRL (versions 2-3);
 //    with FREEZE_LBRS_ON_PMI it sets LBR_Frz (version 4). Clearing CTR_Frz through
@@ -58,6 +73,7 @@
 
 #include "pmu/arch_perfmon/events.h"
 #include "pmu/arch_perfmon/msr_map.h"
+#include "pmu/arch_perfmon/pebs.h"
 #include "pmu/interrupt_sink.h"
 #include "pmu/retired_instruction.h"
 #include "pmu/status.h"
@@ -79,6 +95,7 @@ struct Config {
   uint32_t fixed_counter_bits = 48;             // EDX[12:5]: 32..48
   bool full_width_writes = true;                // PERF_CAPABILITIES[13]: IA32_A_PMCx
   bool third_level_cache = true;                // the LLC events' last level is an L3
+  bool pebs = false;  // PEBS format 3: IA32_PEBS_ENABLE, IA32_DS_AREA (CPUID DS, DTES64)
   bool operator==(const Config&) const = default;
 };
 
@@ -103,25 +120,31 @@ struct ArchPmuState {
   uint64_t global_status = 0;
   uint64_t debugctl = 0;       // the freeze bits last passed in
   uint32_t edge_previous = 0;  // bit x: counter x's CMASK comparison was true in its last cycle
+  uint64_t pebs_enable = 0;    // IA32_PEBS_ENABLE
+  uint64_t ds_area = 0;        // IA32_DS_AREA
   bool operator==(const ArchPmuState&) const = default;
   template <class Archive>
   void archive(Archive& a) {
-    a(evtsel, pmc, fixed, fixed_ctrl, global_ctrl, global_status, debugctl, edge_previous);
+    a(evtsel, pmc, fixed, fixed_ctrl, global_ctrl, global_status, debugctl, edge_previous,
+      pebs_enable, ds_area);
   }
 };
-inline constexpr uint16_t kStateVersion = 1;
+inline constexpr uint16_t kStateVersion = 2;  // 2: PEBS
 
 struct Stats {
   uint64_t instructions = 0;  // retire() calls that found a counting counter
   uint64_t overflows = 0;
   uint64_t pmis = 0;
+  uint64_t pebs_records = 0;
+  uint64_t pebs_dropped = 0;  // assists that found no room or no memory for their record
   bool operator==(const Stats&) const = default;
 };
 
 class ArchPmu {
  public:
-  // `config` must pass validate(); otherwise the constructor throws std::invalid_argument.
-  ArchPmu(const Config& config, InterruptSink& interrupts);
+  // `config` must pass validate(), and a PMU with PEBS needs `pebs` to write its records;
+  // otherwise the constructor throws std::invalid_argument.
+  ArchPmu(const Config& config, InterruptSink& interrupts, PebsMachine* pebs = nullptr);
 
   static bool owns_msr(uint32_t msr);
   MsrResult wrmsr(uint32_t msr, uint64_t value);
@@ -215,11 +238,18 @@ class ArchPmu {
   // state updated).
   uint64_t increments(const Active& c, const RetiredInstruction& insn);
   void raise_pmi(uint64_t rip, uint8_t cpl);
+  // The PEBS counters that exist: IA32_PEBS_ENABLE's counter bits.
+  uint64_t pebs_counter_bits() const;
+  uint64_t pebs_enable_writable() const;
+  // The PEBS assist for `insn`, whose events wrapped the PEBS counters `applicable`: the record,
+  // the counters' reload. True when the buffer reached its threshold (a PMI is due).
+  bool pebs_assist(const RetiredInstruction& insn, uint64_t applicable);
   // How many more events a counter at `value` takes until one wraps it (that one included).
   static uint64_t remaining_to_wrap(uint64_t value, uint64_t width_mask);
 
   const Config config_;
   InterruptSink& interrupts_;
+  PebsMachine* pebs_;
   PmiObserver pmi_observer_;
   ArchPmuState state_;
   Stats stats_;

@@ -21,6 +21,12 @@ inline constexpr uint32_t kMsrGlobalStatusReset = 0x390;
 inline constexpr uint32_t kMsrGlobalStatusSet = 0x391;  // version 4
 inline constexpr uint32_t kMsrGlobalInuse = 0x392;      // version 4
 inline constexpr uint32_t kMsrFullWidthPmc0 = 0x4C1;    // IA32_A_PMCx: PERF_CAPABILITIES[13]
+// PEBS (Config::pebs): IA32_PEBS_ENABLE and IA32_DS_AREA (the DS save area's linear address).
+inline constexpr uint32_t kMsrPebsEnable = 0x3F1;
+inline constexpr uint32_t kMsrDsArea = 0x600;
+// PEBS on Skylake: IA32_PMC0-3 only (bits 3:0), and their load-latency enables at 35:32.
+inline constexpr uint32_t kMaxPebsCounters = 4;
+inline constexpr int kPebsLoadLatencyShift = 32;
 
 // IA32_PERFEVTSELx.
 namespace evtsel {
@@ -59,6 +65,10 @@ inline constexpr uint64_t kInuseAnyPmi = 1ull << 63;     // GLOBAL_INUSE: some P
 
 // IA32_PERF_CAPABILITIES bits this model reports.
 namespace capabilities {
+inline constexpr uint64_t kPebsTrap = 1ull << 6;      // records the state after the event
+inline constexpr uint64_t kPebsArchRegs = 1ull << 7;  // records hold the registers
+inline constexpr int kPebsFormatShift = 8;            // bits 11:8
+inline constexpr uint64_t kPebsFormat3 = 3ull << kPebsFormatShift;
 inline constexpr uint64_t kFullWidthWrite = 1ull << 13;  // IA32_A_PMCx exist
 }  // namespace capabilities
 
