@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* at = data + table_bytes;
   const uint8_t* const end = data + size;
   const uint64_t cr3 = take_u64(at, end);
-  vmm::PagedGuestMemory user(ram), supervisor(ram, vmm::PagedGuestMemory::ReadAccess::kSupervisor);
+  vmm::PagedGuestMemory user(ram), supervisor(ram, vmm::PagedGuestMemory::Access::kSupervisor);
   user.set_cr3(cr3);
   supervisor.set_cr3(cr3);
   std::byte buffer[64];

@@ -79,15 +79,13 @@ bool PagedGuestMemory::for_each_piece(uint64_t linear, uint64_t length, Ok ok, F
 }
 
 bool PagedGuestMemory::read(uint64_t linear, std::span<std::byte> out) {
-  // The PMU models read only structures the user program owns (LWPCB): user mode must reach it.
-  return copy_out(linear, out,
-                  [this](const Translation& t) { return t.user || supervisor_reads_; });
+  // LWP reads only structures the user program owns (LWPCB): user mode must reach it.
+  return copy_out(linear, out, [this](const Translation& t) { return t.user || supervisor_; });
 }
 
 bool PagedGuestMemory::fetch(uint64_t linear, std::span<std::byte> out) {
-  return copy_out(linear, out, [this](const Translation& t) {
-    return t.executable && (t.user || supervisor_reads_);
-  });
+  return copy_out(linear, out,
+                  [this](const Translation& t) { return t.executable && (t.user || supervisor_); });
 }
 
 template <typename Ok>
@@ -100,7 +98,8 @@ bool PagedGuestMemory::copy_out(uint64_t linear, std::span<std::byte> out, Ok ok
 bool PagedGuestMemory::write(uint64_t linear, std::span<const std::byte> in) {
   // LWP writes on behalf of the user program: user-mode permissions apply (§5.3).
   return for_each_piece(
-      linear, in.size(), [](const Translation& t) { return t.user && t.writable; },
+      linear, in.size(),
+      [this](const Translation& t) { return t.writable && (t.user || supervisor_); },
       [&](uint64_t gpa, uint64_t offset, uint64_t size) {
         std::memcpy(ram_.host(gpa, size), in.data() + offset, size);
         ram_.note_written(gpa, size);

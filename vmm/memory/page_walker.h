@@ -39,11 +39,12 @@ std::optional<Translation> translate(const GuestRam& ram, uint64_t cr3, uint64_t
 
 class PagedGuestMemory : public pmu::GuestMemory {
  public:
-  // Whose view reads take: kUser (the PMU models: only what user mode may read) or kSupervisor
-  // (the KVM stepper fetching kernel instructions). Writes always need user-writable pages.
-  enum class ReadAccess { kUser, kSupervisor };
-  explicit PagedGuestMemory(GuestRam& ram, ReadAccess access = ReadAccess::kUser)
-      : ram_(ram), supervisor_reads_(access == ReadAccess::kSupervisor) {}
+  // Whose view accesses take: kUser (LWP: only what user mode may read and write) or
+  // kSupervisor (the KVM stepper fetching kernel instructions; PEBS writing the kernel's DS
+  // area: any present page reads, writable pages write, as with CR0.WP set, which Linux sets).
+  enum class Access { kUser, kSupervisor };
+  explicit PagedGuestMemory(GuestRam& ram, Access access = Access::kUser)
+      : ram_(ram), supervisor_(access == Access::kSupervisor) {}
 
   // The address space the next accesses use: the owning vCPU's CR3 at the current exit.
   void set_cr3(uint64_t cr3) { cr3_ = cr3; }
@@ -69,7 +70,7 @@ class PagedGuestMemory : public pmu::GuestMemory {
   bool copy_out(uint64_t linear, std::span<std::byte> out, Ok ok);
 
   GuestRam& ram_;
-  bool supervisor_reads_;
+  bool supervisor_;
   uint64_t cr3_ = 0;
 };
 

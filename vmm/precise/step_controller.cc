@@ -99,8 +99,8 @@ StepController::StepController(GuestRam& ram, const pmu::cache::Geometry& cache)
 StepController::StepController(GuestRam& ram, const pmu::cache::Geometry& cache, Options options)
     : ram_(ram),
       options_(options),
-      user_memory_(ram, PagedGuestMemory::ReadAccess::kUser),
-      kernel_memory_(ram, PagedGuestMemory::ReadAccess::kSupervisor),
+      user_memory_(ram, PagedGuestMemory::Access::kUser),
+      kernel_memory_(ram, PagedGuestMemory::Access::kSupervisor),
       user_accountant_(cache),
       kernel_accountant_(cache) {}
 
