@@ -151,6 +151,47 @@ TEST_F(VcpuPmuTest, ArchitecturalPmuMsrsRouteOnlyWhenTheProfileHasThePmu) {
                std::invalid_argument);
 }
 
+// PEBS writes its record into the kernel's DS buffer (supervisor-only memory, which LWP may
+// not write) through the vCPU's page tables, with the registers the VMM hands it; without a way
+// to read them the block is not built.
+TEST_F(VcpuPmuTest, PebsRecordsGoThroughPageTablesIntoSupervisorMemory) {
+  pmu::arch_perfmon::Config c;
+  c.pebs = true;
+  EXPECT_THROW(VcpuPmu(0, 0, caps_, 1, ram_, irq_, std::nullopt, nullptr, c), std::invalid_argument);
+  int register_reads = 0;
+  VcpuPmu with(0, 0, caps_, 1, ram_, irq_, std::nullopt, nullptr, c, [&] {
+    ++register_reads;
+    pmu::arch_perfmon::PebsRegisters r;
+    r.rip = 0x400001;
+    r.rax = 0xAA;
+    return r;
+  });
+  // DS area at linear 0x800000 (physical 0xC00000), its buffer 0x1000 further: one record, the
+  // interrupt at the first. PMC0 = -2 counting user instructions with PEBS.
+  const uint64_t ds = 0x800000, buffer = 0x801000;
+  ram_.write_u64(0xC00000 + 0x20, buffer);
+  ram_.write_u64(0xC00000 + 0x28, buffer);
+  ram_.write_u64(0xC00000 + 0x30, buffer + 0xC8);
+  ram_.write_u64(0xC00000 + 0x38, buffer + 0xC8);
+  ASSERT_FALSE(with.write_msr(0x600, ds, 0, kCr3).general_protection);
+  ASSERT_FALSE(with.write_msr(0x186, 0x4100C0, 0, kCr3).general_protection);  // EN USR, no INT
+  ASSERT_FALSE(with.write_msr(0xC1, 0xFFFFFFFE, 0, kCr3).general_protection);
+  ASSERT_FALSE(with.write_msr(0x3F1, 1, 0, kCr3).general_protection);
+  run_instructions(with, 2, 0x400000);
+  EXPECT_EQ(register_reads, 1);
+  EXPECT_EQ(irq_.pmis, 1);
+  uint64_t v = 0;
+  ASSERT_TRUE(ram_.read_u64(0xC00000 + 0x28, v));
+  EXPECT_EQ(v, buffer + 0xC8) << "index advanced by one record";
+  ASSERT_TRUE(ram_.read_u64(0xC01000 + 0x08, v));
+  EXPECT_EQ(v, 0x400001u) << "RIP after";
+  ASSERT_TRUE(ram_.read_u64(0xC01000 + 0x10, v));
+  EXPECT_EQ(v, 0xAAu) << "RAX";
+  ASSERT_TRUE(ram_.read_u64(0xC01000 + 0xB0, v));
+  EXPECT_EQ(v, 0x400001u) << "eventing IP: the second instruction";
+  EXPECT_EQ(with.read_msr(0x38E, 0, kCr3).value, 1ull << 62) << "OvfBuf only";
+}
+
 TEST_F(VcpuPmuTest, CorruptSnapshotIsRejectedWithReason) {
   VcpuPmu b(0, 0, caps_, 1, ram_, irq_);
   std::vector<std::byte> junk(10, std::byte{0x42});

@@ -221,6 +221,7 @@ void Machine::Impl::create_vcpus() {
                     {ap::kMsrFixedCtrCtrl, ap::kMsrGlobalInuse - ap::kMsrFixedCtrCtrl + 1},
                     {ap::kMsrFullWidthPmc0, ap::kMaxCounters},
                     {kMsrDebugctl, 1}});
+    if (guest_cpu_.arch_pmu->pebs) trapped.push_back({ap::kMsrDsArea, 1});  // PEBS_ENABLE: 0x3xx
   }
   vm->set_msr_filter(trapped);
 }

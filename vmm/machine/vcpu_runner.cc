@@ -43,10 +43,35 @@ VcpuRunner::VcpuRunner(VcpuHost& host, KvmVm& vm, GuestRam& ram, uint32_t index)
   limited_ = std::make_unique<pmu::RateLimitedInterruptSink>(interrupts_, host.clock(),
                                                              options.max_interrupt_rate);
   tap_.limited = limited_.get();
-  pmu_ = std::make_unique<VcpuPmu>(index, index, cpu.lwp, options.seed, ram, tap_, cpu.netburst,
-                                   &page_faults_, cpu.arch_pmu);
+  pmu_ =
+      std::make_unique<VcpuPmu>(index, index, cpu.lwp, options.seed, ram, tap_, cpu.netburst,
+                                &page_faults_, cpu.arch_pmu, [this] { return pebs_registers(); });
   backend_ =
       make_counting_backend(options.counting, *this, ram, cpu.cache, options.vcpus, kKickSignal);
+}
+
+pmu::arch_perfmon::PebsRegisters VcpuRunner::pebs_registers() {
+  constexpr uint32_t kMsrTsc = 0x10;
+  const kvm_regs r = kvm_->exit_regs();
+  return pmu::arch_perfmon::PebsRegisters{.rflags = r.rflags,
+                                          .rip = r.rip,
+                                          .rax = r.rax,
+                                          .rbx = r.rbx,
+                                          .rcx = r.rcx,
+                                          .rdx = r.rdx,
+                                          .rsi = r.rsi,
+                                          .rdi = r.rdi,
+                                          .rbp = r.rbp,
+                                          .rsp = r.rsp,
+                                          .r8 = r.r8,
+                                          .r9 = r.r9,
+                                          .r10 = r.r10,
+                                          .r11 = r.r11,
+                                          .r12 = r.r12,
+                                          .r13 = r.r13,
+                                          .r14 = r.r14,
+                                          .r15 = r.r15,
+                                          .tsc = kvm_->msr(kMsrTsc)};
 }
 
 void VcpuRunner::add_counted(uint64_t n) {

@@ -111,6 +111,9 @@ class VcpuRunner : private CountedVcpu {
   LwpPageFaults& page_faults() override { return page_faults_; }
   pmu::Clock& clock() override { return host_.clock(); }
   void add_counted(uint64_t n) override;
+  // The registers and TSC a PEBS record holds: the vCPU's at the exit whose retirements the
+  // backend is reporting.
+  pmu::arch_perfmon::PebsRegisters pebs_registers();
   std::optional<uint64_t> instructions_to_pause() override {
     return host_.progress().instructions_to_pause();
   }

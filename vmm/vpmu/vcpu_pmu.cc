@@ -8,10 +8,11 @@ namespace vmm {
 VcpuPmu::VcpuPmu(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabilities& lwp,
                  uint64_t seed, GuestRam& ram, pmu::InterruptSink& interrupts,
                  std::optional<pmu::netburst::Config> netburst, pmu::PageFaultSink* page_faults,
-                 std::optional<pmu::arch_perfmon::Config> arch_pmu)
+                 std::optional<pmu::arch_perfmon::Config> arch_pmu, RegistersNow registers)
     : vcpu_index_(vcpu_index),
       apic_id_(apic_id),
       memory_(ram),
+      pebs_view_(ram, std::move(registers)),
       // Each vCPU draws its own random stream from the VM seed, reproducibly.
       lwp_(lwp,
            pmu::lwp::UnitConfig{static_cast<uint8_t>(apic_id),
@@ -20,7 +21,9 @@ VcpuPmu::VcpuPmu(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabili
   if (netburst && arch_pmu)
     throw std::invalid_argument("a vCPU has a NetBurst or an architectural PMU, not both");
   if (netburst) netburst_.emplace(*netburst, interrupts);
-  if (arch_pmu) arch_pmu_.emplace(*arch_pmu, interrupts);
+  if (arch_pmu && arch_pmu->pebs && !pebs_view_.has_registers())  // (`registers` moved there)
+    throw std::invalid_argument("an architectural PMU with PEBS needs the vCPU's registers");
+  if (arch_pmu) arch_pmu_.emplace(*arch_pmu, interrupts, arch_pmu->pebs ? &pebs_view_ : nullptr);
 }
 
 namespace {
@@ -73,6 +76,7 @@ void VcpuPmu::enter_user(uint64_t cr3) {
 
 void VcpuPmu::retire(const pmu::RetiredInstruction& insn, uint64_t cr3) {
   memory_.set_cr3(cr3);
+  pebs_view_.set_cr3(cr3);
   lwp_.retire(insn);
   if (netburst_) netburst_->retire(insn);
   if (arch_pmu_) arch_pmu_->retire(insn);

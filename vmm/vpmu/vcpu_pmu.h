@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,15 +38,20 @@ struct MsrOutcome {
   uint64_t value = 0;  // RDMSR result
 };
 
+// The vCPU's registers at the retirement being reported (PEBS records the state after it).
+using RegistersNow = std::function<pmu::arch_perfmon::PebsRegisters()>;
+
 class VcpuPmu {
  public:
   // `netburst`, `arch_pmu`: the virtual NetBurst or architectural PMU's configuration when the
   // CPU profile has one (never both: their MSRs overlap, and a profile has one or the other).
+  // `registers`: needed by an architectural PMU with PEBS.
   VcpuPmu(uint32_t vcpu_index, uint32_t apic_id, const pmu::lwp::Capabilities& lwp, uint64_t seed,
           GuestRam& ram, pmu::InterruptSink& interrupts,
           std::optional<pmu::netburst::Config> netburst = std::nullopt,
           pmu::PageFaultSink* page_faults = nullptr,
-          std::optional<pmu::arch_perfmon::Config> arch_pmu = std::nullopt);
+          std::optional<pmu::arch_perfmon::Config> arch_pmu = std::nullopt,
+          RegistersNow registers = nullptr);
 
   uint32_t vcpu_index() const { return vcpu_index_; }
   uint32_t apic_id() const { return apic_id_; }
@@ -110,9 +116,25 @@ class VcpuPmu {
   pmu::arch_perfmon::ArchPmu* arch_pmu() { return arch_pmu_ ? &*arch_pmu_ : nullptr; }
 
  private:
+  // PEBS's view of the vCPU: the kernel's memory (the DS area) and the registers now.
+  class PebsView : public pmu::arch_perfmon::PebsMachine {
+   public:
+    PebsView(GuestRam& ram, RegistersNow registers)
+        : memory_(ram, PagedGuestMemory::Access::kSupervisor), registers_(std::move(registers)) {}
+    pmu::GuestMemory& supervisor_memory() override { return memory_; }
+    pmu::arch_perfmon::PebsRegisters registers_after() override { return registers_(); }
+    void set_cr3(uint64_t cr3) { memory_.set_cr3(cr3); }
+    bool has_registers() const { return static_cast<bool>(registers_); }
+
+   private:
+    PagedGuestMemory memory_;
+    RegistersNow registers_;
+  };
+
   uint32_t vcpu_index_;
   uint32_t apic_id_;
   PagedGuestMemory memory_;
+  PebsView pebs_view_;
   pmu::lwp::LwpUnit lwp_;
   std::optional<pmu::netburst::NetburstPmu> netburst_;
   std::optional<pmu::arch_perfmon::ArchPmu> arch_pmu_;
