@@ -189,10 +189,11 @@ TEST(ArchitecturalPmu, WrittenAndDescribed) {
   const CpuProfile p = Parsed(IntelProfile(kV2));
   const CpuProfile again = Parsed(to_profile_json(p));
   EXPECT_EQ(again.architectural_pmu, p.architectural_pmu);
-  EXPECT_THAT(describe_profile(p),
-              HasSubstr("arch. PMU    CPUID 0xA version 2, counters 4, counter_bits 48, "
-                        "fixed_counters 3, fixed_counter_bits 48, modelled_by_pmuvm false "
-                        "(KVM's vPMU"));
+  EXPECT_THAT(
+      describe_profile(p),
+      HasSubstr("arch. PMU    CPUID 0xA version 2, counters 4, counter_bits 48, "
+                "fixed_counters 3, fixed_counter_bits 48, modelled_by_pmuvm false, pebs false "
+                "(KVM's vPMU"));
 }
 
 // pmuvm's own model (DESIGN §4.13) ------------------------------------------------------------
@@ -262,7 +263,8 @@ TEST(ModelledArchitecturalPmu, WrittenDescribedAndComparedWithKvms) {
   EXPECT_EQ(Parsed(to_profile_json(modelled)).architectural_pmu, modelled.architectural_pmu);
   EXPECT_THAT(to_profile_json(modelled), HasSubstr("\"modelled_by_pmuvm\": true"));
   EXPECT_THAT(to_profile_json(Parsed(IntelProfile(kV2))), Not(HasSubstr("modelled_by_pmuvm")));
-  EXPECT_THAT(describe_profile(modelled), HasSubstr("modelled_by_pmuvm true (pmuvm's model"));
+  EXPECT_THAT(describe_profile(modelled),
+              HasSubstr("modelled_by_pmuvm true, pebs false (pmuvm's model"));
   CpuProfile kvms = modelled;
   kvms.name = "kvms";
   kvms.architectural_pmu->modelled_by_pmuvm = false;
@@ -270,6 +272,70 @@ TEST(ModelledArchitecturalPmu, WrittenDescribedAndComparedWithKvms) {
             std::vector<std::string>{"architectural PMU modelled_by_pmuvm true != false"});
   EXPECT_FALSE(compute_baseline({modelled, kvms})->architectural_pmu->modelled_by_pmuvm);
   EXPECT_TRUE(compute_baseline({modelled, modelled})->architectural_pmu->modelled_by_pmuvm);
+}
+
+// PEBS (pmu/arch_perfmon/pebs.h): DS and DTES64 are the profile's like PDCM, and the profile
+// must say what Linux reads to believe in it (MISC_ENABLE bit 12 clear) and in no BTS (bit 11).
+std::string WithPebs(const std::string& features, const std::string& misc_enable,
+                     const char* pmu = R"({"version": 4, "counters": 8, "modelled_by_pmuvm": true,
+  "pebs": true})") {
+  std::string text = WithFeatures(IntelProfile(pmu), features);
+  if (!misc_enable.empty())
+    text.insert(text.find("  \"architectural_pmu\""), "  \"misc_enable\": " + misc_enable + ",\n");
+  return text;
+}
+
+TEST(ModelledArchitecturalPmu, PebsKeepsDsAndDtes64OnAnyHost) {
+  const CpuProfile p = Parsed(WithPebs(R"(["ds", "dtes64", "pdcm"])", R"("0x880")"));
+  ASSERT_TRUE(p.architectural_pmu);
+  EXPECT_TRUE(p.architectural_pmu->pebs);
+  EXPECT_TRUE(arch_pmu_config(p)->pebs);
+  const GuestCpuid g = filter_guest_cpuid(std::vector<CpuidEntry>{}, p, 0);
+  const CpuidEntry* leaf1 = find_cpuid_entry(g.entries, 1);
+  ASSERT_NE(leaf1, nullptr);
+  EXPECT_EQ(leaf1->edx & (1u << 21), 1u << 21) << "DS (CPUID 1 EDX[21])";
+  EXPECT_EQ(leaf1->ecx & (1u << 2), 1u << 2) << "DTES64 (CPUID 1 ECX[2])";
+  EXPECT_TRUE(g.dropped.empty());
+  // Without the model's PEBS, DS is KVM's to offer (here: not).
+  const CpuProfile no_pebs = Parsed(
+      WithPebs(R"(["ds", "pdcm"])", R"("0x1880")", R"({"version": 4, "modelled_by_pmuvm": true})"));
+  EXPECT_EQ(filter_guest_cpuid(std::vector<CpuidEntry>{}, no_pebs, 0).dropped,
+            std::vector<std::string>{"ds"});
+}
+
+TEST(ModelledArchitecturalPmu, WhatPebsNeeds) {
+  EXPECT_THAT(ErrorOf(WithPebs(R"(["ds", "dtes64", "pdcm"])", R"("0x880")",
+                               R"({"version": 4, "pebs": true})")),
+              HasSubstr("architectural_pmu.pebs needs modelled_by_pmuvm"));
+  for (const char* missing : {"ds", "dtes64", "pdcm"}) {
+    std::string features = "[";
+    for (const char* f : {"ds", "dtes64", "pdcm"})
+      if (std::string(f) != missing)
+        features += std::string(features.size() > 1 ? ", " : "") + "\"" + f + "\"";
+    EXPECT_THAT(ErrorOf(WithPebs(features + "]", R"("0x880")")),
+                HasSubstr(std::string("needs feature \"") + missing + "\""));
+  }
+  EXPECT_THAT(ErrorOf(WithPebs(R"(["ds", "dtes64", "pdcm"])", R"("0x1880")")),
+              HasSubstr("bit 12 (PEBS unavailable) clear"));
+  EXPECT_THAT(ErrorOf(WithPebs(R"(["ds", "dtes64", "pdcm"])", "")),
+              HasSubstr("bit 12 (PEBS unavailable) clear"));
+  EXPECT_THAT(ErrorOf(WithPebs(R"(["pdcm"])", R"("0x880")",
+                               R"({"version": 4, "modelled_by_pmuvm": true})")),
+              HasSubstr("architectural_pmu.pebs is not set"));
+  EXPECT_THAT(ErrorOf(WithPebs(R"(["ds", "dtes64", "pdcm"])", R"("0x80")")),
+              HasSubstr("bit 11 (BTS unavailable) must be set"));
+}
+
+TEST(ModelledArchitecturalPmu, PebsIsWrittenDescribedAndMustMigrateAlike) {
+  const CpuProfile pebs = Parsed(WithPebs(R"(["ds", "dtes64", "pdcm"])", R"("0x880")"));
+  EXPECT_EQ(Parsed(to_profile_json(pebs)).architectural_pmu, pebs.architectural_pmu);
+  EXPECT_THAT(to_profile_json(pebs), HasSubstr("\"pebs\": true"));
+  EXPECT_THAT(to_profile_json(Parsed(IntelProfile(kModelled))), Not(HasSubstr("pebs")));
+  EXPECT_THAT(describe_profile(pebs), HasSubstr("pebs true"));
+  CpuProfile without = pebs;
+  without.architectural_pmu->pebs = false;
+  EXPECT_EQ(migration_refusals(pebs, without),
+            std::vector<std::string>{"architectural PMU pebs true != false"});
 }
 
 }  // namespace

@@ -115,25 +115,26 @@ TEST(ShippedProfiles, AmdLwpIsTheFullProposal) {
 }
 
 // DESIGN §4.13: a Skylake Linux and rr recognise by its signature, with pmuvm's version-4 PMU
-// (PERF_CAPABILITIES through PDCM), TSX hidden, no PEBS (DS) yet.
+// (PERF_CAPABILITIES through PDCM) and PEBS (DS, DTES64, MISC_ENABLE bit 12 clear), TSX hidden,
+// no BTS (MISC_ENABLE bit 11 set).
 TEST(ShippedProfiles, IntelSkylakeHasPmuvmsArchitecturalPmu) {
   const CpuProfile p = Builtin("intel-skylake");
   EXPECT_EQ(p.vendor, "GenuineIntel");
   EXPECT_EQ(p.family, 0x6u);
   EXPECT_EQ(p.model, 0x5Eu);
   ASSERT_TRUE(p.architectural_pmu.has_value());
-  EXPECT_EQ(*p.architectural_pmu, (ArchitecturalPmu{4, 8, 48, 3, 48, true}));
+  EXPECT_EQ(*p.architectural_pmu, (ArchitecturalPmu{4, 8, 48, 3, 48, true, true}));
   EXPECT_FALSE(p.netburst.has_value());
   EXPECT_FALSE(p.lwp.available);
   auto has = [&p](const char* f) {
     return std::find(p.features.begin(), p.features.end(), f) != p.features.end();
   };
-  EXPECT_TRUE(has("pdcm"));
+  for (const char* f : {"pdcm", "ds", "dtes64"}) EXPECT_TRUE(has(f)) << f;
   EXPECT_TRUE(has("hypervisor")) << "Linux's Intel driver reads counters with RDMSR then (0008)";
-  for (const char* hidden : {"rtm", "hle", "ds", "dtes64", "htt", "xsave", "avx"})
+  for (const char* hidden : {"rtm", "hle", "htt", "xsave", "avx"})
     EXPECT_FALSE(has(hidden)) << hidden;
   ASSERT_TRUE(p.misc_enable.has_value());
-  EXPECT_EQ(*p.misc_enable & 0x1880, 0x1880u) << "perfmon available, BTS and PEBS unavailable";
+  EXPECT_EQ(*p.misc_enable & 0x1880, 0x0880u) << "perfmon and PEBS available, BTS unavailable";
 }
 
 TEST(ShippedProfiles, AmdLwpLiteHasOneEventNoInterruptNoDcache) {

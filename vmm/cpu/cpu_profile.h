@@ -74,6 +74,7 @@ struct ArchitecturalPmu {
   uint32_t fixed_counters = 3;       // EDX[4:0] (version 2 on)
   uint32_t fixed_counter_bits = 48;  // EDX[12:5]
   bool modelled_by_pmuvm = false;    // pmu/arch_perfmon serves the MSRs; KVM's vPMU is off
+  bool pebs = false;  // PEBS format 3 (DS area, IA32_PEBS_ENABLE): pmuvm's model only
   bool operator==(const ArchitecturalPmu&) const = default;
 };
 

@@ -287,9 +287,14 @@ class CpuidBuilder {
  private:
   bool basic(uint32_t leaf) const { return leaf <= p_.max_basic_leaf; }
   // pmuvm's architectural PMU: its leaf 0xA and PDCM (IA32_PERF_CAPABILITIES, which the model
-  // answers) are the profile's, whatever KVM offers.
+  // answers), and with PEBS DS and DTES64 (the DS area, which the model writes), are the
+  // profile's, whatever KVM offers.
   bool modelled_pmu() const {
     return p_.architectural_pmu && p_.architectural_pmu->modelled_by_pmuvm;
+  }
+  bool modelled_feature(const std::string& name) const {
+    if (!modelled_pmu()) return false;
+    return name == "pdcm" || (p_.architectural_pmu->pebs && (name == "ds" || name == "dtes64"));
   }
   bool extended(uint32_t leaf) const { return leaf <= p_.max_extended_leaf; }
 
@@ -299,7 +304,7 @@ class CpuidBuilder {
       const CpuidFeature* f = find_cpuid_feature(name);
       if (f == nullptr) continue;  // the parser accepts known names only
       const uint32_t bit = 1u << f->bit;
-      if (filter_ && !f->emulated_by_pmuvm && !(name == "pdcm" && modelled_pmu())) {
+      if (filter_ && !f->emulated_by_pmuvm && !modelled_feature(name)) {
         const CpuidEntry* s = find_cpuid_entry(supported_, f->leaf, f->subleaf);
         CpuidEntry offered = s ? *s : CpuidEntry{};
         if (!(reg(offered, f->reg) & bit)) {

@@ -35,6 +35,8 @@ namespace schema = profile_schema;
 constexpr size_t kMaxBaselineDepth = 16;  // nesting of baseline_of; real sets need 1 or 2
 constexpr uint8_t kDefaultLwpVector = 0xF0;
 constexpr uint64_t kMiscEnablePerfmonAvailable = 1ull << 7;
+constexpr uint64_t kMiscEnableBtsUnavailable = 1ull << 11;
+constexpr uint64_t kMiscEnablePebsUnavailable = 1ull << 12;
 constexpr size_t kMaxBrandLength = 47;  // 48 bytes in CPUID 0x80000002..4, NUL-terminated
 constexpr uint32_t kExtendedBase = 0x80000000;
 constexpr uint32_t kBrandLastLeaf = 0x80000004;
@@ -378,7 +380,31 @@ class ProfileParser {
     if (a.modelled_by_pmuvm)
       if (const pmu::Status valid = pmu::arch_perfmon::validate(arch_pmu_config(a, p)); !valid.ok())
         r_.fail(path, "pmuvm's architectural PMU model: " + valid.reason());
+    check_pebs(a, p);
     p.architectural_pmu = a;
+  }
+
+  // Linux believes in PEBS when CPUID has DS and MISC_ENABLE bit 12 (PEBS unavailable) is clear,
+  // and reads its format from PERF_CAPABILITIES (PDCM); it takes BTS unless bit 11 is set.
+  void check_pebs(const ArchitecturalPmu& a, const CpuProfile& p) {
+    const char* const path = "architectural_pmu.pebs";
+    if (a.pebs && !a.modelled_by_pmuvm)
+      r_.fail(path, "architectural_pmu.pebs needs modelled_by_pmuvm (KVM's vPMU offers no PEBS)");
+    if (a.pebs)
+      for (const char* needed : {"ds", "dtes64", "pdcm"})
+        if (std::find(p.features.begin(), p.features.end(), needed) == p.features.end())
+          r_.fail(path, std::string("architectural_pmu.pebs needs feature \"") + needed +
+                            "\" (CPUID 1: DS, DTES64, PDCM)");
+    if (!a.modelled_by_pmuvm) return;
+    const bool misc_says_pebs = p.misc_enable && !(*p.misc_enable & kMiscEnablePebsUnavailable);
+    if (misc_says_pebs != a.pebs)
+      r_.fail("misc_enable",
+              a.pebs ? "architectural_pmu.pebs needs misc_enable with bit 12 (PEBS unavailable) "
+                       "clear"
+                     : "misc_enable bit 12 (PEBS unavailable) is clear, but "
+                       "architectural_pmu.pebs is not set");
+    if (p.misc_enable && !(*p.misc_enable & kMiscEnableBtsUnavailable))
+      r_.fail("misc_enable", "misc_enable bit 11 (BTS unavailable) must be set: pmuvm has no BTS");
   }
 
   void parse_cache(const Json& o, CacheGeometry& cache) {
