@@ -284,7 +284,10 @@ TEST_F(LinuxStepper, DebiansPerfRecordSamplesEveryPthInstructionExactly) {
     out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
     const size_t freq = out.find("# Samples:", out.find("# Samples:") + 1);
     ASSERT_NE(freq, std::string::npos) << dump(r);
-    const std::string counted = out.substr(0, freq), frequency = out.substr(freq);
+    // The architectural PMU's checks go on with PEBS (the next test) after these two.
+    const size_t pebs = out.find("# Samples:", freq + 1);
+    const std::string counted = out.substr(0, freq),
+                      frequency = out.substr(freq, pebs == std::string::npos ? pebs : pebs - freq);
     EXPECT_NE(counted.find("# Samples: 19  of event 'instructions:u'"), std::string::npos)
         << dump(r);
     EXPECT_NE(counted.find("# Event count (approx.): 19171\n"), std::string::npos) << dump(r);
@@ -310,9 +313,39 @@ TEST_F(LinuxStepper, DebiansPerfRecordSamplesEveryPthInstructionExactly) {
       EXPECT_TRUE(symbol == "_start" || symbol == "loop_dec" || symbol == "loop_jnz")
           << symbol << " " << samples << "\n"
           << dump(r);
-    EXPECT_EQ(pmuvm_e2e::occurrences(out, "# Total Lost Samples: 0\n"), 2u)
+    EXPECT_EQ(pmuvm_e2e::occurrences(out, "# Total Lost Samples: 0\n"),
+              std::string(name).starts_with("skylake") ? 3u : 2u)
         << "reports without losses\n"
         << dump(r);
+  }
+}
+
+// perf record -e instructions:upp -c 1009 over loop_small: precise level 2 is PEBS (Linux's
+// x86_pmu_max_precise: PEBS format >= 2), format 3 records with the eventing IP, which Linux
+// reports as the sample's IP (PERF_EFLAGS_EXACT). So each sample names instruction k * 1009
+// itself, not the one after it as above: loop_jnz for odd k, loop_dec for even k (loop_known.S),
+// 19 of them, event count 19171. With -c, Linux lets records gather in the DS buffer (large
+// PEBS, the counter reloaded from the DS area's reset value) and drains them when loop_small
+// exits: every record written to the buffer is in the report.
+TEST_F(LinuxStepper, DebiansPerfRecordWithPebsSamplesTheEventingInstruction) {
+  for (const char* name : {"skylake", "skylake-single"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    std::string out = r.out;
+    out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+    const size_t pebs =
+        out.find("# Samples:", out.find("# Samples:", out.find("# Samples:") + 1) + 1);
+    ASSERT_NE(pebs, std::string::npos) << dump(r);
+    const std::string section = out.substr(pebs);
+    EXPECT_NE(section.find("# Samples: 19  of event 'instructions:upp'"), std::string::npos)
+        << dump(r);
+    EXPECT_NE(section.find("# Event count (approx.): 19171\n"), std::string::npos) << dump(r);
+    static const std::regex script_line(R"(\n +[0-9a-f]+ (loop_dec|loop_jnz|_start)(?=\n))");
+    std::string sampled, expected;
+    for (std::sregex_iterator m(section.begin(), section.end(), script_line), end; m != end; ++m)
+      sampled += (*m)[1].str() + " ";
+    for (int k = 1; k <= 19; ++k) expected += k % 2 ? "loop_jnz " : "loop_dec ";
+    EXPECT_EQ(sampled, expected) << dump(r);
   }
 }
 
@@ -325,7 +358,7 @@ TEST_F(LinuxStepper, SkylakeBootUsesTheIntelDriverOnPmuvmsModel) {
   const Result& r = boot("skylake");
   EXPECT_EQ(r.status, 0) << dump(r);
   for (const char* line :
-       {"Performance Events: Skylake events, full-width counters, Intel PMU driver.",
+       {"Performance Events: PEBS fmt3+, Skylake events, full-width counters, Intel PMU driver.",
         "core: Userspace RDPMC support disabled, counters are read with RDMSR",
         "... version:                4", "... bit width:              48",
         "... generic registers:      8", "... fixed-purpose events:   3"})
