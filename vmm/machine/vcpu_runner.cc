@@ -202,6 +202,11 @@ nlohmann::json VcpuRunner::pmu_state() {
         {"global_ctrl", s.global_ctrl},
         {"global_status", s.global_status},
         {"pmis", ap->stats().pmis}};
+    if (c.pebs)
+      j["arch_pmu"]["pebs"] = {{"pebs_enable", s.pebs_enable},
+                               {"ds_area", s.ds_area},
+                               {"records", ap->stats().pebs_records},
+                               {"dropped", ap->stats().pebs_dropped}};
   }
   return j;
 }
