@@ -5,8 +5,9 @@
 // The input is a program. Header (missing bytes read as zero):
 //   byte 0  version 2 + b % 3          byte 3  fixed counters b % 4
 //   byte 1  counters 1 + b % 8         byte 4  fixed counter bits 32 + b % 17
-//   byte 2  counter bits 32 + b % 17   byte 5  bit 0 full-width writes, bit 1 third-level cache
-// then operations until the input ends, each an opcode byte (taken % 8) and its operands:
+//   byte 2  counter bits 32 + b % 17   byte 5  bit 0 full-width writes, bit 1 third-level cache,
+//                                              bit 2 PEBS
+// then operations until the input ends, each an opcode byte (taken % 9) and its operands:
 //   0 WRMSR   msr (an index into the PMU's addresses, or raw), value
 //   1 RDMSR   msr
 //   2 retire  n (1..64), then per instruction: cpl, cycles, branch kind/taken/prediction,
@@ -16,17 +17,24 @@
 //   5 reset()
 //   6 unseen batch  instructions, branches (only what unseen_allowance() admits)
 //   7 quiet run     the PMU's quiet_retirements() - 1 instructions (at most 64)
+//   8 DS poke       a quadword of the DS area's PEBS fields or reset values (the guest's memory:
+//                   a 64 KiB window at kMemory, the DS area and a buffer in it, unmapped
+//                   pages around it), its value raw or near the window
 //
 // Checked on every input (__builtin_trap otherwise): an MSR outside owns_msr() is never taken;
 // a refused WRMSR changes nothing; a taken WRMSR of a select, a full-width counter, GLOBAL_CTRL or
 // FIXED_CTR_CTRL reads back as written; the state is always one load_state() accepts; one
 // instruction raises at most one PMI; a run shorter than quiet_retirements() overflows nothing;
-// an admitted unseen batch raises no PMI and sets no overflow bit.
+// an admitted unseen batch raises no PMI and sets no overflow bit. PEBS: records only go into the
+// window (FakeGuestMemory refuses the rest), the index moves by 0xC8 per record and never past
+// the absolute maximum it was below, a wrapped PEBS counter sets no overflow bit of its own.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "pmu/arch_perfmon/arch_pmu.h"
 #include "tests/fuzz/fuzz_input.h"
+#include "tests/support/fake_guest_memory.h"
 #include "tests/support/recording_interrupt_sink.h"
 
 namespace {
@@ -36,10 +44,21 @@ namespace ap = pmu::arch_perfmon;
 using pmuvm_fuzz::Input;
 
 // The PMU's addresses and their neighbours; anything else comes raw.
-constexpr uint32_t kAddresses[] = {0xC0,  0xC1,  0xC4,  0xC8,  0xC9,  0x185, 0x186, 0x189,
-                                   0x18D, 0x18E, 0x308, 0x309, 0x30A, 0x30B, 0x30C, 0x345,
-                                   0x38C, 0x38D, 0x38E, 0x38F, 0x390, 0x391, 0x392, 0x393,
-                                   0x4C0, 0x4C1, 0x4C5, 0x4C8, 0x4C9, 0x1D9};
+constexpr uint32_t kAddresses[] = {0xC0,  0xC1,  0xC4,  0xC8,  0xC9,  0x185, 0x186, 0x189, 0x18D,
+                                   0x18E, 0x308, 0x309, 0x30A, 0x30B, 0x30C, 0x345, 0x38C, 0x38D,
+                                   0x38E, 0x38F, 0x390, 0x391, 0x392, 0x393, 0x4C0, 0x4C1, 0x4C5,
+                                   0x4C8, 0x4C9, 0x1D9, 0x3F0, 0x3F1, 0x3F2, 0x5FF, 0x600, 0x601};
+
+// The guest memory PEBS writes into: a window with the DS area at its start.
+constexpr uint64_t kMemory = 0xFFFFFE0000000000, kWindow = 0x10000;
+
+class FuzzMachine : public ap::PebsMachine {
+ public:
+  FuzzMachine() { memory.map(kMemory, kWindow); }
+  pmu::GuestMemory& supervisor_memory() override { return memory; }
+  ap::PebsRegisters registers_after() override { return {}; }
+  pmu::testing::FakeGuestMemory memory;
+};
 
 uint32_t msr_of(Input& in) {
   const uint8_t b = in.u8();
@@ -85,15 +104,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t flags = in.u8();
   c.full_width_writes = flags & 1;
   c.third_level_cache = flags & 2;
+  c.pebs = flags & 4;
   FUZZ_CHECK(ap::validate(c).ok());
   pmu::testing::RecordingInterruptSink sink;
-  ap::ArchPmu pmu(c, sink);
+  FuzzMachine machine;
+  ap::ArchPmu pmu(c, sink, c.pebs ? &machine : nullptr);
+  // Where the guest would put it: the DS area at the window's start, room for ten records, the
+  // interrupt at the first (the input may change all of it).
+  if (c.pebs) {
+    FUZZ_CHECK(pmu.wrmsr(ap::kMsrDsArea, kMemory) == ap::MsrResult::kOk);
+    const uint64_t base = kMemory + 0x100;
+    machine.memory.poke_u64(kMemory + ap::ds::kPebsBufferBase, base);
+    machine.memory.poke_u64(kMemory + ap::ds::kPebsIndex, base);
+    machine.memory.poke_u64(kMemory + ap::ds::kPebsAbsoluteMaximum,
+                            base + 10 * ap::kPebsRecordSize);
+    machine.memory.poke_u64(kMemory + ap::ds::kPebsInterruptThreshold, base + ap::kPebsRecordSize);
+  }
+  // A DS field as the PMU would read it (0 where unreadable; peek would map the page).
+  auto ds_u64 = [&](uint64_t offset) {
+    uint64_t v = 0;
+    machine.memory.read(pmu.state().ds_area + offset, std::as_writable_bytes(std::span(&v, 1)));
+    return v;
+  };
 
   auto overflow_bits = [&] {
     return pmu.state().global_status & (((uint64_t{1} << 32) - 1) | (uint64_t{7} << 32));
   };
   for (int ops = 0; !in.empty() && ops < 4096; ++ops) {
-    switch (in.u8() % 8) {
+    switch (in.u8() % 9) {
       case 0: {
         const uint32_t msr = msr_of(in);
         const uint64_t value = in.u64();
@@ -118,8 +156,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const int n = 1 + in.u8() % 64;
         for (int k = 0; k < n; ++k) {
           const int pmis = sink.pmis;
+          const uint64_t records = pmu.stats().pebs_records;
+          const uint64_t index = ds_u64(ap::ds::kPebsIndex);
+          const uint64_t maximum = ds_u64(ap::ds::kPebsAbsoluteMaximum);
+          const uint64_t pebs_status = pmu.state().global_status & pmu.state().pebs_enable & 0xF;
           pmu.retire(instruction(in));
           FUZZ_CHECK(sink.pmis - pmis <= 1);
+          if (pmu.stats().pebs_records != records) {  // one record, where there was room
+            FUZZ_CHECK(pmu.stats().pebs_records == records + 1);
+            FUZZ_CHECK(ds_u64(ap::ds::kPebsIndex) == index + ap::kPebsRecordSize);
+            FUZZ_CHECK(index <= maximum && maximum - index >= ap::kPebsRecordSize);
+          }
+          FUZZ_CHECK((pmu.state().global_status & pmu.state().pebs_enable & 0xF) == pebs_status);
         }
         break;
       }
@@ -134,6 +182,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s.global_status = in.u64();
         s.debugctl = in.u64();
         s.edge_previous = in.u32();
+        s.pebs_enable = in.u64();
+        s.ds_area = in.u64();
         const ap::ArchPmuState before = pmu.state();
         if (!pmu.load_state(s).ok()) FUZZ_CHECK(pmu.state() == before);
         break;
@@ -156,9 +206,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(overflow_bits() == overflowed);
         break;
       }
+      case 8: {
+        const uint8_t field = in.u8() % 12;  // base, index, maximum, threshold, 8 resets
+        const uint8_t how = in.u8();
+        const uint64_t raw = in.u64();
+        const uint64_t value = how & 1 ? kMemory + raw % (kWindow + 0x400) : raw;
+        machine.memory.poke_u64(kMemory + ap::ds::kPebsBufferBase + 8 * field, value);
+        break;
+      }
     }
     // Whatever happened, the state is one this PMU would load.
-    ap::ArchPmu copy(c, sink);
+    ap::ArchPmu copy(c, sink, c.pebs ? &machine : nullptr);
     FUZZ_CHECK(copy.load_state(pmu.state()).ok());
   }
   return 0;
