@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
     say("usage: perf_count [N >= 1]\n");
     return 2;
   }
-  const int fd = perf_open_instructions(0);
+  const int fd = perf_open_instructions(0, 0);
   if (fd < 0) {
     say("perf_count: FAIL: perf_event_open: %m\n");
     return 1;

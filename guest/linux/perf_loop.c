@@ -55,7 +55,7 @@ struct dyn_insn *perf_trace(uint64_t n, size_t *length) {
 
 uint64_t perf_disable_syscall(void) { return perf_insns_end[-1].address; }
 
-int perf_open_instructions(uint64_t period) {
+int perf_open_instructions(uint64_t period, unsigned precise_ip) {
   struct perf_event_attr attr;
   memset(&attr, 0, sizeof attr);
   attr.size = sizeof attr;
@@ -66,5 +66,6 @@ int perf_open_instructions(uint64_t period) {
   attr.disabled = 1;
   attr.exclude_kernel = 1;
   attr.exclude_hv = 1;
+  attr.precise_ip = precise_ip;
   return (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
 }

@@ -30,9 +30,9 @@ static inline uint64_t perf_loop_count(uint64_t n) { return 8 * n + 4; }
 /* The dynamic instruction sequence of the window (8N + 4 entries), malloc'ed; NULL on failure. */
 struct dyn_insn *perf_trace(uint64_t n, size_t *length);
 /* perf_event_open of PERF_COUNT_HW_INSTRUCTIONS for this task on any CPU, disabled, exclude_kernel
- * and exclude_hv; sampling every `period` events with PERF_SAMPLE_IP when period != 0. Returns the
- * fd or -1 (errno). */
-int perf_open_instructions(uint64_t period);
+ * and exclude_hv; sampling every `period` events with PERF_SAMPLE_IP when period != 0, at
+ * `precise_ip` (2: PEBS on Intel). Returns the fd or -1 (errno). */
+int perf_open_instructions(uint64_t period, unsigned precise_ip);
 /* Address of the DISABLE syscall. */
 uint64_t perf_disable_syscall(void);
 

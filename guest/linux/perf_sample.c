@@ -1,4 +1,4 @@
-/* perf_sample [N [P]]: Linux's perf samples exactly. The window of perf_loop.h (8N + 4
+/* perf_sample [N [P [pp]]]: Linux's perf samples exactly. The window of perf_loop.h (8N + 4
  * instructions) on PERF_COUNT_HW_INSTRUCTIONS (exclude_kernel, exclude_hv) with sample_period P
  * and PERF_SAMPLE_IP into an mmap'ed ring of 1 + 8 pages. The driver presets the counter to -P;
  * it overflows on the P-th event and that event raises the PMI (DESIGN.md §4.4), whose handler
@@ -6,6 +6,9 @@
  * after event jP with the interrupted IP = the address of the window's instruction jP + 1
  * (perf_trace()). P must not divide 8N + 4: the last event is the DISABLE syscall, after which the
  * interrupted IP is the kernel's. Defaults N = 1000, P = 997: 8004 events, 8 samples, remainder 28.
+ * With "pp" the event has precise_ip 2, PEBS on Intel: a record per overflow with the eventing
+ * IP, which Linux reports as the sample's IP with PERF_RECORD_MISC_EXACT_IP: sample j is then the
+ * address of instruction jP itself, and every sample must say EXACT.
  * Also: the read() count must be 8N + 4, and no PERF_RECORD_LOST/THROTTLE/UNTHROTTLE (before
  * opening it sets kernel.perf_cpu_time_max_percent = 0, so a slow, nested PMI handler does not
  * lower the sample rate limit). Prints "perf_sample: instructions C samples S expected E period P"
@@ -30,14 +33,15 @@ static void write_file(const char *path, const char *text) {
 
 int main(int argc, char **argv) {
   const long n = argc > 1 ? atol(argv[1]) : 1000, period = argc > 2 ? atol(argv[2]) : 997;
+  const int precise = argc > 3 && strcmp(argv[3], "pp") == 0;
   const uint64_t total = perf_loop_count((uint64_t)(n > 0 ? n : 0));
   if (n < 1 || n > 1000000 || period < 2 || total % (uint64_t)period == 0 ||
-      total / (uint64_t)period > 1000) {
-    say("usage: perf_sample [N [P]]: P >= 2 must not divide 8N + 4, at most 1000 samples\n");
+      total / (uint64_t)period > 1000 || (argc > 3 && !precise)) {
+    say("usage: perf_sample [N [P [pp]]]: P >= 2 must not divide 8N + 4, at most 1000 samples\n");
     return 2;
   }
   write_file("/proc/sys/kernel/perf_cpu_time_max_percent", "0");
-  const int fd = perf_open_instructions((uint64_t)period);
+  const int fd = perf_open_instructions((uint64_t)period, precise ? 2 : 0);
   if (fd < 0) {
     say("perf_sample: FAIL: perf_event_open: %m\n");
     return 1;
@@ -90,18 +94,21 @@ int main(int argc, char **argv) {
     memcpy(&ip, record + sizeof h, sizeof ip);
     ++samples;
     const uint64_t event = samples * (uint64_t)period; /* 1-based: the overflowing instruction */
-    const uint64_t want = event < total ? trace[event].rip : 0; /* instruction event + 1 */
-    const int ok = ip == want;
-    say("perf_sample: sample %llu: ip=start+%lld (after instruction %llu: want start+%lld)%s\n",
-        (unsigned long long)samples, (long long)(ip - first), (unsigned long long)event,
-        (long long)(want - first), ok ? "" : " DIFFERS");
+    /* After the instruction: instruction event + 1; PEBS: instruction event itself. */
+    const uint64_t want = precise ? trace[event - 1].rip : event < total ? trace[event].rip : 0;
+    const int exact = (h.misc & PERF_RECORD_MISC_EXACT_IP) != 0;
+    const int ok = ip == want && exact == precise;
+    say("perf_sample: sample %llu: ip=start+%lld (%s instruction %llu: want start+%lld)%s%s\n",
+        (unsigned long long)samples, (long long)(ip - first), precise ? "at" : "after",
+        (unsigned long long)event, (long long)(want - first), exact ? " exact" : "",
+        ok ? "" : " DIFFERS");
     if (!ok) bad = 1;
     if (ip < first || ip > perf_disable_syscall())
       say("perf_sample: FAIL: sample %llu outside the window\n", (unsigned long long)samples);
   }
-  say("perf_sample: instructions %llu expected %llu samples %llu expected %llu period %ld\n",
+  say("perf_sample: instructions %llu expected %llu samples %llu expected %llu period %ld%s\n",
       (unsigned long long)count, (unsigned long long)total, (unsigned long long)samples,
-      (unsigned long long)expected, period);
+      (unsigned long long)expected, period, precise ? " precise" : "");
   if (enabled != 0 || disabled != 0 || r != (ssize_t)sizeof count)
     say("perf_sample: FAIL: ioctl ENABLE %ld, DISABLE %ld, read %zd\n", enabled, disabled, r);
   if (samples != expected || others) bad = 1;
