@@ -58,6 +58,10 @@ struct RetiredInstruction {
   // A misaligned load that missed twice is one entry (the lowest address), LWP §4.3.
   std::array<CacheMiss, kMaxCacheMisses> cache_misses{};
   uint8_t cache_miss_count = 0;
+  // Whether it reads / writes data memory: explicit memory operands and the implicit stack ones
+  // (PUSH, POP, CALL, RET), not LEA's address or a prefetch hint.
+  bool loads = false;
+  bool stores = false;
 
   bool is_branch() const { return branch.kind != BranchKind::kNone; }
 };

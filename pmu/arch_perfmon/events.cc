@@ -48,6 +48,10 @@ Event decode_event(uint64_t evtsel) {
     case 0xC5:
       if (mask == 0x00) return Event::kMispredictedBranches;
       break;
+    case 0xD0:
+      if (mask == 0x81) return Event::kMemoryLoads;
+      if (mask == 0x82) return Event::kMemoryStores;
+      break;
     default: break;
   }
   return Event::kUnmodelled;
@@ -93,6 +97,8 @@ uint32_t occurrences(Event e, const RetiredInstruction& insn, bool third_level_c
     case Event::kNearTakenBranches: return insn.is_branch() && b.taken ? 1 : 0;
     case Event::kMispredictedBranches:
       return insn.is_branch() && b.prediction_valid && !b.predicted_correctly ? 1 : 0;
+    case Event::kMemoryLoads: return insn.loads ? 1 : 0;
+    case Event::kMemoryStores: return insn.stores ? 1 : 0;
   }
   return 0;
 }

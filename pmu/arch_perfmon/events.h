@@ -17,6 +17,9 @@
 //   0xC4/0x20 BR_INST_RETIRED.NEAR_TAKEN    every taken branch
 //   0xC5/0x00 Branch Misses Retired (BR_MISP_RETIRED.ALL_BRANCHES)  branches the predictor
 //             got wrong (counted only where the backend reports a prediction)
+//   0xD0/0x81 MEM_INST_RETIRED.ALL_LOADS    1 per instruction that reads data memory
+//   0xD0/0x82 MEM_INST_RETIRED.ALL_STORES   1 per instruction that writes data memory
+//             (explicit operands and the stack's: PUSH, POP, CALL, RET; RetiredInstruction)
 //
 // "Branches" are what the backends report as branches (pmu/retired_instruction.h): near
 // transfers; SYSCALL, INT n, IRET and other far transfers are not (BR_INST_RETIRED.FAR_BRANCH
@@ -43,6 +46,8 @@ enum class Event : uint8_t {
   kNearReturns,
   kNearTakenBranches,
   kMispredictedBranches,
+  kMemoryLoads,
+  kMemoryStores,
 };
 
 // The event IA32_PERFEVTSELx's event select and unit mask (bits 15:0) name.

@@ -33,7 +33,8 @@ inline constexpr uint64_t cmask(uint8_t c) { return uint64_t{c} << 24; }
 inline constexpr uint64_t INST_RETIRED = 0x00C0, CORE_CYCLES = 0x003C, REF_CYCLES = 0x013C,
                           BR_ALL = 0x00C4, BR_CONDITIONAL = 0x01C4, BR_NEAR_CALL = 0x02C4,
                           BR_NEAR_RETURN = 0x08C4, BR_NEAR_TAKEN = 0x20C4, BR_MISP = 0x00C5,
-                          LLC_REFERENCE = 0x4F2E, LLC_MISS = 0x412E;
+                          LLC_REFERENCE = 0x4F2E, LLC_MISS = 0x412E, MEM_INST_ALL_LOADS = 0x81D0,
+                          MEM_INST_ALL_STORES = 0x82D0;
 
 // FIXED_CTR_CTRL field of fixed counter i: OS 1, USR 2, AnyThread 4, PMI 8.
 inline constexpr uint64_t fixed_field(int i, uint64_t bits) { return bits << (4 * i); }

@@ -51,6 +51,27 @@ TEST_F(Counting, BranchEvents) {
   EXPECT_EQ(rd(IA32_PMC0 + 4), 8u);  // taken: all but the two untaken Jcc
 }
 
+// MEM_INST_RETIRED.ALL_LOADS / ALL_STORES: one per retired instruction that reads / writes data
+// memory, however many operands it has (a read-modify-write counts in both).
+TEST_F(Counting, MemoryInstructionsRetired) {
+  ok(IA32_PERFEVTSEL0, MEM_INST_ALL_LOADS | USR | EN);
+  ok(IA32_PERFEVTSEL0 + 1, MEM_INST_ALL_STORES | USR | EN);
+  RetiredInstruction load = insn(), store = insn(), both = insn();
+  load.loads = true;
+  store.stores = true;
+  both.loads = both.stores = true;
+  retire(insn(), 2);  // registers only
+  retire(load, 3);
+  retire(store, 2);
+  retire(both);
+  RetiredInstruction kernel_load = load;
+  kernel_load.cpl = 0;
+  retire(kernel_load);  // USR only
+  EXPECT_EQ(rd(IA32_PMC0), 4u);
+  EXPECT_EQ(rd(IA32_PMC0 + 1), 3u);
+  EXPECT_FALSE(pmu().reads_cache_model()) << "what the decoder says, not the cache model";
+}
+
 TEST_F(Counting, MispredictionsOnlyWhereThePredictorSpoke) {
   ok(IA32_PERFEVTSEL0, BR_MISP | USR | EN);
   RetiredInstruction b = branch(BranchKind::kConditional);

@@ -67,6 +67,38 @@ TEST(StepAccountantTest, LoadsMissThenHitAndCarryLatency) {
   EXPECT_EQ(second->cycles, 1u);
 }
 
+// MEM_INST_RETIRED's loads and stores come from the decoder, with or without the cache model:
+// explicit operands, the stack's implicit ones, not LEA.
+TEST(StepAccountantTest, LoadsAndStoresAreTheInstructionsDataOperands) {
+  StepAccountant acc(small_cache());
+  bool cache = false;
+  acc.set_model_demand([&] { return StepAccountant::ModelDemand{.cache = cache}; });
+  GuestRegisters r{.rbx = 0x10000, .rsp = 0x20000, .rip = 0x400000};
+  struct Case {
+    std::vector<uint8_t> bytes;
+    bool loads, stores;
+    const char* what;
+  };
+  const Case cases[] = {
+      {{0x48, 0x8b, 0x03}, true, false, "mov rax, [rbx]"},
+      {{0x48, 0x89, 0x03}, false, true, "mov [rbx], rax"},
+      {{0x48, 0x01, 0x03}, true, true, "add [rbx], rax"},
+      {{0x48, 0x8d, 0x03}, false, false, "lea rax, [rbx]"},
+      {{0x50}, false, true, "push rax"},
+      {{0x58}, true, false, "pop rax"},
+      {{0x48, 0x01, 0xd8}, false, false, "add rax, rbx"},
+  };
+  for (bool with_cache : {false, true}) {
+    cache = with_cache;
+    for (const Case& c : cases) {
+      const auto i = acc.account(r, c.bytes, 3, 0x400000 + c.bytes.size());
+      ASSERT_TRUE(i) << c.what;
+      EXPECT_EQ(i->loads, c.loads) << c.what << " cache " << with_cache;
+      EXPECT_EQ(i->stores, c.stores) << c.what << " cache " << with_cache;
+    }
+  }
+}
+
 // Issue 21: while no enabled event uses the cache model, loads and stores leave it alone (no
 // misses, one cycle each) and its state stays small; once one does, it starts cold.
 TEST(StepAccountantTest, CacheModelIsLeftAloneWhileNoEventUsesIt) {

@@ -605,6 +605,8 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
     // touch no data. Implicit stack operands (push/pop/call/ret) are included: the instruction
     // itself reads or writes them.
     if (op.type != ZYDIS_OPERAND_TYPE_MEMORY || op.mem.type != ZYDIS_MEMOP_TYPE_MEM) continue;
+    out.reads_memory = out.reads_memory || (op.actions & ZYDIS_OPERAND_ACTION_MASK_READ);
+    out.writes_memory = out.writes_memory || (op.actions & ZYDIS_OPERAND_ACTION_MASK_WRITE);
     if (!context_filled) fill_context(regs, context_), context_filled = true;
     uint64_t address = 0;
     if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddressEx(&insn, &op, regs.rip, &context_, &address)))

@@ -85,6 +85,10 @@ struct DecodedInstruction {
   uint8_t load_count = 0;
   std::array<MemoryAccess, kMaxAccesses> stores{};
   uint8_t store_count = 0;
+  // Some data operand is read / written (also where its address could not be computed, or
+  // beyond kMaxAccesses): MEM_INST_RETIRED's loads and stores.
+  bool reads_memory = false;
+  bool writes_memory = false;
   ControlFlow flow;
   // KVM intercepts it and completes it itself (CPUID, port I/O, RDPMC, VMMCALL/VMCALL): when the
   // guest's own TF is set, KVM queues the single-step #DB into the guest without a debug exit.

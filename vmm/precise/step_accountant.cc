@@ -29,6 +29,8 @@ std::optional<pmu::RetiredInstruction> StepAccountant::account(const GuestRegist
                                          before.rip, decoded.fall_through(before.rip), next_rip)
                     : pmu::branch::BranchPredictor::outcome(
                           decoded.branch, decoded.fall_through(before.rip), next_rip);
+  insn.loads = decoded.reads_memory;
+  insn.stores = decoded.writes_memory;
   uint32_t cycles = 1;
   insn.cycles = cycles;
   if (!demand.cache) return insn;
