@@ -375,7 +375,9 @@ TEST_F(LinuxStepper, SkylakeCountsSignalHandlersRepOnceAndTheGuestsOwnDebugging)
 // loop_known (200004 instructions, 100000 branches, all of them the conditional jnz; its
 // SYSCALL is a far transfer, which BR_INST_RETIRED.ALL_BRANCHES as modelled does not count,
 // pmu/arch_perfmon/events.h): instructions:u (fixed counter 0), branches:u (0x00C4) and r01c4:u
-// (BR_INST_RETIRED.CONDITIONAL, rr's ticks) on general-purpose counters.
+// (BR_INST_RETIRED.CONDITIONAL, rr's ticks) on general-purpose counters. mem_known (40006
+// instructions, 20001 of them loading, 10001 storing: mem_known.S) by perf's Skylake event names
+// MEM_INST_RETIRED.ALL_LOADS / ALL_STORES.
 TEST_F(LinuxStepper, DebiansPerfStatCountsArchitecturalEventsExactly) {
   for (const char* name : {"skylake", "skylake-single"}) {
     SCOPED_TRACE(name);
@@ -383,6 +385,9 @@ TEST_F(LinuxStepper, DebiansPerfStatCountsArchitecturalEventsExactly) {
     EXPECT_NE(r.out.find("200004;;instructions:u;"), std::string::npos) << dump(r);
     EXPECT_NE(r.out.find("100000;;branches:u;"), std::string::npos) << dump(r);
     EXPECT_NE(r.out.find("100000;;r01c4:u;"), std::string::npos) << dump(r);
+    EXPECT_NE(r.out.find("20001;;mem_inst_retired.all_loads:u;"), std::string::npos) << dump(r);
+    EXPECT_NE(r.out.find("10001;;mem_inst_retired.all_stores:u;"), std::string::npos) << dump(r);
+    EXPECT_NE(r.out.find("40006;;instructions:u;"), std::string::npos) << dump(r);
     EXPECT_EQ(r.status, 0) << dump(r);
   }
 }
