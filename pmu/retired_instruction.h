@@ -25,6 +25,7 @@ struct BranchInfo {
   uint64_t next_rip = 0;  // the target if taken, the fall-through address if not
   bool prediction_valid = false;
   bool predicted_correctly = false;  // meaningful only when prediction_valid
+  bool indirect = false;  // the target comes from a register or memory (CALL r/m, JMP r/m, RET)
 };
 
 // Where the data of a load that missed the L1 data cache came from. The values 0–7 are the

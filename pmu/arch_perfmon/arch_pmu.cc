@@ -70,7 +70,7 @@ pmu::Status validate(const Config& c) {
 }
 
 ArchPmu::ArchPmu(const Config& config, InterruptSink& interrupts, PebsMachine* pebs)
-    : config_(config), interrupts_(interrupts), pebs_(pebs) {
+    : config_(config), interrupts_(interrupts), pebs_(pebs), lbr_(state_.lbr) {
   if (const pmu::Status s = validate(config); !s.ok()) throw std::invalid_argument(s.reason());
   if (config.pebs && pebs == nullptr)
     throw std::invalid_argument("architectural PMU: PEBS needs a machine to write its records");
@@ -82,13 +82,15 @@ bool ArchPmu::owns_msr(uint32_t msr) {
   return in(kMsrPmc0, kMaxCounters) || in(kMsrPerfEvtSel0, kMaxCounters) ||
          in(kMsrFixedCtr0, kMaxFixedCounters) || msr == kMsrPerfCapabilities ||
          (msr >= kMsrFixedCtrCtrl && msr <= kMsrGlobalInuse) ||
-         in(kMsrFullWidthPmc0, kMaxCounters) || msr == kMsrPebsEnable || msr == kMsrDsArea;
+         in(kMsrFullWidthPmc0, kMaxCounters) || msr == kMsrPebsEnable || msr == kMsrDsArea ||
+         LastBranchRecords::owns_msr(msr);
 }
 
 uint64_t ArchPmu::perf_capabilities() const {
   uint64_t caps = config_.full_width_writes ? capabilities::kFullWidthWrite : 0;
   if (config_.pebs)
     caps |= capabilities::kPebsFormat3 | capabilities::kPebsArchRegs | capabilities::kPebsTrap;
+  if (config_.lbr) caps |= kLbrFormatInfo;
   return caps;
 }
 
@@ -142,6 +144,8 @@ ArchPmu::BankRegister ArchPmu::bank_register(uint32_t msr) const {
 MsrResult ArchPmu::wrmsr(uint32_t msr, uint64_t value) {
   if (!owns_msr(msr)) return MsrResult::kNotArchPerfmonMsr;
   constexpr MsrResult kGp = MsrResult::kGeneralProtection;
+  if (LastBranchRecords::owns_msr(msr))
+    return config_.lbr && lbr_.wrmsr(msr, value) ? MsrResult::kOk : kGp;
   const BankRegister r = bank_register(msr);
   if (r.bank != Bank::kNone && !r.exists) return kGp;
   switch (r.bank) {
@@ -199,6 +203,11 @@ MsrResult ArchPmu::wrmsr(uint32_t msr, uint64_t value) {
 MsrResult ArchPmu::rdmsr(uint32_t msr, uint64_t& value) const {
   if (!owns_msr(msr)) return MsrResult::kNotArchPerfmonMsr;
   constexpr MsrResult kGp = MsrResult::kGeneralProtection;
+  if (LastBranchRecords::owns_msr(msr)) {
+    if (!config_.lbr) return kGp;
+    value = lbr_.rdmsr(msr);
+    return MsrResult::kOk;
+  }
   const BankRegister r = bank_register(msr);
   if (r.bank != Bank::kNone && !r.exists) return kGp;
   switch (r.bank) {
@@ -308,14 +317,20 @@ void ArchPmu::raise_pmi(uint64_t rip, uint8_t cpl) {
     else
       state_.global_ctrl = 0;  // the legacy freeze: software sets it again
   }
-  if ((state_.debugctl & debugctl::kFreezeLbrsOnPmi) && config_.version >= 4)
-    state_.global_status |= global::kLbrFrozen;
+  if (state_.debugctl & debugctl::kFreezeLbrsOnPmi) {
+    if (config_.version >= 4)
+      state_.global_status |= global::kLbrFrozen;
+    else
+      state_.debugctl &= ~debugctl::kLbr;  // the legacy freeze: software sets it again
+  }
   ++stats_.pmis;
   interrupts_.raise_performance_interrupt();
   if (pmi_observer_) pmi_observer_(rip, cpl);
 }
 
 void ArchPmu::retire(const RetiredInstruction& insn) {
+  // The branch is recorded before its own PMI can freeze the records.
+  if (lbr_recording()) lbr_.retire(insn);
   // Every counter's increments come from the state before the instruction: a freeze its PMI
   // causes applies from the next instruction on.
   std::array<Active, kMaxCounters + kMaxFixedCounters> active;
@@ -378,12 +393,14 @@ bool ArchPmu::pebs_assist(const RetiredInstruction& insn, uint64_t applicable) {
 }
 
 bool ArchPmu::wants_events() const {
+  if (lbr_recording() && (lbr_.records_user() || lbr_.records_kernel())) return true;
   bool wants = false;
   for_each_active([&](const Active& c) { wants = wants || c.event != Event::kUnmodelled; });
   return wants;
 }
 
 bool ArchPmu::wants_kernel_events() const {
+  if (lbr_recording() && lbr_.records_kernel()) return true;
   bool wants = false;
   for_each_active(
       [&](const Active& c) { wants = wants || (c.event != Event::kUnmodelled && c.os); });
@@ -410,6 +427,7 @@ uint64_t ArchPmu::quiet_retirements() const {
 }
 
 UnseenAllowance ArchPmu::unseen_allowance() const {
+  if (lbr_recording()) return UnseenAllowance::none();  // every branch must be seen
   UnseenAllowance allowed;
   bool possible = true;
   const uint64_t filters = evtsel::kCounterMask | evtsel::kInvert | evtsel::kEdge;
@@ -452,6 +470,7 @@ bool ArchPmu::reads_cache_model() const {
 }
 
 bool ArchPmu::reads_branch_predictions() const {
+  if (lbr_recording()) return true;  // LBR_INFO's MISPRED
   bool reads = false;
   for_each_active(
       [&](const Active& c) { reads = reads || arch_perfmon::reads_branch_predictions(c.event); });
@@ -484,7 +503,9 @@ pmu::Status ArchPmu::load_state(const ArchPmuState& s) {
   if (s.fixed_ctrl & fixed_ctrl_reserved()) return refuse("FIXED_CTR_CTRL has reserved bits set");
   if (s.global_ctrl & ~global_enable_bits()) return refuse("GLOBAL_CTRL has reserved bits set");
   if (s.global_status & ~status_bits()) return refuse("GLOBAL_STATUS has reserved bits set");
-  if (s.debugctl & ~kDebugctlFreezeBits) return refuse("DEBUGCTL holds bits the PMU does not keep");
+  if (s.debugctl & ~debugctl_bits()) return refuse("DEBUGCTL holds bits the PMU does not keep");
+  if (!LastBranchRecords::valid(s.lbr)) return refuse("LBR state holds reserved bits");
+  if (!config_.lbr && !(s.lbr == LbrState{})) return refuse("LBR state, but the PMU has no LBR");
   if (s.edge_previous & ~static_cast<uint32_t>(low_bits(config_.counters)))
     return refuse("edge state for counters the PMU lacks");
   if (s.pebs_enable & ~pebs_enable_writable())

@@ -61,10 +61,13 @@
 //    IA32_PEBS_ENABLE: bits 3:0 and the load-latency enables 35:32 for the counters that exist
 //    (load-latency events are not modelled: such a counter counts nothing); others #GP.
 //    IA32_DS_AREA: a canonical linear address, else #GP. Both #GP without Config::pebs.
+//  * LBR (Config::lbr, lbr.h): the 32 last-branch records record while DEBUGCTL.LBR is set and
+//    GLOBAL_STATUS.LBR_Frz is clear, before the instruction's own PMI can freeze them. Without
+//    Config::lbr their MSRs #GP and PERF_CAPABILITIES' LBR format is 0.
 //  * Freeze on PMI (DEBUGCTL, which the VMM owns and passes in set_debugctl()): with
 //    FREEZE_PERFMON_ON_PMI a PMI sets CTR_Frz (version 4) or clears GLOBAL_CTRL (versions 2-3);
-//    with FREEZE_LBRS_ON_PMI it sets LBR_Frz (version 4). Clearing CTR_Frz through
-//    STATUS_RESET lets the counters count again.
+//    with FREEZE_LBRS_ON_PMI it sets LBR_Frz (version 4) or clears DEBUGCTL.LBR (versions 2-3).
+//    Clearing CTR_Frz through STATUS_RESET lets the counters count again.
 #pragma once
 
 #include <array>
@@ -72,6 +75,7 @@
 #include <functional>
 
 #include "pmu/arch_perfmon/events.h"
+#include "pmu/arch_perfmon/lbr.h"
 #include "pmu/arch_perfmon/msr_map.h"
 #include "pmu/arch_perfmon/pebs.h"
 #include "pmu/interrupt_sink.h"
@@ -96,6 +100,7 @@ struct Config {
   bool full_width_writes = true;                // PERF_CAPABILITIES[13]: IA32_A_PMCx
   bool third_level_cache = true;                // the LLC events' last level is an L3
   bool pebs = false;  // PEBS format 3: IA32_PEBS_ENABLE, IA32_DS_AREA (CPUID DS, DTES64)
+  bool lbr = false;   // 32 last-branch records, format 5 (lbr.h)
   bool operator==(const Config&) const = default;
 };
 
@@ -104,6 +109,7 @@ pmu::Status validate(const Config& config);
 
 // DEBUGCTL bits the PMU acts on (SDM vol. 3B 17.4.7).
 namespace debugctl {
+inline constexpr uint64_t kLbr = 1ull << 0;
 inline constexpr uint64_t kFreezeLbrsOnPmi = 1ull << 11;
 inline constexpr uint64_t kFreezePerfmonOnPmi = 1ull << 12;
 }  // namespace debugctl
@@ -118,18 +124,19 @@ struct ArchPmuState {
   uint64_t fixed_ctrl = 0;
   uint64_t global_ctrl = 0;
   uint64_t global_status = 0;
-  uint64_t debugctl = 0;       // the freeze bits last passed in
+  uint64_t debugctl = 0;       // the bits last passed in that the PMU keeps (debugctl_bits())
   uint32_t edge_previous = 0;  // bit x: counter x's CMASK comparison was true in its last cycle
   uint64_t pebs_enable = 0;    // IA32_PEBS_ENABLE
   uint64_t ds_area = 0;        // IA32_DS_AREA
+  LbrState lbr;
   bool operator==(const ArchPmuState&) const = default;
   template <class Archive>
   void archive(Archive& a) {
     a(evtsel, pmc, fixed, fixed_ctrl, global_ctrl, global_status, debugctl, edge_previous,
-      pebs_enable, ds_area);
+      pebs_enable, ds_area, lbr);
   }
 };
-inline constexpr uint16_t kStateVersion = 2;  // 2: PEBS
+inline constexpr uint16_t kStateVersion = 2;  // 2: PEBS and LBR
 
 struct Stats {
   uint64_t instructions = 0;  // retire() calls that found a counting counter
@@ -145,13 +152,19 @@ class ArchPmu {
   // `config` must pass validate(), and a PMU with PEBS needs `pebs` to write its records;
   // otherwise the constructor throws std::invalid_argument.
   ArchPmu(const Config& config, InterruptSink& interrupts, PebsMachine* pebs = nullptr);
+  ArchPmu(const ArchPmu&) = delete;  // lbr_ works on state_
+  ArchPmu& operator=(const ArchPmu&) = delete;
 
   static bool owns_msr(uint32_t msr);
   MsrResult wrmsr(uint32_t msr, uint64_t value);
   MsrResult rdmsr(uint32_t msr, uint64_t& value) const;
 
-  // IA32_DEBUGCTL as the guest set it (the VMM owns the MSR): its freeze bits.
-  void set_debugctl(uint64_t value) { state_.debugctl = value & kDebugctlFreezeBits; }
+  // IA32_DEBUGCTL as the guest set it (the VMM owns the MSR): the bits the PMU keeps, which it
+  // answers for when the guest reads DEBUGCTL: the freeze bits, and LBR with Config::lbr.
+  uint64_t debugctl_bits() const {
+    return kDebugctlFreezeBits | (config_.lbr ? debugctl::kLbr : 0);
+  }
+  void set_debugctl(uint64_t value) { state_.debugctl = value & debugctl_bits(); }
 
   // A counting backend reports one retired instruction.
   void retire(const RetiredInstruction& insn);
@@ -200,6 +213,10 @@ class ArchPmu {
   uint64_t evtsel_reserved() const;
   uint64_t fixed_ctrl_reserved() const;
   bool frozen() const { return state_.global_status & global::kCountersFrozen; }
+  // Whether the last-branch records record now (DEBUGCTL.LBR, not LBR_Frz).
+  bool lbr_recording() const {
+    return (state_.debugctl & debugctl::kLbr) && !(state_.global_status & global::kLbrFrozen);
+  }
 
   // A register of the counter banks, which and whether this PMU has it (bank kNone: another
   // register of the block). wrmsr and rdmsr decode addresses through it.
@@ -250,6 +267,7 @@ class ArchPmu {
   const Config config_;
   InterruptSink& interrupts_;
   PebsMachine* pebs_;
+  LastBranchRecords lbr_;
   PmiObserver pmi_observer_;
   ArchPmuState state_;
   Stats stats_;

@@ -595,6 +595,9 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
       out.gprs_written |= gpr_bit(op.reg.value);
     if (op.type == ZYDIS_OPERAND_TYPE_MEMORY)
       out.gprs_addressing |= gpr_bit(op.mem.base) | gpr_bit(op.mem.index);
+    if (out.branch != pmu::BranchKind::kNone && op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
+        op.imm.is_relative)
+      out.relative_branch = true;
     if (out.branch != pmu::BranchKind::kNone && !vendor_dependent &&
         op.type == ZYDIS_OPERAND_TYPE_IMMEDIATE && op.imm.is_relative) {
       uint64_t target = 0;

@@ -79,8 +79,9 @@ struct DecodedInstruction {
   ZydisMnemonic mnemonic = ZYDIS_MNEMONIC_INVALID;
   pmu::BranchKind branch = pmu::BranchKind::kNone;
   std::optional<uint64_t> direct_target;  // for RIP-relative branches
-  bool lwp_instruction = false;           // LLWPCB / SLWPCB: emulated via #UD, never retire
-  bool syscall = false;                   // SYSCALL: retires at CPL 3, not a branch (§4.2)
+  bool relative_branch = false;  // its target is RIP + an immediate (also without direct_target)
+  bool lwp_instruction = false;  // LLWPCB / SLWPCB: emulated via #UD, never retire
+  bool syscall = false;          // SYSCALL: retires at CPL 3, not a branch (§4.2)
   std::array<MemoryAccess, kMaxAccesses> loads{};
   uint8_t load_count = 0;
   std::array<MemoryAccess, kMaxAccesses> stores{};

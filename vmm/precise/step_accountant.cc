@@ -29,6 +29,7 @@ std::optional<pmu::RetiredInstruction> StepAccountant::account(const GuestRegist
                                          before.rip, decoded.fall_through(before.rip), next_rip)
                     : pmu::branch::BranchPredictor::outcome(
                           decoded.branch, decoded.fall_through(before.rip), next_rip);
+  insn.branch.indirect = insn.is_branch() && !decoded.relative_branch;
   insn.loads = decoded.reads_memory;
   insn.stores = decoded.writes_memory;
   uint32_t cycles = 1;
