@@ -192,7 +192,8 @@ TEST(ArchitecturalPmu, WrittenAndDescribed) {
   EXPECT_THAT(
       describe_profile(p),
       HasSubstr("arch. PMU    CPUID 0xA version 2, counters 4, counter_bits 48, "
-                "fixed_counters 3, fixed_counter_bits 48, modelled_by_pmuvm false, pebs false "
+                "fixed_counters 3, fixed_counter_bits 48, modelled_by_pmuvm false, pebs false, "
+                "lbr false "
                 "(KVM's vPMU"));
 }
 
@@ -264,7 +265,7 @@ TEST(ModelledArchitecturalPmu, WrittenDescribedAndComparedWithKvms) {
   EXPECT_THAT(to_profile_json(modelled), HasSubstr("\"modelled_by_pmuvm\": true"));
   EXPECT_THAT(to_profile_json(Parsed(IntelProfile(kV2))), Not(HasSubstr("modelled_by_pmuvm")));
   EXPECT_THAT(describe_profile(modelled),
-              HasSubstr("modelled_by_pmuvm true, pebs false (pmuvm's model"));
+              HasSubstr("modelled_by_pmuvm true, pebs false, lbr false (pmuvm's model"));
   CpuProfile kvms = modelled;
   kvms.name = "kvms";
   kvms.architectural_pmu->modelled_by_pmuvm = false;
@@ -336,6 +337,23 @@ TEST(ModelledArchitecturalPmu, PebsIsWrittenDescribedAndMustMigrateAlike) {
   without.architectural_pmu->pebs = false;
   EXPECT_EQ(migration_refusals(pebs, without),
             std::vector<std::string>{"architectural PMU pebs true != false"});
+}
+
+// LBR (pmu/arch_perfmon/lbr.h): pmuvm's model only, its format in PERF_CAPABILITIES (PDCM).
+TEST(ModelledArchitecturalPmu, LbrIsTheModelsAndNeedsPdcm) {
+  const CpuProfile p = Parsed(WithFeatures(
+      IntelProfile(R"({"version": 4, "modelled_by_pmuvm": true, "lbr": true})"), R"(["pdcm"])"));
+  EXPECT_TRUE(p.architectural_pmu->lbr);
+  EXPECT_TRUE(arch_pmu_config(p)->lbr);
+  EXPECT_THAT(to_profile_json(p), HasSubstr("\"lbr\": true"));
+  EXPECT_THAT(ErrorOf(WithFeatures(IntelProfile(R"({"version": 4, "lbr": true})"), R"(["pdcm"])")),
+              HasSubstr("architectural_pmu.lbr needs modelled_by_pmuvm"));
+  EXPECT_THAT(ErrorOf(IntelProfile(R"({"version": 4, "modelled_by_pmuvm": true, "lbr": true})")),
+              HasSubstr("architectural_pmu.lbr needs feature \"pdcm\""));
+  CpuProfile without = p;
+  without.architectural_pmu->lbr = false;
+  EXPECT_EQ(migration_refusals(p, without),
+            std::vector<std::string>{"architectural PMU lbr true != false"});
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ TEST(ShippedProfiles, IntelSkylakeHasPmuvmsArchitecturalPmu) {
   EXPECT_EQ(p.family, 0x6u);
   EXPECT_EQ(p.model, 0x5Eu);
   ASSERT_TRUE(p.architectural_pmu.has_value());
-  EXPECT_EQ(*p.architectural_pmu, (ArchitecturalPmu{4, 8, 48, 3, 48, true, true}));
+  EXPECT_EQ(*p.architectural_pmu, (ArchitecturalPmu{4, 8, 48, 3, 48, true, true, true}));
   EXPECT_FALSE(p.netburst.has_value());
   EXPECT_FALSE(p.lwp.available);
   auto has = [&p](const char* f) {

@@ -106,7 +106,7 @@ TEST(ProfileSchema, UnknownKeysListTheTable) {
   EXPECT_THAT(
       ParseError(j),
       HasSubstr("unknown key 'counter' in architectural_pmu (known keys: version, counters, "
-                "counter_bits, fixed_counters, fixed_counter_bits, modelled_by_pmuvm, pebs)"));
+                "counter_bits, fixed_counters, fixed_counter_bits, modelled_by_pmuvm, pebs, lbr)"));
 }
 
 // The tables' rows are what the writer writes: the Intel document with every architectural PMU

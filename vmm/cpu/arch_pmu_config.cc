@@ -15,6 +15,7 @@ pmu::arch_perfmon::Config arch_pmu_config(const ArchitecturalPmu& pmu, const Cpu
       std::find(profile.features.begin(), profile.features.end(), "pdcm") != profile.features.end();
   c.third_level_cache = profile.cache.l3.has_value();
   c.pebs = pmu.pebs;
+  c.lbr = pmu.lbr;
   return c;
 }
 

@@ -75,6 +75,7 @@ struct ArchitecturalPmu {
   uint32_t fixed_counter_bits = 48;  // EDX[12:5]
   bool modelled_by_pmuvm = false;    // pmu/arch_perfmon serves the MSRs; KVM's vPMU is off
   bool pebs = false;  // PEBS format 3 (DS area, IA32_PEBS_ENABLE): pmuvm's model only
+  bool lbr = false;   // 32 last-branch records (LBR format 5): pmuvm's model only
   bool operator==(const ArchitecturalPmu&) const = default;
 };
 

@@ -381,6 +381,12 @@ class ProfileParser {
       if (const pmu::Status valid = pmu::arch_perfmon::validate(arch_pmu_config(a, p)); !valid.ok())
         r_.fail(path, "pmuvm's architectural PMU model: " + valid.reason());
     check_pebs(a, p);
+    // Linux reads the LBR format from PERF_CAPABILITIES (PDCM).
+    if (a.lbr && !a.modelled_by_pmuvm)
+      r_.fail("architectural_pmu.lbr",
+              "architectural_pmu.lbr needs modelled_by_pmuvm (KVM's vPMU offers no LBR here)");
+    if (a.lbr && std::find(p.features.begin(), p.features.end(), "pdcm") == p.features.end())
+      r_.fail("architectural_pmu.lbr", "architectural_pmu.lbr needs feature \"pdcm\"");
     p.architectural_pmu = a;
   }
 

@@ -125,6 +125,7 @@ inline constexpr Field<ArchitecturalPmu> kArchitecturalPmu[] = {
     {"fixed_counter_bits", &ArchitecturalPmu::fixed_counter_bits, 32, 64, kOptional, kDec, kMin, kAtLeast},
     {"modelled_by_pmuvm",  &ArchitecturalPmu::modelled_by_pmuvm,   0,  0, kOptional, kDec, kMin, kSame, false},
     {"pebs",               &ArchitecturalPmu::pebs,                0,  0, kOptional, kDec, kMin, kSame, false},
+    {"lbr",                &ArchitecturalPmu::lbr,                 0,  0, kOptional, kDec, kMin, kSame, false},
 };
 
 // The cache model's geometry: the guest never sees it through CPUID, so migration ignores it.

@@ -222,6 +222,11 @@ void Machine::Impl::create_vcpus() {
                     {ap::kMsrFullWidthPmc0, ap::kMaxCounters},
                     {kMsrDebugctl, 1}});
     if (guest_cpu_.arch_pmu->pebs) trapped.push_back({ap::kMsrDsArea, 1});  // PEBS_ENABLE: 0x3xx
+    if (guest_cpu_.arch_pmu->lbr)
+      trapped.insert(trapped.end(), {{ap::kMsrLbrSelect, 2},
+                                     {ap::kMsrLbrFrom0, ap::kLbrEntries},
+                                     {ap::kMsrLbrTo0, ap::kLbrEntries},
+                                     {ap::kMsrLbrInfo0, ap::kLbrEntries}});
   }
   vm->set_msr_filter(trapped);
 }

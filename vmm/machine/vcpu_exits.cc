@@ -25,14 +25,16 @@ constexpr uint64_t kDebugctlLbrAndBtf = 0x3;
 // so). A selector's RPL is what the guest loaded, not the privilege level.
 bool VcpuRunner::write_msr(uint32_t msr, uint64_t value) {
   // Under pmuvm's architectural PMU (the only time DEBUGCTL is trapped) its freeze bits are the
-  // model's; LBR and BTF go to KVM as before (which ignores them without LBR virtualization);
+  // model's, and LBR too where the model has last-branch records (ArchPmu::debugctl_bits());
+  // else LBR and BTF go to KVM as before (which ignores them without LBR virtualization);
   // the other defined bits (BTS, uncore PMI, FREEZE_WHILE_SMM: no SMM here) are accepted and
   // read back as 0. Only LBR and BTF go to KVM: bits 6 and up are reserved on an AMD host,
   // where KVM with LBR virtualization refuses them. Where KVM refuses LBR or BTF (an Intel host
   // without LBR for the guest), the write is the #GP KVM would have given; nothing changes.
   if (pmu::arch_perfmon::ArchPmu* ap = pmu_->arch_pmu(); ap && msr == kMsrDebugctl) {
     if (value & ~kDebugctlDefined) return false;
-    if (!kvm_->try_set_msr(kMsrDebugctl, value & kDebugctlLbrAndBtf)) return false;
+    if (!kvm_->try_set_msr(kMsrDebugctl, value & kDebugctlLbrAndBtf & ~ap->debugctl_bits()))
+      return false;
     ap->set_debugctl(value);
     return true;
   }
@@ -62,7 +64,7 @@ std::optional<uint64_t> VcpuRunner::read_msr(uint32_t msr) {
   const std::optional<uint64_t>& misc_enable = host_.guest_cpu().misc_enable;
   if (msr == kMsrMiscEnable && misc_enable) return *misc_enable;
   if (pmu::arch_perfmon::ArchPmu* ap = pmu_->arch_pmu(); ap && msr == kMsrDebugctl)
-    return kvm_->msr(kMsrDebugctl) | ap->state().debugctl;
+    return (kvm_->msr(kMsrDebugctl) & ~ap->debugctl_bits()) | ap->state().debugctl;
   const kvm_sregs s = kvm_->exit_sregs();
   const MsrOutcome o = pmu_->read_msr(msr, s.ss.dpl, s.cr3);
   if (!o.handled || o.general_protection) return std::nullopt;

@@ -207,6 +207,9 @@ nlohmann::json VcpuRunner::pmu_state() {
                                {"ds_area", s.ds_area},
                                {"records", ap->stats().pebs_records},
                                {"dropped", ap->stats().pebs_dropped}};
+    if (c.lbr)
+      j["arch_pmu"]["lbr"] = {
+          {"debugctl_lbr", (s.debugctl & 1) != 0}, {"select", s.lbr.select}, {"tos", s.lbr.tos}};
   }
   return j;
 }
