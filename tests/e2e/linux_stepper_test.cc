@@ -349,6 +349,58 @@ TEST_F(LinuxStepper, DebiansPerfRecordWithPebsSamplesTheEventingInstruction) {
   }
 }
 
+// perf record --call-graph lbr -e instructions:u -c 1009 over calls_known (calls_known.S: _start
+// jumps to calls_main, which calls f1 200 times; f1 calls f2, f2 calls f3, f3 loops 50 times;
+// 21805 instructions): 21 samples, sample k after instruction 1009 k. Linux reads the LBR call
+// stack at each PMI and perf turns it into the chain: the innermost call's target, then every
+// call site from the newest on. So the chain names the functions whose calls have not returned
+// at that point of the listing: f3 f2 f1 calls_main inside f3, f2 f1 calls_main in f2 (its call
+// of f3 not yet made, or returned), f1 calls_main in f1.
+std::vector<std::string> calls_known_chains() {
+  std::vector<int> depth_after;  // call depth after each instruction, in order
+  auto run = [&](int depth, int n) { depth_after.insert(depth_after.end(), n, depth); };
+  run(0, 2);  // jmp calls_main; mov $OUTER, %ebx
+  for (int pass = 0; pass < 200; ++pass) {
+    run(1, 1), run(2, 1), run(3, 1);  // call f1, call f2, call f3
+    run(3, 1 + 2 * 50);               // mov $INNER, %ecx; the loop
+    run(2, 1), run(1, 1), run(0, 1);  // ret, ret, ret
+    run(0, 2);                        // dec %ebx; jnz
+  }
+  run(0, 3);  // exit
+  static const char* const kChains[] = {"calls_main", "f1 calls_main", "f2 f1 calls_main",
+                                        "f3 f2 f1 calls_main"};
+  std::vector<std::string> chains;
+  for (size_t event = 1009; event <= depth_after.size(); event += 1009)
+    chains.push_back(kChains[depth_after[event - 1]]);
+  return chains;
+}
+
+TEST_F(LinuxStepper, DebiansPerfRecordCallGraphLbrGivesExactCallChains) {
+  const std::vector<std::string> expected = calls_known_chains();
+  ASSERT_EQ(expected.size(), 21u);
+  for (const char* name : {"skylake", "skylake-single"}) {
+    SCOPED_TRACE(name);
+    const Result& r = boot(name);
+    std::string out = r.out;
+    out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+    // perf script prints each frame as a tab, the address and the symbol; a blank line ends it.
+    std::vector<std::string> chains;
+    std::string chain;
+    std::istringstream lines(out);
+    static const std::regex frame(R"(\t +[0-9a-f]+ (f3|f2|f1|calls_main))");
+    std::smatch m;
+    for (std::string line; std::getline(lines, line);) {
+      if (std::regex_match(line, m, frame)) {
+        chain += (chain.empty() ? "" : " ") + m[1].str();
+      } else if (!chain.empty()) {
+        chains.push_back(chain);
+        chain.clear();
+      }
+    }
+    EXPECT_EQ(chains, expected) << dump(r);
+  }
+}
+
 // --cpu intel-skylake: pmuvm's architectural PMU under Linux's Intel driver ---------------------
 
 // arch/x86/events/core.c's "Performance Events: " + intel_pmu_init's "Skylake events, " and
@@ -358,7 +410,8 @@ TEST_F(LinuxStepper, SkylakeBootUsesTheIntelDriverOnPmuvmsModel) {
   const Result& r = boot("skylake");
   EXPECT_EQ(r.status, 0) << dump(r);
   for (const char* line :
-       {"Performance Events: PEBS fmt3+, Skylake events, full-width counters, Intel PMU driver.",
+       {"Performance Events: PEBS fmt3+, Skylake events, 32-deep LBR, full-width counters, Intel "
+        "PMU driver.",
         "core: Userspace RDPMC support disabled, counters are read with RDMSR",
         "... version:                4", "... bit width:              48",
         "... generic registers:      8", "... fixed-purpose events:   3"})
