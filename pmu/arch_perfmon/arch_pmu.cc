@@ -1,6 +1,7 @@
 #include "pmu/arch_perfmon/arch_pmu.h"
 
 #include <algorithm>
+#include <bit>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -310,7 +311,7 @@ uint64_t ArchPmu::increments(const Active& c, const RetiredInstruction& insn) {
   return n;
 }
 
-void ArchPmu::raise_pmi(uint64_t rip, uint8_t cpl) {
+void ArchPmu::raise_pmi(uint64_t raised_by, uint64_t rip, uint8_t cpl) {
   if (state_.debugctl & debugctl::kFreezePerfmonOnPmi) {
     if (config_.version >= 4)
       state_.global_status |= global::kCountersFrozen;
@@ -325,7 +326,7 @@ void ArchPmu::raise_pmi(uint64_t rip, uint8_t cpl) {
   }
   ++stats_.pmis;
   interrupts_.raise_performance_interrupt();
-  if (pmi_observer_) pmi_observer_(rip, cpl);
+  if (pmi_observer_) pmi_observer_(std::countr_zero(raised_by), rip, cpl);
 }
 
 void ArchPmu::retire(const RetiredInstruction& insn) {
@@ -342,7 +343,7 @@ void ArchPmu::retire(const RetiredInstruction& insn) {
   });
   if (n == 0) return;
   ++stats_.instructions;
-  bool pmi = false;
+  uint64_t pmi = 0;  // the status bits that raise one
   uint64_t pebs_wrapped = 0;
   for (size_t k = 0; k < n; ++k)
     if (added[k] && add(value_of(active[k]), added[k], active[k].width_mask)) {
@@ -352,10 +353,10 @@ void ArchPmu::retire(const RetiredInstruction& insn) {
         continue;
       }
       state_.global_status |= active[k].status_bit;
-      pmi = pmi || active[k].pmi;
+      if (active[k].pmi) pmi |= active[k].status_bit;
     }
-  if (pebs_wrapped && pebs_assist(insn, pebs_wrapped)) pmi = true;
-  if (pmi) raise_pmi(insn.rip, insn.cpl);
+  if (pebs_wrapped && pebs_assist(insn, pebs_wrapped)) pmi |= global::kOvfBuffer;
+  if (pmi) raise_pmi(pmi, insn.rip, insn.cpl);
 }
 
 bool ArchPmu::pebs_assist(const RetiredInstruction& insn, uint64_t applicable) {

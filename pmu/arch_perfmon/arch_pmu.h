@@ -169,9 +169,10 @@ class ArchPmu {
   // A counting backend reports one retired instruction.
   void retire(const RetiredInstruction& insn);
 
-  // Called at every PMI, with the instruction whose retirement raised it (RIP 0, CPL 3 for a
-  // batch of unseen instructions): a sample.
-  using PmiObserver = std::function<void(uint64_t rip, uint8_t cpl)>;
+  // Called at every PMI, with the GLOBAL_STATUS bit that raised it (x: PMCx, 32 + i: fixed
+  // counter i, 62: the PEBS buffer; the lowest where several did) and the instruction whose
+  // retirement raised it: a sample.
+  using PmiObserver = std::function<void(int status_bit, uint64_t rip, uint8_t cpl)>;
   void set_pmi_observer(PmiObserver observer) { pmi_observer_ = std::move(observer); }
 
   // Whether some counter counts a modelled event now: the backend must report instructions.
@@ -254,7 +255,7 @@ class ArchPmu {
   // What `insn` adds to counter `c` (CMASK/INV/EDGE applied; a general-purpose counter's edge
   // state updated).
   uint64_t increments(const Active& c, const RetiredInstruction& insn);
-  void raise_pmi(uint64_t rip, uint8_t cpl);
+  void raise_pmi(uint64_t raised_by, uint64_t rip, uint8_t cpl);
   // The PEBS counters that exist: IA32_PEBS_ENABLE's counter bits.
   uint64_t pebs_counter_bits() const;
   uint64_t pebs_enable_writable() const;

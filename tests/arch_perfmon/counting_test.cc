@@ -149,7 +149,10 @@ TEST_F(Counting, OverflowRaisesItsPmiOnTheNthEventExactly) {
   ok(IA32_PERFEVTSEL0, INST_RETIRED | USR | EN | INT);
   ok(IA32_PMC0, static_cast<uint32_t>(-5));  // -5 as a 32-bit write
   std::vector<uint64_t> at;
-  pmu().set_pmi_observer([&](uint64_t rip, uint8_t) { at.push_back(rip); });
+  pmu().set_pmi_observer([&](int bit, uint64_t rip, uint8_t) {
+    EXPECT_EQ(bit, 0) << "PMC0's";
+    at.push_back(rip);
+  });
   for (uint64_t n = 1; n <= 5; ++n) {
     RetiredInstruction i = insn();
     i.rip = 0x1000 + n;

@@ -200,11 +200,12 @@ void Machine::Impl::create_vcpus() {
             raw->task(), raw->index(), rec.bytes,
             raw->pmu().lwp().event_interval(std::to_integer<uint8_t>(rec.bytes[0])));
     });
-    if (pmu::netburst::NetburstPmu* nb = v->pmu().netburst())
-      nb->set_pmi_observer([this, raw](int counter, uint64_t rip, uint8_t cpl) {
-        std::lock_guard<std::mutex> g(report_lock);
-        if (perf_data) perf_data->add_pmi(raw->task(), raw->index(), counter, rip, cpl);
-      });
+    auto pmi_sample = [this, raw](int counter, uint64_t rip, uint8_t cpl) {
+      std::lock_guard<std::mutex> g(report_lock);
+      if (perf_data) perf_data->add_pmi(raw->task(), raw->index(), counter, rip, cpl);
+    };
+    if (pmu::netburst::NetburstPmu* nb = v->pmu().netburst()) nb->set_pmi_observer(pmi_sample);
+    if (pmu::arch_perfmon::ArchPmu* ap = v->pmu().arch_pmu()) ap->set_pmi_observer(pmi_sample);
     vcpus.push_back(std::move(v));
   }
   // The PMU MSRs pmuvm implements: LWP, MISC_ENABLE, the NetBurst range, the PV MSRs, and the

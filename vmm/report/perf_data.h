@@ -11,8 +11,9 @@
 //    sequence number: deterministic, in order), CPU (the vCPU), PERIOD, ADDR (a branch's target, a
 //    DCache miss's data address), WEIGHT (a miss's latency in cycles) and, for branches, a
 //    one-entry branch stack {from, to, predicted/mispredicted} (`perf report -b`);
-//  * per NetBurst PMI, a SAMPLE of a raw event (config: the counter that overflowed) at the
-//    instruction whose retirement raised it, period 1.
+//  * per PMI of a NetBurst or architectural PMU, a SAMPLE of a raw event (ADDR: the counter that
+//    overflowed; for the architectural PMU its GLOBAL_STATUS bit: x for PMCx, 32 + i for fixed
+//    counter i, 62 for the PEBS buffer) at the instruction whose retirement raised it, period 1.
 //
 // Samples are written as records arrive; the header and attributes when the run ends (finish()).
 // A file without them (pmuvm killed) is incomplete, as a perf.data is when perf is.
@@ -52,7 +53,7 @@ class PerfDataFile {
   // 1 is written). Records of other event IDs than the three LWP defines are left out.
   void add_record(uint32_t task, uint32_t vcpu, const pmu::lwp::EventRecordBytes& record,
                   uint64_t period);
-  // One NetBurst PMI of `task` on `vcpu`: raised by `counter` at the retirement of the instruction
+  // One PMI of `task` on `vcpu`: raised by `counter` at the retirement of the instruction
   // at `rip` (at `cpl`; rip 0: unknown, a batch the host backend counted). A sample of a fourth
   // event, raw config = the counter's number, written only when a run has PMIs.
   void add_pmi(uint32_t task, uint32_t vcpu, int counter, uint64_t rip, uint8_t cpl);
