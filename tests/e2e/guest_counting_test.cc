@@ -198,17 +198,6 @@ TEST_F(GuestCounting, ReportCountsRecordsPerTaskAndEvent) {
   EXPECT_NE(r.out.find("   branches retired: 1 records\n"), std::string::npos) << r.out;
 }
 
-// The standard output and error of a shell command (Debian's perf here).
-std::string output_of(const std::string& command) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::string out;
-  if (!pipe) return out;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  pclose(pipe);
-  return out;
-}
-
 // --perf-data read by Debian's perf, which nobody here wrote: lwp_exact's records (known in
 // advance, lwp_exact.c: instructions at 10, 20 and 30 with interval 10, the third branch with
 // interval 3, all in main's asm block) are perf samples of `instructions:u` and `branches:u` with

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -40,6 +41,16 @@ class GuestTest : public ::testing::Test {
       if (line.rfind(prefix, 0) == 0) kept += line + "\n";
     }
     return kept;
+  }
+  // The standard output and error of a shell command (Debian's perf here).
+  static std::string output_of(const std::string& command) {
+    FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+    std::string out;
+    if (!pipe) return out;
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+    pclose(pipe);
+    return out;
   }
   // Everything a run said, for a failure message.
   static std::string dump(const Result& r) {

@@ -24,6 +24,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <iostream>
@@ -47,6 +48,14 @@ struct Boot {
   std::vector<std::string> options;  // --cpu, --vcpus
   std::string cmdline;
 };
+
+// Where the skylake-host boot writes its PMIs as perf samples (--perf-data).
+const std::string& skylake_perf_data() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  static const std::string path =
+      std::string(dir ? dir : "/tmp") + "/skylake-host-" + std::to_string(getpid()) + ".perf.data";
+  return path;
+}
 
 const std::map<std::string, Boot>& boots() {
   static const std::map<std::string, Boot> all = {
@@ -83,7 +92,8 @@ const std::map<std::string, Boot>& boots() {
         "perf_sample 1000 997 pp"}},
       {"skylake-host",
        {{"--cpu", "intel-skylake", "--backend", "host", "--host-counters", "double",
-         "--double-skid", "16", "--skid-margin", "16"},
+         "--double-skid", "16", "--skid-margin", "16", "--log-level", "info", "--perf-data",
+         skylake_perf_data()},
         "console=ttyS0 nmi_watchdog=0 -- perf_count 1000 , perf_count 1 , perf_sample 1000 997 , "
         "perf_sample 1000 997 pp"}},
       // One vCPU: the LWP #PF trap and init's exit run on the same one.
@@ -321,6 +331,27 @@ TEST_F(LinuxGuest, PebsSamplesAreTheEventingInstructionsUnderEveryBackend) {
     EXPECT_NE(lines(r, "perf_sample:").find(kSamplesAt), std::string::npos) << dump(r);
     EXPECT_EQ(pmuvm_e2e::occurrences(r.out, "init: perf_sample exited 0"), 2u) << dump(r);
   }
+}
+
+// The architectural PMU's PMIs in --perf-data, read by Debian's perf on the host: one sample per
+// PMI the PMU raised (its closing log line), each with the GLOBAL_STATUS bit that raised it as
+// its address: fixed counter 0 (32, perf_sample's instructions) or the PEBS buffer (62).
+TEST_F(LinuxGuest, PerfDataHasASampleForEveryArchitecturalPmi) {
+  const Result& r = boot("skylake-host");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex("the architectural PMU raised ([0-9]+) PMI")))
+      << dump(r);
+  const int pmis = std::stoi(m[1]);
+  EXPECT_GE(pmis, 8) << "perf_sample's eight at least";
+  const std::string script = output_of("perf script -i " + skylake_perf_data() + " -F event,addr");
+  std::istringstream lines(script);
+  int samples = 0, known_bits = 0;
+  for (std::string line; std::getline(lines, line);) {
+    samples += line.find("raw 0x0:ku:") != std::string::npos;
+    known_bits += std::regex_search(line, std::regex("raw 0x0:ku: +(20|3e)$"));
+  }
+  EXPECT_EQ(samples, pmis) << script;
+  EXPECT_EQ(known_bits, pmis) << script;
 }
 
 // Under the host backend the windows perf counts ran unseen between its overflows (the counting
