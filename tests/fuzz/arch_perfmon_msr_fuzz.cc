@@ -6,7 +6,7 @@
 //   byte 0  version 2 + b % 3          byte 3  fixed counters b % 4
 //   byte 1  counters 1 + b % 8         byte 4  fixed counter bits 32 + b % 17
 //   byte 2  counter bits 32 + b % 17   byte 5  bit 0 full-width writes, bit 1 third-level cache,
-//                                              bit 2 PEBS
+//                                              bit 2 PEBS, bit 3 LBR
 // then operations until the input ends, each an opcode byte (taken % 9) and its operands:
 //   0 WRMSR   msr (an index into the PMU's addresses, or raw), value
 //   1 RDMSR   msr
@@ -44,10 +44,11 @@ namespace ap = pmu::arch_perfmon;
 using pmuvm_fuzz::Input;
 
 // The PMU's addresses and their neighbours; anything else comes raw.
-constexpr uint32_t kAddresses[] = {0xC0,  0xC1,  0xC4,  0xC8,  0xC9,  0x185, 0x186, 0x189, 0x18D,
-                                   0x18E, 0x308, 0x309, 0x30A, 0x30B, 0x30C, 0x345, 0x38C, 0x38D,
-                                   0x38E, 0x38F, 0x390, 0x391, 0x392, 0x393, 0x4C0, 0x4C1, 0x4C5,
-                                   0x4C8, 0x4C9, 0x1D9, 0x3F0, 0x3F1, 0x3F2, 0x5FF, 0x600, 0x601};
+constexpr uint32_t kAddresses[] = {
+    0xC0,  0xC1,  0xC4,  0xC8,  0xC9,  0x185, 0x186, 0x189, 0x18D, 0x18E, 0x308, 0x309, 0x30A,
+    0x30B, 0x30C, 0x345, 0x38C, 0x38D, 0x38E, 0x38F, 0x390, 0x391, 0x392, 0x393, 0x4C0, 0x4C1,
+    0x4C5, 0x4C8, 0x4C9, 0x1D9, 0x3F0, 0x3F1, 0x3F2, 0x5FF, 0x600, 0x601, 0x1C7, 0x1C8, 0x1C9,
+    0x1CA, 0x67F, 0x680, 0x69F, 0x6A0, 0x6BF, 0x6C0, 0x6DF, 0x6E0, 0xDBF, 0xDC0, 0xDDF, 0xDE0};
 
 // The guest memory PEBS writes into: a window with the DS area at its start.
 constexpr uint64_t kMemory = 0xFFFFFE0000000000, kWindow = 0x10000;
@@ -76,6 +77,8 @@ pmu::RetiredInstruction instruction(Input& in) {
   i.branch.taken = c & 0x08;
   i.branch.prediction_valid = c & 0x10;
   i.branch.predicted_correctly = c & 0x20;
+  i.branch.indirect = b & 0x40;
+  i.branch.next_rip = 0x400000 + (a ^ b);
   i.cache_miss_count = (c >> 6) % 3;
   for (uint8_t m = 0; m < i.cache_miss_count; ++m) {
     static constexpr pmu::DataSource kSources[] = {
@@ -88,7 +91,8 @@ pmu::RetiredInstruction instruction(Input& in) {
 
 bool reads_back(uint32_t msr) {
   return (msr >= 0x186 && msr <= 0x18D) || (msr >= 0x4C1 && msr <= 0x4C8) || msr == 0x38D ||
-         msr == 0x38F;
+         msr == 0x38F || (msr >= 0x1C8 && msr <= 0x1C9) || (msr >= 0x680 && msr <= 0x69F) ||
+         (msr >= 0x6C0 && msr <= 0x6DF) || (msr >= 0xDC0 && msr <= 0xDDF);
 }
 
 }  // namespace
@@ -105,6 +109,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   c.full_width_writes = flags & 1;
   c.third_level_cache = flags & 2;
   c.pebs = flags & 4;
+  c.lbr = flags & 8;
   FUZZ_CHECK(ap::validate(c).ok());
   pmu::testing::RecordingInterruptSink sink;
   FuzzMachine machine;
@@ -184,6 +189,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s.edge_previous = in.u32();
         s.pebs_enable = in.u64();
         s.ds_area = in.u64();
+        s.lbr.select = in.u64();
+        s.lbr.tos = in.u32();
+        s.lbr.cycles = in.u32();
+        s.lbr.info[in.u8() % 32] = in.u64();
+        s.lbr.from[in.u8() % 32] = in.u64();
         const ap::ArchPmuState before = pmu.state();
         if (!pmu.load_state(s).ok()) FUZZ_CHECK(pmu.state() == before);
         break;
