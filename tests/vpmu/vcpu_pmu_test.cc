@@ -157,7 +157,8 @@ TEST_F(VcpuPmuTest, ArchitecturalPmuMsrsRouteOnlyWhenTheProfileHasThePmu) {
 TEST_F(VcpuPmuTest, PebsRecordsGoThroughPageTablesIntoSupervisorMemory) {
   pmu::arch_perfmon::Config c;
   c.pebs = true;
-  EXPECT_THROW(VcpuPmu(0, 0, caps_, 1, ram_, irq_, std::nullopt, nullptr, c), std::invalid_argument);
+  EXPECT_THROW(VcpuPmu(0, 0, caps_, 1, ram_, irq_, std::nullopt, nullptr, c),
+               std::invalid_argument);
   int register_reads = 0;
   VcpuPmu with(0, 0, caps_, 1, ram_, irq_, std::nullopt, nullptr, c, [&] {
     ++register_reads;
