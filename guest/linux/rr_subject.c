@@ -3,9 +3,12 @@
  * time, random bytes, the TSC (rr traps RDTSC), its pid — and then, three times, how many
  * iterations of a loop ran before an interval timer's SIGALRM arrived. rr records where each
  * signal came by its ticks (retired conditional branches, pmuvm's architectural PMU) and must
- * deliver it at the same iteration when it replays; `rr replay -a` prints the same lines again.
- * Exit status 0. */
+ * deliver it at the same iteration when it replays. Then a second thread counts until the main
+ * thread, after a 5 ms nanosleep, tells it to stop: how far it got depends on how rr scheduled
+ * the two (it preempts a thread after a number of ticks, by the PMU's overflow interrupt), and
+ * the replay must schedule them alike. `rr replay -a` prints the same lines again. Exit status 0. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +23,14 @@ static volatile sig_atomic_t fired;
 static void on_alarm(int sig) {
   (void)sig;
   fired = 1;
+}
+
+static volatile int stop;
+
+static void *count_until_stopped(void *arg) {
+  unsigned long *counted = arg;
+  while (!stop) ++*counted;
+  return NULL;
 }
 
 int main(void) {
@@ -45,6 +56,14 @@ int main(void) {
     }
     printf("rr_subject: round %d: SIGALRM after %lu iterations (mix %lx)\n", round, iterations, mix);
   }
+  unsigned long counted = 0;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, count_until_stopped, &counted) != 0) return 1;
+  const struct timespec pause = {0, 5000000};
+  nanosleep(&pause, NULL);
+  stop = 1;
+  if (pthread_join(thread, NULL) != 0) return 1;
+  printf("rr_subject: thread: counted %lu before it was stopped\n", counted);
   fflush(stdout);
   return 0;
 }

@@ -3,8 +3,9 @@
 // counts its ticks (BR_INST_RETIRED.CONDITIONAL, r5101c4, user only) on the model and takes
 // overflow interrupts from it, and `rr replay -a` replays what `rr record` recorded: a static
 // loop, and rr_subject (guest/linux/rr_subject.c), dynamically linked, whose time, random bytes,
-// TSC and the iteration at which three SIGALRMs arrived differ from run to run, so replay prints
-// the recording's lines only if rr delivered each signal at the recorded tick. (rr refuses to
+// TSC, the iteration at which three SIGALRMs arrived and how far a second thread counted before
+// the first stopped it differ from run to run, so replay prints the recording's lines only if rr
+// delivered each signal at the recorded tick and scheduled the threads as recorded. (rr refuses to
 // record without a PMU, and KVM gives a guest none on a host without one.) One boot
 // (guest/linux/rr_checks); runs on a KVM host (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
@@ -47,7 +48,7 @@ TEST_F(RrGuest, RecordsAndReplaysWithoutError) {
 }
 
 // The replay prints exactly the recording's lines, including the values that differ from run to
-// run and the iterations at which the asynchronous signals came.
+// run, the iterations at which the asynchronous signals came and the second thread's count.
 TEST_F(RrGuest, ReplayPrintsWhatTheRecordingPrinted) {
   const Result& r = boot();
   const std::string both = lines(r, "rr_subject:");
@@ -55,7 +56,8 @@ TEST_F(RrGuest, ReplayPrintsWhatTheRecordingPrinted) {
       "rr_subject: pid \\d+, time \\d+\\.\\d{9}, random [0-9a-f]{16}, tsc \\d+\n"
       "rr_subject: round 1: SIGALRM after \\d+ iterations \\(mix [0-9a-f]+\\)\n"
       "rr_subject: round 2: SIGALRM after \\d+ iterations \\(mix [0-9a-f]+\\)\n"
-      "rr_subject: round 3: SIGALRM after \\d+ iterations \\(mix [0-9a-f]+\\)\n");
+      "rr_subject: round 3: SIGALRM after \\d+ iterations \\(mix [0-9a-f]+\\)\n"
+      "rr_subject: thread: counted \\d+ before it was stopped\n");
   ASSERT_EQ(both.size() % 2, 0u) << dump(r);
   const std::string record = both.substr(0, both.size() / 2);
   const std::string replay = both.substr(both.size() / 2);
