@@ -269,6 +269,23 @@ TEST_F(LinuxStepper, DebiansPerfStatCountsTwoEventsExactly) {
   }
 }
 
+// The symbols of loop_known's samples as `perf script -F ip,sym` lists them in `text`, in order,
+// each followed by a space.
+std::string scripted_loop_symbols(const std::string& text) {
+  static const std::regex script_line(R"(\n +[0-9a-f]+ (loop_dec|loop_jnz|_start)(?=\n))");
+  std::string sampled;
+  for (std::sregex_iterator m(text.begin(), text.end(), script_line), end; m != end; ++m)
+    sampled += (*m)[1].str() + " ";
+  return sampled;
+}
+
+// `odd` `even` `odd` ... for samples 1..n, each followed by a space.
+std::string alternating(const std::string& odd, const std::string& even, int n) {
+  std::string s;
+  for (int k = 1; k <= n; ++k) s += (k % 2 ? odd : even) + " ";
+  return s;
+}
+
 // perf record -c 1009 over loop_small (20004 instructions, loop_known.S): the counter overflows
 // at every 1009th instruction, so 19 samples (19 * 1009 = 19171 <= 20004 < 20 * 1009) whose
 // event count is 19171, each interrupting after instruction k * 1009: the sampled IP is the next
@@ -297,12 +314,7 @@ TEST_F(LinuxStepper, DebiansPerfRecordSamplesEveryPthInstructionExactly) {
       by_symbol[(*m)[2]] += std::stoi((*m)[1]);
     EXPECT_EQ(by_symbol, (std::map<std::string, int>{{"loop_dec", 10}, {"loop_jnz", 9}}))
         << dump(r);
-    static const std::regex script_line(R"(\n +[0-9a-f]+ (loop_dec|loop_jnz|_start)(?=\n))");
-    std::string sampled, expected;
-    for (std::sregex_iterator m(counted.begin(), counted.end(), script_line), end; m != end; ++m)
-      sampled += (*m)[1].str() + " ";
-    for (int k = 1; k <= 19; ++k) expected += k % 2 ? "loop_dec " : "loop_jnz ";
-    EXPECT_EQ(sampled, expected) << dump(r);
+    EXPECT_EQ(scripted_loop_symbols(counted), alternating("loop_dec", "loop_jnz", 19)) << dump(r);
 
     std::map<std::string, int> frequency_symbols;
     for (std::sregex_iterator m(frequency.begin(), frequency.end(), symbol_line), end; m != end;
@@ -340,12 +352,7 @@ TEST_F(LinuxStepper, DebiansPerfRecordWithPebsSamplesTheEventingInstruction) {
     EXPECT_NE(section.find("# Samples: 19  of event 'instructions:upp'"), std::string::npos)
         << dump(r);
     EXPECT_NE(section.find("# Event count (approx.): 19171\n"), std::string::npos) << dump(r);
-    static const std::regex script_line(R"(\n +[0-9a-f]+ (loop_dec|loop_jnz|_start)(?=\n))");
-    std::string sampled, expected;
-    for (std::sregex_iterator m(section.begin(), section.end(), script_line), end; m != end; ++m)
-      sampled += (*m)[1].str() + " ";
-    for (int k = 1; k <= 19; ++k) expected += k % 2 ? "loop_jnz " : "loop_dec ";
-    EXPECT_EQ(sampled, expected) << dump(r);
+    EXPECT_EQ(scripted_loop_symbols(section), alternating("loop_jnz", "loop_dec", 19)) << dump(r);
   }
 }
 
