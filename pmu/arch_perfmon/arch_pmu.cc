@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -365,9 +366,13 @@ bool ArchPmu::pebs_assist(const RetiredInstruction& insn, uint64_t applicable) {
     return memory.read(address, std::as_writable_bytes(std::span(&value, 1)));
   };
   const uint64_t ds = state_.ds_area;
+  // A DS area whose fields would wrap past 2^64 (a guest's choice: DS_AREA only has to be
+  // canonical) is unreachable like an unmapped one.
+  const bool reachable = ds <= UINT64_MAX - (ds::kPebsCounterReset + 8 * kMaxPebsCounters);
   uint64_t index = 0, maximum = 0, threshold = 0;
   bool written = false;
-  if (read_u64(ds + ds::kPebsIndex, index) && read_u64(ds + ds::kPebsAbsoluteMaximum, maximum) &&
+  if (reachable && read_u64(ds + ds::kPebsIndex, index) &&
+      read_u64(ds + ds::kPebsAbsoluteMaximum, maximum) &&
       read_u64(ds + ds::kPebsInterruptThreshold, threshold) && index <= maximum &&
       maximum - index >= kPebsRecordSize) {
     const auto record = pebs_record(pebs_->registers_after(), applicable, insn.rip);
@@ -380,7 +385,7 @@ bool ArchPmu::pebs_assist(const RetiredInstruction& insn, uint64_t applicable) {
   for (uint32_t x = 0; x < kMaxPebsCounters; ++x) {
     if (!(applicable & (uint64_t{1} << x))) continue;
     uint64_t reset = 0;
-    if (!read_u64(ds + ds::kPebsCounterReset + 8 * x, reset)) reset = 0;
+    if (!reachable || !read_u64(ds + ds::kPebsCounterReset + 8 * x, reset)) reset = 0;
     state_.pmc[x] = reset & counter_mask();
   }
   if (!written) {

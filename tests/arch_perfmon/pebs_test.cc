@@ -214,6 +214,22 @@ TEST_F(PebsTest, AnUnmappedBufferOrDsAreaIsNeverACrash) {
   EXPECT_EQ(sink_.pmis, 0);
 }
 
+// DS_AREA only has to be canonical: one at the top of the address space, whose fields would wrap
+// to low addresses, reaches nothing (here the wrapped addresses are mapped: nothing is read).
+TEST_F(PebsTest, ADsAreaWhoseFieldsWrapIsUnreachable) {
+  machine_.memory.map(0, 0x1000);
+  ok(IA32_DS_AREA, 0xFFFFFFFFFFFFFFF0);
+  ok(IA32_PMC0, kMask48);
+  ok(IA32_PERFEVTSEL0, EN | USR | INST_RETIRED);
+  ok(IA32_PEBS_ENABLE, 1);
+  machine_.memory.clear_log();
+  pmu().retire(at(0x401000));
+  EXPECT_EQ(pmu().stats().pebs_dropped, 1u);
+  EXPECT_TRUE(machine_.memory.reads().empty());
+  EXPECT_TRUE(machine_.memory.writes().empty());
+  EXPECT_EQ(rd(IA32_PMC0), 0u);
+}
+
 TEST_F(PebsTest, AnIndexPastTheMaximumTakesNoRecord) {
   set_buffer(16, 1);
   machine_.memory.poke_u64(kDs + PEBS_INDEX, kBuffer + 17 * RECORD);  // a guest's bad index
