@@ -72,7 +72,7 @@ pmu::Status validate(const Config& c) {
 }
 
 ArchPmu::ArchPmu(const Config& config, InterruptSink& interrupts, PebsMachine* pebs)
-    : config_(config), interrupts_(interrupts), pebs_(pebs), lbr_(state_.lbr) {
+    : config_(config), interrupts_(interrupts), pebs_(pebs), state_(), lbr_(state_.lbr) {
   if (const pmu::Status s = validate(config); !s.ok()) throw std::invalid_argument(s.reason());
   if (config.pebs && pebs == nullptr)
     throw std::invalid_argument("architectural PMU: PEBS needs a machine to write its records");

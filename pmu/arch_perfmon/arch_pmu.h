@@ -268,9 +268,9 @@ class ArchPmu {
   const Config config_;
   InterruptSink& interrupts_;
   PebsMachine* pebs_;
-  LastBranchRecords lbr_;
   PmiObserver pmi_observer_;
   ArchPmuState state_;
+  LastBranchRecords lbr_;  // works on state_.lbr: declared after it
   Stats stats_;
 };
 
