@@ -6,8 +6,9 @@
 // TSC, the iteration at which three SIGALRMs arrived and how far a second thread counted before
 // the first stopped it differ from run to run, so replay prints the recording's lines only if rr
 // delivered each signal at the recorded tick and scheduled the threads as recorded. (rr refuses to
-// record without a PMU, and KVM gives a guest none on a host without one.) One boot
-// (guest/linux/rr_checks); runs on a KVM host (tests/kvm_host_test.bzl).
+// record without a PMU, and KVM gives a guest none on a host without one.) One boot under the KVM
+// stepper with block steps (guest/linux/rr_checks), and rr_subject again with one exit per
+// instruction (kvm-single); runs on a KVM host (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -24,12 +25,20 @@ using pmuvm_e2e::runfile;
 
 class RrGuest : public pmuvm_e2e::GuestTest {
  protected:
+  static Result boot_with(const std::string& stepper, const std::string& programs) {
+    return run({"run", "--stats", "--cpu", "intel-skylake", "--stepper", stepper, "--mem", "512",
+                "--kernel", runfile("guest_kernel_patches/bzImage"), "--initrd",
+                runfile("guest/linux/initramfs_perf.cpio"), "--cmdline",
+                "console=ttyS0 nmi_watchdog=0 -- " + programs},
+               900);
+  }
   static const Result& boot() {
-    static const Result r = run({"run", "--stats", "--cpu", "intel-skylake", "--mem", "512",
-                                 "--kernel", runfile("guest_kernel_patches/bzImage"), "--initrd",
-                                 runfile("guest/linux/initramfs_perf.cpio"), "--cmdline",
-                                 "console=ttyS0 nmi_watchdog=0 -- @rr_checks"},
-                                900);
+    static const Result r = boot_with("kvm", "@rr_checks");
+    return r;
+  }
+  static const Result& single_stepped() {
+    static const Result r = boot_with(
+        "kvm-single", "rr record -o /rr-subject /bin/rr_subject , rr replay -a /rr-subject");
     return r;
   }
 };
@@ -50,19 +59,23 @@ TEST_F(RrGuest, RecordsAndReplaysWithoutError) {
 // The replay prints exactly the recording's lines, including the values that differ from run to
 // run, the iterations at which the asynchronous signals came and the second thread's count.
 TEST_F(RrGuest, ReplayPrintsWhatTheRecordingPrinted) {
-  const Result& r = boot();
-  const std::string both = lines(r, "rr_subject:");
-  static const std::regex recorded(
-      "rr_subject: pid \\d+, time \\d+\\.\\d{9}, random [0-9a-f]{16}, tsc \\d+\n"
-      "rr_subject: round 1: SIGALRM after \\d+ iterations \\(mix [0-9a-f]+\\)\n"
-      "rr_subject: round 2: SIGALRM after \\d+ iterations \\(mix [0-9a-f]+\\)\n"
-      "rr_subject: round 3: SIGALRM after \\d+ iterations \\(mix [0-9a-f]+\\)\n"
-      "rr_subject: thread: counted \\d+ before it was stopped\n");
-  ASSERT_EQ(both.size() % 2, 0u) << dump(r);
-  const std::string record = both.substr(0, both.size() / 2);
-  const std::string replay = both.substr(both.size() / 2);
-  EXPECT_TRUE(std::regex_match(record, recorded)) << dump(r);
-  EXPECT_EQ(replay, record) << dump(r);
+  for (const Result* each : {&boot(), &single_stepped()}) {
+    const Result& r = *each;
+    SCOPED_TRACE(&r == &boot() ? "kvm" : "kvm-single");
+    EXPECT_EQ(r.status, 0) << dump(r);
+    const std::string both = lines(r, "rr_subject:");
+    static const std::regex recorded(
+        "rr_subject: pid \\d+, time \\d+\\.\\d{9}, random [0-9a-f]{16}, tsc \\d+\n"
+        "rr_subject: round 1: SIGALRM after \\d+ iterations \\(mix [0-9a-f]+\\)\n"
+        "rr_subject: round 2: SIGALRM after \\d+ iterations \\(mix [0-9a-f]+\\)\n"
+        "rr_subject: round 3: SIGALRM after \\d+ iterations \\(mix [0-9a-f]+\\)\n"
+        "rr_subject: thread: counted \\d+ before it was stopped\n");
+    ASSERT_EQ(both.size() % 2, 0u) << dump(r);
+    const std::string record = both.substr(0, both.size() / 2);
+    const std::string replay = both.substr(both.size() / 2);
+    EXPECT_TRUE(std::regex_match(record, recorded)) << dump(r);
+    EXPECT_EQ(replay, record) << dump(r);
+  }
 }
 
 }  // namespace
