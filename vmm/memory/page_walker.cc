@@ -96,7 +96,8 @@ bool PagedGuestMemory::copy_out(uint64_t linear, std::span<std::byte> out, Ok ok
 }
 
 bool PagedGuestMemory::write(uint64_t linear, std::span<const std::byte> in) {
-  // LWP writes on behalf of the user program: user-mode permissions apply (§5.3).
+  // LWP writes on behalf of the user program: user-mode permissions apply (§5.3). PEBS writes
+  // the kernel's DS buffer: supervisor permissions.
   return for_each_piece(
       linear, in.size(),
       [this](const Translation& t) { return t.writable && (t.user || supervisor_); },
