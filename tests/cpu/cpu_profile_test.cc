@@ -126,9 +126,7 @@ TEST(ShippedProfiles, IntelSkylakeHasPmuvmsArchitecturalPmu) {
   EXPECT_EQ(*p.architectural_pmu, (ArchitecturalPmu{4, 8, 48, 3, 48, true, true, true}));
   EXPECT_FALSE(p.netburst.has_value());
   EXPECT_FALSE(p.lwp.available);
-  auto has = [&p](const char* f) {
-    return std::find(p.features.begin(), p.features.end(), f) != p.features.end();
-  };
+  auto has = [&p](const char* f) { return p.has_feature(f); };
   for (const char* f : {"pdcm", "ds", "dtes64"}) EXPECT_TRUE(has(f)) << f;
   EXPECT_TRUE(has("hypervisor")) << "Linux's Intel driver reads counters with RDMSR then (0008)";
   for (const char* hidden : {"rtm", "hle", "htt", "xsave", "avx"})
@@ -164,9 +162,7 @@ TEST(ShippedProfiles, IntelNetburst) {
   ASSERT_TRUE(p.netburst.has_value());
   EXPECT_EQ(*p.netburst, (NetburstParams{18, 40, 1}));
   EXPECT_LT(p.max_basic_leaf, 0xAu) << "no architectural perfmon leaf: Linux picks the P4 driver";
-  auto has = [&](const char* f) {
-    return std::find(p.features.begin(), p.features.end(), f) != p.features.end();
-  };
+  auto has = [&p](const char* f) { return p.has_feature(f); };
   for (const char* f : {"lm", "nx", "syscall", "sse2", "sse3", "apic", "clfsh"})
     EXPECT_TRUE(has(f)) << f;
   for (const char* f : {"ds", "htt", "pdcm", "dtes64", "x2apic", "avx", "xsave", "monitor"})

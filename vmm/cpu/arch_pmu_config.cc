@@ -1,7 +1,5 @@
 #include "vmm/cpu/arch_pmu_config.h"
 
-#include <algorithm>
-
 namespace vmm {
 
 pmu::arch_perfmon::Config arch_pmu_config(const ArchitecturalPmu& pmu, const CpuProfile& profile) {
@@ -11,8 +9,7 @@ pmu::arch_perfmon::Config arch_pmu_config(const ArchitecturalPmu& pmu, const Cpu
   c.counter_bits = pmu.counter_bits;
   c.fixed_counters = pmu.version >= 2 ? pmu.fixed_counters : 0;
   c.fixed_counter_bits = pmu.fixed_counter_bits;
-  c.full_width_writes =
-      std::find(profile.features.begin(), profile.features.end(), "pdcm") != profile.features.end();
+  c.full_width_writes = profile.has_feature("pdcm");
   c.third_level_cache = profile.cache.l3.has_value();
   c.pebs = pmu.pebs;
   c.lbr = pmu.lbr;

@@ -11,6 +11,7 @@
 // the JSON syntax error, or the key (array element) the problem is about.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -104,6 +105,9 @@ struct CpuProfile {
   uint32_t max_extended_leaf = 0x80000004;
   std::vector<std::string> features;
   std::optional<AddressSizes> address_sizes;  // nullopt: leaf 0x80000008 EAX reads 0
+  bool has_feature(std::string_view name) const {
+    return std::find(features.begin(), features.end(), name) != features.end();
+  }
 
   std::vector<CpuidOverride> cpuid_overrides;
   // IA32_MISC_ENABLE (MSR 0x1A0) value the VMM sets, or nullopt to leave KVM's default.

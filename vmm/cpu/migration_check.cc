@@ -1,7 +1,5 @@
 #include "vmm/cpu/migration_check.h"
 
-#include <algorithm>
-
 #include "vmm/cpu/lwp_profile_names.h"
 #include "vmm/cpu/profile_field_ops.h"
 #include "vmm/cpu/profile_schema.h"
@@ -48,9 +46,7 @@ std::vector<std::string> migration_refusals(const CpuProfile& guest_saw,
     out.push_back("vendor " + guest_saw.vendor + " != " + destination.vendor);
   schema::refuse(out, "", schema::kProfile, guest_saw, destination);  // family, model
   for (const std::string& f : guest_saw.features)
-    if (std::find(destination.features.begin(), destination.features.end(), f) ==
-        destination.features.end())
-      out.push_back("CPUID feature " + f + " missing");
+    if (!destination.has_feature(f)) out.push_back("CPUID feature " + f + " missing");
   section(out, guest_saw.address_sizes, destination.address_sizes, "address_sizes missing",
           "address_sizes.", schema::kAddressSizes);
   lwp(out, guest_saw.lwp, destination.lwp);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
 #include <tuple>
@@ -146,8 +147,7 @@ class ProfileParser {
           r_.fail(path, path +
                             ": \"lwp\" (CPUID 0x80000001 ECX[15]) follows the lwp section; "
                             "do not list it");
-        if (std::find(p.features.begin(), p.features.end(), name) != p.features.end())
-          r_.fail(path, path + ": feature " + name + " is listed twice");
+        if (p.has_feature(name)) r_.fail(path, path + ": feature " + name + " is listed twice");
         p.features.push_back(name);
         leaves.emplace_back(f->leaf, path);
       }
@@ -380,27 +380,31 @@ class ProfileParser {
     if (a.modelled_by_pmuvm)
       if (const pmu::Status valid = pmu::arch_perfmon::validate(arch_pmu_config(a, p)); !valid.ok())
         r_.fail(path, "pmuvm's architectural PMU model: " + valid.reason());
-    check_pebs(a, p);
-    // Linux reads the LBR format from PERF_CAPABILITIES (PDCM).
-    if (a.lbr && !a.modelled_by_pmuvm)
-      r_.fail("architectural_pmu.lbr",
-              "architectural_pmu.lbr needs modelled_by_pmuvm (KVM's vPMU offers no LBR here)");
-    if (a.lbr && std::find(p.features.begin(), p.features.end(), "pdcm") == p.features.end())
-      r_.fail("architectural_pmu.lbr", "architectural_pmu.lbr needs feature \"pdcm\"");
+    // Linux finds PEBS through CPUID's DS (DTES64: the 64-bit DS area) and LBR by model, and
+    // reads both formats from PERF_CAPABILITIES (PDCM).
+    check_model_part(a.pebs, "pebs", "PEBS", {"ds", "dtes64", "pdcm"}, a, p);
+    check_model_part(a.lbr, "lbr", "LBR", {"pdcm"}, a, p);
+    check_pebs_misc_enable(a, p);
     p.architectural_pmu = a;
   }
 
-  // Linux believes in PEBS when CPUID has DS and MISC_ENABLE bit 12 (PEBS unavailable) is clear,
-  // and reads its format from PERF_CAPABILITIES (PDCM); it takes BTS unless bit 11 is set.
-  void check_pebs(const ArchitecturalPmu& a, const CpuProfile& p) {
-    const char* const path = "architectural_pmu.pebs";
-    if (a.pebs && !a.modelled_by_pmuvm)
-      r_.fail(path, "architectural_pmu.pebs needs modelled_by_pmuvm (KVM's vPMU offers no PEBS)");
-    if (a.pebs)
-      for (const char* needed : {"ds", "dtes64", "pdcm"})
-        if (std::find(p.features.begin(), p.features.end(), needed) == p.features.end())
-          r_.fail(path, std::string("architectural_pmu.pebs needs feature \"") + needed +
-                            "\" (CPUID 1: DS, DTES64, PDCM)");
+  // A part of pmuvm's own model that `key` turns on needs the model (KVM's vPMU has no such part
+  // here) and the CPUID features through which the guest finds it.
+  void check_model_part(bool on, const char* key, const char* part,
+                        std::initializer_list<const char*> features, const ArchitecturalPmu& a,
+                        const CpuProfile& p) {
+    if (!on) return;
+    const std::string path = std::string("architectural_pmu.") + key;
+    if (!a.modelled_by_pmuvm)
+      r_.fail(path, path + " needs modelled_by_pmuvm (KVM's vPMU offers no " + part + ")");
+    for (const char* needed : features)
+      if (!p.has_feature(needed))
+        r_.fail(path, path + " needs feature \"" + needed + "\" (CPUID 1)");
+  }
+
+  // Linux believes in PEBS when MISC_ENABLE bit 12 (PEBS unavailable) is clear, and takes BTS
+  // unless bit 11 is set.
+  void check_pebs_misc_enable(const ArchitecturalPmu& a, const CpuProfile& p) {
     if (!a.modelled_by_pmuvm) return;
     const bool misc_says_pebs = p.misc_enable && !(*p.misc_enable & kMiscEnablePebsUnavailable);
     if (misc_says_pebs != a.pebs)
