@@ -30,8 +30,8 @@
 //  * IA32_PERF_GLOBAL_INUSE (version 4): read-only: bit x = PERFEVTSELx[7:0] != 0, bit 32+i =
 //    fixed counter i's enable bits (OS|USR) != 0, bit 63 = some INT or fixed PMI bit set.
 //  * IA32_PERF_CAPABILITIES: read-only: FW_WRITE (13) with Config::full_width_writes; with
-//    Config::pebs PEBS format 3 (11:8), PEBS_ARCH_REG (7) and PEBS_TRAP (6). LBR format 0: the
-//    LBR MSRs are not offered (Linux probes them and does without).
+//    Config::pebs PEBS format 3 (11:8), PEBS_ARCH_REG (7) and PEBS_TRAP (6); LBR format (5:0) 5
+//    with Config::lbr, else 0 (the LBR MSRs #GP, and Linux, which probes them, does without).
 //
 // Counting (per retired instruction, retire()):
 //  * A general-purpose counter counts while PERFEVTSELx.EN and its GLOBAL_CTRL bit are set, a
