@@ -265,14 +265,9 @@ TEST_F(GuestCounting, PerfDataHasASampleForEveryNetburstPmi) {
   EXPECT_GE(pmis, handled);
   ASSERT_GT(handled, 5);
   const std::string script = output_of("perf script -i " + data + " -F event,ip,sym,addr");
-  std::istringstream lines(script);
-  int samples = 0, named = 0;
-  for (std::string line; std::getline(lines, line);) {
-    samples += line.find("raw 0x0:ku:") != std::string::npos;
-    named += std::regex_search(line, std::regex("raw 0x0:ku: +c +40[0-9a-f]{4} [a-z_]+$"));
-  }
-  EXPECT_EQ(samples, pmis) << script;
-  EXPECT_EQ(named, pmis) << script;
+  EXPECT_EQ(lines_matching(script, std::regex("raw 0x0:ku:")), pmis) << script;
+  EXPECT_EQ(lines_matching(script, std::regex("raw 0x0:ku: +c +40[0-9a-f]{4} [a-z_]+$")), pmis)
+      << script;
 }
 
 // NetBurst through the bundled kernel's driver (syscalls 5-7) over netburst_exact's sequence:

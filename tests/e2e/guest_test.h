@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -51,6 +52,13 @@ class GuestTest : public ::testing::Test {
     for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
     pclose(pipe);
     return out;
+  }
+  // How many lines of `text` contain a match of `pattern` (perf script's samples, say).
+  static int lines_matching(const std::string& text, const std::regex& pattern) {
+    std::istringstream in(text);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) n += std::regex_search(line, pattern);
+    return n;
   }
   // Everything a run said, for a failure message.
   static std::string dump(const Result& r) {

@@ -26,6 +26,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <iostream>
 #include <memory>
@@ -106,6 +107,9 @@ const std::map<std::string, Boot>& boots() {
   return all;
 }
 
+// Live migration of a Linux boot, twice (defined with its cases below).
+Result migrate_linux_twice(const std::vector<std::string>& boot, uint64_t reference_counted);
+
 class LinuxGuest : public pmuvm_e2e::GuestTest {
  protected:
   // The result of boot `name`, booting it the first time a case asks.
@@ -152,6 +156,24 @@ class LinuxGuest : public pmuvm_e2e::GuestTest {
           runfile("guest/linux/initramfs.cpio"), std::string("--cmdline"), b.cmdline})
       argv.push_back(a);
     return argv;
+  }
+  // Boot `name` migrated twice (migrate_linux_twice) beside its reference boot, which must count
+  // more than `min_counted` instructions: the migrated boot exits 0, and the console lines of
+  // each of `programs` and of init are the reference boot's.
+  static Result migrates_like_its_reference(const std::string& name, uint64_t min_counted,
+                                            std::initializer_list<const char*> programs) {
+    const Result& reference = boot(name);
+    EXPECT_EQ(reference.status, 0) << dump(reference);
+    const uint64_t counted = pmuvm_e2e::counted_instructions(reference.err);
+    EXPECT_GT(counted, min_counted) << dump(reference);
+    if (reference.status != 0 || counted <= min_counted) return Result{};
+    const Result all = migrate_linux_twice(boot_args(name), counted);
+    EXPECT_EQ(all.status, 0) << dump(all);
+    std::vector<const char*> compared(programs);
+    compared.push_back("init:");
+    for (const char* program : compared)
+      EXPECT_EQ(lines(all, program), lines(reference, program)) << program << "\n" << dump(all);
+    return all;
   }
 };
 
@@ -346,14 +368,8 @@ TEST_F(LinuxGuest, PerfDataHasASampleForEveryArchitecturalPmi) {
   const int pmis = std::stoi(m[1]);
   EXPECT_GE(pmis, 8) << "perf_sample's eight at least";
   const std::string script = output_of("perf script -i " + skylake_perf_data() + " -F event,addr");
-  std::istringstream lines(script);
-  int samples = 0, known_bits = 0;
-  for (std::string line; std::getline(lines, line);) {
-    samples += line.find("raw 0x0:ku:") != std::string::npos;
-    known_bits += std::regex_search(line, std::regex("raw 0x0:ku: +(20|3e)$"));
-  }
-  EXPECT_EQ(samples, pmis) << script;
-  EXPECT_EQ(known_bits, pmis) << script;
+  EXPECT_EQ(lines_matching(script, std::regex("raw 0x0:ku:")), pmis) << script;
+  EXPECT_EQ(lines_matching(script, std::regex("raw 0x0:ku: +(20|3e)$")), pmis) << script;
 }
 
 // Under the host backend the windows perf counts ran unseen between its overflows (the counting
@@ -484,16 +500,17 @@ Result migrate_linux_twice(const std::vector<std::string>& boot, uint64_t refere
 // without migration (console output, in-kernel PIT/PIC/IOAPIC state, TSC, every task's LWPCB and
 // the steppers' state all moved).
 TEST_F(LinuxGuest, MigratesTwiceWhileBootingAndProfiling) {
-  const Result& reference = boot("lwp");
-  ASSERT_EQ(reference.status, 0) << dump(reference);
-  const uint64_t counted = pmuvm_e2e::counted_instructions(reference.err);
-  ASSERT_GT(counted, 100u) << dump(reference);
-  const Result all = migrate_linux_twice(boot_args("lwp"), counted);
-  EXPECT_EQ(all.status, 0) << dump(all);
+  const Result all =
+      migrates_like_its_reference("lwp", 100, {"lwp_selfcheck:", "lwp_sigio:", "cpuinfo_flags:"});
   EXPECT_TRUE(has_line(all, "init: exit status 0")) << dump(all);
-  for (const char* program : {"lwp_selfcheck:", "lwp_sigio:", "cpuinfo_flags:", "init:"})
-    EXPECT_EQ(lines(all, program), lines(reference, program)) << program << "\n" << dump(all);
   EXPECT_TRUE(has_line(all, "init: lwp_pair exited 0")) << dump(all);
+}
+
+// The intel-skylake boot migrated the same way, the second time inside perf's counted or sampled
+// windows: the architectural PMU's counters, selects and pending overflow move with the guest
+// (vcpuN.arch_pmu), and perf's exact counts and sample IPs are the reference boot's.
+TEST_F(LinuxGuest, ASkylakeGuestMigratesTwiceWhilePerfCountsAndSamples) {
+  migrates_like_its_reference("skylake", 16000, {"perf_count:", "perf_sample:"});
 }
 
 // A guest that floods the LWP report (issue 38): 8 processes, each with its own address space,
@@ -502,20 +519,6 @@ TEST_F(LinuxGuest, MigratesTwiceWhileBootingAndProfiling) {
 // before, 65536 per task and event, so all were placed and a guest with 4096 processes could reach
 // ~805 M entries) and counts the rest; the VM, flooded, then migrates (the report within the state
 // a migration frame carries) and the destination reports every record.
-// The intel-skylake boot migrated the same way, the second time inside perf's counted or sampled
-// windows: the architectural PMU's counters, selects and pending overflow move with the guest
-// (vcpuN.arch_pmu), and perf's exact counts and sample IPs are the reference boot's.
-TEST_F(LinuxGuest, ASkylakeGuestMigratesTwiceWhilePerfCountsAndSamples) {
-  const Result& reference = boot("skylake");
-  ASSERT_EQ(reference.status, 0) << dump(reference);
-  const uint64_t counted = pmuvm_e2e::counted_instructions(reference.err);
-  ASSERT_GT(counted, 16000u) << dump(reference);
-  const Result all = migrate_linux_twice(boot_args("skylake"), counted);
-  EXPECT_EQ(all.status, 0) << dump(all);
-  for (const char* program : {"perf_count:", "perf_sample:", "init:"})
-    EXPECT_EQ(lines(all, program), lines(reference, program)) << program << "\n" << dump(all);
-}
-
 TEST_F(LinuxGuest, AnLwpReportFloodStaysWithinItsBudgetAndMigrates) {
   const std::string base = "/tmp/pmuvm-flood-" + std::to_string(getpid());
   const std::string api = base + ".api", incoming = base + ".mig";
