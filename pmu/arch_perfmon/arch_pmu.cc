@@ -446,6 +446,8 @@ UnseenAllowance ArchPmu::unseen_allowance() const {
       allowed.instructions = std::min(allowed.instructions, left);
     else if (c.event == Event::kBranches)
       allowed.branches = std::min(allowed.branches, left);
+    else if (c.event == Event::kConditionalBranches)
+      allowed.conditional_branches = std::min(allowed.conditional_branches, left);
     else
       possible = false;
   });
@@ -455,13 +457,14 @@ UnseenAllowance ArchPmu::unseen_allowance() const {
 void ArchPmu::retire_unseen(const UnseenRetirements& batch) {
   if (!unseen_allowance().admits(batch))
     throw std::logic_error("architectural PMU: a batch of unseen instructions it did not admit");
-  if (batch.instructions == 0 && batch.branches == 0) return;
+  if (batch.empty()) return;
   bool any = false;
   for_each_active([&](const Active& c) {
     if (!c.usr) return;
-    const uint64_t n = c.event == Event::kInstructions ? batch.instructions
-                       : c.event == Event::kBranches   ? batch.branches
-                                                       : 0;
+    const uint64_t n = c.event == Event::kInstructions          ? batch.instructions
+                       : c.event == Event::kBranches            ? batch.branches
+                       : c.event == Event::kConditionalBranches ? batch.conditional_branches
+                                                                : 0;
     any = any || c.event != Event::kUnmodelled;
     add(value_of(c), n, c.width_mask);  // admitted: no wrap
   });

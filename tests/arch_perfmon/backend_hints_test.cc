@@ -62,9 +62,31 @@ TEST_F(BackendHints, UnseenBatchesOfInstructionsAndBranches) {
   EXPECT_THROW(pmu().retire_unseen({1, 1}), std::logic_error);  // the next one overflows
 }
 
+TEST_F(BackendHints, UnseenBatchesOfConditionalBranches) {
+  // rr's ticks: BR_INST_RETIRED.CONDITIONAL at CPL 3 with a PMI at the wrap.
+  ok(IA32_PERFEVTSEL0, BR_CONDITIONAL | USR | EN | INT);
+  ok(IA32_PERFEVTSEL0 + 1, BR_ALL | USR | EN);
+  ok(IA32_A_PMC0, kMask48 - 49);
+  ok(IA32_A_PMC0 + 1, 7);
+  const UnseenAllowance a = pmu().unseen_allowance();
+  EXPECT_TRUE(a.possible);
+  EXPECT_EQ(a.conditional_branches, 50u);
+  EXPECT_EQ(a.branches, kMask48 - 7 + 1);
+  EXPECT_EQ(a.instructions, UINT64_MAX);
+  pmu().retire_unseen({.instructions = 1000, .branches = 200, .conditional_branches = 49});
+  EXPECT_EQ(rd(IA32_PMC0), kMask48);
+  EXPECT_EQ(rd(IA32_PMC0 + 1), 207u);
+  EXPECT_EQ(sink_.pmis, 0);
+  EXPECT_EQ(pmu().unseen_allowance().conditional_branches, 1u);
+  EXPECT_THROW(pmu().retire_unseen({.instructions = 1, .branches = 1, .conditional_branches = 1}),
+               std::logic_error);
+  pmu().retire_unseen({.instructions = 5, .branches = 5});  // other branches: no wrap
+  EXPECT_EQ(rd(IA32_PMC0 + 1), 212u);
+}
+
 TEST_F(BackendHints, WhatNeedsEachInstruction) {
   for (uint64_t sel :
-       {BR_CONDITIONAL | USR | EN, INST_RETIRED | USR | OS | EN, INST_RETIRED | USR | EN | cmask(1),
+       {BR_NEAR_TAKEN | USR | EN, INST_RETIRED | USR | OS | EN, INST_RETIRED | USR | EN | cmask(1),
         CORE_CYCLES | USR | EN, LLC_MISS | USR | EN}) {
     ok(IA32_PERFEVTSEL0, sel);
     EXPECT_FALSE(pmu().unseen_allowance().possible) << std::hex << sel;

@@ -16,11 +16,22 @@ const HostCapabilities kNoPmu{.instructions_missing =
                               .branches_missing =
                                   "perf_event_open(type 0, config 4): No such "
                                   "file or directory",
+                              .conditional_branches_missing =
+                                  "perf_event_open(type 4, config "
+                                  "453): No such file or directory",
                               .perf_event_paranoid = 2};
 const HostCapabilities kPmu{};
 const HostCapabilities kPmuWithoutBranches{.instructions_missing = std::nullopt,
                                            .branches_missing = "not supported",
+                                           .conditional_branches_missing = std::nullopt,
                                            .perf_event_paranoid = 2};
+const HostCapabilities kPmuWithoutConditionalBranches{
+    .instructions_missing = std::nullopt,
+    .branches_missing = std::nullopt,
+    .conditional_branches_missing =
+        "no conditional-branch event is known for GenuineIntel family "
+        "0x6 model 0x1",
+    .perf_event_paranoid = std::nullopt};
 
 std::function<HostCapabilities()> probe(const HostCapabilities& host) {
   return [host] { return host; };
@@ -66,10 +77,25 @@ TEST(CountingChoice, AutoTakesTheHostPmuOnlyWhereItCounts) {
   ASSERT_TRUE(with.host.has_value());
   EXPECT_FALSE(with.host->counter_double);
   EXPECT_TRUE(with.host->free_run.count_branches);
+  EXPECT_TRUE(with.host->free_run.count_conditional_branches);
+  EXPECT_NE(with.why.find("counts guest instructions, branches, conditional branches"),
+            std::string::npos)
+      << with.why;
   const CountingChoice partly = Chosen({}, kPmuWithoutBranches);
   ASSERT_TRUE(partly.host.has_value());
   EXPECT_FALSE(partly.host->free_run.count_branches);
-  EXPECT_NE(partly.why.find("branch events are stepped"), std::string::npos) << partly.why;
+  EXPECT_NE(partly.why.find("not branches (not supported): branches events are stepped"),
+            std::string::npos)
+      << partly.why;
+  const CountingChoice no_conditional = Chosen({}, kPmuWithoutConditionalBranches);
+  ASSERT_TRUE(no_conditional.host.has_value());
+  EXPECT_TRUE(no_conditional.host->free_run.count_branches);
+  EXPECT_FALSE(no_conditional.host->free_run.count_conditional_branches);
+  EXPECT_NE(no_conditional.why.find("not conditional branches (no conditional-branch event is "
+                                    "known for GenuineIntel family 0x6 model 0x1): conditional "
+                                    "branches events are stepped"),
+            std::string::npos)
+      << no_conditional.why;
 }
 
 TEST(CountingChoice, TheDoubleNeedsNoPmu) {
@@ -80,6 +106,7 @@ TEST(CountingChoice, TheDoubleNeedsNoPmu) {
   ASSERT_TRUE(c.host.has_value());
   EXPECT_TRUE(c.host->counter_double);
   EXPECT_TRUE(c.host->free_run.count_branches);
+  EXPECT_TRUE(c.host->free_run.count_conditional_branches);
 }
 
 TEST(CountingChoice, OptionsThatDoNotGoTogether) {

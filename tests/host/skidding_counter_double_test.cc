@@ -15,10 +15,11 @@ FreeRun Periods(std::optional<uint64_t> instructions, std::optional<uint64_t> br
   return run;
 }
 
-pmu::RetiredInstruction User(bool branch = false) {
+pmu::RetiredInstruction User(bool branch = false,
+                             pmu::BranchKind kind = pmu::BranchKind::kConditional) {
   pmu::RetiredInstruction i;
   i.cpl = 3;
-  if (branch) i.branch.kind = pmu::BranchKind::kConditional;
+  if (branch) i.branch.kind = kind;
   return i;
 }
 
@@ -89,6 +90,27 @@ TEST(SkiddingCounterDouble, ABranchPeriodOverflowsAtItsBranch) {
   const pmu::UnseenRetirements counted = counter.disarm();
   EXPECT_EQ(counted.instructions, 42u);
   EXPECT_EQ(counted.branches, 10u);
+}
+
+TEST(SkiddingCounterDouble, AConditionalBranchPeriodCountsOnlyConditionalBranches) {
+  SkiddingCounterDouble counter(3);
+  FreeRun run;
+  run.conditional_branch_period = 5;
+  counter.arm(run);
+  // Every 2nd instruction a branch: calls and conditional jumps alternate.
+  uint64_t n = 0, kicked_at = 0;
+  while (!kicked_at && n < 1000) {
+    ++n;
+    const bool branch = n % 2 == 0;
+    const auto kind = n % 4 == 0 ? pmu::BranchKind::kConditional : pmu::BranchKind::kCall;
+    if (counter.count(User(branch, kind))) kicked_at = n;
+    EXPECT_GE(counter.instructions_to_kick(), 1u);
+  }
+  EXPECT_EQ(kicked_at, 5 * 4 + 3) << "the 5th conditional branch is instruction 20, the skid 3";
+  const pmu::UnseenRetirements counted = counter.disarm();
+  EXPECT_EQ(counted.instructions, 23u);
+  EXPECT_EQ(counted.conditional_branches, 5u);
+  EXPECT_EQ(counted.branches, 0u) << "no branch period: not counted";
 }
 
 TEST(SkiddingCounterDouble, WithTheFreeRunPlanASkidPastTheMarginOvershoots) {

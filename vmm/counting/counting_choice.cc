@@ -47,6 +47,7 @@ Result<CountingChoice> choose_backend(const CountingRequest& request,
   if (double_asked) {
     host.counter_double = true;
     host.free_run.count_branches = true;
+    host.free_run.count_conditional_branches = true;
     return CountingChoice{.stepper = stepper,
                           .host = host,
                           .why = "requested, with the counter double instead of the host PMU"};
@@ -64,14 +65,22 @@ Result<CountingChoice> choose_backend(const CountingRequest& request,
     return CountingChoice{.stepper = stepper, .host = std::nullopt, .why = "auto: " + missing};
   }
   host.free_run.count_branches = !capabilities.branches_missing;
+  host.free_run.count_conditional_branches = !capabilities.conditional_branches_missing;
+  std::string counts = "instructions";
+  std::string stepped;
+  auto kind = [&](const std::optional<std::string>& missing, const std::string& name) {
+    if (!missing)
+      counts += ", " + name;
+    else
+      stepped += "; not " + name + " (" + *missing + "): " + name + " events are stepped";
+  };
+  kind(capabilities.branches_missing, "branches");
+  kind(capabilities.conditional_branches_missing, "conditional branches");
   return CountingChoice{
       .stepper = stepper,
       .host = host,
       .why = std::string(request.backend == BackendKind::kHost ? "requested" : "auto") +
-             ": the host PMU counts guest instructions" +
-             (capabilities.branches_missing ? ", not branches (" + *capabilities.branches_missing +
-                                                  "): branch events are stepped"
-                                            : " and branches")};
+             ": the host PMU counts guest " + counts + stepped};
 }
 
 }  // namespace
@@ -80,6 +89,7 @@ HostCapabilities HostCapabilities::probe() {
   HostCapabilities host;
   host.instructions_missing = PerfHostCounters::instructions_unavailable();
   host.branches_missing = PerfHostCounters::branches_unavailable();
+  host.conditional_branches_missing = PerfHostCounters::conditional_branches_unavailable();
   int paranoid = 0;
   if (std::ifstream in("/proc/sys/kernel/perf_event_paranoid"); in >> paranoid)
     host.perf_event_paranoid = paranoid;

@@ -19,7 +19,8 @@ namespace vmm {
 struct HostCapabilities {
   std::optional<std::string> instructions_missing;  // why guest instructions cannot be counted
   std::optional<std::string> branches_missing;      // why guest branches cannot be counted
-  std::optional<int> perf_event_paranoid;           // /proc/sys/kernel/perf_event_paranoid
+  std::optional<std::string> conditional_branches_missing;  // ... conditional branches
+  std::optional<int> perf_event_paranoid;                   // /proc/sys/kernel/perf_event_paranoid
   static HostCapabilities probe();
 };
 

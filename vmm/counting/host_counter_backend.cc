@@ -82,9 +82,7 @@ void HostCounterBackend::end_free_run() {
   const FreeRun run = *std::exchange(free_run_, std::nullopt);
   const pmu::UnseenRetirements counted = counters_->disarm();
   // Ended by the overflow (a kick), or by another exit before it.
-  if ((run.instruction_period && counted.instructions >= *run.instruction_period) ||
-      (run.branch_period && counted.branches >= *run.branch_period))
-    ++stats_.overflow_ends;
+  if (run.reached_a_period(counted)) ++stats_.overflow_ends;
   const FreeRunAccount account = account_free_run(run, counted);
   vcpu_.pmu().retire_unseen(account.batch);
   stats_.unseen_instructions += account.batch.instructions;
@@ -103,19 +101,23 @@ void HostCounterBackend::retire_past_boundary(const pmu::UnseenRetirements& past
       "boundary (a skid beyond the margin of {}): what it shows (a record, a PMI) comes "
       "late, at rip {:#x}; this vCPU is stepped from now on",
       vcpu_.index(), past.instructions, choice_.free_run.skid_margin, rip);
-  // Which of them were branches, and where, is unknown: the branches come first.
+  // Which of them were branches, and where, is unknown: the conditional branches come first,
+  // then the other branches (direct jumps).
   pmu::RetiredInstruction late;
   late.rip = rip;
   late.cpl = 3;
   uint64_t left = past.instructions;
-  uint64_t branches = past.branches;
+  uint64_t branches = std::max(past.branches, past.conditional_branches);
+  uint64_t conditional = past.conditional_branches;
   while (left > 0) {
     RetiredInstructions chunk;
     for (; left > 0 && chunk.size() < RetiredInstructions::kCapacity; --left) {
       late.branch = {};
       if (branches > 0) {
         --branches;
-        late.branch.kind = pmu::BranchKind::kConditional;
+        late.branch.kind =
+            conditional > 0 ? pmu::BranchKind::kConditional : pmu::BranchKind::kDirectJump;
+        if (conditional > 0) --conditional;
         late.branch.taken = true;
         late.branch.next_rip = rip;
       }

@@ -22,15 +22,30 @@ std::optional<FreeRun> plan_free_run(const pmu::UnseenAllowance& allowance,
                                      const FreeRunOptions& options) {
   if (!allowance.possible) return std::nullopt;
   FreeRun run{allowance, period_for(allowance.instructions, options),
-              period_for(allowance.branches, options)};
-  if (run.instruction_period == 0u || run.branch_period == 0u) return std::nullopt;
+              period_for(allowance.branches, options),
+              period_for(allowance.conditional_branches, options)};
+  if (run.instruction_period == 0u || run.branch_period == 0u ||
+      run.conditional_branch_period == 0u)
+    return std::nullopt;
   if (run.branch_period && !options.count_branches) return std::nullopt;
+  if (run.conditional_branch_period && !options.count_conditional_branches) return std::nullopt;
   return run;
 }
 
+bool FreeRun::reached_a_period(const pmu::UnseenRetirements& counted) const {
+  return (instruction_period && counted.instructions >= *instruction_period) ||
+         (branch_period && counted.branches >= *branch_period) ||
+         (conditional_branch_period && counted.conditional_branches >= *conditional_branch_period);
+}
+
 FreeRunAccount account_free_run(const FreeRun& run, pmu::UnseenRetirements counted) {
-  // Every branch is an instruction (two host counters read one after the other may disagree).
+  // Every conditional branch is a branch, every branch an instruction (host counters read one
+  // after the other may disagree). A kind the run did not count reads 0; no model counts it.
   counted.branches = std::min(counted.branches, counted.instructions);
+  counted.conditional_branches =
+      std::min(counted.conditional_branches,
+               run.counts_branches() ? counted.branches : counted.instructions);
+  if (!run.counts_branches()) counted.branches = counted.conditional_branches;
   FreeRunAccount account;
   const pmu::UnseenAllowance& a = run.allowance;
   // Within the allowance: the batch takes everything. Beyond it (one kind is enough): the
@@ -40,15 +55,22 @@ FreeRunAccount account_free_run(const FreeRun& run, pmu::UnseenRetirements count
     return account;
   }
   auto below = [](uint64_t limit) { return limit == 0 ? 0 : limit - 1; };
-  account.batch.branches = std::min(counted.branches, below(a.branches));
-  account.past.branches = counted.branches - account.batch.branches;
-  // The branches past the boundary are instructions past it too (where among the counted
-  // instructions they fell is unknown: the latest place is assumed).
-  account.batch.instructions = std::min(
-      {counted.instructions, below(a.instructions), counted.instructions - account.past.branches});
-  account.batch.branches = std::min(account.batch.branches, account.batch.instructions);
-  account.past.branches = counted.branches - account.batch.branches;
-  account.past.instructions = counted.instructions - account.batch.instructions;
+  pmu::UnseenRetirements& batch = account.batch;
+  // The events past the boundary are the last ones counted (where among the counted
+  // instructions they fell is unknown: the latest place is assumed), so conditional branches
+  // past it are branches past it, and branches past it are instructions past it.
+  batch.conditional_branches =
+      std::min(counted.conditional_branches, below(a.conditional_branches));
+  batch.branches =
+      std::min({counted.branches, below(a.branches),
+                counted.branches - (counted.conditional_branches - batch.conditional_branches)});
+  batch.instructions = std::min({counted.instructions, below(a.instructions),
+                                 counted.instructions - (counted.branches - batch.branches)});
+  batch.branches = std::min(batch.branches, batch.instructions);
+  batch.conditional_branches = std::min(batch.conditional_branches, batch.branches);
+  account.past.instructions = counted.instructions - batch.instructions;
+  account.past.branches = counted.branches - batch.branches;
+  account.past.conditional_branches = counted.conditional_branches - batch.conditional_branches;
   return account;
 }
 

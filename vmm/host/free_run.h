@@ -24,18 +24,23 @@ struct FreeRunOptions {
   // A run whose overflow would come sooner than this is stepped instead (a run of fewer
   // instructions than its kick and the steps after it cost). 1: a run whenever one fits.
   uint64_t min_period = 1;
-  // The host counters can count branches: without, a run that must stop short of a branch
-  // boundary is stepped.
+  // The host counters can count branches (conditional branches): without, a run that must stop
+  // short of such a boundary is stepped.
   bool count_branches = true;
+  bool count_conditional_branches = true;
 };
 
 // One free run as armed: overflow periods per kind (nullopt: no overflow; instructions are
-// always counted, branches only with a period).
+// always counted, branches and conditional branches only with a period).
 struct FreeRun {
   pmu::UnseenAllowance allowance;  // what the models allowed when it was planned
   std::optional<uint64_t> instruction_period;
   std::optional<uint64_t> branch_period;
+  std::optional<uint64_t> conditional_branch_period;
   bool counts_branches() const { return branch_period.has_value(); }
+  bool counts_conditional_branches() const { return conditional_branch_period.has_value(); }
+  // The counts reached a period: the host PMU's overflow signal ends (or ended) the run.
+  bool reached_a_period(const pmu::UnseenRetirements& counted) const;
   bool operator==(const FreeRun&) const = default;
 };
 
@@ -50,7 +55,7 @@ struct FreeRunAccount {
   // Counted beyond the allowance: the boundary went by unseen. These are retired at the
   // instruction the vCPU stopped at, late (the run loop's fall-back).
   pmu::UnseenRetirements past;
-  bool overshot() const { return past.instructions != 0 || past.branches != 0; }
+  bool overshot() const { return !past.empty(); }
 };
 
 // Splits what the counters read after `run` ended (a kick, another exit).

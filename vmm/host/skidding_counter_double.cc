@@ -21,10 +21,14 @@ pmu::UnseenRetirements SkiddingCounterDouble::disarm() {
 bool SkiddingCounterDouble::count(const pmu::RetiredInstruction& insn) {
   if (!run_ || insn.cpl != 3) return false;
   ++counted_.instructions;
+  const bool conditional = insn.branch.kind == pmu::BranchKind::kConditional;
   if (run_->counts_branches() && insn.is_branch()) ++counted_.branches;
+  if (run_->counts_conditional_branches() && conditional) ++counted_.conditional_branches;
   const bool overflowed =
       (run_->instruction_period && counted_.instructions == *run_->instruction_period) ||
-      (run_->branch_period && insn.is_branch() && counted_.branches == *run_->branch_period);
+      (run_->branch_period && insn.is_branch() && counted_.branches == *run_->branch_period) ||
+      (run_->conditional_branch_period && conditional &&
+       counted_.conditional_branches == *run_->conditional_branch_period);
   if (overflowed && !kick_at_) kick_at_ = counted_.instructions + skid_;
   return kick_at_ && counted_.instructions >= *kick_at_;
 }
@@ -38,6 +42,8 @@ uint64_t SkiddingCounterDouble::instructions_to_kick() const {
   if (run_->instruction_period)
     events = std::min(events, *run_->instruction_period - counted_.instructions);
   if (run_->branch_period) events = std::min(events, *run_->branch_period - counted_.branches);
+  if (run_->conditional_branch_period)
+    events = std::min(events, *run_->conditional_branch_period - counted_.conditional_branches);
   return std::max<uint64_t>(events, 1);
 }
 

@@ -1,9 +1,9 @@
 // HostCounters without a PMU (DESIGN §4.11; tests, and the bench's estimate of the host
 // backend's exits): while armed, the run loop keeps stepping the guest with the precise stepper
 // and hands each retired instruction to count() instead of to the PMU models. The double counts
-// CPL-3 instructions and branches as guest-only host counters would, and ends the run `skid`
-// instructions after a kind reached its period: a real PMU's late overflow signal, with the skid
-// chosen (0, 1, the margin, past the margin to see the fall-back).
+// CPL-3 instructions, branches and conditional branches as guest-only host counters would, and ends
+// the run `skid` instructions after a kind reached its period: a real PMU's late overflow signal,
+// with the skid chosen (0, 1, the margin, past the margin to see the fall-back).
 #pragma once
 
 #include <cstdint>
