@@ -296,8 +296,11 @@ bool ArchPmu::add(uint64_t& counter, uint64_t increments, uint64_t width_mask) {
 
 uint64_t ArchPmu::increments(const Active& c, const RetiredInstruction& insn) {
   if (c.event == Event::kUnmodelled) return 0;
+  // USR/OS gate the counter itself, not the occurrences: at a level it does not count it
+  // stands still, also where INV would let a cycle without occurrences pass.
   const bool qualified = insn.cpl == 0 ? c.os : c.usr;
-  const uint32_t occ = qualified ? occurrences(c.event, insn, config_.third_level_cache) : 0;
+  if (!qualified) return 0;
+  const uint32_t occ = occurrences(c.event, insn, config_.third_level_cache);
   const uint64_t cycles = std::max<uint32_t>(insn.cycles, 1);
   // A fixed counter has no select: CMASK 0, so every occurrence counts and no edge state.
   const CycleFilter f{

@@ -145,6 +145,21 @@ TEST_F(Counting, CounterMaskInvertAndEdgePerCycle) {
   EXPECT_EQ(rd(IA32_PMC0 + 4), 2u);
 }
 
+// USR and OS say at which levels the condition is counted (SDM "IA32_PERFEVTSELx"): at the others
+// the counter stands still, also where INV makes a cycle without occurrences pass. Linux's
+// cycles:pp is such an encoding (INST_RETIRED.ANY_P, INV, CMASK 16: every cycle) at CPL 3 only.
+TEST_F(Counting, CyclesWithoutOccurrencesCountOnlyAtTheQualifiedLevels) {
+  ok(IA32_PERFEVTSEL0, INST_RETIRED | USR | EN | cmask(16) | INV);
+  ok(IA32_PERFEVTSEL0 + 1, INST_RETIRED | OS | EN | cmask(16) | INV);
+  ok(IA32_PERFEVTSEL0 + 2, INST_RETIRED | USR | OS | EN | cmask(16) | INV);
+  retire(insn(3, 3));
+  retire(insn(0, 5));
+  retire(insn(3, 1));
+  EXPECT_EQ(rd(IA32_PMC0), 4u) << "the user instructions' cycles";
+  EXPECT_EQ(rd(IA32_PMC0 + 1), 5u) << "the kernel instruction's";
+  EXPECT_EQ(rd(IA32_PMC0 + 2), 9u);
+}
+
 TEST_F(Counting, OverflowRaisesItsPmiOnTheNthEventExactly) {
   ok(IA32_PERFEVTSEL0, INST_RETIRED | USR | EN | INT);
   ok(IA32_PMC0, static_cast<uint32_t>(-5));  // -5 as a 32-bit write
