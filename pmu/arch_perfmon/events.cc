@@ -29,7 +29,9 @@ Event decode_event(uint64_t evtsel) {
       if (mask == 0x01) return Event::kReferenceCycles;
       break;
     case 0xC0:
-      if (mask == 0x00) return Event::kInstructions;
+      // 0x01 is INST_RETIRED.PREC_DIST: the same count, sampled without PEBS shadowing (Linux's
+      // :ppp), which a zero-skid model gives every event.
+      if (mask == 0x00 || mask == 0x01) return Event::kInstructions;
       break;
     case 0x2E:
       if (mask == 0x4F) return Event::kLlcReferences;

@@ -7,6 +7,7 @@
 //   0x3C/0x01 UnHalted Reference Cycles (CPU_CLK_UNHALTED.REF_XCLK) the same cycles: the model's
 //             clock never changes frequency, so reference and core cycles are one count
 //   0xC0/0x00 Instructions Retired (INST_RETIRED.ANY_P)          1
+//   0xC0/0x01 INST_RETIRED.PREC_DIST                             1
 //   0x2E/0x4F LLC Reference (LONGEST_LAT_CACHE.REFERENCE)        misses of the levels before
 //             the last that reach it
 //   0x2E/0x41 LLC Misses (LONGEST_LAT_CACHE.MISS)                those the last level misses
@@ -20,6 +21,12 @@
 //   0xD0/0x81 MEM_INST_RETIRED.ALL_LOADS    1 per instruction that reads data memory
 //   0xD0/0x82 MEM_INST_RETIRED.ALL_STORES   1 per instruction that writes data memory
 //             (explicit operands and the stack's: PUSH, POP, CALL, RET; RetiredInstruction)
+//
+// Cycles: the model charges each instruction one cycle plus the load-to-use latency of each of
+// its loads that misses the L1 (the profile's cache geometry and latencies; RetiredInstruction::
+// cycles), so a program that loads nothing runs one instruction per cycle. CMASK/INV/EDGE apply
+// per cycle: in an instruction's cycles before the last nothing retires, in its last it does.
+// Linux's precise cycles (cycles:pp) are INST_RETIRED.ANY_P with INV and CMASK 16: every cycle.
 //
 // "Branches" are what the backends report as branches (pmu/retired_instruction.h): near
 // transfers; SYSCALL, INT n, IRET and other far transfers are not (BR_INST_RETIRED.FAR_BRANCH

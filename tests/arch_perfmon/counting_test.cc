@@ -158,6 +158,11 @@ TEST_F(Counting, CyclesWithoutOccurrencesCountOnlyAtTheQualifiedLevels) {
   EXPECT_EQ(rd(IA32_PMC0), 4u) << "the user instructions' cycles";
   EXPECT_EQ(rd(IA32_PMC0 + 1), 5u) << "the kernel instruction's";
   EXPECT_EQ(rd(IA32_PMC0 + 2), 9u);
+  // cycles:ppp: INST_RETIRED.PREC_DIST (umask 01), the same count.
+  ok(IA32_PERFEVTSEL0 + 3, INST_RETIRED | 0x0100 | USR | EN | cmask(16) | INV);
+  retire(insn(3, 6));
+  EXPECT_EQ(rd(IA32_PMC0 + 3), 6u);
+  EXPECT_EQ(pmu().counter_event(3), Event::kInstructions);
 }
 
 TEST_F(Counting, OverflowRaisesItsPmiOnTheNthEventExactly) {
