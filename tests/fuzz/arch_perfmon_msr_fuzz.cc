@@ -15,7 +15,8 @@
 //   3 set_debugctl  value
 //   4 load_state    every field raw (refused or taken whole)
 //   5 reset()
-//   6 unseen batch  instructions, branches (only what unseen_allowance() admits)
+//   6 unseen batch  instructions, branches, conditional branches (only what unseen_allowance()
+//                   admits)
 //   7 quiet run     the PMU's quiet_retirements() - 1 instructions (at most 64)
 //   8 DS poke       a quadword of the DS area's PEBS fields or reset values (the guest's memory:
 //                   a 64 KiB window at kMemory, the DS area and a buffer in it, unmapped
@@ -200,7 +201,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 5: pmu.reset(); break;
       case 6: {
-        const pmu::UnseenRetirements batch{in.u32() % 100000, in.u32() % 100000};
+        pmu::UnseenRetirements batch{in.u32() % 100000, in.u32() % 100000};
+        batch.conditional_branches = in.u32() % (batch.branches + 1);
         if (!pmu.unseen_allowance().admits(batch)) break;
         const int pmis = sink.pmis;
         const uint64_t overflowed = overflow_bits();
