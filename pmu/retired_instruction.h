@@ -63,6 +63,14 @@ struct RetiredInstruction {
   // (PUSH, POP, CALL, RET), not LEA's address or a prefetch hint.
   bool loads = false;
   bool stores = false;
+  // Linear addresses of its first data load and first data store (valid with loads / stores).
+  uint64_t load_address = 0;
+  uint64_t store_address = 0;
+  // From the cache model, where the backend ran it (else 0 / false): the load-to-use latency of
+  // its slowest load (the L1's latency on a hit; a miss's is in cache_misses), and whether its
+  // first store hit the L1.
+  uint32_t load_latency = 0;
+  bool store_hit_l1 = false;
 
   bool is_branch() const { return branch.kind != BranchKind::kNone; }
 };

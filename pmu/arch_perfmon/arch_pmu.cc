@@ -85,7 +85,7 @@ bool ArchPmu::owns_msr(uint32_t msr) {
          in(kMsrFixedCtr0, kMaxFixedCounters) || msr == kMsrPerfCapabilities ||
          (msr >= kMsrFixedCtrCtrl && msr <= kMsrGlobalInuse) ||
          in(kMsrFullWidthPmc0, kMaxCounters) || msr == kMsrPebsEnable || msr == kMsrDsArea ||
-         LastBranchRecords::owns_msr(msr);
+         msr == kMsrPebsLdLatThreshold || LastBranchRecords::owns_msr(msr);
 }
 
 uint64_t ArchPmu::perf_capabilities() const {
@@ -195,6 +195,10 @@ MsrResult ArchPmu::wrmsr(uint32_t msr, uint64_t value) {
       if (!config_.pebs || !canonical(value)) return kGp;
       state_.ds_area = value;
       return MsrResult::kOk;
+    case kMsrPebsLdLatThreshold:
+      if (!config_.pebs || (value & ~kLdLatThresholdMask)) return kGp;
+      state_.ld_lat_threshold = value;
+      return MsrResult::kOk;
     case kMsrGlobalStatus:
     case kMsrGlobalInuse:
     case kMsrPerfCapabilities:
@@ -227,8 +231,11 @@ MsrResult ArchPmu::rdmsr(uint32_t msr, uint64_t& value) const {
     case kMsrGlobalStatusReset: value = 0; return MsrResult::kOk;
     case kMsrPebsEnable:
     case kMsrDsArea:
+    case kMsrPebsLdLatThreshold:
       if (!config_.pebs) return kGp;
-      value = msr == kMsrPebsEnable ? state_.pebs_enable : state_.ds_area;
+      value = msr == kMsrPebsEnable ? state_.pebs_enable
+              : msr == kMsrDsArea   ? state_.ds_area
+                                    : state_.ld_lat_threshold;
       return MsrResult::kOk;
     case kMsrGlobalStatusSet:
       if (config_.version < 4) return kGp;
@@ -300,7 +307,8 @@ uint64_t ArchPmu::increments(const Active& c, const RetiredInstruction& insn) {
   // stands still, also where INV would let a cycle without occurrences pass.
   const bool qualified = insn.cpl == 0 ? c.os : c.usr;
   if (!qualified) return 0;
-  const uint32_t occ = occurrences(c.event, insn, config_.third_level_cache);
+  const uint32_t occ = occurrences(c.event, insn, config_.third_level_cache,
+                                   static_cast<uint32_t>(state_.ld_lat_threshold));
   const uint64_t cycles = std::max<uint32_t>(insn.cycles, 1);
   // A fixed counter has no select: CMASK 0, so every occurrence counts and no edge state.
   const CycleFilter f{
@@ -363,6 +371,22 @@ void ArchPmu::retire(const RetiredInstruction& insn) {
   if (pmi) raise_pmi(pmi, insn.rip, insn.cpl);
 }
 
+PebsMemoryInfo ArchPmu::memory_info(const RetiredInstruction& insn, uint64_t applicable) const {
+  bool latency = false, loads = false, stores = false;
+  for (uint32_t x = 0; x < kMaxPebsCounters; ++x) {
+    if (!(applicable & (uint64_t{1} << x))) continue;
+    const Event e = decode_event(state_.evtsel[x]);
+    latency = latency || e == Event::kLoadLatency;
+    loads = loads || e == Event::kMemoryLoads;
+    stores = stores || e == Event::kMemoryStores;
+  }
+  if (latency) return load_latency_info(insn);
+  if (loads) return {.data_address = insn.load_address};
+  if (stores)
+    return {.data_address = insn.store_address, .data_source = insn.store_hit_l1 ? 1u : 0u};
+  return {};
+}
+
 bool ArchPmu::pebs_assist(const RetiredInstruction& insn, uint64_t applicable) {
   GuestMemory& memory = pebs_->supervisor_memory();
   auto read_u64 = [&](uint64_t address, uint64_t& value) {
@@ -378,7 +402,8 @@ bool ArchPmu::pebs_assist(const RetiredInstruction& insn, uint64_t applicable) {
       read_u64(ds + ds::kPebsAbsoluteMaximum, maximum) &&
       read_u64(ds + ds::kPebsInterruptThreshold, threshold) && index <= maximum &&
       maximum - index >= kPebsRecordSize) {
-    const auto record = pebs_record(pebs_->registers_after(), applicable, insn.rip);
+    const auto record =
+        pebs_record(pebs_->registers_after(), applicable, insn.rip, memory_info(insn, applicable));
     const uint64_t next = index + kPebsRecordSize;
     written = memory.write(index, record) &&
               memory.write(ds + ds::kPebsIndex, std::as_bytes(std::span(&next, 1)));
@@ -524,6 +549,8 @@ pmu::Status ArchPmu::load_state(const ArchPmuState& s) {
     return refuse("PEBS_ENABLE has bits set the PMU does not have");
   if (!canonical(s.ds_area) || (!config_.pebs && s.ds_area))
     return refuse("DS_AREA is not a canonical address, or the PMU has no PEBS");
+  if ((s.ld_lat_threshold & ~kLdLatThresholdMask) || (!config_.pebs && s.ld_lat_threshold))
+    return refuse("the load-latency threshold is wider than 16 bits, or the PMU has no PEBS");
   state_ = s;
   return {};
 }

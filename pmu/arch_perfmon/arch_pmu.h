@@ -129,14 +129,15 @@ struct ArchPmuState {
   uint64_t pebs_enable = 0;    // IA32_PEBS_ENABLE
   uint64_t ds_area = 0;        // IA32_DS_AREA
   LbrState lbr;
+  uint64_t ld_lat_threshold = 0;  // MSR_PEBS_LD_LAT_THRESHOLD
   bool operator==(const ArchPmuState&) const = default;
   template <class Archive>
   void archive(Archive& a) {
     a(evtsel, pmc, fixed, fixed_ctrl, global_ctrl, global_status, debugctl, edge_previous,
-      pebs_enable, ds_area, lbr);
+      pebs_enable, ds_area, lbr, ld_lat_threshold);
   }
 };
-inline constexpr uint16_t kStateVersion = 2;  // 2: PEBS and LBR
+inline constexpr uint16_t kStateVersion = 3;  // 2: PEBS and LBR; 3: the load-latency threshold
 
 struct Stats {
   uint64_t instructions = 0;  // retire() calls that found a counting counter
@@ -262,6 +263,8 @@ class ArchPmu {
   // The PEBS assist for `insn`, whose events wrapped the PEBS counters `applicable`: the record,
   // the counters' reload. True when the buffer reached its threshold (a PMI is due).
   bool pebs_assist(const RetiredInstruction& insn, uint64_t applicable);
+  // The record's data address, source and latency for the events of `applicable`.
+  PebsMemoryInfo memory_info(const RetiredInstruction& insn, uint64_t applicable) const;
   // How many more events a counter at `value` takes until one wraps it (that one included).
   static uint64_t remaining_to_wrap(uint64_t value, uint64_t width_mask);
 

@@ -50,6 +50,9 @@ Event decode_event(uint64_t evtsel) {
     case 0xC5:
       if (mask == 0x00) return Event::kMispredictedBranches;
       break;
+    case 0xCD:
+      if (mask == 0x01) return Event::kLoadLatency;
+      break;
     case 0xD0:
       if (mask == 0x81) return Event::kMemoryLoads;
       if (mask == 0x82) return Event::kMemoryStores;
@@ -72,12 +75,14 @@ bool counts_cycles(Event e) { return e == Event::kCoreCycles || e == Event::kRef
 
 bool reads_cache_model(Event e) {
   // Cycles grow with cache-miss latencies (RetiredInstruction::cycles).
-  return e == Event::kLlcReferences || e == Event::kLlcMisses || counts_cycles(e);
+  return e == Event::kLlcReferences || e == Event::kLlcMisses || e == Event::kLoadLatency ||
+         counts_cycles(e);
 }
 
 bool reads_branch_predictions(Event e) { return e == Event::kMispredictedBranches; }
 
-uint32_t occurrences(Event e, const RetiredInstruction& insn, bool third_level_cache) {
+uint32_t occurrences(Event e, const RetiredInstruction& insn, bool third_level_cache,
+                     uint32_t load_latency_threshold) {
   const BranchInfo& b = insn.branch;
   auto count_misses = [&](bool (*rule)(const CacheMiss&, bool)) {
     uint32_t n = 0;
@@ -101,6 +106,8 @@ uint32_t occurrences(Event e, const RetiredInstruction& insn, bool third_level_c
       return insn.is_branch() && b.prediction_valid && !b.predicted_correctly ? 1 : 0;
     case Event::kMemoryLoads: return insn.loads ? 1 : 0;
     case Event::kMemoryStores: return insn.stores ? 1 : 0;
+    case Event::kLoadLatency:
+      return insn.loads && insn.load_latency > load_latency_threshold ? 1 : 0;
   }
   return 0;
 }

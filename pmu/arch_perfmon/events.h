@@ -18,6 +18,10 @@
 //   0xC4/0x20 BR_INST_RETIRED.NEAR_TAKEN    every taken branch
 //   0xC5/0x00 Branch Misses Retired (BR_MISP_RETIRED.ALL_BRANCHES)  branches the predictor
 //             got wrong (counted only where the backend reports a prediction)
+//   0xCD/0x01 MEM_TRANS_RETIRED.LOAD_LATENCY  1 per instruction whose slowest load took more
+//             cycles than MSR_PEBS_LD_LAT_THRESHOLD (the cache model's load-to-use latency of
+//             the level that supplied it; hardware tags one load at a time at random, the
+//             model every load)
 //   0xD0/0x81 MEM_INST_RETIRED.ALL_LOADS    1 per instruction that reads data memory
 //   0xD0/0x82 MEM_INST_RETIRED.ALL_STORES   1 per instruction that writes data memory
 //             (explicit operands and the stack's: PUSH, POP, CALL, RET; RetiredInstruction)
@@ -55,6 +59,7 @@ enum class Event : uint8_t {
   kMispredictedBranches,
   kMemoryLoads,
   kMemoryStores,
+  kLoadLatency,
 };
 
 // The event IA32_PERFEVTSELx's event select and unit mask (bits 15:0) name.
@@ -72,6 +77,8 @@ bool reads_branch_predictions(Event e);
 
 // Occurrences of `e` in the retirement of `insn` (for a cycles event: in each of its cycles).
 // `third_level_cache`: the last level of the cache model is an L3 (else its L2).
-uint32_t occurrences(Event e, const RetiredInstruction& insn, bool third_level_cache);
+// `load_latency_threshold`: MSR_PEBS_LD_LAT_THRESHOLD's bits 15:0.
+uint32_t occurrences(Event e, const RetiredInstruction& insn, bool third_level_cache,
+                     uint32_t load_latency_threshold = 0);
 
 }  // namespace pmu::arch_perfmon

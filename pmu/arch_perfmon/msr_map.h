@@ -24,6 +24,9 @@ inline constexpr uint32_t kMsrFullWidthPmc0 = 0x4C1;    // IA32_A_PMCx: PERF_CAP
 // PEBS (Config::pebs): IA32_PEBS_ENABLE and IA32_DS_AREA (the DS save area's linear address).
 inline constexpr uint32_t kMsrPebsEnable = 0x3F1;
 inline constexpr uint32_t kMsrDsArea = 0x600;
+// MSR_PEBS_LD_LAT_THRESHOLD: MEM_TRANS_RETIRED.LOAD_LATENCY counts loads slower than bits 15:0.
+inline constexpr uint32_t kMsrPebsLdLatThreshold = 0x3F6;
+inline constexpr uint64_t kLdLatThresholdMask = 0xFFFF;
 // PEBS on Skylake: IA32_PMC0-3 only (bits 3:0), and their load-latency enables at 35:32.
 inline constexpr uint32_t kMaxPebsCounters = 4;
 inline constexpr int kPebsLoadLatencyShift = 32;

@@ -11,8 +11,8 @@
 //
 // A record of format 3 is 0xC8 bytes (25 quadwords): RFLAGS, RIP, RAX, RBX, RCX, RDX, RSI, RDI,
 // RBP, RSP, R8-R15 (the state after the eventing instruction), the applicable counters, the data
-// linear address, data source and latency (load-latency records only: 0 here), the eventing IP,
-// TSX tuning (0: no TSX) and the TSC. (../shared/notes/arch-pmu-research.md says 0xC0; Linux's
+// linear address, data source and latency (PebsMemoryInfo), the eventing IP, TSX tuning (0: no
+// TSX) and the TSC. (../shared/notes/arch-pmu-research.md says 0xC0; Linux's
 // struct pebs_record_skl and the SDM's table end with the TSC at 0xC0, so 0xC8.)
 #pragma once
 
@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "pmu/guest_memory.h"
+#include "pmu/retired_instruction.h"
 
 namespace pmu::arch_perfmon {
 
@@ -42,9 +43,27 @@ struct PebsRegisters {
 
 inline constexpr size_t kPebsRecordSize = 0xC8;  // format 3
 
+// The record's memory fields (SDM vol. 3B 18.8.1.2 "Load Latency Performance Monitoring
+// Facility", 18.8.1.3 "Precise Store Facility"; 0 for events that access no memory):
+//   MEM_TRANS_RETIRED.LOAD_LATENCY: the load's linear address; the data source encoding in bits
+//     3:0 (1 L1 hit, 3 L2 hit, 4 L3 hit, 0xA L3 miss served by local DRAM, 0 an unknown L3
+//     miss, 0xF uncached), STLB miss (bit 4) and lock (bit 5) 0; the load's latency in cycles.
+//   MEM_INST_RETIRED.ALL_LOADS: the load's address.  ALL_STORES: the store's address, and bit 0
+//     of the data source set when the store hit the L1.
+struct PebsMemoryInfo {
+  uint64_t data_address = 0;
+  uint64_t data_source = 0;
+  uint64_t latency = 0;
+  bool operator==(const PebsMemoryInfo&) const = default;
+};
+
+// The load-latency fields for `insn` (its slowest load: where it came from, how long it took).
+PebsMemoryInfo load_latency_info(const RetiredInstruction& insn);
+
 // The record's bytes: `regs`, `applicable` (bit x: PMCx's overflow caused it), `eventing_ip`.
 std::array<std::byte, kPebsRecordSize> pebs_record(const PebsRegisters& regs, uint64_t applicable,
-                                                   uint64_t eventing_ip);
+                                                   uint64_t eventing_ip,
+                                                   const PebsMemoryInfo& memory = {});
 
 // What a PEBS assist needs of the vCPU. The VMM implements it; tests with a flat memory.
 class PebsMachine {

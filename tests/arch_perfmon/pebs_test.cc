@@ -12,6 +12,9 @@ namespace {
 
 inline constexpr uint32_t IA32_PEBS_ENABLE = 0x3F1;
 inline constexpr uint32_t IA32_DS_AREA = 0x600;
+inline constexpr uint32_t MSR_PEBS_LD_LAT_THRESHOLD = 0x3F6;
+inline constexpr uint64_t MEM_TRANS_RETIRED_LOAD_LATENCY = 0x01CD,
+                          MEM_INST_RETIRED_ALL_LOADS = 0x81D0, MEM_INST_RETIRED_ALL_STORES = 0x82D0;
 // DS save area, 64-bit layout.
 inline constexpr uint64_t PEBS_BASE = 0x20, PEBS_INDEX = 0x28, PEBS_MAX = 0x30,
                           PEBS_THRESHOLD = 0x38, PEBS_RESET0 = 0x40;
@@ -87,7 +90,9 @@ TEST_F(PebsTest, WithoutPebsItsMsrsAreGeneralProtection) {
   make();  // Config::pebs false
   gp(IA32_PEBS_ENABLE, 0);
   gp(IA32_DS_AREA, 0);
+  gp(MSR_PEBS_LD_LAT_THRESHOLD, 3);
   uint64_t v = 0;
+  EXPECT_EQ(pmu().rdmsr(MSR_PEBS_LD_LAT_THRESHOLD, v), MsrResult::kGeneralProtection);
   EXPECT_EQ(pmu().rdmsr(IA32_PEBS_ENABLE, v), MsrResult::kGeneralProtection);
   EXPECT_EQ(pmu().rdmsr(IA32_DS_AREA, v), MsrResult::kGeneralProtection);
   EXPECT_EQ(rd(IA32_PERF_CAPABILITIES), 1ull << 13);
@@ -239,6 +244,82 @@ TEST_F(PebsTest, AnIndexPastTheMaximumTakesNoRecord) {
   EXPECT_TRUE(machine_.memory.writes().empty());
 }
 
+TEST_F(PebsTest, TheLoadLatencyThresholdHasSixteenBits) {
+  EXPECT_EQ(rd(MSR_PEBS_LD_LAT_THRESHOLD), 0u);
+  ok(MSR_PEBS_LD_LAT_THRESHOLD, 30);
+  ok(MSR_PEBS_LD_LAT_THRESHOLD, 0xFFFF);
+  gp(MSR_PEBS_LD_LAT_THRESHOLD, 0x10000);
+  gp(MSR_PEBS_LD_LAT_THRESHOLD, 1ull << 63);
+  EXPECT_EQ(rd(MSR_PEBS_LD_LAT_THRESHOLD), 0xFFFFu);
+}
+
+// MEM_TRANS_RETIRED.LOAD_LATENCY counts the loads slower than the threshold; its record has the
+// load's address, where its data came from (bits 3:0) and the latency.
+TEST_F(PebsTest, ALoadLatencyRecordSaysWhereTheLoadWentAndHowLongItTook) {
+  set_buffer(16, 16);
+  ok(IA32_DS_AREA, kDs);
+  ok(MSR_PEBS_LD_LAT_THRESHOLD, 30);
+  ok(IA32_PMC0, (0 - 2) & kMask48);
+  ok(IA32_PERFEVTSEL0, EN | USR | MEM_TRANS_RETIRED_LOAD_LATENCY);
+  ok(IA32_PEBS_ENABLE, 1 | (1ull << 32));
+  EXPECT_TRUE(pmu().reads_cache_model());
+  RetiredInstruction hit = at(0x401000);  // an L1 hit: 4 cycles, not above 30
+  hit.loads = true;
+  hit.load_address = 0x7FFF0000;
+  hit.load_latency = 4;
+  pmu().retire(hit);
+  EXPECT_EQ(rd(IA32_PMC0), (0 - 2) & kMask48) << "not counted";
+  RetiredInstruction l3 = at(0x401010);  // an L3 hit: 42 cycles
+  l3.loads = true;
+  l3.load_address = 0x7FFF0040;
+  l3.load_latency = 42;
+  l3.cache_misses[0] = {
+      .data_address = 0x7FFF0040, .latency_cycles = 42, .source = DataSource::kLocalL3};
+  l3.cache_miss_count = 1;
+  pmu().retire(l3);
+  EXPECT_EQ(index(), kBuffer);
+  RetiredInstruction dram = l3;  // DRAM, its second load the slower
+  dram.rip = 0x401020;
+  dram.load_latency = 250;
+  dram.cache_misses[1] = {
+      .data_address = 0x7FFF8000, .latency_cycles = 250, .source = DataSource::kDram};
+  dram.cache_miss_count = 2;
+  pmu().retire(dram);
+  ASSERT_EQ(index(), kBuffer + RECORD);
+  EXPECT_EQ(record_word(0, 19), 0x7FFF8000u);  // data linear address
+  EXPECT_EQ(record_word(0, 20), 0xAu);         // data source: L3 miss, local DRAM
+  EXPECT_EQ(record_word(0, 21), 250u);         // latency
+  EXPECT_EQ(record_word(0, 22), 0x401020u);
+}
+
+TEST_F(PebsTest, LoadAndStoreRecordsHaveTheirDataAddress) {
+  set_buffer(16, 16);
+  ok(IA32_DS_AREA, kDs);
+  ok(IA32_PMC0, (0 - 1) & kMask48);
+  ok(IA32_PMC0 + 1, (0 - 1) & kMask48);
+  ok(IA32_PERFEVTSEL0, EN | USR | MEM_INST_RETIRED_ALL_LOADS);
+  ok(IA32_PERFEVTSEL0 + 1, EN | USR | MEM_INST_RETIRED_ALL_STORES);
+  ok(IA32_PEBS_ENABLE, 0x2);              // the store counter first
+  RetiredInstruction rmw = at(0x401000);  // add %rax, (%rsp)
+  rmw.loads = rmw.stores = true;
+  rmw.load_address = rmw.store_address = 0x7FFF0008;
+  rmw.store_hit_l1 = true;
+  pmu().retire(rmw);
+  ASSERT_EQ(index(), kBuffer + RECORD);
+  EXPECT_EQ(record_word(0, 19), 0x7FFF0008u);
+  EXPECT_EQ(record_word(0, 20), 1u) << "the store hit the L1";
+  EXPECT_EQ(record_word(0, 21), 0u);
+  ok(IA32_PEBS_ENABLE, 0x1);
+  ok(IA32_PMC0, (0 - 1) & kMask48);  // (it wrapped without PEBS at the add)
+  RetiredInstruction load = at(0x401010);
+  load.loads = true;
+  load.load_address = 0x7FFF0010;
+  pmu().retire(load);
+  ASSERT_EQ(index(), kBuffer + 2 * RECORD);
+  EXPECT_EQ(record_word(1, 19), 0x7FFF0010u);
+  EXPECT_EQ(record_word(1, 20), 0u);
+}
+
 TEST_F(PebsTest, StateCarriesPebsAndRefusesWhatDoesNotFit) {
   ok(IA32_DS_AREA, kDs);
   ok(IA32_PEBS_ENABLE, 0x9);
@@ -254,6 +335,11 @@ TEST_F(PebsTest, StateCarriesPebsAndRefusesWhatDoesNotFit) {
   bad = s;
   bad.ds_area = 0x0000800000000000;
   EXPECT_FALSE(pmu().load_state(bad).ok());
+  bad = s;
+  bad.ld_lat_threshold = 0x10000;
+  EXPECT_FALSE(pmu().load_state(bad).ok());
+  bad.ld_lat_threshold = 0xFFFF;
+  EXPECT_TRUE(pmu().load_state(bad).ok());
   make();  // no PEBS: a state with a DS area does not fit
   EXPECT_FALSE(pmu().load_state(s).ok());
 }

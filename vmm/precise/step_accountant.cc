@@ -1,5 +1,7 @@
 #include "vmm/precise/step_accountant.h"
 
+#include <algorithm>
+
 namespace vmm {
 
 std::optional<pmu::RetiredInstruction> StepAccountant::account(const GuestRegisters& before,
@@ -32,19 +34,28 @@ std::optional<pmu::RetiredInstruction> StepAccountant::account(const GuestRegist
   insn.branch.indirect = insn.is_branch() && !decoded.relative_branch;
   insn.loads = decoded.reads_memory;
   insn.stores = decoded.writes_memory;
+  if (decoded.load_count > 0) insn.load_address = decoded.loads[0].address;
+  if (decoded.store_count > 0) insn.store_address = decoded.stores[0].address;
   uint32_t cycles = 1;
   insn.cycles = cycles;
   if (!demand.cache) return insn;
   for (uint8_t i = 0; i < decoded.load_count; ++i) {
     std::optional<pmu::CacheMiss> miss =
         cache_.load(decoded.loads[i].address, decoded.loads[i].size);
+    // An L1 hit costs its load-to-use latency too; only misses add cycles (the model charges
+    // the L1's latency to the pipeline: one cycle per instruction).
+    insn.load_latency = std::max(
+        insn.load_latency, miss ? miss->latency_cycles : cache_.geometry().l1d.latency_cycles);
     if (!miss) continue;
     cycles += miss->latency_cycles;
     if (insn.cache_miss_count < pmu::RetiredInstruction::kMaxCacheMisses)
       insn.cache_misses[insn.cache_miss_count++] = *miss;
   }
-  for (uint8_t i = 0; i < decoded.store_count; ++i)
-    cache_.access(decoded.stores[i].address, decoded.stores[i].size, /*is_write=*/true);
+  for (uint8_t i = 0; i < decoded.store_count; ++i) {
+    const pmu::cache::AccessResult r =
+        cache_.access(decoded.stores[i].address, decoded.stores[i].size, /*is_write=*/true);
+    if (i == 0) insn.store_hit_l1 = r.level == pmu::cache::Level::kL1;
+  }
   insn.cycles = cycles;
   return insn;
 }
