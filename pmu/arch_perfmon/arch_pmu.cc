@@ -501,8 +501,12 @@ void ArchPmu::retire_unseen(const UnseenRetirements& batch) {
 
 bool ArchPmu::reads_cache_model() const {
   bool reads = false;
-  for_each_active(
-      [&](const Active& c) { reads = reads || arch_perfmon::reads_cache_model(c.event); });
+  for_each_active([&](const Active& c) {
+    // A store's PEBS record says whether it hit the L1 (RetiredInstruction::store_hit_l1).
+    const bool store_record = c.event == Event::kMemoryStores && !c.fixed &&
+                              (state_.pebs_enable & pebs_counter_bits() & c.status_bit);
+    reads = reads || arch_perfmon::reads_cache_model(c.event) || store_record;
+  });
   return reads;
 }
 

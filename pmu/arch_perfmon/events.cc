@@ -74,7 +74,8 @@ Event fixed_counter_event(uint32_t index) {
 bool counts_cycles(Event e) { return e == Event::kCoreCycles || e == Event::kReferenceCycles; }
 
 bool reads_cache_model(Event e) {
-  // Cycles grow with cache-miss latencies (RetiredInstruction::cycles).
+  // Cycles grow with cache-miss latencies (RetiredInstruction::cycles); a load-latency event
+  // counts by latency.
   return e == Event::kLlcReferences || e == Event::kLlcMisses || e == Event::kLoadLatency ||
          counts_cycles(e);
 }

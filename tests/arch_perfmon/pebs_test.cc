@@ -299,7 +299,9 @@ TEST_F(PebsTest, LoadAndStoreRecordsHaveTheirDataAddress) {
   ok(IA32_PMC0 + 1, (0 - 1) & kMask48);
   ok(IA32_PERFEVTSEL0, EN | USR | MEM_INST_RETIRED_ALL_LOADS);
   ok(IA32_PERFEVTSEL0 + 1, EN | USR | MEM_INST_RETIRED_ALL_STORES);
-  ok(IA32_PEBS_ENABLE, 0x2);              // the store counter first
+  EXPECT_FALSE(pmu().reads_cache_model()) << "counting loads and stores needs no cache model";
+  ok(IA32_PEBS_ENABLE, 0x2);  // the store counter first
+  EXPECT_TRUE(pmu().reads_cache_model()) << "the store's record says whether it hit the L1";
   RetiredInstruction rmw = at(0x401000);  // add %rax, (%rsp)
   rmw.loads = rmw.stores = true;
   rmw.load_address = rmw.store_address = 0x7FFF0008;
