@@ -157,5 +157,34 @@ TEST(GuestRamTest, RejectsBadSizes) {
   EXPECT_THROW(GuestRam(4097), std::runtime_error);
 }
 
+// The walk that fills a TLB: A in every entry used, D in the one that maps the page on a write.
+TEST_F(PageWalkerTest, WalkAndMarkSetsAccessedAndOnWriteDirty) {
+  constexpr uint64_t A = 0x20, D = 0x40;
+  map_4k(P | W | U);
+  auto entry = [&](uint64_t table, unsigned index) {
+    uint64_t v = 0;
+    EXPECT_TRUE(ram_.read_u64(table + index * 8, v));
+    return v;
+  };
+  ASSERT_TRUE(walk_and_mark(ram_, kPml4, 0x400010, /*write=*/false));
+  EXPECT_EQ(entry(kPml4, 0), kPdpt | P | W | U | A);
+  EXPECT_EQ(entry(kPdpt, 0), kPd | P | W | U | A);
+  EXPECT_EQ(entry(kPd, 2), kPt | P | W | U | A);
+  EXPECT_EQ(entry(kPt, 0), 0x200000 | P | W | U | A);
+  EXPECT_EQ(entry(kPt, 1), 0x201000 | P | W | U) << "the other page is untouched";
+  const auto t = walk_and_mark(ram_, kPml4, 0x400010, /*write=*/true);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->gpa, 0x200010u);
+  EXPECT_EQ(entry(kPt, 0), 0x200000 | P | W | U | A | D);
+  EXPECT_EQ(entry(kPd, 2), kPt | P | W | U | A) << "D only where the page is mapped";
+  // A 2 MiB page: its PDE is the leaf and takes D.
+  set(kPd, 4, 0x600000 | P | W | U | PS);
+  ASSERT_TRUE(walk_and_mark(ram_, kPml4, 0x800123, /*write=*/true));
+  EXPECT_EQ(entry(kPd, 4), 0x600000 | P | W | U | PS | A | D);
+  // Nothing present: nothing marked.
+  set(kPd, 6, 0);
+  EXPECT_FALSE(walk_and_mark(ram_, kPml4, 0xC00000, /*write=*/true));
+}
+
 }  // namespace
 }  // namespace vmm

@@ -1,6 +1,7 @@
 #include "vmm/memory/page_walker.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -10,6 +11,8 @@ namespace {
 constexpr uint64_t kPresent = 1ull << 0;
 constexpr uint64_t kWritable = 1ull << 1;
 constexpr uint64_t kUser = 1ull << 2;
+constexpr uint64_t kAccessed = 1ull << 5;
+constexpr uint64_t kDirty = 1ull << 6;  // in the entry that maps a page (PTE, or a large PDE/PDPTE)
 constexpr uint64_t kLargePage = 1ull << 7;
 constexpr uint64_t kExecuteDisable = 1ull << 63;
 constexpr uint64_t kAddressMask = 0x000FFFFFFFFFF000ull;  // bits 51:12
@@ -53,6 +56,31 @@ std::variant<Translation, WalkFailure> walk(const GuestRam& ram, uint64_t cr3, u
     table = entry & kAddressMask;
   }
   return WalkFailure::kReserved;  // not reached
+}
+
+std::optional<Translation> walk_and_mark(GuestRam& ram, uint64_t cr3, uint64_t linear, bool write) {
+  std::optional<Translation> t = translate(ram, cr3, linear);
+  if (!t) return std::nullopt;
+  uint64_t table = cr3 & kAddressMask;
+  for (int level = 3; level >= 0; --level) {
+    const int shift = 12 + 9 * level;
+    const uint64_t entry_gpa = table + ((linear >> shift) & 0x1FF) * 8;
+    // Another vCPU may have changed the tables since walk(): every entry is looked up again.
+    std::byte* host = ram.host(entry_gpa, 8);
+    if (host == nullptr) return std::nullopt;
+    std::atomic_ref<uint64_t> ref(*reinterpret_cast<uint64_t*>(host));  // 8-aligned: table + 8i
+    const uint64_t value = ref.load(std::memory_order_relaxed);
+    if (!(value & kPresent)) return std::nullopt;
+    const bool leaf = level == 0 || ((value & kLargePage) && (level == 1 || level == 2));
+    const uint64_t marks = kAccessed | (leaf && write ? kDirty : 0);
+    if ((value & marks) != marks) {
+      ref.fetch_or(marks);
+      ram.note_written(entry_gpa, 8);
+    }
+    if (leaf) break;
+    table = value & kAddressMask;
+  }
+  return t;
 }
 
 template <typename Ok, typename Fn>

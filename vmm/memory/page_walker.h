@@ -33,6 +33,14 @@ enum class WalkFailure : uint8_t {
 // Translates `linear` through the tables at `cr3`, or says why it cannot.
 std::variant<Translation, WalkFailure> walk(const GuestRam& ram, uint64_t cr3, uint64_t linear);
 
+// The walk a CPU makes when it fills its TLB for an access it allows (the caller checked the
+// translation's permissions first): the Accessed flag set in every entry used, and, for a
+// write, the Dirty flag in the entry that maps the page, each with one atomic OR (other vCPUs
+// may update the same tables; Linux's reclaim clears A and writeback clears D). An emulator
+// that maps guest pages for user code marks them so, as hardware would (DESIGN §4.7). nullopt
+// where walk() fails (then nothing is marked).
+std::optional<Translation> walk_and_mark(GuestRam& ram, uint64_t cr3, uint64_t linear, bool write);
+
 // Translates `linear` through the tables at `cr3`. nullopt when the address is not canonical,
 // an entry is not present, a table lies outside RAM, or a reserved combination is found.
 std::optional<Translation> translate(const GuestRam& ram, uint64_t cr3, uint64_t linear);

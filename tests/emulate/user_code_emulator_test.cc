@@ -1,0 +1,224 @@
+// The emulator core of `--stepper emulate` (vmm/emulate/user_code_emulator.h) on Unicorn, over
+// guest RAM with page tables built here: exact instruction counts (whole blocks, a limit inside
+// a block, loops), stops before what KVM must run, the TLB it fills from the guest's tables
+// (Accessed/Dirty flags, user/writable/XD permissions: refused accesses end the run before
+// their instruction), and code the guest rewrites.
+#include "vmm/emulate/user_code_emulator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+namespace vmm {
+namespace {
+
+constexpr uint64_t P = 1, W = 2, U = 4, A = 0x20, D = 0x40, XD = 1ull << 63;
+constexpr uint64_t kPml4 = 0x1000, kPdpt = 0x2000, kPd = 0x3000, kPt = 0x4000;
+// Linear pages (PT entries 0x400000 + 4 KiB x i) -> frames 0x200000 + 4 KiB x i.
+constexpr uint64_t kCode = 0x400000, kData = 0x401000, kKernel = 0x402000, kReadOnly = 0x403000,
+                   kNoExecute = 0x404000, kAbsent = 0x405000;
+
+class UserCodeEmulatorTest : public ::testing::Test {
+ protected:
+  UserCodeEmulatorTest() : ram_(16 << 20), emulator_(ram_) {
+    set(kPml4, 0, kPdpt | P | W | U);
+    set(kPdpt, 0, kPd | P | W | U);
+    set(kPd, 2, kPt | P | W | U);
+    set(kPt, 0, frame(kCode) | P | U);                // code: read-only, executable
+    set(kPt, 1, frame(kData) | P | W | U | XD);       // data
+    set(kPt, 2, frame(kKernel) | P | W | XD);         // supervisor
+    set(kPt, 3, frame(kReadOnly) | P | U | XD);       // read-only data
+    set(kPt, 4, frame(kNoExecute) | P | W | U | XD);  // data, and code placed there
+    regs_.rsp = kData + 0x800;
+    regs_.rflags = 0x202;
+  }
+  static uint64_t frame(uint64_t linear) { return 0x200000 + (linear - kCode); }
+  void set(uint64_t table, unsigned index, uint64_t entry) {
+    ASSERT_TRUE(ram_.write_u64(table + index * 8, entry));
+  }
+  uint64_t pte(uint64_t linear) {
+    uint64_t v = 0;
+    EXPECT_TRUE(ram_.read_u64(kPt + ((linear - kCode) >> 12) * 8, v));
+    return v;
+  }
+  void code(std::vector<uint8_t> bytes, uint64_t at = kCode) {
+    ASSERT_TRUE(ram_.write(frame(at), std::as_bytes(std::span(bytes))));
+    regs_.rip = at;
+  }
+  EmulationRun run(uint64_t limit) { return emulator_.run(regs_, kPml4, /*nxe=*/true, limit); }
+
+  GuestRam ram_;
+  UserCodeEmulator emulator_;
+  GuestRegisters regs_;
+};
+
+// inc rax (48 ff c0) x4, then dec rcx; jnz back: a loop of 6 instructions per pass.
+std::vector<uint8_t> CountingLoop() {
+  return {0x48, 0xff, 0xc0, 0x48, 0xff, 0xc0, 0x48, 0xff,
+          0xc0, 0x48, 0xff, 0xc0, 0x48, 0xff, 0xc9,  // dec rcx
+          0x75, 0xef,                                // jnz -17 (to the start)
+          0x0f, 0x05};                               // syscall
+}
+
+TEST_F(UserCodeEmulatorTest, RunsExactlyTheLimitAlsoInsideABlock) {
+  code(CountingLoop());
+  regs_.rcx = 1000;
+  for (uint64_t limit : {1u, 4u, 5u, 6u, 7u, 13u}) {
+    regs_.rip = kCode, regs_.rax = 0, regs_.rcx = 1000;
+    const EmulationRun r = run(limit);
+    EXPECT_EQ(r.end, EmulationRun::End::kLimit) << limit;
+    EXPECT_EQ(r.retired, limit);
+    const uint64_t passes = limit / 6, in_pass = limit % 6;
+    EXPECT_EQ(regs_.rax, passes * 4 + std::min<uint64_t>(in_pass, 4)) << limit;
+    static constexpr std::array<uint64_t, 6> kOffsets = {0, 3, 6, 9, 12, 15};
+    EXPECT_EQ(regs_.rip, kCode + kOffsets[in_pass]) << limit;
+  }
+}
+
+TEST_F(UserCodeEmulatorTest, ALoopRunsToTheSyscallWhichIsKvms) {
+  code(CountingLoop());
+  regs_.rcx = 1000;
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly);
+  EXPECT_EQ(r.kvm_only, KvmOnly::kKernelEntry);
+  EXPECT_EQ(r.retired, 6000u);
+  EXPECT_EQ(regs_.rax, 4000u);
+  EXPECT_EQ(regs_.rcx, 0u);
+  EXPECT_EQ(regs_.rip, kCode + 17) << "stopped before the syscall";
+  // Again from there: it stops at once, nothing retired.
+  const EmulationRun again = run(UINT64_MAX);
+  EXPECT_EQ(again.end, EmulationRun::End::kKvmOnly);
+  EXPECT_EQ(again.retired, 0u);
+  EXPECT_EQ(regs_.rip, kCode + 17);
+}
+
+TEST_F(UserCodeEmulatorTest, InstructionsThatReadTheHostGoToKvm) {
+  for (std::vector<uint8_t> insn : {std::vector<uint8_t>{0x0f, 0xa2},  // cpuid
+                                    {0x0f, 0x31},                      // rdtsc
+                                    {0x48, 0x0f, 0xc7, 0xf0},          // rdrand rax
+                                    {0xf4},                            // hlt
+                                    {0x0f, 0x0b}}) {                   // ud2
+    std::vector<uint8_t> bytes = {0x48, 0xff, 0xc0};                   // inc rax
+    bytes.insert(bytes.end(), insn.begin(), insn.end());
+    emulator_.flush();
+    code(bytes);
+    const EmulationRun r = run(UINT64_MAX);
+    EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly) << int(insn[1]);
+    EXPECT_EQ(r.retired, 1u) << int(insn[1]);
+    EXPECT_EQ(regs_.rip, kCode + 3) << int(insn[1]);
+  }
+}
+
+TEST_F(UserCodeEmulatorTest, ReadsSetAccessedWritesSetDirtyAsHardware) {
+  // mov rax, [kData]; mov [kData + 8], rax; syscall
+  code({0x48, 0x8b, 0x04, 0x25, 0x00, 0x10, 0x40, 0x00, 0x48, 0x89, 0x04, 0x25, 0x08, 0x10, 0x40,
+        0x00, 0x0f, 0x05});
+  ASSERT_TRUE(ram_.write_u64(frame(kData), 0x1234));
+  EXPECT_EQ(pte(kData) & (A | D), 0u);
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.retired, 2u);
+  uint64_t stored = 0;
+  ASSERT_TRUE(ram_.read_u64(frame(kData) + 8, stored));
+  EXPECT_EQ(stored, 0x1234u) << "into guest RAM itself";
+  EXPECT_EQ(pte(kData) & (A | D), A | D);
+  EXPECT_EQ(pte(kCode) & (A | D), A) << "fetched, not written";
+  EXPECT_EQ(pte(kReadOnly) & A, 0u) << "not touched";
+}
+
+TEST_F(UserCodeEmulatorTest, RefusedAccessesEndTheRunBeforeTheirInstruction) {
+  struct Case {
+    uint64_t address;
+    bool store;
+  };
+  for (const Case c :
+       {Case{kKernel, false}, Case{kReadOnly, true}, Case{kAbsent, false}, Case{kAbsent, true}}) {
+    emulator_.flush();
+    // inc rax; inc rax; mov rax, [addr] / mov [addr], rax; inc rax
+    std::vector<uint8_t> bytes = {0x48, 0xff, 0xc0, 0x48,
+                                  0xff, 0xc0, 0x48, static_cast<uint8_t>(c.store ? 0x89 : 0x8b),
+                                  0x04, 0x25};
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<uint8_t>(c.address >> (8 * i)));
+    bytes.insert(bytes.end(), {0x48, 0xff, 0xc0});
+    code(bytes);
+    regs_.rax = 0;
+    const EmulationRun r = run(UINT64_MAX);
+    SCOPED_TRACE(testing::Message() << std::hex << c.address << " store " << c.store);
+    EXPECT_EQ(r.end, EmulationRun::End::kFault);
+    EXPECT_EQ(r.retired, 2u);
+    EXPECT_EQ(regs_.rax, 2u);
+    EXPECT_EQ(regs_.rip, kCode + 6);
+  }
+  EXPECT_EQ(pte(kReadOnly) & D, 0u);
+}
+
+TEST_F(UserCodeEmulatorTest, CodeOnAnExecuteDisabledPageIsNotRun) {
+  code({0x48, 0xff, 0xc0}, kNoExecute);
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kFault);
+  EXPECT_EQ(r.retired, 0u);
+  EXPECT_EQ(regs_.rip, kNoExecute);
+}
+
+TEST_F(UserCodeEmulatorTest, CodeTheGuestRewritesRunsAsRewritten) {
+  // Code on a writable, executable page: it runs once, then the test (as the kernel or another
+  // vCPU would) rewrites it in guest RAM; after flush() the new code runs, not the old block.
+  set(kPt, 5, frame(kAbsent) | P | W | U);
+  code({0x48, 0xff, 0xc0, 0x0f, 0x05}, kAbsent);  // inc rax; syscall
+  regs_.rax = 0;
+  run(UINT64_MAX);
+  EXPECT_EQ(regs_.rax, 1u);
+  code({0x48, 0xff, 0xc8, 0x0f, 0x05}, kAbsent);  // dec rax; syscall
+  emulator_.flush();
+  run(UINT64_MAX);
+  EXPECT_EQ(regs_.rax, 0u);
+}
+
+// Self-modifying code: a write to a page the emulator runs code from is KVM's (W^X in the
+// emulator's TLB), so the run ends before the store, which has not happened: no stale block
+// can run.
+TEST_F(UserCodeEmulatorTest, CodeThatWritesItsOwnPageEndsTheRunBeforeTheStore) {
+  set(kPt, 5, frame(kAbsent) | P | W | U);
+  // inc rax; mov byte [kAbsent + 15], 0xc8; nop; nop; inc rax; syscall
+  code({0x48, 0xff, 0xc0, 0xc6, 0x04, 0x25, 0x0f, 0x50, 0x40, 0x00, 0xc8, 0x90, 0x90, 0x48, 0xff,
+        0xc0, 0x0f, 0x05},
+       kAbsent);
+  regs_.rax = 5;
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kFault);
+  EXPECT_TRUE(r.position_known);
+  EXPECT_EQ(r.retired, 1u);
+  EXPECT_EQ(regs_.rax, 6u);
+  EXPECT_EQ(regs_.rip, kAbsent + 3) << "before the store";
+  uint8_t byte = 0;
+  ASSERT_TRUE(ram_.read(frame(kAbsent) + 15, std::as_writable_bytes(std::span(&byte, 1))));
+  EXPECT_EQ(byte, 0xc0) << "not written";
+}
+
+// Data written on a page, then code run from it: the fetch from a page the emulator wrote goes
+// to KVM (W^X), precisely at the jump's target; after KVM ran (flush), the page is code.
+TEST_F(UserCodeEmulatorTest, APageWrittenThenRunFromRuns) {
+  set(kPt, 5, frame(kAbsent) | P | W | U);
+  code({0x48, 0xff, 0xc0, 0x0f, 0x05}, kAbsent + 0x10);  // inc rax; syscall
+  // mov [kAbsent + 0x100], rax; mov ecx, kAbsent + 0x10; jmp rcx
+  code({0x48, 0x89, 0x04, 0x25, 0x00, 0x51, 0x40, 0x00, 0xb9, 0x10, 0x50, 0x40, 0x00, 0xff, 0xe1});
+  regs_.rax = 7;
+  const EmulationRun w = run(UINT64_MAX);
+  EXPECT_EQ(w.end, EmulationRun::End::kFault);
+  EXPECT_TRUE(w.position_known);
+  EXPECT_EQ(w.retired, 3u);  // mov, mov, jmp
+  EXPECT_EQ(regs_.rip, kAbsent + 0x10);
+  EXPECT_EQ(pte(kAbsent) & (A | D), A | D);
+  emulator_.flush();
+  const EmulationRun x = run(UINT64_MAX);
+  EXPECT_EQ(x.end, EmulationRun::End::kKvmOnly);
+  EXPECT_EQ(x.retired, 1u);  // inc
+  EXPECT_EQ(regs_.rax, 8u);
+  EXPECT_EQ(regs_.rip, kAbsent + 0x13);
+  uint64_t stored = 0;
+  ASSERT_TRUE(ram_.read_u64(frame(kAbsent) + 0x100, stored));
+  EXPECT_EQ(stored, 7u);
+}
+
+}  // namespace
+}  // namespace vmm

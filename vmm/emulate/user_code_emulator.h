@@ -1,0 +1,130 @@
+// The core of `--stepper emulate` (DESIGN §4.7, "Emulated counting"; issue 40): a vCPU's CPL-3
+// code run by an embedded TCG (Unicorn 2.0.1, QEMU's TCG as a library) over the guest's own RAM,
+// counted exactly, stopping wherever KVM must take over.
+//
+// Addresses. Unicorn 2.0.1 cannot translate through guest page tables (its x86 TLB fill maps
+// linear to physical 1:1), so the emulator runs with paging off and maps each guest frame it
+// needs at its *linear* address (uc_mem_map_ptr: zero-copy into guest RAM), after pmuvm's walker
+// found it mapped for user mode — the emulator's TLB. Filling it sets the Accessed flags, a
+// write the Dirty flag, as hardware does (walk_and_mark); a page is mapped read-only until its
+// first write. A page the walk refuses (not present, supervisor, read-only for a write, XD for a
+// fetch, outside RAM) ends the run before the instruction: KVM executes it and the guest gets
+// the real #PF. flush() forgets every mapping: after the kernel ran (it may have changed the
+// tables, switched CR3, invalidated pages), the TLB starts empty.
+//
+// Faults. Unicorn 2.0.1 reports a refused data access with the registers and memory as they
+// were before the faulting instruction, but RIP at its block's start. The instruction is the
+// one of the block whose memory operand, computed from those registers, touches the refused
+// address; where that is not exactly one, the run says the position is not known.
+//
+// Counting. A block hook decodes each translated block with pmuvm's decoder: the instructions
+// retired are the blocks entered (all of their instructions) less what a fault left unexecuted
+// in the last one. A block that holds an instruction emulation_policy.h sends to KVM, or in
+// which the limit falls, is stopped before; its part before that instruction then runs to that
+// address (uc_emu_start's `until`, which Unicorn 2.0.1 honours only in blocks translated after
+// it was set: every translated block is dropped first — a cost paid at the end of a run).
+#pragma once
+
+#include <unicorn/unicorn.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "vmm/emulate/emulation_policy.h"
+#include "vmm/memory/guest_ram.h"
+#include "vmm/precise/instruction_decoder.h"
+
+namespace vmm {
+
+struct EmulationRun {
+  enum class End : uint8_t {
+    kLimit,    // `limit` instructions retired
+    kKvmOnly,  // the next instruction is KVM's to execute (why: EmulationRun::kvm_only)
+    kFault,    // the next instruction touches memory the walk refused: KVM raises the fault
+    kTimeout,  // the time slice ended (interrupts must not wait longer)
+  };
+  End end = End::kLimit;
+  KvmOnly kvm_only = KvmOnly::kNo;
+  uint64_t retired = 0;  // instructions retired in this run, all at CPL 3
+  // False only after a refused data access whose instruction could not be told (see
+  // UserCodeEmulator): the registers and memory are those before it, RIP and `retired` are not
+  // known. The caller cannot go on exactly from there.
+  bool position_known = true;
+};
+
+class UserCodeEmulator {
+ public:
+  // Throws VmmError when Unicorn cannot be opened.
+  explicit UserCodeEmulator(GuestRam& ram, bool multiple_vcpus = false);
+  ~UserCodeEmulator();
+  UserCodeEmulator(const UserCodeEmulator&) = delete;
+  UserCodeEmulator& operator=(const UserCodeEmulator&) = delete;
+
+  // Runs the user code at regs.rip in the address space `cr3` (EFER.NXE: `nxe`) until `limit`
+  // instructions retired, the next one is KVM's, or `timeout_us` passed (0: no timeout).
+  // `regs` (general registers, RIP, RFLAGS, FS/GS base) are updated to the state after the
+  // last retired instruction.
+  EmulationRun run(GuestRegisters& regs, uint64_t cr3, bool nxe, uint64_t limit,
+                   uint64_t timeout_us = 0);
+
+  // Forgets every mapped page and translated block (the kernel ran).
+  void flush();
+
+  size_t mapped_pages() const { return mapped_.size(); }
+
+ private:
+  struct Block {
+    std::vector<uint64_t> starts;  // each instruction's address
+    int kvm_only_at = -1;          // index of the first instruction KVM must run
+    KvmOnly why = KvmOnly::kNo;
+  };
+
+  // A block the run stopped before: `runnable` of its instructions may run, then the run ends
+  // (why: KVM's instruction, or kCount for the limit).
+  struct Stop {
+    const Block* block = nullptr;
+    size_t runnable = 0;
+    KvmOnly why = KvmOnly::kNo;
+  };
+
+  static void on_block(uc_engine* uc, uint64_t address, uint32_t size, void* self);
+  static bool on_unmapped(uc_engine* uc, uc_mem_type type, uint64_t address, int size,
+                          int64_t value, void* self);
+  static bool on_protection(uc_engine* uc, uc_mem_type type, uint64_t address, int size,
+                            int64_t value, void* self);
+
+  const Block& block_at(uint64_t address, uint32_t size);
+  void block_entered(uint64_t address, uint32_t size);
+  // A data fault in `b` (the last block entered; nullptr: none): its instructions before the
+  // faulting one retired, pc and RIP set to it. The run's end.
+  EmulationRun fault_in(const Block* b, uint64_t& pc);
+  // Counts the instructions of `b` before `pc` as retired.
+  void retire_up_to(const Block& b, uint64_t pc);
+  // The instruction of `b` that made the refused access `address`, from the registers before
+  // it (now Unicorn's), or nullopt when not exactly one fits.
+  std::optional<uint64_t> faulting_instruction(const Block& b, uint64_t address);
+  bool map_page(uint64_t page, bool write, bool fetch);
+
+  GuestRam& ram_;
+  const bool multiple_vcpus_;
+  uc_engine* uc_ = nullptr;
+  InstructionDecoder decoder_;
+  std::map<std::pair<uint64_t, uint32_t>, Block> blocks_;
+  std::unordered_map<uint64_t, uint32_t> mapped_;  // linear page -> UC_PROT_*
+
+  // The run under way.
+  uint64_t cr3_ = 0;
+  bool nxe_ = false;
+  uint64_t limit_ = 0;
+  uint64_t retired_ = 0;
+  const Block* last_block_ = nullptr;  // entered last: a fault may leave part of it unexecuted
+  std::optional<Stop> stop_;
+  std::optional<uint64_t> refused_;  // the data address a hook refused in this run
+  bool partial_run_ = false;  // a block's part runs to `until`: the block hook does not count
+};
+
+}  // namespace vmm
