@@ -62,6 +62,9 @@ UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus)
 UserCodeEmulator::~UserCodeEmulator() { uc_close(uc_); }
 
 void UserCodeEmulator::flush() {
+  // Nothing translated yet: nothing to drop (Unicorn 2.0.1's first TB flush costs seconds: it
+  // resets its whole code buffer).
+  if (mapped_.empty() && blocks_.empty()) return;
   for (const auto& [page, prot] : mapped_) uc_mem_unmap(uc_, page, kPage);
   mapped_.clear();
   blocks_.clear();
