@@ -61,18 +61,18 @@ std::vector<uint8_t> CountingLoop() {
           0x0f, 0x05};                               // syscall
 }
 
-TEST_F(UserCodeEmulatorTest, RunsExactlyTheLimitAlsoInsideABlock) {
+// Blocks run whole or not at all: the loop's block is its 6 instructions, so a limit inside it
+// stops the run before it, with every whole pass that fits retired and the state after it.
+TEST_F(UserCodeEmulatorTest, NeverPassesTheLimitAndStopsBeforeABlockThatWould) {
   code(CountingLoop());
-  regs_.rcx = 1000;
-  for (uint64_t limit : {1u, 4u, 5u, 6u, 7u, 13u}) {
+  for (uint64_t limit : {1u, 5u, 6u, 7u, 13u, 5999u}) {
     regs_.rip = kCode, regs_.rax = 0, regs_.rcx = 1000;
     const EmulationRun r = run(limit);
     EXPECT_EQ(r.end, EmulationRun::End::kLimit) << limit;
-    EXPECT_EQ(r.retired, limit);
-    const uint64_t passes = limit / 6, in_pass = limit % 6;
-    EXPECT_EQ(regs_.rax, passes * 4 + std::min<uint64_t>(in_pass, 4)) << limit;
-    static constexpr std::array<uint64_t, 6> kOffsets = {0, 3, 6, 9, 12, 15};
-    EXPECT_EQ(regs_.rip, kCode + kOffsets[in_pass]) << limit;
+    EXPECT_EQ(r.retired, limit / 6 * 6) << limit;
+    EXPECT_EQ(regs_.rax, limit / 6 * 4) << limit;
+    EXPECT_EQ(regs_.rcx, 1000 - limit / 6) << limit;
+    EXPECT_EQ(regs_.rip, kCode) << limit;
   }
 }
 
@@ -99,25 +99,26 @@ TEST_F(UserCodeEmulatorTest, InstructionsThatReadTheHostGoToKvm) {
                                     {0x48, 0x0f, 0xc7, 0xf0},          // rdrand rax
                                     {0xf4},                            // hlt
                                     {0x0f, 0x0b}}) {                   // ud2
-    std::vector<uint8_t> bytes = {0x48, 0xff, 0xc0};                   // inc rax
+    // inc rax; jmp over an int3 (the block ends at a jump), then the instruction
+    std::vector<uint8_t> bytes = {0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc};
     bytes.insert(bytes.end(), insn.begin(), insn.end());
     emulator_.flush();
     code(bytes);
     const EmulationRun r = run(UINT64_MAX);
     EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly) << int(insn[1]);
-    EXPECT_EQ(r.retired, 1u) << int(insn[1]);
-    EXPECT_EQ(regs_.rip, kCode + 3) << int(insn[1]);
+    EXPECT_EQ(r.retired, 2u) << int(insn[1]);
+    EXPECT_EQ(regs_.rip, kCode + 6) << int(insn[1]);
   }
 }
 
 TEST_F(UserCodeEmulatorTest, ReadsSetAccessedWritesSetDirtyAsHardware) {
-  // mov rax, [kData]; mov [kData + 8], rax; syscall
-  code({0x48, 0x8b, 0x04, 0x25, 0x00, 0x10, 0x40, 0x00, 0x48, 0x89, 0x04, 0x25, 0x08, 0x10, 0x40,
-        0x00, 0x0f, 0x05});
+  // mov rax, [kData]; mov [kData + 8], rax; jmp over an int3; syscall
+  code({0x48, 0x8b, 0x04, 0x25, 0x00, 0x10, 0x40, 0x00, 0x48, 0x89, 0x04,
+        0x25, 0x08, 0x10, 0x40, 0x00, 0xeb, 0x01, 0xcc, 0x0f, 0x05});
   ASSERT_TRUE(ram_.write_u64(frame(kData), 0x1234));
   EXPECT_EQ(pte(kData) & (A | D), 0u);
   const EmulationRun r = run(UINT64_MAX);
-  EXPECT_EQ(r.retired, 2u);
+  EXPECT_EQ(r.retired, 3u);
   uint64_t stored = 0;
   ASSERT_TRUE(ram_.read_u64(frame(kData) + 8, stored));
   EXPECT_EQ(stored, 0x1234u) << "into guest RAM itself";
@@ -164,11 +165,11 @@ TEST_F(UserCodeEmulatorTest, CodeTheGuestRewritesRunsAsRewritten) {
   // Code on a writable, executable page: it runs once, then the test (as the kernel or another
   // vCPU would) rewrites it in guest RAM; after flush() the new code runs, not the old block.
   set(kPt, 5, frame(kAbsent) | P | W | U);
-  code({0x48, 0xff, 0xc0, 0x0f, 0x05}, kAbsent);  // inc rax; syscall
+  code({0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0x0f, 0x05}, kAbsent);  // inc rax; jmp; syscall
   regs_.rax = 0;
   run(UINT64_MAX);
   EXPECT_EQ(regs_.rax, 1u);
-  code({0x48, 0xff, 0xc8, 0x0f, 0x05}, kAbsent);  // dec rax; syscall
+  code({0x48, 0xff, 0xc8, 0xeb, 0x01, 0xcc, 0x0f, 0x05}, kAbsent);  // dec rax; jmp; syscall
   emulator_.flush();
   run(UINT64_MAX);
   EXPECT_EQ(regs_.rax, 0u);
@@ -179,9 +180,9 @@ TEST_F(UserCodeEmulatorTest, CodeTheGuestRewritesRunsAsRewritten) {
 // can run.
 TEST_F(UserCodeEmulatorTest, CodeThatWritesItsOwnPageEndsTheRunBeforeTheStore) {
   set(kPt, 5, frame(kAbsent) | P | W | U);
-  // inc rax; mov byte [kAbsent + 15], 0xc8; nop; nop; inc rax; syscall
-  code({0x48, 0xff, 0xc0, 0xc6, 0x04, 0x25, 0x0f, 0x50, 0x40, 0x00, 0xc8, 0x90, 0x90, 0x48, 0xff,
-        0xc0, 0x0f, 0x05},
+  // inc rax; mov byte [kAbsent + 15], 0xc8; nop; nop; inc rax; jmp over an int3; syscall
+  code({0x48, 0xff, 0xc0, 0xc6, 0x04, 0x25, 0x0f, 0x50, 0x40, 0x00, 0xc8,
+        0x90, 0x90, 0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0x0f, 0x05},
        kAbsent);
   regs_.rax = 5;
   const EmulationRun r = run(UINT64_MAX);
@@ -199,7 +200,7 @@ TEST_F(UserCodeEmulatorTest, CodeThatWritesItsOwnPageEndsTheRunBeforeTheStore) {
 // to KVM (W^X), precisely at the jump's target; after KVM ran (flush), the page is code.
 TEST_F(UserCodeEmulatorTest, APageWrittenThenRunFromRuns) {
   set(kPt, 5, frame(kAbsent) | P | W | U);
-  code({0x48, 0xff, 0xc0, 0x0f, 0x05}, kAbsent + 0x10);  // inc rax; syscall
+  code({0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0x0f, 0x05}, kAbsent + 0x10);  // inc rax; jmp; syscall
   // mov [kAbsent + 0x100], rax; mov ecx, kAbsent + 0x10; jmp rcx
   code({0x48, 0x89, 0x04, 0x25, 0x00, 0x51, 0x40, 0x00, 0xb9, 0x10, 0x50, 0x40, 0x00, 0xff, 0xe1});
   regs_.rax = 7;
@@ -212,9 +213,9 @@ TEST_F(UserCodeEmulatorTest, APageWrittenThenRunFromRuns) {
   emulator_.flush();
   const EmulationRun x = run(UINT64_MAX);
   EXPECT_EQ(x.end, EmulationRun::End::kKvmOnly);
-  EXPECT_EQ(x.retired, 1u);  // inc
+  EXPECT_EQ(x.retired, 2u);  // inc, jmp
   EXPECT_EQ(regs_.rax, 8u);
-  EXPECT_EQ(regs_.rip, kAbsent + 0x13);
+  EXPECT_EQ(regs_.rip, kAbsent + 0x16);
   uint64_t stored = 0;
   ASSERT_TRUE(ram_.read_u64(frame(kAbsent) + 0x100, stored));
   EXPECT_EQ(stored, 7u);

@@ -96,24 +96,18 @@ const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint
 }
 
 void UserCodeEmulator::block_entered(uint64_t address, uint32_t size) {
-  if (partial_run_ || stop_) return;
+  if (stop_) return;
   const Block& b = block_at(address, size);
-  // Where this block must end early: before an instruction KVM runs, or at the limit. The run
-  // stops before the block, and run() executes the part that may run up to the instruction
-  // where it ends (Unicorn's `until`).
-  const uint64_t left = limit_ - retired_;
-  size_t runnable = b.kvm_only_at < 0 ? b.starts.size() : static_cast<size_t>(b.kvm_only_at);
-  KvmOnly why = b.why;
-  if (runnable > left) {
-    runnable = static_cast<size_t>(left);
-    why = KvmOnly::kCount;
-  }
-  if (runnable < b.starts.size() || (b.kvm_only_at >= 0 && runnable == b.starts.size())) {
-    stop_ = Stop{&b, runnable, why};
+  // A block runs whole or not at all: one that holds an instruction KVM must run, or would pass
+  // the limit, is left to the KVM stepper from its start (a few steps; ending a translated
+  // block early in Unicorn 2.0.1 costs a flush of every translated block).
+  const bool passes_limit = b.starts.size() > limit_ - retired_;
+  if (b.kvm_only_at >= 0 || passes_limit) {
+    stop_ = b.kvm_only_at >= 0 ? b.why : KvmOnly::kCount;
     uc_emu_stop(uc_);
     return;
   }
-  retired_ += runnable;
+  retired_ += b.starts.size();
   last_block_ = &b;
 }
 
@@ -222,6 +216,37 @@ EmulationRun UserCodeEmulator::fault_in(const Block* b, uint64_t& pc) {
   return out;
 }
 
+EmulationRun UserCodeEmulator::one_run(uint64_t pc, uint64_t timeout_us) {
+  last_block_ = nullptr;
+  stop_.reset();
+  refused_.reset();
+  const uc_err err = uc_emu_start(uc_, pc, 0, timeout_us, 0);
+  uc_reg_read(uc_, UC_X86_REG_RIP, &pc);
+  EmulationRun out;
+  if (data_fault(err)) {
+    // The last block ran up to the faulting instruction, which did not retire.
+    if (last_block_ != nullptr) retired_ -= last_block_->starts.size();
+    return fault_in(last_block_, pc);
+  }
+  if (fetch_fault(err)) {  // a block's first fetch: the blocks before it ran whole
+    out.end = EmulationRun::End::kFault;
+    return out;
+  }
+  if (err != UC_ERR_OK) {  // not expected: the policy lets Unicorn see only what it runs
+    out.end = EmulationRun::End::kKvmOnly;
+    out.kvm_only = KvmOnly::kNotComputing;
+    out.position_known = false;
+    return out;
+  }
+  if (!stop_) {
+    out.end = EmulationRun::End::kTimeout;
+    return out;
+  }
+  out.end = *stop_ == KvmOnly::kCount ? EmulationRun::End::kLimit : EmulationRun::End::kKvmOnly;
+  out.kvm_only = *stop_ == KvmOnly::kCount ? KvmOnly::kNo : *stop_;
+  return out;
+}
+
 EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe, uint64_t limit,
                                    uint64_t timeout_us) {
   if (cr3 != cr3_) flush();  // another address space: another TLB
@@ -230,63 +255,7 @@ EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe,
   limit_ = limit;
   retired_ = 0;
   for (const RegisterSlot& r : kRegisters) uc_reg_write(uc_, r.uc, &(regs.*r.field));
-  EmulationRun out;
-  uint64_t pc = regs.rip;
-  while (true) {
-    if (retired_ == limit_) {
-      out.end = EmulationRun::End::kLimit;
-      break;
-    }
-    last_block_ = nullptr;
-    stop_.reset();
-    refused_.reset();
-    uc_err err = uc_emu_start(uc_, pc, 0, timeout_us, 0);
-    uc_reg_read(uc_, UC_X86_REG_RIP, &pc);
-    if (data_fault(err)) {
-      // The last block ran up to the faulting instruction, which did not retire.
-      if (last_block_ != nullptr) retired_ -= last_block_->starts.size();
-      out = fault_in(last_block_, pc);
-      break;
-    }
-    if (fetch_fault(err)) {  // a block's first fetch: the blocks before it ran whole
-      out.end = EmulationRun::End::kFault;
-      break;
-    }
-    if (err != UC_ERR_OK) {  // an instruction Unicorn lacks (UC_ERR_INSN_INVALID), ...
-      out.end = EmulationRun::End::kKvmOnly;
-      out.kvm_only = KvmOnly::kNotComputing;
-      break;
-    }
-    if (!stop_) {
-      out.end = EmulationRun::End::kTimeout;
-      break;
-    }
-    // Stopped before a block that must end early: its runnable part with an exact count.
-    const Stop stop = *stop_;
-    if (stop.runnable > 0) {
-      // Unicorn stops at `until` only in blocks translated after it was set: all of them are
-      // translated again (the block was entered, so it is cached whole).
-      uc_ctl_flush_tlb(uc_);
-      partial_run_ = true;
-      err = uc_emu_start(uc_, pc, stop.block->starts[stop.runnable], 0, 0);
-      partial_run_ = false;
-      uc_reg_read(uc_, UC_X86_REG_RIP, &pc);
-      if (data_fault(err)) {
-        out = fault_in(stop.block, pc);
-        break;
-      }
-      if (err != UC_ERR_OK) {  // a fetch fault cannot happen inside a fetched block
-        out.end = EmulationRun::End::kKvmOnly;
-        out.kvm_only = KvmOnly::kNotComputing;
-        out.position_known = false;
-        break;
-      }
-      retired_ += stop.runnable;
-    }
-    out.end = stop.why == KvmOnly::kCount ? EmulationRun::End::kLimit : EmulationRun::End::kKvmOnly;
-    out.kvm_only = stop.why == KvmOnly::kCount ? KvmOnly::kNo : stop.why;
-    break;
-  }
+  EmulationRun out = one_run(regs.rip, timeout_us);
   out.retired = retired_;
   for (const RegisterSlot& r : kRegisters) uc_reg_read(uc_, r.uc, &(regs.*r.field));
   return out;

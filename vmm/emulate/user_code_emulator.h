@@ -19,10 +19,10 @@
 //
 // Counting. A block hook decodes each translated block with pmuvm's decoder: the instructions
 // retired are the blocks entered (all of their instructions) less what a fault left unexecuted
-// in the last one. A block that holds an instruction emulation_policy.h sends to KVM, or in
-// which the limit falls, is stopped before; its part before that instruction then runs to that
-// address (uc_emu_start's `until`, which Unicorn 2.0.1 honours only in blocks translated after
-// it was set: every translated block is dropped first — a cost paid at the end of a run).
+// in the last one. Blocks run whole or not at all: the run stops before a block that holds an
+// instruction emulation_policy.h sends to KVM, or that would pass the limit, and the KVM
+// stepper steps through it. (Ending a translated block early needs its retranslation, and
+// Unicorn 2.0.1 then drops every translated block: 0.1-3 s.)
 #pragma once
 
 #include <unicorn/unicorn.h>
@@ -42,8 +42,8 @@ namespace vmm {
 
 struct EmulationRun {
   enum class End : uint8_t {
-    kLimit,    // `limit` instructions retired
-    kKvmOnly,  // the next instruction is KVM's to execute (why: EmulationRun::kvm_only)
+    kLimit,    // the next block would pass `limit` (at most `limit` retired)
+    kKvmOnly,  // the next block holds an instruction KVM must execute (why: kvm_only)
     kFault,    // the next instruction touches memory the walk refused: KVM raises the fault
     kTimeout,  // the time slice ended (interrupts must not wait longer)
   };
@@ -83,14 +83,6 @@ class UserCodeEmulator {
     KvmOnly why = KvmOnly::kNo;
   };
 
-  // A block the run stopped before: `runnable` of its instructions may run, then the run ends
-  // (why: KVM's instruction, or kCount for the limit).
-  struct Stop {
-    const Block* block = nullptr;
-    size_t runnable = 0;
-    KvmOnly why = KvmOnly::kNo;
-  };
-
   static void on_block(uc_engine* uc, uint64_t address, uint32_t size, void* self);
   static bool on_unmapped(uc_engine* uc, uc_mem_type type, uint64_t address, int size,
                           int64_t value, void* self);
@@ -99,6 +91,8 @@ class UserCodeEmulator {
 
   const Block& block_at(uint64_t address, uint32_t size);
   void block_entered(uint64_t address, uint32_t size);
+  // One uc_emu_start from `pc` and what ended it.
+  EmulationRun one_run(uint64_t pc, uint64_t timeout_us);
   // A data fault in `b` (the last block entered; nullptr: none): its instructions before the
   // faulting one retired, pc and RIP set to it. The run's end.
   EmulationRun fault_in(const Block* b, uint64_t& pc);
@@ -122,9 +116,8 @@ class UserCodeEmulator {
   uint64_t limit_ = 0;
   uint64_t retired_ = 0;
   const Block* last_block_ = nullptr;  // entered last: a fault may leave part of it unexecuted
-  std::optional<Stop> stop_;
-  std::optional<uint64_t> refused_;  // the data address a hook refused in this run
-  bool partial_run_ = false;  // a block's part runs to `until`: the block hook does not count
+  std::optional<KvmOnly> stop_;        // the run stopped before a block (kCount: at the limit)
+  std::optional<uint64_t> refused_;    // the data address a hook refused in this run
 };
 
 }  // namespace vmm
