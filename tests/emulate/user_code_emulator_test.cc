@@ -83,6 +83,8 @@ TEST_F(UserCodeEmulatorTest, ALoopRunsToTheSyscallWhichIsKvms) {
   EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly);
   EXPECT_EQ(r.kvm_only, KvmOnly::kKernelEntry);
   EXPECT_EQ(r.retired, 6000u);
+  EXPECT_EQ(r.branches, 1000u) << "the jnz of each pass";
+  EXPECT_EQ(r.conditional_branches, 1000u);
   EXPECT_EQ(regs_.rax, 4000u);
   EXPECT_EQ(regs_.rcx, 0u);
   EXPECT_EQ(regs_.rip, kCode + 17) << "stopped before the syscall";
@@ -117,8 +119,15 @@ TEST_F(UserCodeEmulatorTest, ReadsSetAccessedWritesSetDirtyAsHardware) {
         0x25, 0x08, 0x10, 0x40, 0x00, 0xeb, 0x01, 0xcc, 0x0f, 0x05});
   ASSERT_TRUE(ram_.write_u64(frame(kData), 0x1234));
   EXPECT_EQ(pte(kData) & (A | D), 0u);
+  ram_.set_write_tracking(true);
   const EmulationRun r = run(UINT64_MAX);
   EXPECT_EQ(r.retired, 3u);
+  EXPECT_EQ(r.branches, 1u) << "the jmp";
+  EXPECT_EQ(r.conditional_branches, 0u);
+  // A live migration sends what the emulator wrote: the page, and the tables whose Accessed
+  // and Dirty flags the walk set.
+  EXPECT_EQ(ram_.take_written_pages(), (std::vector<uint64_t>{kPml4 >> 12, kPdpt >> 12, kPd >> 12,
+                                                              kPt >> 12, frame(kData) >> 12}));
   uint64_t stored = 0;
   ASSERT_TRUE(ram_.read_u64(frame(kData) + 8, stored));
   EXPECT_EQ(stored, 0x1234u) << "into guest RAM itself";

@@ -65,7 +65,7 @@ void UserCodeEmulator::flush() {
   // Nothing translated yet: nothing to drop (Unicorn 2.0.1's first TB flush costs seconds: it
   // resets its whole code buffer).
   if (mapped_.empty() && blocks_.empty()) return;
-  for (const auto& [page, prot] : mapped_) uc_mem_unmap(uc_, page, kPage);
+  for (const auto& [page, m] : mapped_) uc_mem_unmap(uc_, page, kPage);
   mapped_.clear();
   blocks_.clear();
   uc_ctl_flush_tlb(uc_);  // (2.0.1's name for UC_CTL_TB_FLUSH: every translated block)
@@ -91,6 +91,10 @@ const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint
     }
     if (!d) break;
     offset += d->length;
+    if (offset >= size) {
+      b.ends_in_branch = d->branch != pmu::BranchKind::kNone;
+      b.ends_in_conditional = d->branch == pmu::BranchKind::kConditional;
+    }
   }
   return blocks_.emplace(key, std::move(b)).first->second;
 }
@@ -108,6 +112,8 @@ void UserCodeEmulator::block_entered(uint64_t address, uint32_t size) {
     return;
   }
   retired_ += b.starts.size();
+  branches_ += b.ends_in_branch ? 1 : 0;
+  conditional_branches_ += b.ends_in_conditional ? 1 : 0;
   last_block_ = &b;
 }
 
@@ -130,17 +136,19 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   auto it = mapped_.find(page);
   if (it != mapped_.end() && (write || fetch)) {
     const uint32_t other = write ? UC_PROT_EXEC : UC_PROT_WRITE;
-    if (it->second & other) return false;
+    if (it->second.prot & other) return false;
   }
   if (!walk_and_mark(ram_, cr3_, page, write)) return false;
   const uint32_t prot = UC_PROT_READ | (fetch ? UC_PROT_EXEC : 0) | (write ? UC_PROT_WRITE : 0);
   if (it != mapped_.end()) {
-    if (uc_mem_protect(uc_, page, kPage, prot) != UC_ERR_OK) return false;
-    it->second = prot;
+    // The tables may map the page elsewhere now: only the same frame keeps its mapping.
+    if (it->second.frame != frame || uc_mem_protect(uc_, page, kPage, prot) != UC_ERR_OK)
+      return false;
+    it->second.prot = prot;
     return true;
   }
   if (uc_mem_map_ptr(uc_, page, kPage, prot, host) != UC_ERR_OK) return false;
-  mapped_.emplace(page, prot);
+  mapped_.emplace(page, Mapping{prot, frame});
   return true;
 }
 
@@ -224,8 +232,13 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc, uint64_t timeout_us) {
   uc_reg_read(uc_, UC_X86_REG_RIP, &pc);
   EmulationRun out;
   if (data_fault(err)) {
-    // The last block ran up to the faulting instruction, which did not retire.
-    if (last_block_ != nullptr) retired_ -= last_block_->starts.size();
+    // The last block ran up to the faulting instruction, which did not retire: not its branch
+    // (the last instruction) either.
+    if (last_block_ != nullptr) {
+      retired_ -= last_block_->starts.size();
+      branches_ -= last_block_->ends_in_branch ? 1 : 0;
+      conditional_branches_ -= last_block_->ends_in_conditional ? 1 : 0;
+    }
     return fault_in(last_block_, pc);
   }
   if (fetch_fault(err)) {  // a block's first fetch: the blocks before it ran whole
@@ -253,10 +266,15 @@ EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe,
   cr3_ = cr3;
   nxe_ = nxe;
   limit_ = limit;
-  retired_ = 0;
+  retired_ = branches_ = conditional_branches_ = 0;
   for (const RegisterSlot& r : kRegisters) uc_reg_write(uc_, r.uc, &(regs.*r.field));
   EmulationRun out = one_run(regs.rip, timeout_us);
   out.retired = retired_;
+  out.branches = branches_;
+  out.conditional_branches = conditional_branches_;
+  // Live migration: the emulator's stores bypass KVM's dirty log (GuestRam::note_written).
+  for (const auto& [page, m] : mapped_)
+    if (m.prot & UC_PROT_WRITE) ram_.note_written(m.frame, kPage);
   for (const RegisterSlot& r : kRegisters) uc_reg_read(uc_, r.uc, &(regs.*r.field));
   return out;
 }

@@ -50,6 +50,10 @@ struct EmulationRun {
   End end = End::kLimit;
   KvmOnly kvm_only = KvmOnly::kNo;
   uint64_t retired = 0;  // instructions retired in this run, all at CPL 3
+  // Of them, branches and conditional branches (as the decoder classes them): what the PMU
+  // models take as one unseen batch (pmu/unseen_retirements.h).
+  uint64_t branches = 0;
+  uint64_t conditional_branches = 0;
   // False only after a refused data access whose instruction could not be told (see
   // UserCodeEmulator): the registers and memory are those before it, RIP and `retired` are not
   // known. The caller cannot go on exactly from there.
@@ -79,7 +83,10 @@ class UserCodeEmulator {
  private:
   struct Block {
     std::vector<uint64_t> starts;  // each instruction's address
-    int kvm_only_at = -1;          // index of the first instruction KVM must run
+    // Its last instruction is a branch (a block ends at one), and a conditional one.
+    bool ends_in_branch = false;
+    bool ends_in_conditional = false;
+    int kvm_only_at = -1;  // index of the first instruction KVM must run
     KvmOnly why = KvmOnly::kNo;
   };
 
@@ -108,13 +115,19 @@ class UserCodeEmulator {
   uc_engine* uc_ = nullptr;
   InstructionDecoder decoder_;
   std::map<std::pair<uint64_t, uint32_t>, Block> blocks_;
-  std::unordered_map<uint64_t, uint32_t> mapped_;  // linear page -> UC_PROT_*
+  struct Mapping {
+    uint32_t prot = 0;   // UC_PROT_*
+    uint64_t frame = 0;  // the guest frame it maps
+  };
+  std::unordered_map<uint64_t, Mapping> mapped_;  // by linear page
 
   // The run under way.
   uint64_t cr3_ = 0;
   bool nxe_ = false;
   uint64_t limit_ = 0;
   uint64_t retired_ = 0;
+  uint64_t branches_ = 0;
+  uint64_t conditional_branches_ = 0;
   const Block* last_block_ = nullptr;  // entered last: a fault may leave part of it unexecuted
   std::optional<KvmOnly> stop_;        // the run stopped before a block (kCount: at the limit)
   std::optional<uint64_t> refused_;    // the data address a hook refused in this run
