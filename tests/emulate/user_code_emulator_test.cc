@@ -230,5 +230,46 @@ TEST_F(UserCodeEmulatorTest, APageWrittenThenRunFromRuns) {
   EXPECT_EQ(stored, 7u);
 }
 
+// Unicorn 2.0.1 aborts the process when it translates FF /5 with a register operand (`ff ee`,
+// found by user_code_emulator_fuzz): a page holding it is never run by the emulator.
+TEST_F(UserCodeEmulatorTest, CodeThatWouldCrashTheTranslatorIsLeftToKvm) {
+  code({0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0xff, 0xee});  // inc rax; jmp; ljmp to a register
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kFault);
+  EXPECT_EQ(r.retired, 0u);
+  EXPECT_EQ(regs_.rip, kCode);
+}
+
+// A branch to a non-canonical address raises #GP at the branch on hardware (it does not retire,
+// RSP unchanged); Unicorn jumps there. The emulator undoes such a RET or JMP; after a CALL (its
+// return address written) it says the position is not known.
+TEST_F(UserCodeEmulatorTest, ABranchToANonCanonicalAddressDoesNotRetire) {
+  // inc rax; ret (to the non-canonical address on the stack)
+  code({0x48, 0xff, 0xc0, 0xc3});
+  ASSERT_TRUE(ram_.write_u64(frame(kData) + 0x800, 0x0000800000000000));
+  regs_.rsp = kData + 0x800;
+  EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kFault);
+  EXPECT_TRUE(r.position_known);
+  EXPECT_EQ(r.retired, 1u);
+  EXPECT_EQ(r.branches, 0u);
+  EXPECT_EQ(regs_.rip, kCode + 3) << "at the ret";
+  EXPECT_EQ(regs_.rsp, kData + 0x800) << "nothing popped";
+  // jmp rax
+  emulator_.flush();
+  code({0xff, 0xe0});
+  regs_.rax = 0xFFFF000000000000;
+  r = run(UINT64_MAX);
+  EXPECT_TRUE(r.position_known);
+  EXPECT_EQ(r.retired, 0u);
+  EXPECT_EQ(regs_.rip, kCode);
+  // call rax: its return address is written already
+  emulator_.flush();
+  code({0xff, 0xd0});
+  r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kFault);
+  EXPECT_FALSE(r.position_known);
+}
+
 }  // namespace
 }  // namespace vmm

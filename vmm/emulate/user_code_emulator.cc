@@ -34,6 +34,18 @@ void check(uc_err e, const char* what) {
   if (e != UC_ERR_OK) throw VmmError(std::string("emulator: ") + what + ": " + uc_strerror(e));
 }
 
+// Unicorn 2.0.1 aborts the process translating FF /3 or FF /5 with a register operand (an
+// invalid far CALL/JMP; `ff ee` found by user_code_emulator_fuzz: tcg_gen_code's fatal
+// error), and it translates code before anyone can look at it. A page holding such a byte pair
+// anywhere, or ending in FF (the pair may straddle the boundary), is never run by the emulator:
+// its fetch goes to KVM, which raises the #UD a CPU would.
+bool may_crash_the_translator(const std::byte* page) {
+  const auto* b = reinterpret_cast<const uint8_t*>(page);
+  for (uint64_t i = 0; i + 1 < kPage; ++i)
+    if (b[i] == 0xFF && ((b[i + 1] & 0xF8) == 0xD8 || (b[i + 1] & 0xF8) == 0xE8)) return true;
+  return b[kPage - 1] == 0xFF;
+}
+
 bool data_fault(uc_err e) {
   return e == UC_ERR_READ_UNMAPPED || e == UC_ERR_WRITE_UNMAPPED || e == UC_ERR_READ_PROT ||
          e == UC_ERR_WRITE_PROT || e == UC_ERR_READ_UNALIGNED || e == UC_ERR_WRITE_UNALIGNED ||
@@ -94,6 +106,8 @@ const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint
     if (offset >= size) {
       b.ends_in_branch = d->branch != pmu::BranchKind::kNone;
       b.ends_in_conditional = d->branch == pmu::BranchKind::kConditional;
+      b.branch_undoable = b.ends_in_branch && d->branch != pmu::BranchKind::kCall;
+      if (d->adjusted_gpr == 4) b.branch_rsp_adjustment = d->adjustment;  // RET's pop
     }
   }
   return blocks_.emplace(key, std::move(b)).first->second;
@@ -129,6 +143,7 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   const uint64_t frame = t->gpa & ~(kPage - 1);
   std::byte* host = ram_.host(frame, kPage);
   if (host == nullptr) return false;  // MMIO or beyond RAM: not the emulator's
+  if (fetch && may_crash_the_translator(host)) return false;
   // Never writable and executable at once (W^X in the emulator's TLB): code is never written
   // under the emulator, so no translated block goes stale by the emulator's own writes. A write
   // to a page code was fetched from, and a fetch from a page that was written, go to KVM
@@ -243,6 +258,24 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc, uint64_t timeout_us) {
   }
   if (fetch_fault(err)) {  // a block's first fetch: the blocks before it ran whole
     out.end = EmulationRun::End::kFault;
+    const bool canonical = static_cast<uint64_t>(static_cast<int64_t>(pc << 16) >> 16) == pc;
+    if (!canonical) {
+      // The last block's branch went there: hardware raises #GP at the branch instead, which
+      // does not retire and leaves RSP as it was.
+      if (last_block_ == nullptr || !last_block_->ends_in_branch || !last_block_->branch_undoable) {
+        out.position_known = false;
+        return out;
+      }
+      --retired_;
+      --branches_;
+      conditional_branches_ -= last_block_->ends_in_conditional ? 1 : 0;
+      pc = last_block_->starts.back();
+      uc_reg_write(uc_, UC_X86_REG_RIP, &pc);
+      uint64_t rsp = 0;
+      uc_reg_read(uc_, UC_X86_REG_RSP, &rsp);
+      rsp -= static_cast<uint64_t>(last_block_->branch_rsp_adjustment);
+      uc_reg_write(uc_, UC_X86_REG_RSP, &rsp);
+    }
     return out;
   }
   if (err != UC_ERR_OK) {  // not expected: the policy lets Unicorn see only what it runs

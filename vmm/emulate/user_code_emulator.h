@@ -86,6 +86,11 @@ class UserCodeEmulator {
     // Its last instruction is a branch (a block ends at one), and a conditional one.
     bool ends_in_branch = false;
     bool ends_in_conditional = false;
+    // How that branch can be undone when its target turns out non-canonical (hardware raises
+    // #GP at the branch, which does not retire; Unicorn jumps there): what it added to RSP, or
+    // not at all (a CALL has written its return address).
+    bool branch_undoable = false;
+    int64_t branch_rsp_adjustment = 0;
     int kvm_only_at = -1;  // index of the first instruction KVM must run
     KvmOnly why = KvmOnly::kNo;
   };
