@@ -271,5 +271,22 @@ TEST_F(UserCodeEmulatorTest, ABranchToANonCanonicalAddressDoesNotRetire) {
   EXPECT_FALSE(r.position_known);
 }
 
+// A page read before code is fetched from it (constants, a jump table beside the code) is
+// mapped executable at that read when the tables let user mode execute it: the jump to it runs
+// on in the emulator.
+TEST_F(UserCodeEmulatorTest, APageReadThenRunFromRunsOn) {
+  constexpr uint64_t kOther = kCode + 0x6000;
+  set(kPt, 6, frame(kOther) | P | U);
+  code({0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0x0f, 0x05}, kOther);  // inc rax; jmp; syscall
+  ASSERT_TRUE(ram_.write_u64(frame(kOther) + 0x100, 41));
+  // mov rax, [kOther + 0x100]; mov ecx, kOther; jmp rcx
+  code({0x48, 0x8b, 0x04, 0x25, 0x00, 0x61, 0x40, 0x00, 0xb9, 0x00, 0x60, 0x40, 0x00, 0xff, 0xe1});
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly);
+  EXPECT_EQ(r.retired, 5u);
+  EXPECT_EQ(regs_.rax, 42u);
+  EXPECT_EQ(regs_.rip, kOther + 6);
+}
+
 }  // namespace
 }  // namespace vmm

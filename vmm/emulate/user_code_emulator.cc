@@ -143,7 +143,11 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   const uint64_t frame = t->gpa & ~(kPage - 1);
   std::byte* host = ram_.host(frame, kPage);
   if (host == nullptr) return false;  // MMIO or beyond RAM: not the emulator's
-  if (fetch && may_crash_the_translator(host)) return false;
+  // Executable in the emulator's TLB: where the guest's tables allow it and Unicorn can
+  // translate it; also when first read, so that code reading constants from its own page
+  // (jump tables, literals) is not sent to KVM at its first fetch.
+  const bool executable = t->executable && !may_crash_the_translator(host);
+  if (fetch && !executable) return false;
   // Never writable and executable at once (W^X in the emulator's TLB): code is never written
   // under the emulator, so no translated block goes stale by the emulator's own writes. A write
   // to a page code was fetched from, and a fetch from a page that was written, go to KVM
@@ -154,7 +158,8 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
     if (it->second.prot & other) return false;
   }
   if (!walk_and_mark(ram_, cr3_, page, write)) return false;
-  const uint32_t prot = UC_PROT_READ | (fetch ? UC_PROT_EXEC : 0) | (write ? UC_PROT_WRITE : 0);
+  const uint32_t prot =
+      UC_PROT_READ | (executable && !write ? UC_PROT_EXEC : 0) | (write ? UC_PROT_WRITE : 0);
   if (it != mapped_.end()) {
     // The tables may map the page elsewhere now: only the same frame keeps its mapping.
     if (it->second.frame != frame || uc_mem_protect(uc_, page, kPage, prot) != UC_ERR_OK)
