@@ -1,6 +1,7 @@
 #include "pmu/arch_perfmon/arch_pmu.h"
 
 #include <algorithm>
+#include <optional>
 #include <bit>
 #include <cstdint>
 #include <span>
@@ -9,6 +10,25 @@
 
 namespace pmu::arch_perfmon {
 namespace {
+
+// The kind of unseen retirement an event counts one of per retirement (UnseenRetirements and
+// UnseenAllowance name the kinds alike); nullopt for an event that needs each instruction.
+struct UnseenKind {
+  uint64_t UnseenRetirements::*count;
+  uint64_t UnseenAllowance::*limit;
+};
+std::optional<UnseenKind> unseen_kind(Event e) {
+  switch (e) {
+    case Event::kInstructions:
+      return UnseenKind{&UnseenRetirements::instructions, &UnseenAllowance::instructions};
+    case Event::kBranches:
+      return UnseenKind{&UnseenRetirements::branches, &UnseenAllowance::branches};
+    case Event::kConditionalBranches:
+      return UnseenKind{&UnseenRetirements::conditional_branches,
+                        &UnseenAllowance::conditional_branches};
+    default: return std::nullopt;
+  }
+}
 
 pmu::Status range_error(const char* what, uint32_t value, const char* range) {
   return pmu::Status::refused("architectural PMU: " + std::to_string(value) + " " + what + " (" +
@@ -98,6 +118,10 @@ uint64_t ArchPmu::perf_capabilities() const {
 
 uint64_t ArchPmu::pebs_counter_bits() const {
   return config_.pebs ? low_bits(std::min(config_.counters, kMaxPebsCounters)) : 0;
+}
+
+bool ArchPmu::samples_by_pebs(const Active& c) const {
+  return !c.fixed && (state_.pebs_enable & pebs_counter_bits() & c.status_bit);
 }
 
 uint64_t ArchPmu::pebs_enable_writable() const {
@@ -360,7 +384,7 @@ void ArchPmu::retire(const RetiredInstruction& insn) {
   for (size_t k = 0; k < n; ++k)
     if (added[k] && add(value_of(active[k]), added[k], active[k].width_mask)) {
       ++stats_.overflows;
-      if (!active[k].fixed && (state_.pebs_enable & pebs_counter_bits() & active[k].status_bit)) {
+      if (samples_by_pebs(active[k])) {
         pebs_wrapped |= active[k].status_bit;  // its assist reports it, not GLOBAL_STATUS
         continue;
       }
@@ -469,15 +493,13 @@ UnseenAllowance ArchPmu::unseen_allowance() const {
     if (c.event == Event::kUnmodelled) return;
     if (c.os || (c.select & filters)) possible = false;
     if (!possible || !c.usr) return;  // without USR it counts nothing unseen
-    const uint64_t left = remaining_to_wrap(value_of(c), c.width_mask);
-    if (c.event == Event::kInstructions)
-      allowed.instructions = std::min(allowed.instructions, left);
-    else if (c.event == Event::kBranches)
-      allowed.branches = std::min(allowed.branches, left);
-    else if (c.event == Event::kConditionalBranches)
-      allowed.conditional_branches = std::min(allowed.conditional_branches, left);
-    else
+    const std::optional<UnseenKind> kind = unseen_kind(c.event);
+    if (!kind) {
       possible = false;
+      return;
+    }
+    uint64_t& limit = allowed.*kind->limit;
+    limit = std::min(limit, remaining_to_wrap(value_of(c), c.width_mask));
   });
   return possible ? allowed : UnseenAllowance::none();
 }
@@ -489,10 +511,8 @@ void ArchPmu::retire_unseen(const UnseenRetirements& batch) {
   bool any = false;
   for_each_active([&](const Active& c) {
     if (!c.usr) return;
-    const uint64_t n = c.event == Event::kInstructions          ? batch.instructions
-                       : c.event == Event::kBranches            ? batch.branches
-                       : c.event == Event::kConditionalBranches ? batch.conditional_branches
-                                                                : 0;
+    const std::optional<UnseenKind> kind = unseen_kind(c.event);
+    const uint64_t n = kind ? batch.*kind->count : 0;
     any = any || c.event != Event::kUnmodelled;
     add(value_of(c), n, c.width_mask);  // admitted: no wrap
   });
@@ -503,8 +523,7 @@ bool ArchPmu::reads_cache_model() const {
   bool reads = false;
   for_each_active([&](const Active& c) {
     // A store's PEBS record says whether it hit the L1 (RetiredInstruction::store_hit_l1).
-    const bool store_record = c.event == Event::kMemoryStores && !c.fixed &&
-                              (state_.pebs_enable & pebs_counter_bits() & c.status_bit);
+    const bool store_record = c.event == Event::kMemoryStores && samples_by_pebs(c);
     reads = reads || arch_perfmon::reads_cache_model(c.event) || store_record;
   });
   return reads;

@@ -260,6 +260,8 @@ class ArchPmu {
   // The PEBS counters that exist: IA32_PEBS_ENABLE's counter bits.
   uint64_t pebs_counter_bits() const;
   uint64_t pebs_enable_writable() const;
+  // Counter `c` has PEBS enabled: its wrap takes an assist, not an overflow bit.
+  bool samples_by_pebs(const Active& c) const;
   // The PEBS assist for `insn`, whose events wrapped the PEBS counters `applicable`: the record,
   // the counters' reload. True when the buffer reached its threshold (a PMI is due).
   bool pebs_assist(const RetiredInstruction& insn, uint64_t applicable);
