@@ -107,7 +107,7 @@ void HostCounterBackend::retire_past_boundary(const pmu::UnseenRetirements& past
   late.rip = rip;
   late.cpl = 3;
   uint64_t left = past.instructions;
-  uint64_t branches = std::max(past.branches, past.conditional_branches);
+  uint64_t branches = past.branches;  // account_free_run: conditional ones are among them
   uint64_t conditional = past.conditional_branches;
   while (left > 0) {
     RetiredInstructions chunk;
