@@ -2,17 +2,6 @@
 
 namespace vmm {
 
-std::string_view describe(KvmOnly why) {
-  switch (why) {
-    case KvmOnly::kNo: return "emulated";
-    case KvmOnly::kKernelEntry: return "kernel entry";
-    case KvmOnly::kNotComputing: return "not a computation";
-    case KvmOnly::kLocked: return "locked with other vCPUs";
-    case KvmOnly::kCount: return "event boundary";
-  }
-  return "?";
-}
-
 KvmOnly kvm_only(const DecodedInstruction& insn, bool multiple_vcpus) {
   if (insn.syscall || insn.iret || insn.sysret || insn.flow.kind == ControlFlow::Kind::kSyscall ||
       insn.flow.kind == ControlFlow::Kind::kInterrupt ||

@@ -7,13 +7,12 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 
 #include "vmm/precise/instruction_decoder.h"
 
 namespace vmm {
 
-// Why an instruction goes back to KVM (--stats counts them by kind).
+// Why an instruction goes back to KVM (for --stats to count by kind once the stepper is wired in).
 enum class KvmOnly : uint8_t {
   kNo = 0,
   kKernelEntry,   // SYSCALL, INT n, INT3, a far transfer, IRET/SYSRET: the kernel runs next
@@ -22,10 +21,6 @@ enum class KvmOnly : uint8_t {
   kLocked,        // LOCK-prefixed (and XCHG with memory) while other vCPUs run
   kCount,         // (a boundary the models asked for, not an instruction's kind)
 };
-inline constexpr int kKvmOnlyKinds = 5;
-
-std::string_view describe(KvmOnly why);
-
 // Whether `insn` may be emulated; `multiple_vcpus`: other vCPUs may run beside this one.
 KvmOnly kvm_only(const DecodedInstruction& insn, bool multiple_vcpus);
 
