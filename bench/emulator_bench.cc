@@ -86,12 +86,10 @@ BENCHMARK(emulated_flushed)->Unit(benchmark::kMillisecond);
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  pmuvm_bench::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  reporter.print_ratios({
-      {"emulated (translated blocks kept) / native", {"emulated_warm", "native"}},
-      {"emulated (TLB and blocks flushed each run) / native", {"emulated_flushed", "native"}},
-  });
-  benchmark::Shutdown();
+  return pmuvm_bench::run_and_print_ratios(
+      argc, argv,
+      {
+          {"emulated (translated blocks kept) / native", {"emulated_warm", "native"}},
+          {"emulated (TLB and blocks flushed each run) / native", {"emulated_flushed", "native"}},
+      });
 }

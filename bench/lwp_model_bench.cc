@@ -118,16 +118,14 @@ BENCHMARK(BM_StepAccountant_LoopMix);
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  pmuvm_bench::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  reporter.print_ratios({
-      {"LWP counting vs LWP off (model cost per instruction)",
-       {"BM_LwpRetire_Counting", "BM_LwpRetire_Off"}},
-      {"record on every instruction vs counting (cost of a store)",
-       {"BM_LwpRetire_RecordEveryInstruction", "BM_LwpRetire_Counting"}},
-      {"decode+cache+predictor step vs LWP counting",
-       {"BM_StepAccountant_LoopMix", "BM_LwpRetire_Counting"}},
-  });
-  benchmark::Shutdown();
+  return pmuvm_bench::run_and_print_ratios(
+      argc, argv,
+      {
+          {"LWP counting vs LWP off (model cost per instruction)",
+           {"BM_LwpRetire_Counting", "BM_LwpRetire_Off"}},
+          {"record on every instruction vs counting (cost of a store)",
+           {"BM_LwpRetire_RecordEveryInstruction", "BM_LwpRetire_Counting"}},
+          {"decode+cache+predictor step vs LWP counting",
+           {"BM_StepAccountant_LoopMix", "BM_LwpRetire_Counting"}},
+      });
 }

@@ -13,6 +13,9 @@
 
 namespace pmuvm_bench {
 
+// Each ratio to print: a label and the benchmark names of its numerator and denominator.
+using RatioPairs = std::vector<std::pair<std::string, std::pair<std::string, std::string>>>;
+
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
@@ -21,8 +24,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
     ConsoleReporter::ReportRuns(runs);
   }
   // Prints "label: numerator / denominator = X" for each pair; missing benchmarks are skipped.
-  void print_ratios(
-      const std::vector<std::pair<std::string, std::pair<std::string, std::string>>>& pairs) const {
+  void print_ratios(const RatioPairs& pairs) const {
     std::printf("\nratios (same run):\n");
     for (const auto& [label, nd] : pairs) {
       auto n = ns_.find(nd.first), d = ns_.find(nd.second);
@@ -35,5 +37,16 @@ class RatioReporter : public benchmark::ConsoleReporter {
  private:
   std::map<std::string, double> ns_;
 };
+
+// A Google Benchmark bench's main: runs the benchmarks the command line selects, then prints
+// each pair's ratio ("label", {numerator, denominator}).
+inline int run_and_print_ratios(int argc, char** argv, const RatioPairs& pairs) {
+  benchmark::Initialize(&argc, argv);
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.print_ratios(pairs);
+  benchmark::Shutdown();
+  return 0;
+}
 
 }  // namespace pmuvm_bench
