@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +43,13 @@ class GuestTest : public ::testing::Test {
       if (line.rfind(prefix, 0) == 0) kept += line + "\n";
     }
     return kept;
+  }
+  // Everything `r` printed on the console, without the carriage returns of a Linux serial
+  // console.
+  static std::string console(const Result& r) {
+    std::string out = r.out;
+    out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+    return out;
   }
   // The standard output and error of a shell command (Debian's perf here).
   static std::string output_of(const std::string& command) {

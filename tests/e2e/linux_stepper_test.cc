@@ -11,7 +11,6 @@
 // a KVM host (tests/kvm_host_test.bzl).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -297,8 +296,7 @@ TEST_F(LinuxStepper, DebiansPerfRecordSamplesEveryPthInstructionExactly) {
   for (const char* name : {"netburst", "netburst-single", "skylake", "skylake-single"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
-    std::string out = r.out;  // without the serial console's carriage returns
-    out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+    const std::string out = console(r);
     const size_t freq = out.find("# Samples:", out.find("# Samples:") + 1);
     ASSERT_NE(freq, std::string::npos) << dump(r);
     // The architectural PMU's checks go on with PEBS (the next test) after these two.
@@ -343,8 +341,7 @@ TEST_F(LinuxStepper, DebiansPerfRecordWithPebsSamplesTheEventingInstruction) {
   for (const char* name : {"skylake", "skylake-single"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
-    std::string out = r.out;
-    out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+    const std::string out = console(r);
     const size_t pebs =
         out.find("# Samples:", out.find("# Samples:", out.find("# Samples:") + 1) + 1);
     ASSERT_NE(pebs, std::string::npos) << dump(r);
@@ -366,8 +363,7 @@ TEST_F(LinuxStepper, DebiansPerfRecordCyclesWithPebsSamplesTheEventingInstructio
   for (const char* name : {"skylake", "skylake-single"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
-    std::string out = r.out;
-    out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+    const std::string out = console(r);
     const size_t cycles = out.find("# Samples: 19  of event 'cycles:upp'");
     ASSERT_NE(cycles, std::string::npos) << dump(r);
     const std::string section = out.substr(cycles);
@@ -405,8 +401,7 @@ TEST_F(LinuxStepper, DebiansPerfMemGivesEachLoadAndStoreItsAddressLatencyAndSour
   for (const char* name : {"skylake", "skylake-single"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
-    std::string out = r.out;
-    out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+    const std::string out = console(r);
     const std::string header = "# PID, TID, IP, ADDR, LOCAL WEIGHT, DSRC, SYMBOL";
     const size_t loads_at = out.find(header);
     ASSERT_NE(loads_at, std::string::npos) << dump(r);
@@ -472,8 +467,7 @@ TEST_F(LinuxStepper, DebiansPerfRecordCallGraphLbrGivesExactCallChains) {
   for (const char* name : {"skylake", "skylake-single"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
-    std::string out = r.out;
-    out.erase(std::remove(out.begin(), out.end(), '\r'), out.end());
+    const std::string out = console(r);
     // perf script prints each frame as a tab, the address and the symbol; a blank line ends it.
     std::vector<std::string> chains;
     std::string chain;
