@@ -171,15 +171,15 @@ TEST_F(UserCodeEmulatorTest, CodeOnAnExecuteDisabledPageIsNotRun) {
 }
 
 TEST_F(UserCodeEmulatorTest, CodeTheGuestRewritesRunsAsRewritten) {
-  // Code on a writable, executable page: it runs once, then the test (as the kernel or another
-  // vCPU would) rewrites it in guest RAM; after flush() the new code runs, not the old block.
+  // Code on a writable, executable page: it runs once, then the test (as KVM, the kernel or
+  // another vCPU would) rewrites it in guest RAM; the next run runs the new code, not the old
+  // block.
   set(kPt, 5, frame(kAbsent) | P | W | U);
   code({0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0x0f, 0x05}, kAbsent);  // inc rax; jmp; syscall
   regs_.rax = 0;
   run(UINT64_MAX);
   EXPECT_EQ(regs_.rax, 1u);
   code({0x48, 0xff, 0xc8, 0xeb, 0x01, 0xcc, 0x0f, 0x05}, kAbsent);  // dec rax; jmp; syscall
-  emulator_.flush();
   run(UINT64_MAX);
   EXPECT_EQ(regs_.rax, 0u);
 }
@@ -206,7 +206,7 @@ TEST_F(UserCodeEmulatorTest, CodeThatWritesItsOwnPageEndsTheRunBeforeTheStore) {
 }
 
 // Data written on a page, then code run from it: the fetch from a page the emulator wrote goes
-// to KVM (W^X), precisely at the jump's target; after KVM ran (flush), the page is code.
+// to KVM (W^X), precisely at the jump's target; at the next run the page is code.
 TEST_F(UserCodeEmulatorTest, APageWrittenThenRunFromRuns) {
   set(kPt, 5, frame(kAbsent) | P | W | U);
   code({0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0x0f, 0x05}, kAbsent + 0x10);  // inc rax; jmp; syscall
@@ -219,7 +219,6 @@ TEST_F(UserCodeEmulatorTest, APageWrittenThenRunFromRuns) {
   EXPECT_EQ(w.retired, 3u);  // mov, mov, jmp
   EXPECT_EQ(regs_.rip, kAbsent + 0x10);
   EXPECT_EQ(pte(kAbsent) & (A | D), A | D);
-  emulator_.flush();
   const EmulationRun x = run(UINT64_MAX);
   EXPECT_EQ(x.end, EmulationRun::End::kKvmOnly);
   EXPECT_EQ(x.retired, 2u);  // inc, jmp
@@ -286,6 +285,88 @@ TEST_F(UserCodeEmulatorTest, APageReadThenRunFromRunsOn) {
   EXPECT_EQ(r.retired, 5u);
   EXPECT_EQ(regs_.rax, 42u);
   EXPECT_EQ(regs_.rip, kOther + 6);
+}
+
+}  // namespace
+}  // namespace vmm
+
+namespace vmm {
+namespace {
+
+// Between two runs the kernel ran: it moved the data page to another frame, and cleared the
+// Dirty flag of the page the last run wrote (writeback) and the Accessed flag of the code page
+// (reclaim's aging). Each run checks its TLB against the tables, as a TLB flush would: the store
+// goes to the new frame and sets Dirty again, the fetch sets Accessed again.
+TEST_F(UserCodeEmulatorTest, TablesTheKernelChangedBetweenRunsAreWalkedAgain) {
+  // mov [kData], rax; jmp over an int3; syscall
+  code({0x48, 0x89, 0x04, 0x25, 0x00, 0x10, 0x40, 0x00, 0xeb, 0x01, 0xcc, 0x0f, 0x05});
+  regs_.rax = 1;
+  ASSERT_EQ(run(UINT64_MAX).retired, 2u);
+  EXPECT_EQ(pte(kData) & (A | D), A | D);
+  set(kPt, 1, (pte(kData) & ~D));  // writeback: clean again
+  set(kPt, 0, pte(kCode) & ~A);    // aged
+  regs_.rip = kCode, regs_.rax = 2;
+  ASSERT_EQ(run(UINT64_MAX).retired, 2u);
+  EXPECT_EQ(pte(kData) & D, D) << "the store set Dirty again";
+  EXPECT_EQ(pte(kCode) & A, A) << "the fetch set Accessed again";
+  // The data page moves to the frame of kAbsent's (not mapped anywhere else).
+  set(kPt, 1, frame(kAbsent) | P | W | U | XD);
+  regs_.rip = kCode, regs_.rax = 3;
+  ASSERT_EQ(run(UINT64_MAX).retired, 2u);
+  uint64_t old_frame = 0, new_frame = 0;
+  ASSERT_TRUE(ram_.read_u64(frame(kData), old_frame));
+  ASSERT_TRUE(ram_.read_u64(frame(kAbsent), new_frame));
+  EXPECT_EQ(old_frame, 2u);
+  EXPECT_EQ(new_frame, 3u);
+  // And a page the kernel unmapped is refused, before its instruction.
+  set(kPt, 1, 0);
+  regs_.rip = kCode;
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kFault);
+  EXPECT_EQ(r.retired, 0u);
+  EXPECT_EQ(regs_.rip, kCode);
+}
+
+// Two processes run different code at the same linear address (their own CR3s): each runs its
+// own, and going back to the first keeps its translated blocks (the bytes are the same).
+TEST_F(UserCodeEmulatorTest, AnotherAddressSpaceRunsItsOwnCodeAtTheSameAddress) {
+  code({0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0x0f, 0x05});  // inc rax; jmp; syscall
+  // A second address space: the same tables but for the code page, which maps kAbsent's frame.
+  constexpr uint64_t kPml4b = 0x5000, kPdptb = 0x6000, kPdb = 0x7000, kPtb = 0x8000;
+  set(kPml4b, 0, kPdptb | P | W | U);
+  set(kPdptb, 0, kPdb | P | W | U);
+  set(kPdb, 2, kPtb | P | W | U);
+  for (unsigned i = 1; i < 8; ++i) set(kPtb, i, pte(kCode + i * 0x1000));
+  set(kPtb, 0, frame(kAbsent) | P | U);
+  const std::vector<uint8_t> other = {0x48, 0xff, 0xc8, 0xeb, 0x01, 0xcc, 0x0f, 0x05};  // dec rax
+  ASSERT_TRUE(ram_.write(frame(kAbsent), std::as_bytes(std::span(other))));
+  for (int round = 0; round < 2; ++round) {
+    regs_.rip = kCode, regs_.rax = 10;
+    ASSERT_EQ(emulator_.run(regs_, kPml4, true, UINT64_MAX).retired, 2u);
+    EXPECT_EQ(regs_.rax, 11u) << round;
+    regs_.rip = kCode, regs_.rax = 10;
+    ASSERT_EQ(emulator_.run(regs_, kPml4b, true, UINT64_MAX).retired, 2u);
+    EXPECT_EQ(regs_.rax, 9u) << round;
+  }
+}
+
+// A batch may be limited in branches and conditional branches too (a model's next event may be
+// the n-th branch): the run stops before the block whose branch would pass the limit.
+TEST_F(UserCodeEmulatorTest, BranchLimitsStopBeforeTheBlockWhoseBranchWouldPassThem) {
+  code(CountingLoop());
+  for (uint64_t most : {0u, 1u, 7u}) {
+    regs_.rip = kCode, regs_.rax = 0, regs_.rcx = 1000;
+    const EmulationRun b =
+        emulator_.run(regs_, kPml4, true, UserCodeEmulator::Limit{.branches = most});
+    EXPECT_EQ(b.end, EmulationRun::End::kLimit);
+    EXPECT_EQ(b.branches, most);
+    EXPECT_EQ(b.retired, 6 * most);
+    regs_.rip = kCode, regs_.rax = 0, regs_.rcx = 1000;
+    const EmulationRun c =
+        emulator_.run(regs_, kPml4, true, UserCodeEmulator::Limit{.conditional_branches = most});
+    EXPECT_EQ(c.conditional_branches, most);
+    EXPECT_EQ(c.retired, 6 * most);
+  }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstring>
 #include <string>
 
 #include "vmm/memory/page_walker.h"
@@ -11,6 +13,17 @@ namespace vmm {
 namespace {
 
 constexpr uint64_t kPage = 4096;
+// Code pages whose bytes are kept to tell their translated blocks current (16 MiB).
+constexpr size_t kMaxCodeCopies = 4096;
+// Blocks between two looks at the clock for the time slice: a block is a few to a few dozen
+// instructions, so a slice ends within some microseconds of its deadline.
+constexpr uint32_t kBlocksPerClockRead = 64;
+
+uint64_t steady_now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
 
 // GuestRegisters' fields and Unicorn's names for them, in one table.
 struct RegisterSlot {
@@ -30,8 +43,8 @@ constexpr std::array<RegisterSlot, 20> kRegisters = {{
     {&GuestRegisters::fs_base, UC_X86_REG_FS_BASE}, {&GuestRegisters::gs_base, UC_X86_REG_GS_BASE},
 }};
 
-void check(uc_err e, const char* what) {
-  if (e != UC_ERR_OK) throw VmmError(std::string("emulator: ") + what + ": " + uc_strerror(e));
+void check(const UnicornLibrary& lib, uc_err e, const char* what) {
+  if (e != UC_ERR_OK) throw VmmError(std::string("emulator: ") + what + ": " + lib.strerror(e));
 }
 
 // Unicorn 2.0.1 aborts the process translating FF /3 or FF /5 with a register operand (an
@@ -59,28 +72,85 @@ bool fetch_fault(uc_err e) {
 }  // namespace
 
 UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus)
-    : ram_(ram), multiple_vcpus_(multiple_vcpus) {
-  check(uc_open(UC_ARCH_X86, UC_MODE_64, &uc_), "uc_open");
+    : lib_(UnicornLibrary::get()), ram_(ram), multiple_vcpus_(multiple_vcpus) {
+  check(lib_, lib_.open(UC_ARCH_X86, UC_MODE_64, &uc_), "uc_open");
   uc_hook h;
-  check(uc_hook_add(uc_, &h, UC_HOOK_BLOCK, reinterpret_cast<void*>(on_block), this, 1, 0),
+  check(lib_, lib_.hook_add(uc_, &h, UC_HOOK_BLOCK, reinterpret_cast<void*>(on_block), this, 1, 0),
         "block hook");
+  check(lib_,
+        lib_.hook_add(uc_, &h, UC_HOOK_MEM_UNMAPPED, reinterpret_cast<void*>(on_unmapped), this, 1,
+                      0),
+        "unmapped-memory hook");
   check(
-      uc_hook_add(uc_, &h, UC_HOOK_MEM_UNMAPPED, reinterpret_cast<void*>(on_unmapped), this, 1, 0),
-      "unmapped-memory hook");
-  check(uc_hook_add(uc_, &h, UC_HOOK_MEM_PROT, reinterpret_cast<void*>(on_protection), this, 1, 0),
-        "protection hook");
+      lib_,
+      lib_.hook_add(uc_, &h, UC_HOOK_MEM_PROT, reinterpret_cast<void*>(on_protection), this, 1, 0),
+      "protection hook");
 }
 
-UserCodeEmulator::~UserCodeEmulator() { uc_close(uc_); }
+UserCodeEmulator::~UserCodeEmulator() { lib_.close(uc_); }
 
 void UserCodeEmulator::flush() {
-  // Nothing translated yet: nothing to drop (Unicorn 2.0.1's first TB flush costs seconds: it
-  // resets its whole code buffer).
-  if (mapped_.empty() && blocks_.empty()) return;
-  for (const auto& [page, m] : mapped_) uc_mem_unmap(uc_, page, kPage);
-  mapped_.clear();
-  blocks_.clear();
-  uc_ctl_flush_tlb(uc_);  // (2.0.1's name for UC_CTL_TB_FLUSH: every translated block)
+  while (!mapped_.empty()) unmap(mapped_.begin()->first);
+  while (!code_copies_.empty()) forget_code(code_copies_.begin()->first);
+}
+
+void UserCodeEmulator::unmap(uint64_t page) {
+  lib_.mem_unmap(uc_, page, kPage);
+  mapped_.erase(page);
+}
+
+void UserCodeEmulator::forget_code(uint64_t page) {
+  // Unicorn keys translated blocks by the address they ran at and never sees guest RAM
+  // change under it (nor an unmap drop them): the page's are removed here, also those that
+  // begin on the page before and run into it.
+  lib_.ctl(uc_, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), page, page + kPage);
+  for (auto it = blocks_.lower_bound({page >= kPage ? page - kPage : 0, 0});
+       it != blocks_.end() && it->first.first < page + kPage;) {
+    const uint64_t start = it->first.first, end = start + it->first.second;
+    it = end > page ? blocks_.erase(it) : std::next(it);
+  }
+  code_copies_.erase(page);
+}
+
+bool UserCodeEmulator::still_valid(uint64_t page, const Mapping& m) {
+  // What a CPU's TLB entry for the page would still allow: the same frame, every permission the
+  // mapping gives, and the Accessed flag (and Dirty, for a writable mapping) the fill set. The
+  // kernel clears them for reclaim and writeback, flushing the TLB: the next access walks and
+  // sets them again, so a mapping without them must go.
+  const std::optional<Translation> t = translate(ram_, cr3_, page);
+  if (!t || !t->user || !t->accessed || (t->gpa & ~(kPage - 1)) != m.frame) return false;
+  if ((m.prot & UC_PROT_WRITE) && !(t->writable && t->dirty)) return false;
+  if ((m.prot & UC_PROT_EXEC) && !(t->executable && nxe_)) return false;
+  if (!(m.prot & UC_PROT_EXEC)) return true;
+  // Code: the bytes its blocks were translated from (KVM, another vCPU or a device may have
+  // written them since).
+  const auto copy = code_copies_.find(page);
+  const std::byte* host = ram_.host(m.frame, kPage);
+  return copy != code_copies_.end() && host != nullptr &&
+         std::memcmp(copy->second.data(), host, kPage) == 0;
+}
+
+void UserCodeEmulator::revalidate() {
+  std::vector<uint64_t> stale;
+  for (const auto& [page, m] : mapped_)
+    if (!still_valid(page, m)) stale.push_back(page);
+  for (const uint64_t page : stale) {
+    const bool code = (mapped_.at(page).prot & UC_PROT_EXEC) != 0;
+    unmap(page);
+    if (code) forget_code(page);
+  }
+}
+
+void UserCodeEmulator::keep_code_copy(uint64_t page, const std::byte* host) {
+  auto it = code_copies_.find(page);
+  if (it != code_copies_.end()) {
+    if (std::memcmp(it->second.data(), host, kPage) == 0) return;  // its blocks are current
+    forget_code(page);  // translated from other bytes (another process's, earlier ones)
+  }
+  // Bounded: past kMaxCodeCopies every page is unmapped and forgotten, and mapped afresh.
+  if (code_copies_.size() >= kMaxCodeCopies) flush();
+  std::vector<std::byte>& copy = code_copies_[page];
+  copy.assign(host, host + kPage);
 }
 
 const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint32_t size) {
@@ -89,7 +159,7 @@ const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint
   Block b;
   std::vector<uint8_t> bytes(size);
   // The block was just fetched from mapped pages.
-  uc_mem_read(uc_, address, bytes.data(), size);
+  lib_.mem_read(uc_, address, bytes.data(), size);
   GuestRegisters at;  // decoding for classes and lengths: addresses are not needed
   for (uint64_t offset = 0; offset < size;) {
     at.rip = address + offset;
@@ -119,11 +189,23 @@ void UserCodeEmulator::block_entered(uint64_t address, uint32_t size) {
   // A block runs whole or not at all: one that holds an instruction KVM must run, or would pass
   // the limit, is left to the KVM stepper from its start (a few steps; ending a translated
   // block early in Unicorn 2.0.1 costs a flush of every translated block).
-  const bool passes_limit = b.starts.size() > limit_ - retired_;
+  const bool passes_limit =
+      b.starts.size() > limit_.instructions - retired_ ||
+      (b.ends_in_branch && branches_ >= limit_.branches) ||
+      (b.ends_in_conditional && conditional_branches_ >= limit_.conditional_branches);
   if (b.kvm_only_at >= 0 || passes_limit) {
     stop_ = b.kvm_only_at >= 0 ? b.why : KvmOnly::kCount;
-    uc_emu_stop(uc_);
+    lib_.emu_stop(uc_);
     return;
+  }
+  // The time slice: the clock is read every kBlocksPerClockRead blocks (Unicorn's own timeout
+  // starts a thread per run).
+  if (deadline_ns_ != 0 && --blocks_to_clock_ == 0) {
+    blocks_to_clock_ = kBlocksPerClockRead;
+    if (steady_now_ns() >= deadline_ns_) {
+      lib_.emu_stop(uc_);
+      return;
+    }
   }
   retired_ += b.starts.size();
   branches_ += b.ends_in_branch ? 1 : 0;
@@ -162,12 +244,13 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
       UC_PROT_READ | (executable && !write ? UC_PROT_EXEC : 0) | (write ? UC_PROT_WRITE : 0);
   if (it != mapped_.end()) {
     // The tables may map the page elsewhere now: only the same frame keeps its mapping.
-    if (it->second.frame != frame || uc_mem_protect(uc_, page, kPage, prot) != UC_ERR_OK)
+    if (it->second.frame != frame || lib_.mem_protect(uc_, page, kPage, prot) != UC_ERR_OK)
       return false;
     it->second.prot = prot;
     return true;
   }
-  if (uc_mem_map_ptr(uc_, page, kPage, prot, host) != UC_ERR_OK) return false;
+  if (prot & UC_PROT_EXEC) keep_code_copy(page, host);
+  if (lib_.mem_map_ptr(uc_, page, kPage, prot, host) != UC_ERR_OK) return false;
   mapped_.emplace(page, Mapping{prot, frame});
   return true;
 }
@@ -187,9 +270,14 @@ bool UserCodeEmulator::on_protection(uc_engine*, uc_mem_type type, uint64_t addr
   // is refused here, where it is precise (a block's first fetch, nothing of it ran): changing a
   // page's protection while a block runs can end the run at an imprecise RIP. Whatever the
   // walk refuses is KVM's to raise.
-  if (type != UC_MEM_WRITE_PROT) return false;
   auto* e = static_cast<UserCodeEmulator*>(self);
   const uint64_t page = address & ~(kPage - 1);
+  if (type == UC_MEM_FETCH_PROT) {
+    // Code on a page the emulator wrote (W^X): after KVM ran it, the next run maps it as code.
+    e->written_code_ = page;
+    return false;
+  }
+  if (type != UC_MEM_WRITE_PROT) return false;
   if (e->mapped_.contains(page) && e->map_page(page, /*write=*/true, /*fetch=*/false)) return true;
   e->refused_ = address;
   return false;
@@ -197,12 +285,12 @@ bool UserCodeEmulator::on_protection(uc_engine*, uc_mem_type type, uint64_t addr
 
 std::optional<uint64_t> UserCodeEmulator::faulting_instruction(const Block& b, uint64_t address) {
   GuestRegisters now;
-  for (const RegisterSlot& r : kRegisters) uc_reg_read(uc_, r.uc, &(now.*r.field));
+  for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(now.*r.field));
   std::optional<uint64_t> found;
   for (uint64_t start : b.starts) {
     std::array<uint8_t, 15> bytes{};
     size_t n = 0;  // the block's bytes are mapped; an instruction may end on the next page
-    while (n < bytes.size() && uc_mem_read(uc_, start + n, &bytes[n], 1) == UC_ERR_OK) ++n;
+    while (n < bytes.size() && lib_.mem_read(uc_, start + n, &bytes[n], 1) == UC_ERR_OK) ++n;
     now.rip = start;
     const std::optional<DecodedInstruction> d =
         decoder_.decode(std::span<const uint8_t>(bytes.data(), n), now);
@@ -240,16 +328,16 @@ EmulationRun UserCodeEmulator::fault_in(const Block* b, uint64_t& pc) {
   }
   retire_up_to(*b, *at);
   pc = *at;
-  uc_reg_write(uc_, UC_X86_REG_RIP, &pc);
+  lib_.reg_write(uc_, UC_X86_REG_RIP, &pc);
   return out;
 }
 
-EmulationRun UserCodeEmulator::one_run(uint64_t pc, uint64_t timeout_us) {
+EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
   last_block_ = nullptr;
   stop_.reset();
   refused_.reset();
-  const uc_err err = uc_emu_start(uc_, pc, 0, timeout_us, 0);
-  uc_reg_read(uc_, UC_X86_REG_RIP, &pc);
+  const uc_err err = lib_.emu_start(uc_, pc, 0, 0, 0);
+  lib_.reg_read(uc_, UC_X86_REG_RIP, &pc);
   EmulationRun out;
   if (data_fault(err)) {
     // The last block ran up to the faulting instruction, which did not retire: not its branch
@@ -275,11 +363,11 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc, uint64_t timeout_us) {
       --branches_;
       conditional_branches_ -= last_block_->ends_in_conditional ? 1 : 0;
       pc = last_block_->starts.back();
-      uc_reg_write(uc_, UC_X86_REG_RIP, &pc);
+      lib_.reg_write(uc_, UC_X86_REG_RIP, &pc);
       uint64_t rsp = 0;
-      uc_reg_read(uc_, UC_X86_REG_RSP, &rsp);
+      lib_.reg_read(uc_, UC_X86_REG_RSP, &rsp);
       rsp -= static_cast<uint64_t>(last_block_->branch_rsp_adjustment);
-      uc_reg_write(uc_, UC_X86_REG_RSP, &rsp);
+      lib_.reg_write(uc_, UC_X86_REG_RSP, &rsp);
     }
     return out;
   }
@@ -290,6 +378,8 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc, uint64_t timeout_us) {
     return out;
   }
   if (!stop_) {
+    // Stopped by the time slice, or ended by Unicorn itself (an address it ran into: never
+    // expected, stop_ would say): either way between two blocks, each whole.
     out.end = EmulationRun::End::kTimeout;
     return out;
   }
@@ -298,22 +388,28 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc, uint64_t timeout_us) {
   return out;
 }
 
-EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe, uint64_t limit,
+EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe, const Limit& limit,
                                    uint64_t timeout_us) {
-  if (cr3 != cr3_) flush();  // another address space: another TLB
   cr3_ = cr3;
   nxe_ = nxe;
+  // Whatever ran since the last run (the kernel, KVM, other vCPUs, devices) may have changed
+  // the tables, their A/D flags or code: the emulator's TLB keeps only what still holds.
+  revalidate();
   limit_ = limit;
+  deadline_ns_ = timeout_us ? steady_now_ns() + timeout_us * 1000 : 0;
+  blocks_to_clock_ = kBlocksPerClockRead;
   retired_ = branches_ = conditional_branches_ = 0;
-  for (const RegisterSlot& r : kRegisters) uc_reg_write(uc_, r.uc, &(regs.*r.field));
-  EmulationRun out = one_run(regs.rip, timeout_us);
+  for (const RegisterSlot& r : kRegisters) lib_.reg_write(uc_, r.uc, &(regs.*r.field));
+  written_code_.reset();
+  EmulationRun out = one_run(regs.rip);
+  if (written_code_ && mapped_.contains(*written_code_)) unmap(*written_code_);
   out.retired = retired_;
   out.branches = branches_;
   out.conditional_branches = conditional_branches_;
   // Live migration: the emulator's stores bypass KVM's dirty log (GuestRam::note_written).
   for (const auto& [page, m] : mapped_)
     if (m.prot & UC_PROT_WRITE) ram_.note_written(m.frame, kPage);
-  for (const RegisterSlot& r : kRegisters) uc_reg_read(uc_, r.uc, &(regs.*r.field));
+  for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(regs.*r.field));
   return out;
 }
 

@@ -9,8 +9,16 @@
 // write the Dirty flag, as hardware does (walk_and_mark); a page is mapped read-only until its
 // first write. A page the walk refuses (not present, supervisor, read-only for a write, XD for a
 // fetch, outside RAM) ends the run before the instruction: KVM executes it and the guest gets
-// the real #PF. flush() forgets every mapping: after the kernel ran (it may have changed the
-// tables, switched CR3, invalidated pages), the TLB starts empty.
+// the real #PF. Each run starts by checking every mapping against the tables at its CR3 (the
+// kernel, KVM or another vCPU ran since): a page mapped elsewhere now, with fewer permissions,
+// or whose A (or, writable, D) flag the kernel cleared is unmapped, as a TLB flush would drop
+// it; the next access walks again.
+//
+// Code. Unicorn keys translated blocks by address and never sees guest RAM change under it
+// (nor does an unmap drop them): the bytes of each executable page are kept, and a page whose
+// bytes changed (written by KVM, another vCPU, a device) has its blocks removed before it runs
+// again. No page is writable and executable in the emulator at once (W^X): a store into code
+// goes to KVM, and the next run sees the new bytes.
 //
 // Faults. Unicorn 2.0.1 reports a refused data access with the registers and memory as they
 // were before the faulting instruction, but RIP at its block's start. The instruction is the
@@ -35,6 +43,7 @@
 #include <vector>
 
 #include "vmm/emulate/emulation_policy.h"
+#include "vmm/emulate/unicorn_library.h"
 #include "vmm/memory/guest_ram.h"
 #include "vmm/precise/instruction_decoder.h"
 
@@ -62,20 +71,32 @@ struct EmulationRun {
 
 class UserCodeEmulator {
  public:
-  // Throws VmmError when Unicorn cannot be opened.
+  // Throws VmmError when Unicorn cannot be loaded or opened.
   explicit UserCodeEmulator(GuestRam& ram, bool multiple_vcpus = false);
   ~UserCodeEmulator();
   UserCodeEmulator(const UserCodeEmulator&) = delete;
   UserCodeEmulator& operator=(const UserCodeEmulator&) = delete;
 
-  // Runs the user code at regs.rip in the address space `cr3` (EFER.NXE: `nxe`) until `limit`
-  // instructions retired, the next one is KVM's, or `timeout_us` passed (0: no timeout).
-  // `regs` (general registers, RIP, RFLAGS, FS/GS base) are updated to the state after the
-  // last retired instruction.
-  EmulationRun run(GuestRegisters& regs, uint64_t cr3, bool nxe, uint64_t limit,
-                   uint64_t timeout_us = 0);
+  // How much one run may retire: at most this many instructions, and of them branches and
+  // conditional branches (a PMU model's next event may be the n-th branch).
+  struct Limit {
+    uint64_t instructions = UINT64_MAX;
+    uint64_t branches = UINT64_MAX;
+    uint64_t conditional_branches = UINT64_MAX;
+  };
 
-  // Forgets every mapped page and translated block (the kernel ran).
+  // Runs the user code at regs.rip in the address space `cr3` (EFER.NXE: `nxe`) until the next
+  // block would pass `limit`, the next instruction is KVM's, or `timeout_us` passed (0: no
+  // timeout; checked between blocks). `regs` (general registers, RIP, RFLAGS, FS/GS base) are
+  // updated to the state after the last retired instruction.
+  EmulationRun run(GuestRegisters& regs, uint64_t cr3, bool nxe, const Limit& limit,
+                   uint64_t timeout_us = 0);
+  EmulationRun run(GuestRegisters& regs, uint64_t cr3, bool nxe, uint64_t instructions,
+                   uint64_t timeout_us = 0) {
+    return run(regs, cr3, nxe, Limit{.instructions = instructions}, timeout_us);
+  }
+
+  // Forgets every mapped page and translated block.
   void flush();
 
   size_t mapped_pages() const { return mapped_.size(); }
@@ -104,7 +125,7 @@ class UserCodeEmulator {
   const Block& block_at(uint64_t address, uint32_t size);
   void block_entered(uint64_t address, uint32_t size);
   // One uc_emu_start from `pc` and what ended it.
-  EmulationRun one_run(uint64_t pc, uint64_t timeout_us);
+  EmulationRun one_run(uint64_t pc);
   // A data fault in `b` (the last block entered; nullptr: none): its instructions before the
   // faulting one retired, pc and RIP set to it. The run's end.
   EmulationRun fault_in(const Block* b, uint64_t& pc);
@@ -114,7 +135,18 @@ class UserCodeEmulator {
   // it (now Unicorn's), or nullopt when not exactly one fits.
   std::optional<uint64_t> faulting_instruction(const Block& b, uint64_t address);
   bool map_page(uint64_t page, bool write, bool fetch);
+  void unmap(uint64_t page);
+  // Drops the blocks translated from `page` (Unicorn's and block_at's) and its code copy.
+  void forget_code(uint64_t page);
+  // Keeps the mappings still valid in the tables at cr3_ (still_valid) and unmaps the others.
+  void revalidate();
+  struct Mapping;
+  bool still_valid(uint64_t page, const Mapping& m);
+  // `page` is mapped executable with the bytes at `host`: blocks translated from other bytes
+  // there are dropped.
+  void keep_code_copy(uint64_t page, const std::byte* host);
 
+  const UnicornLibrary& lib_;
   GuestRam& ram_;
   const bool multiple_vcpus_;
   uc_engine* uc_ = nullptr;
@@ -125,17 +157,24 @@ class UserCodeEmulator {
     uint64_t frame = 0;  // the guest frame it maps
   };
   std::unordered_map<uint64_t, Mapping> mapped_;  // by linear page
+  // The bytes each executable page had when mapped, by linear page: its translated blocks are
+  // current while they are (kept after an unmap, so another process running the same code at
+  // the same address keeps them).
+  std::unordered_map<uint64_t, std::vector<std::byte>> code_copies_;
 
   // The run under way.
   uint64_t cr3_ = 0;
   bool nxe_ = false;
-  uint64_t limit_ = 0;
+  Limit limit_;
+  uint64_t deadline_ns_ = 0;      // steady clock; 0: none
+  uint32_t blocks_to_clock_ = 0;  // blocks entered before the clock is read again
   uint64_t retired_ = 0;
   uint64_t branches_ = 0;
   uint64_t conditional_branches_ = 0;
-  const Block* last_block_ = nullptr;  // entered last: a fault may leave part of it unexecuted
-  std::optional<KvmOnly> stop_;        // the run stopped before a block (kCount: at the limit)
-  std::optional<uint64_t> refused_;    // the data address a hook refused in this run
+  const Block* last_block_ = nullptr;     // entered last: a fault may leave part of it unexecuted
+  std::optional<KvmOnly> stop_;           // the run stopped before a block (kCount: at the limit)
+  std::optional<uint64_t> refused_;       // the data address a hook refused in this run
+  std::optional<uint64_t> written_code_;  // a page mapped writable this run fetched from
 };
 
 }  // namespace vmm

@@ -32,7 +32,7 @@ std::optional<Translation> translate(const GuestRam& ram, uint64_t cr3, uint64_t
 
 std::variant<Translation, WalkFailure> walk(const GuestRam& ram, uint64_t cr3, uint64_t linear) {
   if (!canonical(linear)) return WalkFailure::kNotCanonical;
-  Translation t{0, true, true, true, 4096};
+  Translation t{.gpa = 0, .user = true, .writable = true, .executable = true, .accessed = true};
   uint64_t table = cr3 & kAddressMask;
   // Levels: PML4 (bits 47:39), PDPT (38:30), PD (29:21), PT (20:12).
   for (int level = 3; level >= 0; --level) {
@@ -44,6 +44,7 @@ std::variant<Translation, WalkFailure> walk(const GuestRam& ram, uint64_t cr3, u
     t.user = t.user && (entry & kUser);
     t.writable = t.writable && (entry & kWritable);
     t.executable = t.executable && !(entry & kExecuteDisable);
+    t.accessed = t.accessed && (entry & kAccessed);
     const bool large = (entry & kLargePage) && (level == 1 || level == 2);
     if ((entry & kLargePage) && level == 3)
       return WalkFailure::kReserved;  // PS is reserved in a PML4E
@@ -51,6 +52,7 @@ std::variant<Translation, WalkFailure> walk(const GuestRam& ram, uint64_t cr3, u
       const uint64_t page = 1ull << shift;
       t.page_size = page;
       t.gpa = (entry & kAddressMask & ~(page - 1)) | (linear & (page - 1));
+      t.dirty = (entry & kDirty) != 0;
       return t;
     }
     table = entry & kAddressMask;

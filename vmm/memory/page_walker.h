@@ -20,6 +20,8 @@ struct Translation {
   bool writable = false;    // R/W set at every level
   bool executable = false;  // XD (bit 63) clear at every level (set without EFER.NXE: reserved)
   uint64_t page_size = 4096;
+  bool accessed = false;  // A set at every level: a CPU's TLB entry for it may still be in use
+  bool dirty = false;     // D set in the entry that maps the page
 };
 
 // Why a walk found no translation.
