@@ -369,5 +369,23 @@ TEST_F(UserCodeEmulatorTest, BranchLimitsStopBeforeTheBlockWhoseBranchWouldPassT
   }
 }
 
+// A copy-on-write page: read, incremented, written back in one block. The store is refused;
+// the load of the same address ran. Only a store can have made a refused write, so the run
+// ends exactly before the store, the load and the increment retired. Two stores to one refused
+// address: the first faulted (the second cannot have run without the first running first).
+TEST_F(UserCodeEmulatorTest, ARefusedStoreAfterALoadOfTheSameAddressIsTold) {
+  // mov rax, [kReadOnly]; inc rax; mov [kReadOnly], rax; mov [kReadOnly], rcx; jmp; syscall
+  code({0x48, 0x8b, 0x04, 0x25, 0x00, 0x30, 0x40, 0x00, 0x48, 0xff, 0xc0,
+        0x48, 0x89, 0x04, 0x25, 0x00, 0x30, 0x40, 0x00, 0x48, 0x89, 0x0c,
+        0x25, 0x00, 0x30, 0x40, 0x00, 0xeb, 0x01, 0xcc, 0x0f, 0x05});
+  ASSERT_TRUE(ram_.write_u64(frame(kReadOnly), 41));
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kFault);
+  ASSERT_TRUE(r.position_known);
+  EXPECT_EQ(r.retired, 2u);
+  EXPECT_EQ(regs_.rax, 42u);
+  EXPECT_EQ(regs_.rip, kCode + 11) << "before the first store";
+}
+
 }  // namespace
 }  // namespace vmm

@@ -260,7 +260,7 @@ bool UserCodeEmulator::on_unmapped(uc_engine*, uc_mem_type type, uint64_t addres
   auto* e = static_cast<UserCodeEmulator*>(self);
   const bool fetch = type == UC_MEM_FETCH_UNMAPPED;
   if (e->map_page(address & ~(kPage - 1), type == UC_MEM_WRITE_UNMAPPED, fetch)) return true;
-  if (!fetch) e->refused_ = address;
+  if (!fetch) e->refused_ = Refusal{address, type == UC_MEM_WRITE_UNMAPPED};
   return false;
 }
 
@@ -279,14 +279,22 @@ bool UserCodeEmulator::on_protection(uc_engine*, uc_mem_type type, uint64_t addr
   }
   if (type != UC_MEM_WRITE_PROT) return false;
   if (e->mapped_.contains(page) && e->map_page(page, /*write=*/true, /*fetch=*/false)) return true;
-  e->refused_ = address;
+  e->refused_ = Refusal{address, /*write=*/true};
   return false;
 }
 
-std::optional<uint64_t> UserCodeEmulator::faulting_instruction(const Block& b, uint64_t address) {
+std::optional<uint64_t> UserCodeEmulator::faulting_instruction(const Block& b,
+                                                               const Refusal& refused) {
   GuestRegisters now;
   for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(now.*r.field));
-  std::optional<uint64_t> found;
+  // The instructions whose access of the refused kind, computed from the registers now (those
+  // before the faulting one), is the refused one.
+  struct Candidate {
+    uint64_t start;
+    uint16_t addressing;  // the registers its address is computed from
+  };
+  std::vector<Candidate> candidates;
+  std::vector<uint16_t> written;  // per instruction of the block: the registers it changes
   for (uint64_t start : b.starts) {
     std::array<uint8_t, 15> bytes{};
     size_t n = 0;  // the block's bytes are mapped; an instruction may end on the next page
@@ -294,20 +302,38 @@ std::optional<uint64_t> UserCodeEmulator::faulting_instruction(const Block& b, u
     now.rip = start;
     const std::optional<DecodedInstruction> d =
         decoder_.decode(std::span<const uint8_t>(bytes.data(), n), now);
-    if (!d) continue;
+    if (!d) {
+      written.push_back(0xFFFF);
+      continue;
+    }
+    uint16_t w = d->gprs_written;
+    if (d->adjusted_gpr >= 0) w |= static_cast<uint16_t>(1u << d->adjusted_gpr);
+    written.push_back(w);
     auto touches = [&](const std::array<MemoryAccess, DecodedInstruction::kMaxAccesses>& a,
                        uint8_t count) {
       for (uint8_t i = 0; i < count; ++i)
-        if (address >= a[i].address && address - a[i].address < std::max<uint32_t>(a[i].size, 1))
+        if (refused.address >= a[i].address &&
+            refused.address - a[i].address < std::max<uint32_t>(a[i].size, 1))
           return true;
       return false;
     };
-    if (touches(d->loads, d->load_count) || touches(d->stores, d->store_count)) {
-      if (found) return std::nullopt;  // two could have: not known which
-      found = start;
-    }
+    if (refused.write ? touches(d->stores, d->store_count) : touches(d->loads, d->load_count))
+      candidates.push_back({start, static_cast<uint16_t>(d->gprs_addressing | (1u << 4))});
   }
-  return found;
+  if (candidates.empty()) return std::nullopt;
+  // Several: the first, unless an instruction from it on changed a register its address is
+  // computed from. If none did, its address now is the one it would have used, so had it run
+  // before the fault, it would have made the very access refused (mappings only grow within a
+  // run) and faulted first: a later candidate cannot be the faulting one. (RSP counts as
+  // addressing: stack accesses.)
+  const Candidate& first = candidates.front();
+  const auto first_index = static_cast<size_t>(
+      std::find(b.starts.begin(), b.starts.end(), first.start) - b.starts.begin());
+  const auto last_index = static_cast<size_t>(
+      std::find(b.starts.begin(), b.starts.end(), candidates.back().start) - b.starts.begin());
+  for (size_t i = first_index; i < last_index; ++i)
+    if (written[i] & first.addressing) return std::nullopt;
+  return first.start;
 }
 
 void UserCodeEmulator::retire_up_to(const Block& b, uint64_t pc) {

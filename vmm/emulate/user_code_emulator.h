@@ -22,8 +22,10 @@
 //
 // Faults. Unicorn 2.0.1 reports a refused data access with the registers and memory as they
 // were before the faulting instruction, but RIP at its block's start. The instruction is the
-// one of the block whose memory operand, computed from those registers, touches the refused
-// address; where that is not exactly one, the run says the position is not known.
+// one of the block whose access of the refused kind (load, store), computed from those
+// registers, is the refused one; of several, the first, where no instruction from it on changed
+// its address registers (had it run, it would have faulted first). Otherwise the run says the
+// position is not known.
 //
 // Counting. A block hook decodes each translated block with pmuvm's decoder: the instructions
 // retired are the blocks entered (all of their instructions) less what a fault left unexecuted
@@ -131,9 +133,13 @@ class UserCodeEmulator {
   EmulationRun fault_in(const Block* b, uint64_t& pc);
   // Counts the instructions of `b` before `pc` as retired.
   void retire_up_to(const Block& b, uint64_t pc);
-  // The instruction of `b` that made the refused access `address`, from the registers before
-  // it (now Unicorn's), or nullopt when not exactly one fits.
-  std::optional<uint64_t> faulting_instruction(const Block& b, uint64_t address);
+  // The instruction of `b` that made the refused access, from the registers before
+  // it (now Unicorn's), or nullopt when it cannot be told (see "Faults" above).
+  struct Refusal {
+    uint64_t address = 0;
+    bool write = false;
+  };
+  std::optional<uint64_t> faulting_instruction(const Block& b, const Refusal& refused);
   bool map_page(uint64_t page, bool write, bool fetch);
   void unmap(uint64_t page);
   // Drops the blocks translated from `page` (Unicorn's and block_at's) and its code copy.
@@ -173,7 +179,7 @@ class UserCodeEmulator {
   uint64_t conditional_branches_ = 0;
   const Block* last_block_ = nullptr;     // entered last: a fault may leave part of it unexecuted
   std::optional<KvmOnly> stop_;           // the run stopped before a block (kCount: at the limit)
-  std::optional<uint64_t> refused_;       // the data address a hook refused in this run
+  std::optional<Refusal> refused_;        // the data access a hook refused in this run
   std::optional<uint64_t> written_code_;  // a page mapped writable this run fetched from
 };
 
