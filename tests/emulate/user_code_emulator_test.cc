@@ -229,14 +229,49 @@ TEST_F(UserCodeEmulatorTest, APageWrittenThenRunFromRuns) {
   EXPECT_EQ(stored, 7u);
 }
 
-// Unicorn 2.0.1 aborts the process when it translates FF /5 with a register operand (`ff ee`,
-// found by user_code_emulator_fuzz): a page holding it is never run by the emulator.
+// Unicorn 2.0.1 aborts the process when it translates FF /3 or /5 with a register operand
+// (`ff ee`, found by user_code_emulator_fuzz): the run ends before such an instruction, also
+// behind prefixes, and KVM raises its #UD. The same bytes inside another instruction (an
+// immediate -1 before a CALL's opcode) are no instruction and run.
 TEST_F(UserCodeEmulatorTest, CodeThatWouldCrashTheTranslatorIsLeftToKvm) {
-  code({0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0xff, 0xee});  // inc rax; jmp; ljmp to a register
+  for (const std::vector<uint8_t>& invalid :
+       {std::vector<uint8_t>{0xff, 0xee}, {0x48, 0xff, 0xe8}, {0x66, 0x2e, 0xff, 0xdb}}) {
+    // inc rax; mov ecx, -1 (b9 ff ff ff ff); jmp; int3; then the instruction
+    std::vector<uint8_t> bytes = {0x48, 0xff, 0xc0, 0xb9, 0xff, 0xff, 0xff, 0xff, 0xeb, 0x01, 0xcc};
+    bytes.insert(bytes.end(), invalid.begin(), invalid.end());
+    emulator_.flush();
+    code(bytes);
+    regs_.rax = 0;
+    const EmulationRun r = run(UINT64_MAX);
+    EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly) << int(invalid.size());
+    EXPECT_EQ(r.retired, 3u);
+    EXPECT_EQ(regs_.rax, 1u);
+    EXPECT_EQ(regs_.rip, kCode + 11);
+  }
+  // Starting at it, and jumping to it on a page not yet mapped: the translator looks for an
+  // exit at a block's start before the page's first fetch.
+  for (const uint64_t at : {kCode, kAbsent}) {
+    set(kPt, 5, frame(kAbsent) | P | U);
+    emulator_.flush();
+    code({0xff, 0xe8}, kAbsent);
+    code({0xb9, 0x00, 0x50, 0x40, 0x00, 0xff, 0xe1});  // mov ecx, kAbsent; jmp rcx
+    regs_.rip = at;
+    const EmulationRun r = run(UINT64_MAX);
+    EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly);
+    EXPECT_EQ(r.retired, at == kCode ? 2u : 0u);
+    EXPECT_EQ(regs_.rip, kAbsent);
+  }
+  // `mov ecx, -1` followed by a CALL's opcode: the FF E8 pair is inside two instructions.
+  // mov ecx, -1; call +0 (e8 00 00 00 00); pop rax; jmp; int3; syscall
+  emulator_.flush();
+  code({0xb9, 0xff, 0xff, 0xff, 0xff, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x58, 0xeb, 0x01, 0xcc, 0x0f,
+        0x05});
+  regs_.rax = 0;
   const EmulationRun r = run(UINT64_MAX);
-  EXPECT_EQ(r.end, EmulationRun::End::kFault);
-  EXPECT_EQ(r.retired, 0u);
-  EXPECT_EQ(regs_.rip, kCode);
+  EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly);
+  EXPECT_EQ(r.kvm_only, KvmOnly::kKernelEntry);
+  EXPECT_EQ(r.retired, 4u);
+  EXPECT_EQ(regs_.rax, kCode + 10) << "the CALL's return address, popped";
 }
 
 // A branch to a non-canonical address raises #GP at the branch on hardware (it does not retire,
@@ -385,6 +420,35 @@ TEST_F(UserCodeEmulatorTest, ARefusedStoreAfterALoadOfTheSameAddressIsTold) {
   EXPECT_EQ(r.retired, 2u);
   EXPECT_EQ(regs_.rax, 42u);
   EXPECT_EQ(regs_.rip, kCode + 11) << "before the first store";
+}
+
+// A guest without NX (the bundled kernel's tables): every data page is executable. A data page
+// read first is still mapped as data, so the stores after the read run in the emulator; a
+// fetch from it ends the run, and the next run maps it as code.
+TEST_F(UserCodeEmulatorTest, WritableExecutablePagesReadFirstAreData) {
+  set(kPt, 5, frame(kAbsent) | P | W | U);  // writable and executable
+  // mov rax, [kAbsent + 0x100]; inc rax; mov [kAbsent + 0x100], rax; jmp; syscall
+  code({0x48, 0x8b, 0x04, 0x25, 0x00, 0x51, 0x40, 0x00, 0x48, 0xff, 0xc0, 0x48,
+        0x89, 0x04, 0x25, 0x00, 0x51, 0x40, 0x00, 0xeb, 0x01, 0xcc, 0x0f, 0x05});
+  ASSERT_TRUE(ram_.write_u64(frame(kAbsent) + 0x100, 41));
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly);
+  EXPECT_EQ(r.retired, 4u);
+  uint64_t stored = 0;
+  ASSERT_TRUE(ram_.read_u64(frame(kAbsent) + 0x100, stored));
+  EXPECT_EQ(stored, 42u);
+  // Code on that page: inc rax; jmp; syscall. The jump there ends one run; the next runs it.
+  code({0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0x0f, 0x05}, kAbsent + 0x200);
+  code({0xb9, 0x00, 0x52, 0x40, 0x00, 0xff, 0xe1});  // mov ecx, kAbsent + 0x200; jmp rcx
+  regs_.rax = 0;
+  const EmulationRun to = run(UINT64_MAX);
+  EXPECT_EQ(to.end, EmulationRun::End::kFault);
+  EXPECT_EQ(to.retired, 2u);
+  EXPECT_EQ(regs_.rip, kAbsent + 0x200);
+  const EmulationRun on = run(UINT64_MAX);
+  EXPECT_EQ(on.end, EmulationRun::End::kKvmOnly);
+  EXPECT_EQ(on.retired, 2u);
+  EXPECT_EQ(regs_.rax, 1u);
 }
 
 }  // namespace

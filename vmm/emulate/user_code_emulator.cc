@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <set>
 #include <cstring>
 #include <string>
 
@@ -49,14 +50,17 @@ void check(const UnicornLibrary& lib, uc_err e, const char* what) {
 
 // Unicorn 2.0.1 aborts the process translating FF /3 or FF /5 with a register operand (an
 // invalid far CALL/JMP; `ff ee` found by user_code_emulator_fuzz: tcg_gen_code's fatal
-// error), and it translates code before anyone can look at it. A page holding such a byte pair
-// anywhere, or ending in FF (the pair may straddle the boundary), is never run by the emulator:
-// its fetch goes to KVM, which raises the #UD a CPU would.
-bool may_crash_the_translator(const std::byte* page) {
-  const auto* b = reinterpret_cast<const uint8_t*>(page);
-  for (uint64_t i = 0; i + 1 < kPage; ++i)
-    if (b[i] == 0xFF && ((b[i + 1] & 0xF8) == 0xD8 || (b[i + 1] & 0xF8) == 0xE8)) return true;
-  return b[kPage - 1] == 0xFF;
+// error), and it translates a block before anything sees it. Its translator stops before an
+// "exit" address, so every place such an instruction could start (the FF, and each run of
+// prefixes just before it) is one: should the code get there, the run ends before it and KVM
+// raises the #UD a CPU would. Elsewhere (the FF inside another instruction: an immediate -1
+// before a CALL is common) an exit is never reached as an instruction.
+bool is_prefix(uint8_t b) {
+  return (b & 0xF0) == 0x40 || b == 0x66 || b == 0x67 || b == 0xF0 || b == 0xF2 || b == 0xF3 ||
+         b == 0x2E || b == 0x36 || b == 0x3E || b == 0x26 || b == 0x64 || b == 0x65;
+}
+bool far_transfer_through_a_register(uint8_t modrm) {
+  return (modrm & 0xF8) == 0xD8 || (modrm & 0xF8) == 0xE8;
 }
 
 bool data_fault(uc_err e) {
@@ -74,6 +78,8 @@ bool fetch_fault(uc_err e) {
 UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus)
     : lib_(UnicornLibrary::get()), ram_(ram), multiple_vcpus_(multiple_vcpus) {
   check(lib_, lib_.open(UC_ARCH_X86, UC_MODE_64, &uc_), "uc_open");
+  // Exits (find_exits) instead of uc_emu_start's `until`.
+  check(lib_, lib_.ctl(uc_, UC_CTL_WRITE(UC_CTL_UC_USE_EXITS, 1), 1), "exits");
   uc_hook h;
   check(lib_, lib_.hook_add(uc_, &h, UC_HOOK_BLOCK, reinterpret_cast<void*>(on_block), this, 1, 0),
         "block hook");
@@ -110,6 +116,38 @@ void UserCodeEmulator::forget_code(uint64_t page) {
     it = end > page ? blocks_.erase(it) : std::next(it);
   }
   code_copies_.erase(page);
+  if (auto e = exits_by_page_.find(page); e != exits_by_page_.end()) {
+    for (const uint64_t a : e->second) exits_.erase(a);
+    exits_by_page_.erase(e);
+    set_exits();
+  }
+}
+
+void UserCodeEmulator::find_exits(uint64_t page, const std::byte* host) {
+  // Every start of prefixes* FF /3|/5 with a register operand on the page; a prefix run or an
+  // FF that reaches the page's end is one too, whatever the next page holds (it may change, or
+  // be another process's, before a block runs into it).
+  const auto* b = reinterpret_cast<const uint8_t*>(host);
+  std::vector<uint64_t> found;
+  for (uint64_t a = 0; a < kPage; ++a) {
+    uint64_t i = a;
+    while (i < kPage && i - a < 14 && is_prefix(b[i])) ++i;
+    const bool dangerous =
+        i == kPage ||
+        (b[i] == 0xFF && (i + 1 == kPage || far_transfer_through_a_register(b[i + 1])));
+    if (dangerous) found.push_back(page + a);
+  }
+  if (found.empty()) return;
+  exits_.insert(found.begin(), found.end());
+  exits_by_page_[page] = std::move(found);
+  set_exits();
+}
+
+void UserCodeEmulator::set_exits() {
+  // Also from a fetch hook while a block is being translated: the translator looks at the
+  // exits before each instruction it decodes.
+  const std::vector<uint64_t> all(exits_.begin(), exits_.end());
+  lib_.ctl(uc_, UC_CTL_WRITE(UC_CTL_UC_EXITS, 2), all.data(), all.size());
 }
 
 bool UserCodeEmulator::still_valid(uint64_t page, const Mapping& m) {
@@ -151,6 +189,7 @@ void UserCodeEmulator::keep_code_copy(uint64_t page, const std::byte* host) {
   if (code_copies_.size() >= kMaxCodeCopies) flush();
   std::vector<std::byte>& copy = code_copies_[page];
   copy.assign(host, host + kPage);
+  find_exits(page, host);
 }
 
 const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint32_t size) {
@@ -226,14 +265,17 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   std::byte* host = ram_.host(frame, kPage);
   if (host == nullptr) return false;  // MMIO or beyond RAM: not the emulator's
   // Executable in the emulator's TLB: where the guest's tables allow it and Unicorn can
-  // translate it; also when first read, so that code reading constants from its own page
-  // (jump tables, literals) is not sent to KVM at its first fetch.
-  const bool executable = t->executable && !may_crash_the_translator(host);
+  // translate it. At a fetch; and at a first read where the tables make the page read-only
+  // code, so that code reading constants from its own page (jump tables, literals) is not sent
+  // to KVM at its first fetch. (A writable page read first is data: in a guest without NX,
+  // every data page is executable, and mapping it as code would send each store to KVM.)
+  const bool executable = t->executable;
   if (fetch && !executable) return false;
+  const bool as_code = executable && (fetch || (!write && !t->writable));
   // Never writable and executable at once (W^X in the emulator's TLB): code is never written
   // under the emulator, so no translated block goes stale by the emulator's own writes. A write
-  // to a page code was fetched from, and a fetch from a page that was written, go to KVM
-  // (self-modifying code is not emulated; after KVM ran, flush() maps the page afresh).
+  // to a page code was fetched from goes to KVM (the next run sees the new bytes), and a fetch
+  // from a page mapped for data ends the run (the next run maps it as code).
   auto it = mapped_.find(page);
   if (it != mapped_.end() && (write || fetch)) {
     const uint32_t other = write ? UC_PROT_EXEC : UC_PROT_WRITE;
@@ -241,7 +283,7 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   }
   if (!walk_and_mark(ram_, cr3_, page, write)) return false;
   const uint32_t prot =
-      UC_PROT_READ | (executable && !write ? UC_PROT_EXEC : 0) | (write ? UC_PROT_WRITE : 0);
+      UC_PROT_READ | (as_code && !write ? UC_PROT_EXEC : 0) | (write ? UC_PROT_WRITE : 0);
   if (it != mapped_.end()) {
     // The tables may map the page elsewhere now: only the same frame keeps its mapping.
     if (it->second.frame != frame || lib_.mem_protect(uc_, page, kPage, prot) != UC_ERR_OK)
@@ -259,7 +301,10 @@ bool UserCodeEmulator::on_unmapped(uc_engine*, uc_mem_type type, uint64_t addres
                                    void* self) {
   auto* e = static_cast<UserCodeEmulator*>(self);
   const bool fetch = type == UC_MEM_FETCH_UNMAPPED;
-  if (e->map_page(address & ~(kPage - 1), type == UC_MEM_WRITE_UNMAPPED, fetch)) return true;
+  if (e->map_page(address & ~(kPage - 1), type == UC_MEM_WRITE_UNMAPPED, fetch))
+    // A block's first fetch from a page: its exits are known only now, after the translator
+    // looked for one at the block's start. A block that starts at one is refused here.
+    return !(fetch && e->exits_.contains(address));
   if (!fetch) e->refused_ = Refusal{address, type == UC_MEM_WRITE_UNMAPPED};
   return false;
 }
@@ -273,8 +318,9 @@ bool UserCodeEmulator::on_protection(uc_engine*, uc_mem_type type, uint64_t addr
   auto* e = static_cast<UserCodeEmulator*>(self);
   const uint64_t page = address & ~(kPage - 1);
   if (type == UC_MEM_FETCH_PROT) {
-    // Code on a page the emulator wrote (W^X): after KVM ran it, the next run maps it as code.
-    e->written_code_ = page;
+    // Code on a page mapped for data: the next run maps it as code (after a write, W^X: the
+    // write stays KVM's from then on).
+    e->data_fetched_ = page;
     return false;
   }
   if (type != UC_MEM_WRITE_PROT) return false;
@@ -375,6 +421,11 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
     }
     return fault_in(last_block_, pc);
   }
+  if (fetch_fault(err) && exits_.contains(pc)) {  // (on_unmapped): KVM's #UD
+    out.end = EmulationRun::End::kKvmOnly;
+    out.kvm_only = KvmOnly::kNotComputing;
+    return out;
+  }
   if (fetch_fault(err)) {  // a block's first fetch: the blocks before it ran whole
     out.end = EmulationRun::End::kFault;
     const bool canonical = static_cast<uint64_t>(static_cast<int64_t>(pc << 16) >> 16) == pc;
@@ -403,9 +454,12 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
     out.position_known = false;
     return out;
   }
-  if (!stop_) {
-    // Stopped by the time slice, or ended by Unicorn itself (an address it ran into: never
-    // expected, stop_ would say): either way between two blocks, each whole.
+  if (!stop_ && exits_.contains(pc)) {  // an instruction Unicorn cannot translate: KVM's #UD
+    out.end = EmulationRun::End::kKvmOnly;
+    out.kvm_only = KvmOnly::kNotComputing;
+    return out;
+  }
+  if (!stop_) {  // the time slice: between two blocks, each whole
     out.end = EmulationRun::End::kTimeout;
     return out;
   }
@@ -426,9 +480,9 @@ EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe,
   blocks_to_clock_ = kBlocksPerClockRead;
   retired_ = branches_ = conditional_branches_ = 0;
   for (const RegisterSlot& r : kRegisters) lib_.reg_write(uc_, r.uc, &(regs.*r.field));
-  written_code_.reset();
+  data_fetched_.reset();
   EmulationRun out = one_run(regs.rip);
-  if (written_code_ && mapped_.contains(*written_code_)) unmap(*written_code_);
+  if (data_fetched_ && mapped_.contains(*data_fetched_)) unmap(*data_fetched_);
   out.retired = retired_;
   out.branches = branches_;
   out.conditional_branches = conditional_branches_;

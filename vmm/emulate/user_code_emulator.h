@@ -40,6 +40,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -151,6 +152,10 @@ class UserCodeEmulator {
   // `page` is mapped executable with the bytes at `host`: blocks translated from other bytes
   // there are dropped.
   void keep_code_copy(uint64_t page, const std::byte* host);
+  // The exits of the code page at `host` (the header of the .cc: where Unicorn's translator
+  // must stop), and Unicorn told of all of them.
+  void find_exits(uint64_t page, const std::byte* host);
+  void set_exits();
 
   const UnicornLibrary& lib_;
   GuestRam& ram_;
@@ -167,6 +172,8 @@ class UserCodeEmulator {
   // current while they are (kept after an unmap, so another process running the same code at
   // the same address keeps them).
   std::unordered_map<uint64_t, std::vector<std::byte>> code_copies_;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> exits_by_page_;  // of pages with a copy
+  std::set<uint64_t> exits_;                                           // all of them
 
   // The run under way.
   uint64_t cr3_ = 0;
@@ -180,7 +187,7 @@ class UserCodeEmulator {
   const Block* last_block_ = nullptr;     // entered last: a fault may leave part of it unexecuted
   std::optional<KvmOnly> stop_;           // the run stopped before a block (kCount: at the limit)
   std::optional<Refusal> refused_;        // the data access a hook refused in this run
-  std::optional<uint64_t> written_code_;  // a page mapped writable this run fetched from
+  std::optional<uint64_t> data_fetched_;  // a page mapped for data this run fetched from
 };
 
 }  // namespace vmm
