@@ -20,6 +20,7 @@ enum class StepperKind {
   kAuto,       // kvm
   kKvm,        // KVM debug exits, every CPL, blocks where it can
   kKvmSingle,  // the same, one exit per instruction (the cross-check)
+  kEmulate,    // kvm, with counted user code run by an embedded TCG where only counts matter
   kGuest,      // the bundled kernel single-steps its profiled tasks and reports each step
   kNone,       // no counting (LWP state only, no records): a manifest may name it
 };
@@ -42,9 +43,10 @@ inline constexpr std::array<KindName<BackendKind>, 3> kBackendNames{{
     {BackendKind::kAuto, "auto", "auto"},
 }};
 // The steppers the command line offers are those before "none".
-inline constexpr std::array<KindName<StepperKind>, 5> kStepperNames{{
+inline constexpr std::array<KindName<StepperKind>, 6> kStepperNames{{
     {StepperKind::kKvm, "kvm", "KVM block-step"},
     {StepperKind::kKvmSingle, "kvm-single", "KVM single-step"},
+    {StepperKind::kEmulate, "emulate", "emulating"},
     {StepperKind::kGuest, "guest", "guest-assisted"},
     {StepperKind::kAuto, "auto", "auto"},
     {StepperKind::kNone, "none", "no"},

@@ -243,7 +243,9 @@ std::vector<OptionRow<RunCommand>> run_options() {
        &R::stepper,
        "How the precise backend sees each retired instruction: kvm (KVM debug exits, every CPL, "
        "no guest help; one exit per basic block of register code where only instruction/branch "
-       "events count), kvm-single (the same, one exit per instruction: the cross-check), guest "
+       "events count), kvm-single (the same, one exit per instruction: the cross-check), emulate "
+       "(kvm, with counted user code run by an embedded TCG, Unicorn, wherever the PMU models "
+       "only count instructions and branches; what it must not run goes back to KVM), guest "
        "(the bundled kernel single-steps its profiled tasks and reports each step), auto (kvm)",
        {},
        nullptr,

@@ -33,14 +33,16 @@ Result<CountingChoice> choose_backend(const CountingRequest& request,
     return Error::usage(std::string("--double-skid goes with --host-counters double"));
   if (double_asked && request.backend != BackendKind::kHost)
     return Error::usage(std::string("--host-counters double goes with --backend host"));
-  if (stepper == StepperKind::kGuest) {
+  if (stepper == StepperKind::kGuest || stepper == StepperKind::kEmulate) {
+    const std::string name = stepper_name(stepper);
     if (request.backend == BackendKind::kHost)
-      return Error::usage(std::string(
+      return Error::usage(
           "--backend host steps up to each event with the KVM stepper: it cannot go with "
-          "--stepper guest"));
+          "--stepper " +
+          name);
     return CountingChoice{.stepper = stepper,
                           .host = std::nullopt,
-                          .why = "auto: --stepper guest counts with the precise backend"};
+                          .why = "auto: --stepper " + name + " counts with the precise backend"};
   }
   HostBackendChoice host{.double_skid = request.double_skid,
                          .free_run = {.skid_margin = request.skid_margin}};
@@ -102,7 +104,8 @@ CountingChoice CountingChoice::resumed(StepperKind stepper) {
 }
 
 bool CountingChoice::kvm_stepping() const {
-  return stepper == StepperKind::kKvm || stepper == StepperKind::kKvmSingle;
+  return stepper == StepperKind::kKvm || stepper == StepperKind::kKvmSingle ||
+         stepper == StepperKind::kEmulate;
 }
 
 uint32_t CountingChoice::pv_features() const {
@@ -111,7 +114,8 @@ uint32_t CountingChoice::pv_features() const {
       return PMUVM_PV_CONSOLE | PMUVM_PV_USER_ENTRY | PMUVM_PV_GUEST_STEPPER;
     // The KVM stepper finds the kernel's returns to user mode itself (DESIGN §4.7).
     case StepperKind::kKvm:
-    case StepperKind::kKvmSingle: return PMUVM_PV_CONSOLE;
+    case StepperKind::kKvmSingle:
+    case StepperKind::kEmulate: return PMUVM_PV_CONSOLE;
     // The block console is always offered (Linux guests do not look).
     case StepperKind::kAuto:
     case StepperKind::kNone: break;

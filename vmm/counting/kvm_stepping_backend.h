@@ -77,8 +77,12 @@ class KvmSteppingBackend : public CountingBackend {
   // of an earlier instruction of the same report.
   void retire_all(const RetiredInstructions& retired, uint8_t cpl, uint64_t cr3);
 
-  // The step controller, for tests that drive it without KVM (tests/fuzz/machine_state_fuzz.cc).
+  // The step controller, for tests that drive it without KVM (tests/fuzz/machine_state_fuzz.cc)
+  // and the emulator in front of it (emulating_backend.h).
   StepController& controller() { return stepper_; }
+  // The guest's own DR0-3/DR6/DR7 as last read (current in user mode: they change only through
+  // the kernel, and are read again at every return to user mode).
+  const GuestDebugRegisters& guest_debug() const { return guest_debug_; }
 
  private:
   // Before each KVM_RUN: the step controller's scope and the KVM debug configuration it wants.

@@ -1,5 +1,6 @@
 #include "vmm/counting/make_counting_backend.h"
 
+#include "vmm/counting/emulating_backend.h"
 #include "vmm/counting/guest_assisted_backend.h"
 #include "vmm/counting/host_counter_backend.h"
 #include "vmm/counting/kvm_stepping_backend.h"
@@ -27,6 +28,8 @@ std::unique_ptr<CountingBackend> make_counting_backend(const CountingChoice& cho
                                                     trap_flag_steps, kick_signal);
       return std::make_unique<KvmSteppingBackend>(vcpu, ram, cache, block_steps, trap_flag_steps);
     }
+    case StepperKind::kEmulate:
+      return std::make_unique<EmulatingBackend>(vcpu, ram, cache, /*multiple_vcpus=*/vcpus > 1);
     case StepperKind::kGuest: return std::make_unique<GuestAssistedBackend>(vcpu, ram, cache);
     case StepperKind::kNone: break;
   }

@@ -149,6 +149,14 @@ void StepController::enter_user(const GuestRegisters& at, StepOutcome& out) {
   plan_user_step();
 }
 
+void StepController::ran_unseen(const GuestRegisters& now) {
+  if (emulation_start() == nullptr)
+    throw std::logic_error("step controller: user code ran unseen from no pending instruction");
+  pre_ = now;
+  trap_flag_live_ = false;  // KVM_SET_REGS rewrote RFLAGS: re-armed before a TF step
+  plan_user_step();
+}
+
 void StepController::enter_kernel(KernelEntry how) {
   mode_ = scope_ == StepScope::kNothing ? Mode::kOff : Mode::kKernel;
   kernel_entry_ = how;  // (return_sites() orders the sites by it)

@@ -260,6 +260,20 @@ class StepController {
     return mode_ == Mode::kUser && have_pre_ && (pre_.rflags & kTrapFlag) != 0;
   }
 
+  // --stepper emulate (vmm/counting/emulating_backend.h). The pending user instruction's
+  // registers, where user code may run from it in an emulator before the next KVM_RUN: the
+  // vCPU stopped at it in counted user mode, with nothing planned there that must come first
+  // (an interrupt window, a return being stepped, a block already made) and no TF of the
+  // guest's. nullptr otherwise.
+  const GuestRegisters* emulation_start() const {
+    const bool free = mode_ == Mode::kUser && have_pre_ && !plan_.window && !plan_.step_return &&
+                      plan_.block.empty() && !(pre_.rflags & kTrapFlag);
+    return free ? &pre_ : nullptr;
+  }
+  // The user code from there ran unseen up to `now` (CPL 3, the same address space; what
+  // retired went to the PMU models as one batch): the instruction at now.rip is planned.
+  void ran_unseen(const GuestRegisters& now);
+
   Mode mode() const { return mode_; }
   StepScope scope() const { return scope_; }
   const KernelEntryPoints& entry_points() const { return entries_; }
