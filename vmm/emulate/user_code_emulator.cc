@@ -14,6 +14,11 @@ namespace vmm {
 namespace {
 
 constexpr uint64_t kPage = 4096;
+// Pages mapped at once. Each is a region of Unicorn's, and Unicorn 2.0.1 rebuilds its whole
+// address space at every map and unmap: n pages cost O(n^2) (natively ~0.7 ms per map at 1 000
+// regions, ~10 ms at 4 000). Past this many, the data pages are dropped and mapped again as
+// they are touched.
+constexpr size_t kMaxMappedPages = 256;
 // Code pages whose bytes are kept to tell their translated blocks current (16 MiB).
 constexpr size_t kMaxCodeCopies = 4096;
 // Blocks between two looks at the clock for the time slice: a block is a few to a few dozen
@@ -103,6 +108,15 @@ void UserCodeEmulator::flush() {
 void UserCodeEmulator::unmap(uint64_t page) {
   lib_.mem_unmap(uc_, page, kPage);
   mapped_.erase(page);
+}
+
+void UserCodeEmulator::unmap_data_pages() {
+  std::vector<uint64_t> data;
+  for (const auto& [page, m] : mapped_)
+    if (!(m.prot & UC_PROT_EXEC)) data.push_back(page);
+  // From the top: Unicorn keeps its regions in an array sorted by address.
+  std::sort(data.rbegin(), data.rend());
+  for (const uint64_t page : data) unmap(page);
 }
 
 void UserCodeEmulator::forget_code(uint64_t page) {
@@ -291,6 +305,7 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
     it->second.prot = prot;
     return true;
   }
+  if (mapped_.size() >= kMaxMappedPages) unmap_data_pages();
   if (prot & UC_PROT_EXEC) keep_code_copy(page, host);
   if (lib_.mem_map_ptr(uc_, page, kPage, prot, host) != UC_ERR_OK) return false;
   mapped_.emplace(page, Mapping{prot, frame});

@@ -143,6 +143,8 @@ class UserCodeEmulator {
   std::optional<uint64_t> faulting_instruction(const Block& b, const Refusal& refused);
   bool map_page(uint64_t page, bool write, bool fetch);
   void unmap(uint64_t page);
+  // Unmaps every page not mapped as code (kMaxMappedPages).
+  void unmap_data_pages();
   // Drops the blocks translated from `page` (Unicorn's and block_at's) and its code copy.
   void forget_code(uint64_t page);
   // Keeps the mappings still valid in the tables at cr3_ (still_valid) and unmaps the others.
