@@ -19,8 +19,8 @@ constexpr uint64_t kPage = 4096;
 // regions, ~10 ms at 4 000). Past this many, the data pages are dropped and mapped again as
 // they are touched.
 constexpr size_t kMaxMappedPages = 256;
-// Code pages whose bytes are kept to tell their translated blocks current (16 MiB).
-constexpr size_t kMaxCodeCopies = 4096;
+// Code pages mapped at once, each with a copy of its bytes (16 MiB).
+constexpr size_t kMaxCodePages = 4096;
 // Blocks between two looks at the clock for the time slice: a block is a few to a few dozen
 // instructions, so a slice ends within some microseconds of its deadline.
 constexpr uint32_t kBlocksPerClockRead = 64;
@@ -102,10 +102,13 @@ UserCodeEmulator::~UserCodeEmulator() { lib_.close(uc_); }
 
 void UserCodeEmulator::flush() {
   while (!mapped_.empty()) unmap(mapped_.begin()->first);
-  while (!code_copies_.empty()) forget_code(code_copies_.begin()->first);
 }
 
 void UserCodeEmulator::unmap(uint64_t page) {
+  // Code's blocks go first, while the page is mapped: Unicorn finds them through the mapping
+  // (uc_ctl_remove_cache of an unmapped page removes nothing), and a page mapped there later
+  // may get the same place in its RAM and would run them.
+  if (code_copies_.contains(page)) forget_code(page);
   lib_.mem_unmap(uc_, page, kPage);
   mapped_.erase(page);
 }
@@ -120,9 +123,9 @@ void UserCodeEmulator::unmap_data_pages() {
 }
 
 void UserCodeEmulator::forget_code(uint64_t page) {
-  // Unicorn keys translated blocks by the address they ran at and never sees guest RAM
-  // change under it (nor an unmap drop them): the page's are removed here, also those that
-  // begin on the page before and run into it.
+  // Unicorn never sees guest RAM change under its translated blocks, nor does an unmap drop
+  // them: the page's are removed here (it is mapped), also those that begin on the page before
+  // and run into it.
   lib_.ctl(uc_, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), page, page + kPage);
   for (auto it = blocks_.lower_bound({page >= kPage ? page - kPage : 0, 0});
        it != blocks_.end() && it->first.first < page + kPage;) {
@@ -186,23 +189,12 @@ void UserCodeEmulator::revalidate() {
   std::vector<uint64_t> stale;
   for (const auto& [page, m] : mapped_)
     if (!still_valid(page, m)) stale.push_back(page);
-  for (const uint64_t page : stale) {
-    const bool code = (mapped_.at(page).prot & UC_PROT_EXEC) != 0;
-    unmap(page);
-    if (code) forget_code(page);
-  }
+  for (const uint64_t page : stale) unmap(page);
 }
 
 void UserCodeEmulator::keep_code_copy(uint64_t page, const std::byte* host) {
-  auto it = code_copies_.find(page);
-  if (it != code_copies_.end()) {
-    if (std::memcmp(it->second.data(), host, kPage) == 0) return;  // its blocks are current
-    forget_code(page);  // translated from other bytes (another process's, earlier ones)
-  }
-  // Bounded: past kMaxCodeCopies every page is unmapped and forgotten, and mapped afresh.
-  if (code_copies_.size() >= kMaxCodeCopies) flush();
-  std::vector<std::byte>& copy = code_copies_[page];
-  copy.assign(host, host + kPage);
+  // (A page is mapped as code with no blocks of its own: unmap() removed any.)
+  code_copies_[page].assign(host, host + kPage);
   find_exits(page, host);
 }
 
@@ -306,8 +298,18 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
     return true;
   }
   if (mapped_.size() >= kMaxMappedPages) unmap_data_pages();
+  if (code_copies_.size() >= kMaxCodePages && (prot & UC_PROT_EXEC)) flush();
+  // Its exits before Unicorn may translate from it (set_exits).
   if (prot & UC_PROT_EXEC) keep_code_copy(page, host);
-  if (lib_.mem_map_ptr(uc_, page, kPage, prot, host) != UC_ERR_OK) return false;
+  if (lib_.mem_map_ptr(uc_, page, kPage, prot, host) != UC_ERR_OK) {
+    code_copies_.erase(page);
+    if (auto e = exits_by_page_.find(page); e != exits_by_page_.end()) {
+      for (const uint64_t a : e->second) exits_.erase(a);
+      exits_by_page_.erase(e);
+      set_exits();
+    }
+    return false;
+  }
   mapped_.emplace(page, Mapping{prot, frame});
   return true;
 }

@@ -145,14 +145,14 @@ class UserCodeEmulator {
   void unmap(uint64_t page);
   // Unmaps every page not mapped as code (kMaxMappedPages).
   void unmap_data_pages();
-  // Drops the blocks translated from `page` (Unicorn's and block_at's) and its code copy.
+  // Drops the blocks translated from `page` (Unicorn's and block_at's), its code copy and its
+  // exits; the page must still be mapped.
   void forget_code(uint64_t page);
   // Keeps the mappings still valid in the tables at cr3_ (still_valid) and unmaps the others.
   void revalidate();
   struct Mapping;
   bool still_valid(uint64_t page, const Mapping& m);
-  // `page` is mapped executable with the bytes at `host`: blocks translated from other bytes
-  // there are dropped.
+  // `page` is mapped as code with the bytes at `host`.
   void keep_code_copy(uint64_t page, const std::byte* host);
   // The exits of the code page at `host` (the header of the .cc: where Unicorn's translator
   // must stop), and Unicorn told of all of them.
@@ -170,9 +170,8 @@ class UserCodeEmulator {
     uint64_t frame = 0;  // the guest frame it maps
   };
   std::unordered_map<uint64_t, Mapping> mapped_;  // by linear page
-  // The bytes each executable page had when mapped, by linear page: its translated blocks are
-  // current while they are (kept after an unmap, so another process running the same code at
-  // the same address keeps them).
+  // The bytes each page mapped as code had when mapped, by linear page: its translated blocks
+  // are current while they are.
   std::unordered_map<uint64_t, std::vector<std::byte>> code_copies_;
   std::unordered_map<uint64_t, std::vector<uint64_t>> exits_by_page_;  // of pages with a copy
   std::set<uint64_t> exits_;                                           // all of them
