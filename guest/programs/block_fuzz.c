@@ -56,10 +56,18 @@ static void alu(void) {
   switch (below(6)) {
     case 0: rex(src, dst), b(rr[below(sizeof rr)]), modrm_rr(src, dst); break;
     case 1: rex(0, dst), b(0x83), modrm_rr((uint8_t)below(8), dst), b((uint8_t)next()); break;
-    case 2: rex(dst, src), b(0x0F), b(0xAF), modrm_rr(dst, src); break;  /* imul dst, src */
-    case 3: {                                                            /* shl/shr/sar/rol */
+    /* IMUL leaves SF, ZF, AF and PF undefined, a shift by more than one OF: a TEST after them
+     * defines every flag a later Jcc, CMOVcc, ADC or SBB reads, so the program's results are
+     * the same on every x86 (CPU vendors differ there, and so does an emulator: --stepper
+     * emulate must match KVM on defined results only). */
+    case 2: /* imul dst, src; test dst, dst */
+      rex(dst, src), b(0x0F), b(0xAF), modrm_rr(dst, src);
+      rex(dst, dst), b(0x85), modrm_rr(dst, dst);
+      break;
+    case 3: { /* shl/shr/sar/rol; test dst, dst */
       static const uint8_t digit[] = {4, 5, 7, 0};
       rex(0, dst), b(0xC1), modrm_rr(digit[below(4)], dst), b((uint8_t)(1 + below(63)));
+      rex(dst, dst), b(0x85), modrm_rr(dst, dst);
       break;
     }
     case 4: rex(dst, src), b(0x0F), b((uint8_t)(0x40 + below(16))), modrm_rr(dst, src); break;
