@@ -451,5 +451,23 @@ TEST_F(UserCodeEmulatorTest, WritableExecutablePagesReadFirstAreData) {
   EXPECT_EQ(regs_.rax, 1u);
 }
 
+// A refused access inside a block: the state handed back is the state before the faulting
+// instruction, RFLAGS included (TCG computes flags lazily; a fault that leaves its block
+// without restoring the translator's state would hand back whatever its lazy state makes of
+// them). add rax, 1 with RAX = -1 sets CF, PF, AF and ZF.
+TEST_F(UserCodeEmulatorTest, ARefusedAccessHandsBackTheFlagsOfTheInstructionsBeforeIt) {
+  // add rax, 1; mov [kReadOnly], rax; jmp; int3; syscall
+  code({0x48, 0x83, 0xc0, 0x01, 0x48, 0x89, 0x04, 0x25, 0x00, 0x30, 0x40, 0x00, 0xeb, 0x01, 0xcc,
+        0x0f, 0x05});
+  regs_.rax = ~uint64_t{0};
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kFault);
+  ASSERT_TRUE(r.position_known);
+  EXPECT_EQ(r.retired, 1u);
+  EXPECT_EQ(regs_.rip, kCode + 4);
+  EXPECT_EQ(regs_.rax, 0u);
+  EXPECT_EQ(regs_.rflags, 0x202u | 0x55u) << std::hex << regs_.rflags;
+}
+
 }  // namespace
 }  // namespace vmm

@@ -30,6 +30,10 @@ const UnicornLibrary& UnicornLibrary::get() {
     library.resolve(u.reg_write, "uc_reg_write");
     library.resolve(u.emu_start, "uc_emu_start");
     library.resolve(u.emu_stop, "uc_emu_stop");
+    library.resolve(u.context_alloc, "uc_context_alloc");
+    library.resolve(u.context_save, "uc_context_save");
+    library.resolve(u.context_restore, "uc_context_restore");
+    library.resolve(u.context_free, "uc_context_free");
     l.why = library.why();
     return l;
   }();

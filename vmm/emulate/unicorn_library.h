@@ -22,6 +22,10 @@ struct UnicornLibrary {
   decltype(&::uc_reg_write) reg_write = nullptr;
   decltype(&::uc_emu_start) emu_start = nullptr;
   decltype(&::uc_emu_stop) emu_stop = nullptr;
+  decltype(&::uc_context_alloc) context_alloc = nullptr;
+  decltype(&::uc_context_save) context_save = nullptr;
+  decltype(&::uc_context_restore) context_restore = nullptr;
+  decltype(&::uc_context_free) context_free = nullptr;
 
   // The process's one copy, loaded at the first call; throws VmmError saying why when the
   // library or one of its functions cannot be found (tools/setup.sh installs libunicorn2).

@@ -19,11 +19,19 @@ constexpr uint64_t kPage = 4096;
 // regions, ~10 ms at 4 000). Past this many, the data pages are dropped and mapped again as
 // they are touched.
 constexpr size_t kMaxMappedPages = 256;
+// Refused pages mapped for their #PF in one run (each is one more region).
+constexpr size_t kMaxRefusedPages = 64;
+constexpr uint32_t kPageFault = 14;
 // Code pages mapped at once, each with a copy of its bytes (16 MiB).
 constexpr size_t kMaxCodePages = 4096;
 // Blocks between two looks at the clock for the time slice: a block is a few to a few dozen
 // instructions, so a slice ends within some microseconds of its deadline.
 constexpr uint32_t kBlocksPerClockRead = 64;
+
+// A region's Unicorn permissions for a mapping's `prot`: code fetches only from code.
+uint32_t region_protection(uint32_t prot) {
+  return (prot & UC_PROT_EXEC) ? UC_PROT_ALL : UC_PROT_READ | UC_PROT_WRITE;
+}
 
 uint64_t steady_now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -68,12 +76,6 @@ bool far_transfer_through_a_register(uint8_t modrm) {
   return (modrm & 0xF8) == 0xD8 || (modrm & 0xF8) == 0xE8;
 }
 
-bool data_fault(uc_err e) {
-  return e == UC_ERR_READ_UNMAPPED || e == UC_ERR_WRITE_UNMAPPED || e == UC_ERR_READ_PROT ||
-         e == UC_ERR_WRITE_PROT || e == UC_ERR_READ_UNALIGNED || e == UC_ERR_WRITE_UNALIGNED ||
-         e == UC_ERR_EXCEPTION;
-}
-
 bool fetch_fault(uc_err e) {
   return e == UC_ERR_FETCH_UNMAPPED || e == UC_ERR_FETCH_PROT || e == UC_ERR_FETCH_UNALIGNED;
 }
@@ -81,10 +83,35 @@ bool fetch_fault(uc_err e) {
 }  // namespace
 
 UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus)
-    : lib_(UnicornLibrary::get()), ram_(ram), multiple_vcpus_(multiple_vcpus) {
+    : lib_(UnicornLibrary::get()),
+      ram_(ram),
+      multiple_vcpus_(multiple_vcpus),
+      scratch_(static_cast<std::byte*>(std::aligned_alloc(kPage, kPage))) {
+  if (!scratch_) throw std::bad_alloc();
+  std::memset(scratch_.get(), 0, kPage);
   check(lib_, lib_.open(UC_ARCH_X86, UC_MODE_64, &uc_), "uc_open");
   // Exits (find_exits) instead of uc_emu_start's `until`.
   check(lib_, lib_.ctl(uc_, UC_CTL_WRITE(UC_CTL_UC_USE_EXITS, 1), 1), "exits");
+  // Paging on, through the shadow tables: every access is checked against them, and one they
+  // refuse raises a precise #PF (on_interrupt). CR0: PE, MP, ET, NE, WP (read-only entries bind
+  // at CPL 0 too: the emulator runs at Unicorn's default CPL 0, user entries everywhere), PG.
+  check(lib_,
+        lib_.mem_map_ptr(uc_, ShadowPageTables::kBase, ShadowPageTables::size(),
+                         UC_PROT_READ | UC_PROT_WRITE, shadow_.bytes()),
+        "shadow page tables");
+  const uint64_t cr4 = 1u << 5;                                            // PAE
+  const uc_x86_msr efer{0xC0000080, (1u << 8) | (1u << 10) | (1u << 11)};  // LME, LMA, NXE
+  const uint64_t cr3 = ShadowPageTables::cr3();
+  const uint64_t cr0 = 0x80010033;
+  check(lib_, lib_.reg_write(uc_, UC_X86_REG_CR4, &cr4), "CR4");
+  check(lib_, lib_.reg_write(uc_, UC_X86_REG_MSR, &efer), "EFER");
+  check(lib_, lib_.reg_write(uc_, UC_X86_REG_CR3, &cr3), "CR3");
+  check(lib_, lib_.reg_write(uc_, UC_X86_REG_CR0, &cr0), "CR0");
+  // Unicorn hands a #PF to its interrupt hook without delivering it, so the CPU keeps it as
+  // the exception in flight: the next one would become a double fault. Each run starts from
+  // this context instead (the registers written after it).
+  check(lib_, lib_.context_alloc(uc_, &clean_), "context");
+  check(lib_, lib_.context_save(uc_, clean_), "context");
   uc_hook h;
   check(lib_, lib_.hook_add(uc_, &h, UC_HOOK_BLOCK, reinterpret_cast<void*>(on_block), this, 1, 0),
         "block hook");
@@ -92,13 +119,19 @@ UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus)
         lib_.hook_add(uc_, &h, UC_HOOK_MEM_UNMAPPED, reinterpret_cast<void*>(on_unmapped), this, 1,
                       0),
         "unmapped-memory hook");
-  check(
-      lib_,
-      lib_.hook_add(uc_, &h, UC_HOOK_MEM_PROT, reinterpret_cast<void*>(on_protection), this, 1, 0),
-      "protection hook");
+  check(lib_,
+        lib_.hook_add(uc_, &h, UC_HOOK_INTR, reinterpret_cast<void*>(on_interrupt), this, 1, 0),
+        "interrupt hook");
+  check(lib_,
+        lib_.hook_add(uc_, &h, UC_HOOK_MEM_FETCH_PROT, reinterpret_cast<void*>(on_fetch_refused),
+                      this, 1, 0),
+        "fetch-protection hook");
 }
 
-UserCodeEmulator::~UserCodeEmulator() { lib_.close(uc_); }
+UserCodeEmulator::~UserCodeEmulator() {
+  if (clean_) lib_.context_free(clean_);
+  lib_.close(uc_);
+}
 
 void UserCodeEmulator::flush() {
   while (!mapped_.empty()) unmap(mapped_.begin()->first);
@@ -111,6 +144,15 @@ void UserCodeEmulator::unmap(uint64_t page) {
   if (code_copies_.contains(page)) forget_code(page);
   lib_.mem_unmap(uc_, page, kPage);
   mapped_.erase(page);
+  shadow_.clear(page);
+  tlb_stale_ = true;
+}
+
+void UserCodeEmulator::flush_tlb() {
+  // Writing CR3 flushes Unicorn's TLB (not its translated blocks).
+  const uint64_t cr3 = ShadowPageTables::cr3();
+  lib_.reg_write(uc_, UC_X86_REG_CR3, &cr3);
+  tlb_stale_ = false;
 }
 
 void UserCodeEmulator::unmap_data_pages() {
@@ -186,6 +228,12 @@ bool UserCodeEmulator::still_valid(uint64_t page, const Mapping& m) {
 }
 
 void UserCodeEmulator::revalidate() {
+  for (const uint64_t page : refused_pages_) {
+    lib_.mem_unmap(uc_, page, kPage);
+    shadow_.clear(page);
+    tlb_stale_ = true;
+  }
+  refused_pages_.clear();
   std::vector<uint64_t> stale;
   for (const auto& [page, m] : mapped_)
     if (!still_valid(page, m)) stale.push_back(page);
@@ -278,6 +326,9 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   const bool executable = t->executable;
   if (fetch && !executable) return false;
   const bool as_code = executable && (fetch || (!write && !t->writable));
+  // Writable at a read too where the guest's entry is dirty already: its first write then sets
+  // nothing a CPU would, and costs no fault.
+  const bool writable = !as_code && t->writable && (write || t->dirty);
   // Never writable and executable at once (W^X in the emulator's TLB): code is never written
   // under the emulator, so no translated block goes stale by the emulator's own writes. A write
   // to a page code was fetched from goes to KVM (the next run sees the new bytes), and a fetch
@@ -289,19 +340,24 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   }
   if (!walk_and_mark(ram_, cr3_, page, write)) return false;
   const uint32_t prot =
-      UC_PROT_READ | (as_code && !write ? UC_PROT_EXEC : 0) | (write ? UC_PROT_WRITE : 0);
+      UC_PROT_READ | (as_code ? UC_PROT_EXEC : 0) | (writable ? UC_PROT_WRITE : 0);
   if (it != mapped_.end()) {
     // The tables may map the page elsewhere now: only the same frame keeps its mapping.
-    if (it->second.frame != frame || lib_.mem_protect(uc_, page, kPage, prot) != UC_ERR_OK)
-      return false;
-    it->second.prot = prot;
-    return true;
+    if (it->second.frame != frame) return false;
+    if ((prot & UC_PROT_EXEC) && !(it->second.prot & UC_PROT_EXEC)) {
+      keep_code_copy(page, host);
+      if (lib_.mem_protect(uc_, page, kPage, UC_PROT_ALL) != UC_ERR_OK) return false;
+    }
+    it->second.prot |= prot;
+    return shadow_set(page, it->second.prot);
   }
   if (mapped_.size() >= kMaxMappedPages) unmap_data_pages();
   if (code_copies_.size() >= kMaxCodePages && (prot & UC_PROT_EXEC)) flush();
   // Its exits before Unicorn may translate from it (set_exits).
   if (prot & UC_PROT_EXEC) keep_code_copy(page, host);
-  if (lib_.mem_map_ptr(uc_, page, kPage, prot, host) != UC_ERR_OK) {
+  // The region allows reads and writes, and fetches where the page is code; the shadow tables
+  // say whether the guest allows writes.
+  if (lib_.mem_map_ptr(uc_, page, kPage, region_protection(prot), host) != UC_ERR_OK) {
     code_copies_.erase(page);
     if (auto e = exits_by_page_.find(page); e != exits_by_page_.end()) {
       for (const uint64_t a : e->second) exits_.erase(a);
@@ -311,139 +367,145 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
     return false;
   }
   mapped_.emplace(page, Mapping{prot, frame});
-  return true;
+  return shadow_set(page, prot);
+}
+
+bool UserCodeEmulator::shadow_set(uint64_t page, uint32_t prot) {
+  if (shadow_.set(page, prot & UC_PROT_WRITE)) return true;
+  // The table pages ran out: everything goes, and this page comes back alone.
+  const Mapping m = mapped_.at(page);
+  flush();
+  shadow_.reset();
+  flush_tlb();
+  if (mapped_.size() >= kMaxMappedPages) return false;
+  std::byte* host = ram_.host(m.frame, kPage);
+  if (host == nullptr) return false;
+  if (m.prot & UC_PROT_EXEC) keep_code_copy(page, host);
+  if (lib_.mem_map_ptr(uc_, page, kPage, region_protection(m.prot), host) != UC_ERR_OK)
+    return false;
+  mapped_.emplace(page, m);
+  return shadow_.set(page, m.prot & UC_PROT_WRITE);
 }
 
 bool UserCodeEmulator::on_unmapped(uc_engine*, uc_mem_type type, uint64_t address, int, int64_t,
                                    void* self) {
+  // Unicorn looks for the region at the linear address before it walks the shadow tables: the
+  // first access to a page comes here.
   auto* e = static_cast<UserCodeEmulator*>(self);
+  const uint64_t page = address & ~(kPage - 1);
   const bool fetch = type == UC_MEM_FETCH_UNMAPPED;
-  if (e->map_page(address & ~(kPage - 1), type == UC_MEM_WRITE_UNMAPPED, fetch))
+  if (e->map_page(page, type == UC_MEM_WRITE_UNMAPPED, fetch))
     // A block's first fetch from a page: its exits are known only now, after the translator
     // looked for one at the block's start. A block that starts at one is refused here.
     return !(fetch && e->exits_.contains(address));
-  if (!fetch) e->refused_ = Refusal{address, type == UC_MEM_WRITE_UNMAPPED};
+  // Refused: a region with no entry in the shadow tables, so that the retried access raises a
+  // precise #PF (on_interrupt) rather than Unicorn's error, which loses RIP and the flags.
+  if (e->refused_pages_.size() < kMaxRefusedPages &&
+      e->lib_.mem_map_ptr(e->uc_, page, kPage, UC_PROT_ALL, e->scratch_.get()) == UC_ERR_OK) {
+    e->refused_pages_.push_back(page);
+    e->shadow_.clear(page);
+    return true;
+  }
   return false;
 }
 
-bool UserCodeEmulator::on_protection(uc_engine*, uc_mem_type type, uint64_t address, int, int64_t,
-                                     void* self) {
-  // A page mapped for reads meets its first write (the Dirty flag) or its first fetch. A fetch
-  // is refused here, where it is precise (a block's first fetch, nothing of it ran): changing a
-  // page's protection while a block runs can end the run at an imprecise RIP. Whatever the
-  // walk refuses is KVM's to raise.
+bool UserCodeEmulator::on_fetch_refused(uc_engine*, uc_mem_type type, uint64_t address, int,
+                                        int64_t, void* self) {
+  // Code on a page mapped for data (its region has no UC_PROT_EXEC), found at a block's fetch:
+  // nothing of the block ran. The next run maps the page as code.
   auto* e = static_cast<UserCodeEmulator*>(self);
-  const uint64_t page = address & ~(kPage - 1);
-  if (type == UC_MEM_FETCH_PROT) {
-    // Code on a page mapped for data: the next run maps it as code (after a write, W^X: the
-    // write stays KVM's from then on).
-    e->data_fetched_ = page;
-    return false;
-  }
-  if (type != UC_MEM_WRITE_PROT) return false;
-  if (e->mapped_.contains(page) && e->map_page(page, /*write=*/true, /*fetch=*/false)) return true;
-  e->refused_ = Refusal{address, /*write=*/true};
+  if (type == UC_MEM_FETCH_PROT) e->data_fetched_ = address & ~(kPage - 1);
   return false;
 }
 
-std::optional<uint64_t> UserCodeEmulator::faulting_instruction(const Block& b,
-                                                               const Refusal& refused) {
-  GuestRegisters now;
-  for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(now.*r.field));
-  // The instructions whose access of the refused kind, computed from the registers now (those
-  // before the faulting one), is the refused one.
-  struct Candidate {
-    uint64_t start;
-    uint16_t addressing;  // the registers its address is computed from
-  };
-  std::vector<Candidate> candidates;
-  std::vector<uint16_t> written;  // per instruction of the block: the registers it changes
-  for (uint64_t start : b.starts) {
-    std::array<uint8_t, 15> bytes{};
-    size_t n = 0;  // the block's bytes are mapped; an instruction may end on the next page
-    while (n < bytes.size() && lib_.mem_read(uc_, start + n, &bytes[n], 1) == UC_ERR_OK) ++n;
-    now.rip = start;
-    const std::optional<DecodedInstruction> d =
-        decoder_.decode(std::span<const uint8_t>(bytes.data(), n), now);
-    if (!d) {
-      written.push_back(0xFFFF);
-      continue;
-    }
-    uint16_t w = d->gprs_written;
-    if (d->adjusted_gpr >= 0) w |= static_cast<uint16_t>(1u << d->adjusted_gpr);
-    written.push_back(w);
-    auto touches = [&](const std::array<MemoryAccess, DecodedInstruction::kMaxAccesses>& a,
-                       uint8_t count) {
-      for (uint8_t i = 0; i < count; ++i)
-        if (refused.address >= a[i].address &&
-            refused.address - a[i].address < std::max<uint32_t>(a[i].size, 1))
-          return true;
+void UserCodeEmulator::on_interrupt(uc_engine*, uint32_t vector, void* self) {
+  static_cast<UserCodeEmulator*>(self)->exception(vector);
+}
+
+bool UserCodeEmulator::fetch_fault_at(uint64_t rip, uint64_t address) {
+  // Unicorn tells no #PF error code. A fetch faults where the code's page is not executable in
+  // the shadow tables: at a block's first fetch (RIP's page), or an instruction running into
+  // the next page (unless that instruction's own store is the access).
+  const uint64_t page = address & ~(kPage - 1);
+  // (A fetch from a page mapped for data is a region without UC_PROT_EXEC: on_fetch_refused.)
+  if (mapped_.contains(page)) return false;
+  if (page == (rip & ~(kPage - 1))) return true;
+  if (address < rip || address - rip >= 15) return false;
+  std::array<uint8_t, 15> bytes{};
+  size_t n = 0;
+  while (n < bytes.size() && lib_.mem_read(uc_, rip + n, &bytes[n], 1) == UC_ERR_OK) ++n;
+  GuestRegisters at;
+  for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(at.*r.field));
+  const std::optional<DecodedInstruction> d =
+      decoder_.decode(std::span<const uint8_t>(bytes.data(), n), at);
+  if (!d) return true;
+  for (uint8_t i = 0; i < d->store_count; ++i)
+    if (address >= d->stores[i].address &&
+        address - d->stores[i].address < std::max<uint32_t>(d->stores[i].size, 1))
       return false;
-    };
-    if (refused.write ? touches(d->stores, d->store_count) : touches(d->loads, d->load_count))
-      candidates.push_back({start, static_cast<uint16_t>(d->gprs_addressing | (1u << 4))});
-  }
-  if (candidates.empty()) return std::nullopt;
-  // Several: the first, unless an instruction from it on changed a register its address is
-  // computed from. If none did, its address now is the one it would have used, so had it run
-  // before the fault, it would have made the very access refused (mappings only grow within a
-  // run) and faulted first: a later candidate cannot be the faulting one. (RSP counts as
-  // addressing: stack accesses.)
-  const Candidate& first = candidates.front();
-  const auto first_index = static_cast<size_t>(
-      std::find(b.starts.begin(), b.starts.end(), first.start) - b.starts.begin());
-  const auto last_index = static_cast<size_t>(
-      std::find(b.starts.begin(), b.starts.end(), candidates.back().start) - b.starts.begin());
-  for (size_t i = first_index; i < last_index; ++i)
-    if (written[i] & first.addressing) return std::nullopt;
-  return first.start;
+  return address - rip < d->length;
 }
 
-void UserCodeEmulator::retire_up_to(const Block& b, uint64_t pc) {
-  const auto at = std::find(b.starts.begin(), b.starts.end(), pc);
-  retired_ += static_cast<uint64_t>(at - b.starts.begin());
+void UserCodeEmulator::exception(uint32_t vector) {
+  uint64_t rip = 0, cr2 = 0;
+  lib_.reg_read(uc_, UC_X86_REG_RIP, &rip);
+  lib_.reg_read(uc_, UC_X86_REG_CR2, &cr2);
+  // The state is the one before the instruction that faulted (QEMU restores it), or before a
+  // block whose code could not be fetched.
+  const bool fetch = vector == kPageFault && fetch_fault_at(rip, cr2);
+  if (!fetch) undo_rest_of_block(rip);
+  lib_.emu_stop(uc_);
+  if (vector == kPageFault) {
+    const uint64_t page = cr2 & ~(kPage - 1);
+    const bool refused =
+        std::find(refused_pages_.begin(), refused_pages_.end(), page) != refused_pages_.end();
+    // The first access to a page (mapped for a read first: a write faults once more), or a
+    // write to a page mapped without it (a mapped page's #PF can only be that: a fetch from
+    // it is a region's, on_fetch_refused): mapped, if the guest's tables allow it, and the
+    // instruction runs again.
+    if (!refused && map_page(page, /*write=*/mapped_.contains(page), fetch)) {
+      restart_ = true;
+      tlb_stale_ = true;  // Unicorn may keep the page's entry as it was
+      return;
+    }
+  }
+  faulted_ = true;
 }
 
-EmulationRun UserCodeEmulator::fault_in(const Block* b, uint64_t& pc) {
-  // Unicorn's RIP is the block's start; the registers are those before the faulting
-  // instruction, which did not retire (its block's instructions before it did).
-  EmulationRun out;
-  out.end = EmulationRun::End::kFault;
-  const std::optional<uint64_t> at =
-      b && refused_ ? faulting_instruction(*b, *refused_) : std::nullopt;
-  if (!at) {
-    out.position_known = false;
-    return out;
-  }
-  retire_up_to(*b, *at);
-  pc = *at;
-  lib_.reg_write(uc_, UC_X86_REG_RIP, &pc);
-  return out;
+void UserCodeEmulator::undo_rest_of_block(uint64_t rip) {
+  // The block hook counted the whole block when it was entered: what an exception left
+  // unexecuted (the faulting instruction and those after it) did not retire.
+  if (last_block_ == nullptr) return;
+  const auto at = std::find(last_block_->starts.begin(), last_block_->starts.end(), rip);
+  if (at == last_block_->starts.end()) return;
+  retired_ -= static_cast<uint64_t>(last_block_->starts.end() - at);
+  branches_ -= last_block_->ends_in_branch ? 1 : 0;
+  conditional_branches_ -= last_block_->ends_in_conditional ? 1 : 0;
+  last_block_ = nullptr;
+}
+
+void UserCodeEmulator::load_registers(const GuestRegisters& regs) {
+  lib_.context_restore(uc_, clean_);  // no exception in flight (the constructor)
+  for (const RegisterSlot& r : kRegisters) lib_.reg_write(uc_, r.uc, &(regs.*r.field));
+  if (tlb_stale_) flush_tlb();
 }
 
 EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
   last_block_ = nullptr;
-  stop_.reset();
-  refused_.reset();
-  const uc_err err = lib_.emu_start(uc_, pc, 0, 0, 0);
-  lib_.reg_read(uc_, UC_X86_REG_RIP, &pc);
+  uc_err err = UC_ERR_OK;
+  for (;;) {
+    stop_.reset();
+    faulted_ = restart_ = false;
+    err = lib_.emu_start(uc_, pc, 0, 0, 0);
+    lib_.reg_read(uc_, UC_X86_REG_RIP, &pc);
+    if (!restart_) break;
+    // A page gained what the faulting instruction needs: it runs again, from a clean CPU.
+    GuestRegisters now;
+    for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(now.*r.field));
+    load_registers(now);
+  }
   EmulationRun out;
-  if (data_fault(err)) {
-    // The last block ran up to the faulting instruction, which did not retire: not its branch
-    // (the last instruction) either.
-    if (last_block_ != nullptr) {
-      retired_ -= last_block_->starts.size();
-      branches_ -= last_block_->ends_in_branch ? 1 : 0;
-      conditional_branches_ -= last_block_->ends_in_conditional ? 1 : 0;
-    }
-    return fault_in(last_block_, pc);
-  }
-  if (fetch_fault(err) && exits_.contains(pc)) {  // (on_unmapped): KVM's #UD
-    out.end = EmulationRun::End::kKvmOnly;
-    out.kvm_only = KvmOnly::kNotComputing;
-    return out;
-  }
-  if (fetch_fault(err)) {  // a block's first fetch: the blocks before it ran whole
+  if (faulted_) {
     out.end = EmulationRun::End::kFault;
     const bool canonical = static_cast<uint64_t>(static_cast<int64_t>(pc << 16) >> 16) == pc;
     if (!canonical) {
@@ -465,9 +527,19 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
     }
     return out;
   }
-  if (err != UC_ERR_OK) {  // not expected: the policy lets Unicorn see only what it runs
+  if (fetch_fault(err) && exits_.contains(pc)) {  // (on_unmapped): KVM's #UD
     out.end = EmulationRun::End::kKvmOnly;
     out.kvm_only = KvmOnly::kNotComputing;
+    return out;
+  }
+  if (err == UC_ERR_FETCH_PROT) {  // on_fetch_refused: at a block's start, nothing of it ran
+    out.end = EmulationRun::End::kFault;
+    return out;
+  }
+  if (err != UC_ERR_OK) {
+    // Not expected: every access of the guest's ends in a precise #PF. (A refused page that
+    // could not be mapped for one, past kMaxRefusedPages.)
+    out.end = EmulationRun::End::kFault;
     out.position_known = false;
     return out;
   }
@@ -496,7 +568,7 @@ EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe,
   deadline_ns_ = timeout_us ? steady_now_ns() + timeout_us * 1000 : 0;
   blocks_to_clock_ = kBlocksPerClockRead;
   retired_ = branches_ = conditional_branches_ = 0;
-  for (const RegisterSlot& r : kRegisters) lib_.reg_write(uc_, r.uc, &(regs.*r.field));
+  load_registers(regs);
   data_fetched_.reset();
   EmulationRun out = one_run(regs.rip);
   if (data_fetched_ && mapped_.contains(*data_fetched_)) unmap(*data_fetched_);

@@ -2,30 +2,32 @@
 // code run by an embedded TCG (Unicorn 2.0.1, QEMU's TCG as a library) over the guest's own RAM,
 // counted exactly, stopping wherever KVM must take over.
 //
-// Addresses. Unicorn 2.0.1 cannot translate through guest page tables (its x86 TLB fill maps
-// linear to physical 1:1), so the emulator runs with paging off and maps each guest frame it
-// needs at its *linear* address (uc_mem_map_ptr: zero-copy into guest RAM), after pmuvm's walker
-// found it mapped for user mode — the emulator's TLB. Filling it sets the Accessed flags, a
-// write the Dirty flag, as hardware does (walk_and_mark); a page is mapped read-only until its
-// first write. A page the walk refuses (not present, supervisor, read-only for a write, XD for a
-// fetch, outside RAM) ends the run before the instruction: KVM executes it and the guest gets
-// the real #PF. Each run starts by checking every mapping against the tables at its CR3 (the
-// kernel, KVM or another vCPU ran since): a page mapped elsewhere now, with fewer permissions,
-// or whose A (or, writable, D) flag the kernel cleared is unmapped, as a TLB flush would drop
-// it; the next access walks again.
+// Addresses. Unicorn 2.0.1 uses a linear address as the physical one even with paging on, so
+// the emulator maps each guest frame it needs at its *linear* address (uc_mem_map_ptr:
+// zero-copy into guest RAM), after pmuvm's walker found it mapped for user mode — the
+// emulator's TLB. Filling it sets the Accessed flags, a write the Dirty flag, as hardware does
+// (walk_and_mark). Unicorn runs with paging on over shadow tables (shadow_page_tables.h) that
+// say which of those pages it may read and write: a page is mapped read-only until its first
+// write (unless the guest's entry is dirty already), and code is never writable (W^X), data
+// never executable (a region without UC_PROT_EXEC). Each run starts by checking every mapping
+// against the guest's tables at its CR3 (the kernel, KVM or another vCPU ran since): a page
+// mapped elsewhere now, with fewer permissions, or whose A (or, writable, D) flag the kernel
+// cleared is unmapped, as a TLB flush would drop it; the next access walks again.
+//
+// Faults. Whatever the shadow tables refuse raises a #PF that Unicorn reports precisely: RIP at
+// the faulting instruction, every register and flag as before it. A page the guest allows is
+// mapped and the instruction runs again; one it refuses (not present, supervisor, read-only
+// for a write, XD for a fetch, outside RAM), a store into code, and any other exception end
+// the run before the instruction: KVM executes it and the guest gets the real fault. (A page
+// with no region yet gets a scratch one for the refusal, so that the #PF is raised at all:
+// Unicorn's own error for an unmapped access loses RIP and the flags.)
 //
 // Code. Unicorn keys translated blocks by address and never sees guest RAM change under it
-// (nor does an unmap drop them): the bytes of each executable page are kept, and a page whose
-// bytes changed (written by KVM, another vCPU, a device) has its blocks removed before it runs
-// again. No page is writable and executable in the emulator at once (W^X): a store into code
-// goes to KVM, and the next run sees the new bytes.
-//
-// Faults. Unicorn 2.0.1 reports a refused data access with the registers and memory as they
-// were before the faulting instruction, but RIP at its block's start. The instruction is the
-// one of the block whose access of the refused kind (load, store), computed from those
-// registers, is the refused one; of several, the first, where no instruction from it on changed
-// its address registers (had it run, it would have faulted first). Otherwise the run says the
-// position is not known.
+// (nor does an unmap drop them): the bytes of each code page are kept, and a page whose bytes
+// changed (written by KVM, another vCPU, a device) has its blocks removed, while still mapped,
+// before it runs again. Unicorn 2.0.1 aborts the process translating FF /3 or /5 with a
+// register operand: every place such an instruction could start is an exit of Unicorn's, where
+// its translator stops (find_exits).
 //
 // Counting. A block hook decodes each translated block with pmuvm's decoder: the instructions
 // retired are the blocks entered (all of their instructions) less what a fault left unexecuted
@@ -38,6 +40,8 @@
 #include <unicorn/unicorn.h>
 
 #include <array>
+#include <cstdlib>
+#include <memory>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -46,6 +50,7 @@
 #include <vector>
 
 #include "vmm/emulate/emulation_policy.h"
+#include "vmm/emulate/shadow_page_tables.h"
 #include "vmm/emulate/unicorn_library.h"
 #include "vmm/memory/guest_ram.h"
 #include "vmm/precise/instruction_decoder.h"
@@ -122,27 +127,30 @@ class UserCodeEmulator {
   static void on_block(uc_engine* uc, uint64_t address, uint32_t size, void* self);
   static bool on_unmapped(uc_engine* uc, uc_mem_type type, uint64_t address, int size,
                           int64_t value, void* self);
-  static bool on_protection(uc_engine* uc, uc_mem_type type, uint64_t address, int size,
-                            int64_t value, void* self);
+  static void on_interrupt(uc_engine* uc, uint32_t vector, void* self);
+  static bool on_fetch_refused(uc_engine* uc, uc_mem_type type, uint64_t address, int size,
+                               int64_t value, void* self);
 
   const Block& block_at(uint64_t address, uint32_t size);
   void block_entered(uint64_t address, uint32_t size);
-  // One uc_emu_start from `pc` and what ended it.
+  // One run from `pc` (uc_emu_start, again after each fault that mapped more) and what ended it.
   EmulationRun one_run(uint64_t pc);
-  // A data fault in `b` (the last block entered; nullptr: none): its instructions before the
-  // faulting one retired, pc and RIP set to it. The run's end.
-  EmulationRun fault_in(const Block* b, uint64_t& pc);
-  // Counts the instructions of `b` before `pc` as retired.
-  void retire_up_to(const Block& b, uint64_t pc);
-  // The instruction of `b` that made the refused access, from the registers before
-  // it (now Unicorn's), or nullopt when it cannot be told (see "Faults" above).
-  struct Refusal {
-    uint64_t address = 0;
-    bool write = false;
-  };
-  std::optional<uint64_t> faulting_instruction(const Block& b, const Refusal& refused);
+  // The CPU context of the constructor with `regs` in it (and the TLB flushed if it must be).
+  void load_registers(const GuestRegisters& regs);
+  // An exception of the instruction at Unicorn's RIP (precise: the state before it), or a #PF
+  // of a block's fetch: the run ends there, or, where the page can be mapped for the access,
+  // goes on from there (restart_).
+  void exception(uint32_t vector);
+  // Whether a #PF at `address` with the instruction at `rip` pending was a fetch.
+  bool fetch_fault_at(uint64_t rip, uint64_t address);
+  // The instructions of the last block from `rip` on did not retire.
+  void undo_rest_of_block(uint64_t rip);
   bool map_page(uint64_t page, bool write, bool fetch);
+  // The shadow tables give `page` what `prot` says (UC_PROT_*); when their pages run out, every
+  // other page is unmapped first.
+  bool shadow_set(uint64_t page, uint32_t prot);
   void unmap(uint64_t page);
+  void flush_tlb();
   // Unmaps every page not mapped as code (kMaxMappedPages).
   void unmap_data_pages();
   // Drops the blocks translated from `page` (Unicorn's and block_at's), its code copy and its
@@ -159,10 +167,20 @@ class UserCodeEmulator {
   void find_exits(uint64_t page, const std::byte* host);
   void set_exits();
 
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+
   const UnicornLibrary& lib_;
   GuestRam& ram_;
   const bool multiple_vcpus_;
+  // What a refused page's region maps (never read or written: its shadow entry is absent).
+  std::unique_ptr<std::byte[], Free> scratch_;
   uc_engine* uc_ = nullptr;
+  uc_context* clean_ = nullptr;  // the CPU as the constructor set it up
+  ShadowPageTables shadow_;
+  bool tlb_stale_ = false;  // a shadow entry lost permissions since Unicorn's TLB was flushed
+  std::vector<uint64_t> refused_pages_;  // mapped for a precise #PF this run (on_unmapped)
   InstructionDecoder decoder_;
   std::map<std::pair<uint64_t, uint32_t>, Block> blocks_;
   struct Mapping {
@@ -187,7 +205,8 @@ class UserCodeEmulator {
   uint64_t conditional_branches_ = 0;
   const Block* last_block_ = nullptr;     // entered last: a fault may leave part of it unexecuted
   std::optional<KvmOnly> stop_;           // the run stopped before a block (kCount: at the limit)
-  std::optional<Refusal> refused_;        // the data access a hook refused in this run
+  bool faulted_ = false;                  // an exception ended the run (exception())
+  bool restart_ = false;                  // ... or mapped more: the run goes on from RIP
   std::optional<uint64_t> data_fetched_;  // a page mapped for data this run fetched from
 };
 
