@@ -30,7 +30,11 @@
 //      precise backend, and those a host PMU would have (--stats: the double's free runs
 //      replaced by one kick each) for skids 0, 64 and the margin 128 (0, 8 and the margin 16 for
 //      NetBurst, whose 1000-instruction period leaves less room); the expectation is about one
-//      kick plus the block steps between the overflow's arrival and the event per interval.
+//      kick plus the block steps between the overflow's arrival and the event per interval;
+//  (7) --stepper emulate (issue 40) beside kvm and kvm-single on lwp_demo under amd-lwp-lite
+//      (instructions retired: counts only, what the emulator runs), SCALE 1 and 10. (5) runs
+//      under emulate too. What the emulator core does on the host outside any VM, natively
+//      and emulated: bench/emulator_bench.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -38,7 +42,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <array>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -75,6 +81,7 @@ double raw_steps_per_second(double seconds) {
 struct PmuvmRun {
   double seconds = 0;
   long long exits = 0, steps = 0, counted = -1, ticks = -1;
+  long long emulated = 0;  // --stepper emulate: instructions the emulator ran
   std::string error;
 };
 
@@ -128,10 +135,11 @@ long long debug_exits(const std::string& err) {
 }
 
 PmuvmRun run_pmuvm(const std::string& pmuvm, const std::string& program, const std::string& stepper,
-                   const std::string& mode, const std::string& scale = "1") {
+                   const std::string& mode, const std::string& scale = "1",
+                   const std::string& cpu = "amd-lwp") {
   PmuvmRun r;
-  const Spawned p =
-      spawn({pmuvm, "run", "--stats", "--stepper", stepper, "--", program, scale, "0", mode});
+  const Spawned p = spawn({pmuvm, "run", "--stats", "--cpu", cpu, "--stepper", stepper, "--",
+                           program, scale, "0", mode});
   r.seconds = p.seconds;
   r.error = p.error;
   std::smatch m;
@@ -149,6 +157,8 @@ PmuvmRun run_pmuvm(const std::string& pmuvm, const std::string& program, const s
   } else if (mode != "unprofiled" && r.error.empty()) {
     r.error = "no --stats line in pmuvm's output";
   }
+  if (std::regex_search(s, m, std::regex(R"(emulator: emulated instructions (\d+))")))
+    r.emulated = std::stoll(m[1]);
   if (std::regex_search(o, m, std::regex(R"(compute phases took (\d+) TSC ticks)")))
     r.ticks = std::stoll(m[1]);
   else if (r.error.empty())
@@ -199,33 +209,73 @@ void block_loops(const std::string& pmuvm, const std::string& program) {
   }
 }
 
-// (5): (c), a real Linux program under perf stat.
+// (5): (c), a real Linux program under perf stat, stepped (kvm) and emulated (emulate).
 void linux_program(const std::string& pmuvm, const std::string& kernel, const std::string& initrd) {
   if (access(kernel.c_str(), R_OK) != 0 || access(initrd.c_str(), R_OK) != 0) {
     std::printf("(5) skipped: %s or %s is not built\n", kernel.c_str(), initrd.c_str());
     return;
   }
-  const Spawned p = spawn({pmuvm, "run", "--stats", "--cpu", "intel-netburst", "--mem", "512",
-                           "--kernel", kernel, "--initrd", initrd, "--cmdline",
-                           "console=ttyS0 nmi_watchdog=0 quiet -- perf stat -x ; -e instructions:u "
-                           "-e r52001e0000000000:u busybox sh /etc/sort_check"});
-  std::smatch m;
-  double instructions = -1, branches = -1;
-  if (std::regex_search(p.out, m, std::regex(R"((\d+);;instructions:u;)")))
-    instructions = std::stod(m[1]);
-  if (std::regex_search(p.out, m, std::regex(R"((\d+);;r52001e0000000000:u;)")))
-    branches = std::stod(m[1]);
-  const long long stops = debug_exits(p.err);
-  if (!p.error.empty() || instructions <= 0 || branches <= 0 || stops < 0) {
-    std::printf("(5) FAILED: %s%s\n", p.error.c_str(), p.out.c_str());
-    return;
+  double kvm_seconds = 0;
+  for (const char* stepper : {"kvm", "emulate"}) {
+    const Spawned p =
+        spawn({pmuvm, "run", "--stats", "--stepper", stepper, "--cpu", "intel-netburst", "--mem",
+               "512", "--kernel", kernel, "--initrd", initrd, "--cmdline",
+               "console=ttyS0 nmi_watchdog=0 quiet -- perf stat -x ; -e instructions:u "
+               "-e r52001e0000000000:u busybox sh /etc/sort_check"});
+    std::smatch m;
+    double instructions = -1, branches = -1, emulated = 0;
+    if (std::regex_search(p.out, m, std::regex(R"((\d+);;instructions:u;)")))
+      instructions = std::stod(m[1]);
+    if (std::regex_search(p.out, m, std::regex(R"((\d+);;r52001e0000000000:u;)")))
+      branches = std::stod(m[1]);
+    if (std::regex_search(p.err, m, std::regex(R"(emulator: emulated instructions (\d+))")))
+      emulated = std::stod(m[1]);
+    const long long stops = debug_exits(p.err);
+    if (!p.error.empty() || instructions <= 0 || branches <= 0 || stops < 0) {
+      std::printf("(5) %s FAILED: %s%s\n", stepper, p.error.c_str(), p.out.c_str());
+      continue;
+    }
+    const double block = instructions / branches;
+    if (std::string(stepper) == "kvm") kvm_seconds = p.seconds;
+    std::printf(
+        "(5) (c) busybox seq | sort -rn | md5sum under perf stat, intel-netburst, --stepper %s: "
+        "%.2f s, %.0f user instructions, %.0f branches (mean basic block %.2f), %lld stops: "
+        "stops/counted %.3f (goal for kvm <= 1.2 / %.2f = %.3f); emulated %.0f; kvm / this "
+        "%.2f x\n",
+        stepper, p.seconds, instructions, branches, block, stops, stops / instructions, block,
+        1.2 / block, emulated, kvm_seconds > 0 ? kvm_seconds / p.seconds : 0.0);
   }
-  const double block = instructions / branches;
-  std::printf(
-      "(5) (c) busybox seq | sort -rn | md5sum under perf stat, intel-netburst, --stepper kvm: "
-      "%.2f s, %.0f user instructions, %.0f branches (mean basic block %.2f), %lld stops: "
-      "stops/counted %.3f (goal <= 1.2 / %.2f = %.3f)\n",
-      p.seconds, instructions, branches, block, stops, stops / instructions, block, 1.2 / block);
+}
+
+// (7): --stepper emulate (issue 40) where the models need counts only: lwp_demo under
+// amd-lwp-lite (instructions retired), SCALE 1 and 10, emulate beside kvm and kvm-single. The
+// compute phases' TSC ticks; the difference between SCALE 10 and 1 is what the work costs
+// without what each run pays once (the emulator's first translations and mappings).
+void emulated_counting(const std::string& pmuvm, const std::string& program) {
+  std::printf("(7) --stepper emulate, %s SCALE 0 timed under amd-lwp-lite: compute-phase ticks\n",
+              program.c_str());
+  std::map<std::string, std::array<double, 2>> ticks;
+  for (const char* scale : {"1", "10"})
+    for (const char* stepper : {"emulate", "kvm", "kvm-single"}) {
+      const PmuvmRun r = run_pmuvm(pmuvm, program, stepper, "timed", scale, "amd-lwp-lite");
+      if (!r.error.empty()) {
+        std::printf("  %-10s SCALE %-2s FAILED: %s\n", stepper, scale, r.error.c_str());
+        continue;
+      }
+      ticks[stepper][std::string(scale) == "1" ? 0 : 1] = static_cast<double>(r.ticks);
+      std::printf(
+          "  %-10s SCALE %-2s %7.2f s  %12lld ticks  %9lld exits  %9lld of %lld counted "
+          "emulated\n",
+          stepper, scale, r.seconds, r.ticks, r.exits, r.emulated, r.counted);
+    }
+  const auto& e = ticks["emulate"];
+  for (const char* other : {"kvm", "kvm-single"}) {
+    const auto& o = ticks[other];
+    if (e[0] > 0 && e[1] > e[0] && o[0] > 0)
+      std::printf(
+          "  %s / emulate: SCALE 1 %.2f x, SCALE 10 %.2f x, the work alone (10 - 1) %.2f x\n",
+          other, o[0] / e[0], o[1] / e[1], (o[1] - o[0]) / (e[1] - e[0]));
+  }
 }
 
 // (6): the host backend through the counter double against the precise backend.
@@ -354,6 +404,7 @@ int main(int argc, char** argv) try {
   linux_program(pmuvm, argc > 3 ? argv[3] : "bazel-bin/guest_kernel_patches/bzImage",
                 argc > 4 ? argv[4] : "bazel-bin/guest/linux/initramfs_perf.cpio");
   host_backend(pmuvm, program.substr(0, program.rfind('/') + 1));
+  emulated_counting(pmuvm, program);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "stepper_bench: %s\n", e.what());

@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev      # unit and end-to-end tests
   libbenchmark-dev               # bench/
   libzydis-dev                   # x86 decoding for the precise backend
-  libunicorn-dev                 # QEMU TCG as a library: vmm/emulate (--stepper emulate, not yet wired in) and the reference CPU of block_exactness_fuzz
+  libunicorn-dev                 # QEMU TCG as a library: --stepper emulate (dlopen, vmm/emulate) and the reference CPU of block_exactness_fuzz
   libcli11-dev                   # command line
   nlohmann-json3-dev             # CPU profiles, reports, the API socket's bodies
   libhttp-parser-dev             # the API socket's HTTP/1.1 parsing (server and `pmuvm ctl`)
