@@ -33,8 +33,8 @@ constexpr std::array<const char*, EmulatingBackend::kReasonCount> kReasonNames =
 
 EmulatingBackend::EmulatingBackend(CountedVcpu& vcpu, GuestRam& ram,
                                    const pmu::cache::Geometry& cache, bool multiple_vcpus)
-    : vcpu_(vcpu),
-      stepping_(vcpu, ram, cache, /*block_steps=*/true, /*trap_flag_steps=*/!multiple_vcpus),
+    : OverKvmStepping(vcpu, ram, cache, /*block_steps=*/true, /*trap_flag_steps=*/!multiple_vcpus),
+      vcpu_(vcpu),
       emulator_(ram, multiple_vcpus) {}
 
 void EmulatingBackend::before_run() {

@@ -21,26 +21,16 @@
 
 namespace vmm {
 
-class EmulatingBackend : public CountingBackend {
+class EmulatingBackend : public OverKvmStepping {
  public:
   // Throws VmmError when Unicorn cannot be loaded (vmm/emulate/unicorn_library.h).
   EmulatingBackend(CountedVcpu& vcpu, GuestRam& ram, const pmu::cache::Geometry& cache,
                    bool multiple_vcpus);
 
   void before_run() override;
-  void after_run(bool kicked, bool debug_exit) override { stepping_.after_run(kicked, debug_exit); }
-  void on_debug_exit() override { stepping_.on_debug_exit(); }
   // An emulated slice held interrupts without an exit: the stepper looks at its window at once.
   void after_exit(bool raised, bool kicked) override;
-  uint64_t holding_since_ns() const override { return stepping_.holding_since_ns(); }
-  void save_state(StateSections& s, const std::string& prefix) override {
-    stepping_.save_state(s, prefix);
-  }
-  void load_state(const StateSections& s, const std::string& prefix) override {
-    stepping_.load_state(s, prefix);
-  }
   void log_closing_lines() const override;
-  Steps steps() const override { return stepping_.steps(); }
   void print_stats(std::FILE* out, const ExitTally& exits) const override;
 
   // Why an emulated slice ended, or why none started where the stepper stopped in user code.
@@ -65,7 +55,6 @@ class EmulatingBackend : public CountingBackend {
   Reason refused_start(const kvm_regs& r, const kvm_sregs& s) const;
 
   CountedVcpu& vcpu_;
-  KvmSteppingBackend stepping_;
   UserCodeEmulator emulator_;
   bool emulated_ = false;  // since the last exit was handled
   struct Stats {

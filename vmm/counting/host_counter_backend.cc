@@ -14,9 +14,10 @@ HostCounterBackend::HostCounterBackend(CountedVcpu& vcpu, GuestRam& ram,
                                        const pmu::cache::Geometry& cache,
                                        const HostBackendChoice& choice, bool block_steps,
                                        bool trap_flag_steps, int kick_signal)
-    : vcpu_(vcpu),
-      choice_(choice),
-      stepping_(vcpu, ram, cache, block_steps, trap_flag_steps, this) {
+    : OverKvmStepping(vcpu, ram, cache, block_steps, trap_flag_steps,
+                      static_cast<UnseenRun*>(this)),
+      vcpu_(vcpu),
+      choice_(choice) {
   if (choice.counter_double) {
     auto counters = std::make_unique<SkiddingCounterDouble>(choice.double_skid);
     counter_double_ = counters.get();

@@ -24,7 +24,7 @@
 
 namespace vmm {
 
-class HostCounterBackend : public CountingBackend, private UnseenRun {
+class HostCounterBackend : public OverKvmStepping, private UnseenRun {
  public:
   // `kick_signal`: the signal the host counters' overflow sends the vCPU thread (its kick).
   HostCounterBackend(CountedVcpu& vcpu, GuestRam& ram, const pmu::cache::Geometry& cache,
@@ -33,18 +33,8 @@ class HostCounterBackend : public CountingBackend, private UnseenRun {
 
   void before_run() override;
   void after_run(bool kicked, bool debug_exit) override;
-  void on_debug_exit() override { stepping_.on_debug_exit(); }
-  void after_exit(bool raised, bool kicked) override { stepping_.after_exit(raised, kicked); }
   void settle() override { end_free_run(); }
-  uint64_t holding_since_ns() const override { return stepping_.holding_since_ns(); }
-  void save_state(StateSections& s, const std::string& prefix) override {
-    stepping_.save_state(s, prefix);
-  }
-  void load_state(const StateSections& s, const std::string& prefix) override {
-    stepping_.load_state(s, prefix);
-  }
   void log_closing_lines() const override;
-  Steps steps() const override { return stepping_.steps(); }
   void print_stats(std::FILE* out, const ExitTally& exits) const override;
 
  private:
@@ -66,7 +56,6 @@ class HostCounterBackend : public CountingBackend, private UnseenRun {
 
   CountedVcpu& vcpu_;
   HostBackendChoice choice_;
-  KvmSteppingBackend stepping_;
   std::unique_ptr<HostCounters> counters_;
   SkiddingCounterDouble* counter_double_ = nullptr;  // counters_, when it is the double
   std::optional<FreeRun> free_run_;  // armed: the guest runs unseen while the counters count

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "vmm/counting/counting_backend.h"
 #include "vmm/log_budget.h"
@@ -108,6 +109,34 @@ class KvmSteppingBackend : public CountingBackend {
   LogBudget dropped_debug_warnings_{8};  // the guest's own #DBs that met a pending exception
   // Asked once: spdlog's level check goes through its registry, a visible cost at every step.
   const bool trace_steps_ = spdlog::should_log(spdlog::level::trace);
+};
+
+// A backend that counts through the KVM stepper beneath it (the host backend, the emulator):
+// every call it does not take over goes to the stepper, whose state is the backend's own.
+class OverKvmStepping : public CountingBackend {
+ public:
+  template <typename... Args>
+  explicit OverKvmStepping(Args&&... stepping) : stepping_(std::forward<Args>(stepping)...) {}
+
+  void before_run() override { stepping_.before_run(); }
+  void after_run(bool kicked, bool debug_exit) override { stepping_.after_run(kicked, debug_exit); }
+  void on_debug_exit() override { stepping_.on_debug_exit(); }
+  void after_exit(bool raised, bool kicked) override { stepping_.after_exit(raised, kicked); }
+  uint64_t holding_since_ns() const override { return stepping_.holding_since_ns(); }
+  void save_state(StateSections& s, const std::string& prefix) override {
+    stepping_.save_state(s, prefix);
+  }
+  void load_state(const StateSections& s, const std::string& prefix) override {
+    stepping_.load_state(s, prefix);
+  }
+  void log_closing_lines() const override { stepping_.log_closing_lines(); }
+  Steps steps() const override { return stepping_.steps(); }
+  void print_stats(std::FILE* out, const ExitTally& exits) const override {
+    stepping_.print_stats(out, exits);
+  }
+
+ protected:
+  KvmSteppingBackend stepping_;
 };
 
 }  // namespace vmm
