@@ -45,7 +45,7 @@ void native(benchmark::State& state) {
 
 // Guest RAM with 4-level tables mapping the code page at 0x400000 for user mode.
 struct Guest {
-  vmm::GuestRam ram{16 << 20};
+  vmm::GuestRam ram{16 << 20, vmm::GuestRam::Backing::kShareable};
   Guest() {
     ram.write_u64(0x1000, 0x2000 | 7);
     ram.write_u64(0x2000, 0x3000 | 7);

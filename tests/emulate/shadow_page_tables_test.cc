@@ -1,7 +1,7 @@
 // The emulator's shadow page tables (vmm/emulate/shadow_page_tables.h), read back as a CPU walks
 // them: 4 levels from the PML4 at kBase, every upper entry present/writable/user, the leaf
-// present and user, writable as asked; clear() and reset() take pages away; the pool runs out
-// without writing past it.
+// present, writable as asked, supervisor for code and user for data; clear() and reset() take pages
+// away; the pool runs out without writing past it.
 #include "vmm/emulate/shadow_page_tables.h"
 
 #include <gtest/gtest.h>
@@ -32,32 +32,33 @@ std::optional<uint64_t> leaf(ShadowPageTables& t, uint64_t linear) {
 TEST(ShadowPageTables, PagesArePresentUserAndWritableAsAsked) {
   ShadowPageTables t;
   EXPECT_FALSE(leaf(t, 0x400000).has_value());
-  ASSERT_TRUE(t.set(0x400000, false));
-  ASSERT_TRUE(t.set(0x401000, true));
-  ASSERT_TRUE(t.set(0x7ffffffff000, true));
-  EXPECT_EQ(leaf(t, 0x400000), 0x5u) << "present, user; no address (Unicorn ignores it)";
-  EXPECT_EQ(leaf(t, 0x401000), 0x7u);
+  ASSERT_TRUE(t.set(0x400000, false, true));
+  ASSERT_TRUE(t.set(0x401000, true, false));
+  ASSERT_TRUE(t.set(0x7ffffffff000, true, false));
+  EXPECT_EQ(leaf(t, 0x400000), 0x1u) << "code: present, supervisor (SMEP lets CPL 0 fetch it), "
+                                        "read-only; no address (Unicorn ignores it)";
+  EXPECT_EQ(leaf(t, 0x401000), 0x7u) << "data: present, writable, user (never fetched)";
   EXPECT_EQ(leaf(t, 0x7ffffffff000), 0x7u);
   EXPECT_EQ(leaf(t, 0x402000), 0u) << "a neighbour in the same table: absent";
   t.clear(0x401000);
   EXPECT_EQ(leaf(t, 0x401000), 0u);
-  EXPECT_EQ(leaf(t, 0x400000), 0x5u);
+  EXPECT_EQ(leaf(t, 0x400000), 0x1u);
   t.reset();
   EXPECT_FALSE(leaf(t, 0x400000).has_value());
 }
 
 TEST(ShadowPageTables, KernelAddressesAndAnExhaustedPoolAreRefused) {
   ShadowPageTables t;
-  EXPECT_FALSE(t.set(0xffff800000000000, false));
-  EXPECT_FALSE(t.set(uint64_t{1} << 47, false));
+  EXPECT_FALSE(t.set(0xffff800000000000, false, false));
+  EXPECT_FALSE(t.set(uint64_t{1} << 47, false, false));
   // Each page 1 GiB apart needs a PDPT entry's PD and a PT: 2 pages (plus PDPTs per 512 GiB).
   size_t placed = 0;
-  while (t.set(placed * (uint64_t{1} << 30), true)) ++placed;
+  while (t.set(placed * (uint64_t{1} << 30), true, false)) ++placed;
   EXPECT_GT(placed, (ShadowPageTables::kPages - 2) / 3);
   EXPECT_LT(placed, ShadowPageTables::kPages / 2);
   EXPECT_EQ(leaf(t, 0), 0x7u) << "what was placed stays";
   t.reset();
-  EXPECT_TRUE(t.set(placed * (uint64_t{1} << 30), true));
+  EXPECT_TRUE(t.set(placed * (uint64_t{1} << 30), true, false));
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ constexpr uint64_t kCode = 0x400000, kData = 0x401000, kKernel = 0x402000, kRead
 
 class UserCodeEmulatorTest : public ::testing::Test {
  protected:
-  UserCodeEmulatorTest() : ram_(16 << 20), emulator_(ram_) {
+  UserCodeEmulatorTest() : ram_(16 << 20, GuestRam::Backing::kShareable), emulator_(ram_) {
     set(kPml4, 0, kPdpt | P | W | U);
     set(kPdpt, 0, kPd | P | W | U);
     set(kPd, 2, kPt | P | W | U);

@@ -34,7 +34,7 @@ bool is_table(uint64_t gpa) { return gpa >= kPml4 && gpa < kPt + 0x1000; }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in(data, size);
-  vmm::GuestRam ram(2 << 20);
+  vmm::GuestRam ram(2 << 20, vmm::GuestRam::Backing::kShareable);
   const uint64_t pd_flags = in.u8() & 7;
   const bool nxe = in.u8() & 1;
   ram.write_u64(kPml4, kPdpt | 7);

@@ -17,7 +17,7 @@ ShadowPageTables::ShadowPageTables()
   std::fill_n(pages_.get(), kPages * 512, 0);
 }
 
-bool ShadowPageTables::set(uint64_t linear, bool writable) {
+bool ShadowPageTables::set(uint64_t linear, bool writable, bool executable) {
   if (linear >= kUserTop) return false;
   size_t t = 0;
   // PML4, PDPT, PD: each entry present, writable, user; the leaf decides.
@@ -32,7 +32,7 @@ bool ShadowPageTables::set(uint64_t linear, bool writable) {
     t = static_cast<size_t>(((e & ~uint64_t{0xFFF} & ~kExecuteDisable) - kBase) / 4096);
   }
   // The address field: Unicorn 2.0.1 ignores it (the header); 0 has no reserved bits.
-  table(t)[(linear >> 12) & 511] = kPresent | kUser | (writable ? kWritable : 0);
+  table(t)[(linear >> 12) & 511] = kPresent | (executable ? 0 : kUser) | (writable ? kWritable : 0);
   return true;
 }
 

@@ -31,11 +31,12 @@ class ShadowPageTables {
   static constexpr size_t size() { return kPages * 4096; }
   static constexpr uint64_t cr3() { return kBase; }
 
-  // Makes the 4 KiB page at `linear` present (user; writable as given). False when the table
-  // pages ran out (reset() and try again) or `linear` is no canonical user address. (No NX:
-  // Unicorn 2.0.1 keeps EFER.NXE clear whatever is written, so an XD bit would be reserved;
-  // what may not be executed is a region without UC_PROT_EXEC.)
-  bool set(uint64_t linear, bool writable);
+  // Makes the 4 KiB page at `linear` present, writable as given, and executable or not. False
+  // when the table pages ran out (reset() and try again) or `linear` is no canonical user
+  // address. (Not through XD: Unicorn 2.0.1 keeps EFER.NXE clear whatever is written, so an XD
+  // bit would be reserved. The emulator runs at CPL 0 with CR4.SMEP: a user page (U = 1) is
+  // data, never fetched; a supervisor page (U = 0) is code.)
+  bool set(uint64_t linear, bool writable, bool executable);
   // Makes it not present (its table pages stay).
   void clear(uint64_t linear);
   // Nothing present.

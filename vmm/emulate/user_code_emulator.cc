@@ -1,5 +1,7 @@
 #include "vmm/emulate/user_code_emulator.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -14,24 +16,25 @@ namespace vmm {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-// Pages mapped at once. Each is a region of Unicorn's, and Unicorn 2.0.1 rebuilds its whole
-// address space at every map and unmap: n pages cost O(n^2) (natively ~0.7 ms per map at 1 000
-// regions, ~10 ms at 4 000). Past this many, the data pages are dropped and mapped again as
-// they are touched.
-constexpr size_t kMaxMappedPages = 256;
-// Refused pages mapped for their #PF in one run (each is one more region).
-constexpr size_t kMaxRefusedPages = 64;
+// Pages mapped at once (64 MiB); past this many, the data pages are dropped and mapped again as
+// they are touched. (Unicorn's regions are 4 MiB windows: it rebuilds its whole address space at
+// every map, so a region per page cost O(n^2): ~0.7 ms per map at 1 000 regions, ~10 ms at
+// 4 000, natively.)
+constexpr size_t kMaxMappedPages = 16384;
 constexpr uint32_t kPageFault = 14;
+// Faults one run resolves by mapping and going on (an instruction touches at most a few pages;
+// each new page its own): past this many, the run ends and KVM executes the instruction.
+constexpr uint32_t kMaxRestarts = 4096;
+constexpr uint64_t kUserTop = uint64_t{1} << 47;
+// The emulator's own linear (and physical) addresses: the shadow tables' window, and a page of
+// the next one that flush_tlb maps and unmaps. No guest page is emulated there.
+constexpr uint64_t kFlushPage = ShadowPageTables::kBase + (uint64_t{4} << 20);
+bool private_window(uint64_t base) { return base == ShadowPageTables::kBase || base == kFlushPage; }
 // Code pages mapped at once, each with a copy of its bytes (16 MiB).
 constexpr size_t kMaxCodePages = 4096;
 // Blocks between two looks at the clock for the time slice: a block is a few to a few dozen
 // instructions, so a slice ends within some microseconds of its deadline.
 constexpr uint32_t kBlocksPerClockRead = 64;
-
-// A region's Unicorn permissions for a mapping's `prot`: code fetches only from code.
-uint32_t region_protection(uint32_t prot) {
-  return (prot & UC_PROT_EXEC) ? UC_PROT_ALL : UC_PROT_READ | UC_PROT_WRITE;
-}
 
 uint64_t steady_now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -83,23 +86,19 @@ bool fetch_fault(uc_err e) {
 }  // namespace
 
 UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus)
-    : lib_(UnicornLibrary::get()),
-      ram_(ram),
-      multiple_vcpus_(multiple_vcpus),
-      scratch_(static_cast<std::byte*>(std::aligned_alloc(kPage, kPage))) {
-  if (!scratch_) throw std::bad_alloc();
-  std::memset(scratch_.get(), 0, kPage);
+    : lib_(UnicornLibrary::get()), ram_(ram), multiple_vcpus_(multiple_vcpus) {
+  if (ram.fd() < 0) throw VmmError("emulator: guest RAM is not shareable (GuestRam::Backing)");
   check(lib_, lib_.open(UC_ARCH_X86, UC_MODE_64, &uc_), "uc_open");
   // Exits (find_exits) instead of uc_emu_start's `until`.
   check(lib_, lib_.ctl(uc_, UC_CTL_WRITE(UC_CTL_UC_USE_EXITS, 1), 1), "exits");
   // Paging on, through the shadow tables: every access is checked against them, and one they
   // refuse raises a precise #PF (on_interrupt). CR0: PE, MP, ET, NE, WP (read-only entries bind
-  // at CPL 0 too: the emulator runs at Unicorn's default CPL 0, user entries everywhere), PG.
+  // at CPL 0 too: the emulator runs at Unicorn's default CPL 0), PG.
   check(lib_,
         lib_.mem_map_ptr(uc_, ShadowPageTables::kBase, ShadowPageTables::size(),
                          UC_PROT_READ | UC_PROT_WRITE, shadow_.bytes()),
         "shadow page tables");
-  const uint64_t cr4 = 1u << 5;                                            // PAE
+  const uint64_t cr4 = (1u << 5) | (1u << 20);  // PAE, SMEP (code is supervisor: the tables)
   const uc_x86_msr efer{0xC0000080, (1u << 8) | (1u << 10) | (1u << 11)};  // LME, LMA, NXE
   const uint64_t cr3 = ShadowPageTables::cr3();
   const uint64_t cr0 = 0x80010033;
@@ -122,15 +121,42 @@ UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus)
   check(lib_,
         lib_.hook_add(uc_, &h, UC_HOOK_INTR, reinterpret_cast<void*>(on_interrupt), this, 1, 0),
         "interrupt hook");
-  check(lib_,
-        lib_.hook_add(uc_, &h, UC_HOOK_MEM_FETCH_PROT, reinterpret_cast<void*>(on_fetch_refused),
-                      this, 1, 0),
-        "fetch-protection hook");
 }
 
 UserCodeEmulator::~UserCodeEmulator() {
   if (clean_) lib_.context_free(clean_);
   lib_.close(uc_);
+  for (const auto& [base, host] : windows_) munmap(host, kWindowBytes);
+}
+
+std::byte* UserCodeEmulator::window(uint64_t page) {
+  const uint64_t base = page & ~(kWindowBytes - 1);
+  if (auto it = windows_.find(base); it != windows_.end()) return it->second;
+  // The shadow tables' own window, and what a region cannot be.
+  if (private_window(base) || base + kWindowBytes > kUserTop) return nullptr;
+  void* host =
+      mmap(nullptr, kWindowBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (host == MAP_FAILED) return nullptr;
+  if (lib_.mem_map_ptr(uc_, base, kWindowBytes, UC_PROT_ALL, host) != UC_ERR_OK) {
+    munmap(host, kWindowBytes);
+    return nullptr;
+  }
+  return windows_.emplace(base, static_cast<std::byte*>(host)).first->second;
+}
+
+bool UserCodeEmulator::alias(uint64_t page, uint64_t frame) {
+  std::byte* w = window(page);
+  if (w == nullptr) return false;
+  if (auto it = aliased_.find(page); it != aliased_.end() && it->second == frame) return true;
+  // The guest frame, mapped a second time at the page's place in its window (the host pages of
+  // a window are inaccessible until then; Unicorn reaches them only where the shadow tables
+  // let it).
+  const off_t offset = ram_.host(frame, kPage) - ram_.host_base();
+  if (mmap(w + (page & (kWindowBytes - 1)), kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+           ram_.fd(), offset) == MAP_FAILED)
+    return false;
+  aliased_[page] = frame;
+  return true;
 }
 
 void UserCodeEmulator::flush() {
@@ -138,20 +164,22 @@ void UserCodeEmulator::flush() {
 }
 
 void UserCodeEmulator::unmap(uint64_t page) {
-  // Code's blocks go first, while the page is mapped: Unicorn finds them through the mapping
-  // (uc_ctl_remove_cache of an unmapped page removes nothing), and a page mapped there later
-  // may get the same place in its RAM and would run them.
+  // Code's blocks go first, while the page is mapped as code: Unicorn finds them through the
+  // mapping (uc_ctl_remove_cache of a page it cannot fetch from removes nothing), and a page
+  // mapped there later would run them.
   if (code_copies_.contains(page)) forget_code(page);
-  lib_.mem_unmap(uc_, page, kPage);
   mapped_.erase(page);
-  shadow_.clear(page);
+  shadow_.clear(page);  // (its alias stays: nothing reaches it)
   tlb_stale_ = true;
 }
 
 void UserCodeEmulator::flush_tlb() {
-  // Writing CR3 flushes Unicorn's TLB (not its translated blocks).
-  const uint64_t cr3 = ShadowPageTables::cr3();
-  lib_.reg_write(uc_, UC_X86_REG_CR3, &cr3);
+  // Unicorn 2.0.1 has no call for it (a CR3 write only stores the value), but mapping a region
+  // flushes its whole TLB (not its translated blocks): a page of the private window, mapped and
+  // unmapped again.
+  alignas(4096) static std::byte dummy[4096];
+  if (lib_.mem_map_ptr(uc_, kFlushPage, kPage, UC_PROT_READ, dummy) == UC_ERR_OK)
+    lib_.mem_unmap(uc_, kFlushPage, kPage);
   tlb_stale_ = false;
 }
 
@@ -228,12 +256,6 @@ bool UserCodeEmulator::still_valid(uint64_t page, const Mapping& m) {
 }
 
 void UserCodeEmulator::revalidate() {
-  for (const uint64_t page : refused_pages_) {
-    lib_.mem_unmap(uc_, page, kPage);
-    shadow_.clear(page);
-    tlb_stale_ = true;
-  }
-  refused_pages_.clear();
   std::vector<uint64_t> stale;
   for (const auto& [page, m] : mapped_)
     if (!still_valid(page, m)) stale.push_back(page);
@@ -311,6 +333,7 @@ void UserCodeEmulator::on_block(uc_engine*, uint64_t address, uint32_t size, voi
 }
 
 bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
+  if (private_window(page & ~(kWindowBytes - 1))) return false;  // the emulator's own
   const std::optional<Translation> t = translate(ram_, cr3_, page);
   if (!t || !t->user || (write && !t->writable) || (fetch && !t->executable)) return false;
   // An XD bit without EFER.NXE is reserved (#PF with RSVD): KVM's to raise.
@@ -344,10 +367,7 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   if (it != mapped_.end()) {
     // The tables may map the page elsewhere now: only the same frame keeps its mapping.
     if (it->second.frame != frame) return false;
-    if ((prot & UC_PROT_EXEC) && !(it->second.prot & UC_PROT_EXEC)) {
-      keep_code_copy(page, host);
-      if (lib_.mem_protect(uc_, page, kPage, UC_PROT_ALL) != UC_ERR_OK) return false;
-    }
+    if ((prot & UC_PROT_EXEC) && !(it->second.prot & UC_PROT_EXEC)) keep_code_copy(page, host);
     it->second.prot |= prot;
     return shadow_set(page, it->second.prot);
   }
@@ -355,9 +375,7 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   if (code_copies_.size() >= kMaxCodePages && (prot & UC_PROT_EXEC)) flush();
   // Its exits before Unicorn may translate from it (set_exits).
   if (prot & UC_PROT_EXEC) keep_code_copy(page, host);
-  // The region allows reads and writes, and fetches where the page is code; the shadow tables
-  // say whether the guest allows writes.
-  if (lib_.mem_map_ptr(uc_, page, kPage, region_protection(prot), host) != UC_ERR_OK) {
+  if (!alias(page, frame)) {
     code_copies_.erase(page);
     if (auto e = exits_by_page_.find(page); e != exits_by_page_.end()) {
       for (const uint64_t a : e->second) exits_.erase(a);
@@ -371,79 +389,29 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
 }
 
 bool UserCodeEmulator::shadow_set(uint64_t page, uint32_t prot) {
-  if (shadow_.set(page, prot & UC_PROT_WRITE)) return true;
+  if (shadow_.set(page, prot & UC_PROT_WRITE, prot & UC_PROT_EXEC)) return true;
   // The table pages ran out: everything goes, and this page comes back alone.
   const Mapping m = mapped_.at(page);
   flush();
   shadow_.reset();
   flush_tlb();
-  if (mapped_.size() >= kMaxMappedPages) return false;
   std::byte* host = ram_.host(m.frame, kPage);
   if (host == nullptr) return false;
   if (m.prot & UC_PROT_EXEC) keep_code_copy(page, host);
-  if (lib_.mem_map_ptr(uc_, page, kPage, region_protection(m.prot), host) != UC_ERR_OK)
-    return false;
   mapped_.emplace(page, m);
-  return shadow_.set(page, m.prot & UC_PROT_WRITE);
+  return shadow_.set(page, m.prot & UC_PROT_WRITE, m.prot & UC_PROT_EXEC);
 }
 
-bool UserCodeEmulator::on_unmapped(uc_engine*, uc_mem_type type, uint64_t address, int, int64_t,
+bool UserCodeEmulator::on_unmapped(uc_engine*, uc_mem_type, uint64_t address, int, int64_t,
                                    void* self) {
   // Unicorn looks for the region at the linear address before it walks the shadow tables: the
-  // first access to a page comes here.
-  auto* e = static_cast<UserCodeEmulator*>(self);
-  const uint64_t page = address & ~(kPage - 1);
-  const bool fetch = type == UC_MEM_FETCH_UNMAPPED;
-  if (e->map_page(page, type == UC_MEM_WRITE_UNMAPPED, fetch))
-    // A block's first fetch from a page: its exits are known only now, after the translator
-    // looked for one at the block's start. A block that starts at one is refused here.
-    return !(fetch && e->exits_.contains(address));
-  // Refused: a region with no entry in the shadow tables, so that the retried access raises a
-  // precise #PF (on_interrupt) rather than Unicorn's error, which loses RIP and the flags.
-  if (e->refused_pages_.size() < kMaxRefusedPages &&
-      e->lib_.mem_map_ptr(e->uc_, page, kPage, UC_PROT_ALL, e->scratch_.get()) == UC_ERR_OK) {
-    e->refused_pages_.push_back(page);
-    e->shadow_.clear(page);
-    return true;
-  }
-  return false;
-}
-
-bool UserCodeEmulator::on_fetch_refused(uc_engine*, uc_mem_type type, uint64_t address, int,
-                                        int64_t, void* self) {
-  // Code on a page mapped for data (its region has no UC_PROT_EXEC), found at a block's fetch:
-  // nothing of the block ran. The next run maps the page as code.
-  auto* e = static_cast<UserCodeEmulator*>(self);
-  if (type == UC_MEM_FETCH_PROT) e->data_fetched_ = address & ~(kPage - 1);
-  return false;
+  // first access to a window comes here. With the window there, the access walks the tables,
+  // finds nothing, and raises the #PF exception() maps the page at.
+  return static_cast<UserCodeEmulator*>(self)->window(address & ~(kPage - 1)) != nullptr;
 }
 
 void UserCodeEmulator::on_interrupt(uc_engine*, uint32_t vector, void* self) {
   static_cast<UserCodeEmulator*>(self)->exception(vector);
-}
-
-bool UserCodeEmulator::fetch_fault_at(uint64_t rip, uint64_t address) {
-  // Unicorn tells no #PF error code. A fetch faults where the code's page is not executable in
-  // the shadow tables: at a block's first fetch (RIP's page), or an instruction running into
-  // the next page (unless that instruction's own store is the access).
-  const uint64_t page = address & ~(kPage - 1);
-  // (A fetch from a page mapped for data is a region without UC_PROT_EXEC: on_fetch_refused.)
-  if (mapped_.contains(page)) return false;
-  if (page == (rip & ~(kPage - 1))) return true;
-  if (address < rip || address - rip >= 15) return false;
-  std::array<uint8_t, 15> bytes{};
-  size_t n = 0;
-  while (n < bytes.size() && lib_.mem_read(uc_, rip + n, &bytes[n], 1) == UC_ERR_OK) ++n;
-  GuestRegisters at;
-  for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(at.*r.field));
-  const std::optional<DecodedInstruction> d =
-      decoder_.decode(std::span<const uint8_t>(bytes.data(), n), at);
-  if (!d) return true;
-  for (uint8_t i = 0; i < d->store_count; ++i)
-    if (address >= d->stores[i].address &&
-        address - d->stores[i].address < std::max<uint32_t>(d->stores[i].size, 1))
-      return false;
-  return address - rip < d->length;
 }
 
 void UserCodeEmulator::exception(uint32_t vector) {
@@ -452,22 +420,37 @@ void UserCodeEmulator::exception(uint32_t vector) {
   lib_.reg_read(uc_, UC_X86_REG_CR2, &cr2);
   // The state is the one before the instruction that faulted (QEMU restores it), or before a
   // block whose code could not be fetched.
-  const bool fetch = vector == kPageFault && fetch_fault_at(rip, cr2);
+  if (exits_.contains(rip)) {
+    // Unicorn stops at an exit with a block of no instructions, and QEMU then looks up the code
+    // page of that block's "last byte", the one before RIP: a #PF there, when RIP starts a page,
+    // is no access of the guest's. The instruction at RIP is KVM's (find_exits).
+    lib_.emu_stop(uc_);
+    exit_reached_ = true;
+    return;
+  }
+  // Unicorn tells no #PF error code. A data access faults while a block runs: the block hook
+  // has seen it, and RIP is one of its instructions. A fetch faults while a block is being
+  // translated (any of its instructions, up to a page away from its start), before the hook:
+  // RIP is the block's start, not in the last block entered.
+  const bool fetch =
+      vector == kPageFault &&
+      (last_block_ == nullptr || std::find(last_block_->starts.begin(), last_block_->starts.end(),
+                                           rip) == last_block_->starts.end());
   if (!fetch) undo_rest_of_block(rip);
   lib_.emu_stop(uc_);
   if (vector == kPageFault) {
     const uint64_t page = cr2 & ~(kPage - 1);
-    const bool refused =
-        std::find(refused_pages_.begin(), refused_pages_.end(), page) != refused_pages_.end();
-    // The first access to a page (mapped for a read first: a write faults once more), or a
-    // write to a page mapped without it (a mapped page's #PF can only be that: a fetch from
-    // it is a region's, on_fetch_refused): mapped, if the guest's tables allow it, and the
-    // instruction runs again.
-    if (!refused && map_page(page, /*write=*/mapped_.contains(page), fetch)) {
+    // The first access to a page (mapped for a read first: a write faults once more), a write
+    // to a page mapped without it, or code on a page mapped for data (read-only data becomes
+    // code; written data stays data, W^X: the next run maps it as code): mapped, if the guest's
+    // tables allow it, and the instruction runs again.
+    const bool mapped = mapped_.contains(page);
+    if (map_page(page, /*write=*/mapped && !fetch, fetch)) {
       restart_ = true;
       tlb_stale_ = true;  // Unicorn may keep the page's entry as it was
       return;
     }
+    if (fetch && mapped) data_fetched_ = page;
   }
   faulted_ = true;
 }
@@ -493,12 +476,16 @@ void UserCodeEmulator::load_registers(const GuestRegisters& regs) {
 EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
   last_block_ = nullptr;
   uc_err err = UC_ERR_OK;
-  for (;;) {
+  for (uint32_t restarts = 0;; ++restarts) {
     stop_.reset();
-    faulted_ = restart_ = false;
+    faulted_ = restart_ = exit_reached_ = false;
     err = lib_.emu_start(uc_, pc, 0, 0, 0);
     lib_.reg_read(uc_, UC_X86_REG_RIP, &pc);
     if (!restart_) break;
+    if (restarts == kMaxRestarts) {  // never expected: KVM executes the instruction
+      faulted_ = true;
+      break;
+    }
     // A page gained what the faulting instruction needs: it runs again, from a clean CPU.
     GuestRegisters now;
     for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(now.*r.field));
@@ -532,18 +519,14 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
     out.kvm_only = KvmOnly::kNotComputing;
     return out;
   }
-  if (err == UC_ERR_FETCH_PROT) {  // on_fetch_refused: at a block's start, nothing of it ran
-    out.end = EmulationRun::End::kFault;
-    return out;
-  }
   if (err != UC_ERR_OK) {
-    // Not expected: every access of the guest's ends in a precise #PF. (A refused page that
-    // could not be mapped for one, past kMaxRefusedPages.)
+    // Not expected: every access of the guest's ends in a precise #PF. (A window Unicorn could
+    // not map: the host refused the memory.)
     out.end = EmulationRun::End::kFault;
     out.position_known = false;
     return out;
   }
-  if (!stop_ && exits_.contains(pc)) {  // an instruction Unicorn cannot translate: KVM's #UD
+  if (exit_reached_ || (!stop_ && exits_.contains(pc))) {  // one Unicorn cannot translate
     out.end = EmulationRun::End::kKvmOnly;
     out.kvm_only = KvmOnly::kNotComputing;
     return out;

@@ -128,8 +128,6 @@ class UserCodeEmulator {
   static bool on_unmapped(uc_engine* uc, uc_mem_type type, uint64_t address, int size,
                           int64_t value, void* self);
   static void on_interrupt(uc_engine* uc, uint32_t vector, void* self);
-  static bool on_fetch_refused(uc_engine* uc, uc_mem_type type, uint64_t address, int size,
-                               int64_t value, void* self);
 
   const Block& block_at(uint64_t address, uint32_t size);
   void block_entered(uint64_t address, uint32_t size);
@@ -141,10 +139,13 @@ class UserCodeEmulator {
   // of a block's fetch: the run ends there, or, where the page can be mapped for the access,
   // goes on from there (restart_).
   void exception(uint32_t vector);
-  // Whether a #PF at `address` with the instruction at `rip` pending was a fetch.
-  bool fetch_fault_at(uint64_t rip, uint64_t address);
   // The instructions of the last block from `rip` on did not retire.
   void undo_rest_of_block(uint64_t rip);
+  // The window `page` lies in (created at first use), its host memory; nullptr where there can
+  // be none (the shadow tables' own, beyond user addresses, the host refusing memory).
+  std::byte* window(uint64_t page);
+  // The guest frame `frame` at `page` in its window.
+  bool alias(uint64_t page, uint64_t frame);
   bool map_page(uint64_t page, bool write, bool fetch);
   // The shadow tables give `page` what `prot` says (UC_PROT_*); when their pages run out, every
   // other page is unmapped first.
@@ -167,20 +168,18 @@ class UserCodeEmulator {
   void find_exits(uint64_t page, const std::byte* host);
   void set_exits();
 
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
-
   const UnicornLibrary& lib_;
   GuestRam& ram_;
   const bool multiple_vcpus_;
-  // What a refused page's region maps (never read or written: its shadow entry is absent).
-  std::unique_ptr<std::byte[], Free> scratch_;
   uc_engine* uc_ = nullptr;
   uc_context* clean_ = nullptr;  // the CPU as the constructor set it up
   ShadowPageTables shadow_;
   bool tlb_stale_ = false;  // a shadow entry lost permissions since Unicorn's TLB was flushed
-  std::vector<uint64_t> refused_pages_;  // mapped for a precise #PF this run (on_unmapped)
+  // Unicorn's regions: 4 MiB windows of linear addresses, each a host reservation where guest
+  // frames are mapped at their pages (alias), by window base.
+  static constexpr uint64_t kWindowBytes = uint64_t{4} << 20;
+  std::unordered_map<uint64_t, std::byte*> windows_;
+  std::unordered_map<uint64_t, uint64_t> aliased_;  // page -> the frame its window maps there
   InstructionDecoder decoder_;
   std::map<std::pair<uint64_t, uint32_t>, Block> blocks_;
   struct Mapping {
@@ -207,6 +206,7 @@ class UserCodeEmulator {
   std::optional<KvmOnly> stop_;           // the run stopped before a block (kCount: at the limit)
   bool faulted_ = false;                  // an exception ended the run (exception())
   bool restart_ = false;                  // ... or mapped more: the run goes on from RIP
+  bool exit_reached_ = false;             // ... or the run reached an exit (find_exits)
   std::optional<uint64_t> data_fetched_;  // a page mapped for data this run fetched from
 };
 

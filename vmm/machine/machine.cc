@@ -65,7 +65,10 @@ std::vector<std::string> cpuid_refusals(const KvmSystem& kvm, const SnapshotMani
 
 Machine::Impl::Impl(MachineOptions o)
     : options_(std::move(o)),
-      ram(options_.mem_mib << 20),
+      // The emulator maps guest frames a second time, at their linear addresses.
+      ram(options_.mem_mib << 20, options_.counting.stepper == StepperKind::kEmulate
+                                      ? GuestRam::Backing::kShareable
+                                      : GuestRam::Backing::kPrivate),
       progress_(options_.pause_on_output, options_.pause_at_instructions) {
   for (const Status& claimed :
        {io_bus_.insert(Serial16550::kCom1Base, Serial16550::kPortCount, serial),

@@ -1,6 +1,7 @@
 #include "vmm/memory/guest_ram.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -8,7 +9,7 @@
 
 namespace vmm {
 
-GuestRam::GuestRam(uint64_t size) : size_(size) {
+GuestRam::GuestRam(uint64_t size, Backing backing) : size_(size) {
   if (size == 0 || size % 4096 != 0)
     throw std::runtime_error("guest RAM size must be a non-zero multiple of 4 KiB");
   // Host address = guest address modulo 2 MiB, so that KVM can map the host's transparent huge
@@ -27,6 +28,18 @@ GuestRam::GuestRam(uint64_t size) : size_(size) {
   if (const uintptr_t tail = start + size + kAlign - (aligned + size); tail > 0)
     munmap(reinterpret_cast<void*>(aligned + size), tail);
   base_ = reinterpret_cast<std::byte*>(aligned);
+  if (backing == Backing::kShareable) {
+    // The same place, from a memfd instead (mapped over the anonymous reservation).
+    fd_ = memfd_create("pmuvm-guest-ram", MFD_CLOEXEC);
+    if (fd_ < 0 || ftruncate(fd_, static_cast<off_t>(size)) != 0 ||
+        mmap(base_, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd_, 0) ==
+            MAP_FAILED) {
+      const std::string why = std::strerror(errno);
+      if (fd_ >= 0) close(fd_);
+      munmap(base_, size);
+      throw std::runtime_error("cannot map shareable guest RAM: " + why);
+    }
+  }
 }
 
 std::vector<GuestRam::Region> GuestRam::regions() const {
@@ -37,6 +50,7 @@ std::vector<GuestRam::Region> GuestRam::regions() const {
 
 GuestRam::~GuestRam() {
   if (base_) munmap(base_, size_);
+  if (fd_ >= 0) close(fd_);
 }
 
 bool GuestRam::read(uint64_t gpa, std::span<std::byte> out) const {

@@ -21,9 +21,13 @@ namespace vmm {
 
 class GuestRam {
  public:
+  // Private: anonymous memory (transparent huge pages where the host gives them). Shareable: a
+  // memfd, so that its pages can be mapped a second time elsewhere (fd(); --stepper emulate
+  // maps guest frames at their linear addresses: vmm/emulate/user_code_emulator.h).
+  enum class Backing { kPrivate, kShareable };
   // Maps `size` bytes (a multiple of 4 KiB). Throws std::runtime_error with a one-line reason
   // when the host refuses the mapping.
-  explicit GuestRam(uint64_t size);
+  explicit GuestRam(uint64_t size, Backing backing = Backing::kPrivate);
   ~GuestRam();
   GuestRam(const GuestRam&) = delete;
   GuestRam& operator=(const GuestRam&) = delete;
@@ -42,6 +46,8 @@ class GuestRam {
   uint64_t low_size() const { return size_ < kMmioHoleStart ? size_ : kMmioHoleStart; }
   uint64_t high_size() const { return size_ - low_size(); }
   std::byte* host_base() const { return base_; }
+  // Shareable RAM's memfd (-1: private); the RAM at host_base() + k is its offset k.
+  int fd() const { return fd_; }
   // The low region, then the high one when there is one.
   std::vector<Region> regions() const;
 
@@ -78,6 +84,7 @@ class GuestRam {
 
   std::byte* base_ = nullptr;
   uint64_t size_ = 0;
+  int fd_ = -1;
   std::atomic<bool> tracking_{false};
   std::unique_ptr<std::atomic<uint64_t>[]> written_;  // bit per 4 KiB page, by host offset
 };
