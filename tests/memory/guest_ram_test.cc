@@ -5,6 +5,9 @@
 #include "vmm/memory/guest_ram.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstring>
 
 namespace vmm {
 namespace {
@@ -72,6 +75,27 @@ TEST(GuestRam, HighAddressesReachTheirOwnBytes) {
   ASSERT_TRUE(ram.read_u64(0x1000, v));
   EXPECT_EQ(v, 0xAABBu);                             // the high write did not alias low RAM
   EXPECT_FALSE(ram.write_u64(3 * GiB + 0x1000, 1));  // the hole takes no writes
+}
+
+// Shareable RAM (--stepper emulate maps its frames a second time): a memfd whose offset k is
+// the RAM at host_base() + k, so that a second mapping of a frame sees the guest's writes and
+// the guest sees the second mapping's. Private RAM has none.
+TEST(GuestRam, ShareableRamIsAMemfdAFrameCanBeMappedTwice) {
+  GuestRam shared(4 << 20, GuestRam::Backing::kShareable);
+  ASSERT_GE(shared.fd(), 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(shared.host_base()) % (2 << 20), 0u) << "still aligned";
+  ASSERT_TRUE(shared.write_u64(0x3008, 0x1234));
+  void* alias = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, shared.fd(), 0x3000);
+  ASSERT_NE(alias, MAP_FAILED);
+  uint64_t seen = 0;
+  std::memcpy(&seen, static_cast<std::byte*>(alias) + 8, 8);
+  EXPECT_EQ(seen, 0x1234u);
+  const uint64_t other = 0x5678;
+  std::memcpy(static_cast<std::byte*>(alias) + 16, &other, 8);
+  ASSERT_TRUE(shared.read_u64(0x3010, seen));
+  EXPECT_EQ(seen, 0x5678u);
+  munmap(alias, 4096);
+  EXPECT_EQ(GuestRam(4 << 20).fd(), -1);
 }
 
 }  // namespace
