@@ -3,24 +3,25 @@
 // counted exactly, stopping wherever KVM must take over.
 //
 // Addresses. Unicorn 2.0.1 uses a linear address as the physical one even with paging on, so
-// the emulator maps each guest frame it needs at its *linear* address (uc_mem_map_ptr:
-// zero-copy into guest RAM), after pmuvm's walker found it mapped for user mode — the
-// emulator's TLB. Filling it sets the Accessed flags, a write the Dirty flag, as hardware does
-// (walk_and_mark). Unicorn runs with paging on over shadow tables (shadow_page_tables.h) that
-// say which of those pages it may read and write: a page is mapped read-only until its first
-// write (unless the guest's entry is dirty already), and code is never writable (W^X), data
-// never executable (a region without UC_PROT_EXEC). Each run starts by checking every mapping
-// against the guest's tables at its CR3 (the kernel, KVM or another vCPU ran since): a page
-// mapped elsewhere now, with fewer permissions, or whose A (or, writable, D) flag the kernel
-// cleared is unmapped, as a TLB flush would drop it; the next access walks again.
+// the emulator maps each guest frame it needs at its *linear* address: Unicorn's regions are
+// 4 MiB windows of linear addresses, each a host reservation where guest frames are mapped a
+// second time from the guest RAM's memfd (zero-copy; GuestRam::Backing::kShareable), after
+// pmuvm's walker found the page mapped for user mode — the emulator's TLB. Filling it sets the
+// Accessed flags, a write the Dirty flag, as hardware does (walk_and_mark). Unicorn runs with
+// paging on over shadow tables (shadow_page_tables.h) that say which of those pages it may
+// touch and how: read-only until the first write (unless the guest's entry is dirty already),
+// code never writable (W^X), data never fetched (a user page under CR4.SMEP: Unicorn keeps
+// EFER.NXE clear). Each run starts by checking every mapping against the guest's tables at its
+// CR3 (the kernel, KVM or another vCPU ran since): a page mapped elsewhere now, with fewer
+// permissions, or whose A (or, writable, D) flag the kernel cleared is dropped, as a TLB flush
+// would drop it; the next access walks again.
 //
 // Faults. Whatever the shadow tables refuse raises a #PF that Unicorn reports precisely: RIP at
-// the faulting instruction, every register and flag as before it. A page the guest allows is
-// mapped and the instruction runs again; one it refuses (not present, supervisor, read-only
-// for a write, XD for a fetch, outside RAM), a store into code, and any other exception end
-// the run before the instruction: KVM executes it and the guest gets the real fault. (A page
-// with no region yet gets a scratch one for the refusal, so that the #PF is raised at all:
-// Unicorn's own error for an unmapped access loses RIP and the flags.)
+// the faulting instruction, every register and flag as before it (a fetch's: the block's start,
+// nothing of it ran). A page the guest allows is mapped and the instruction runs again; one it
+// refuses (not present, supervisor, read-only for a write, XD for a fetch, outside RAM), a
+// store into code, and any other exception end the run before the instruction: KVM executes
+// it and the guest gets the real fault.
 //
 // Code. Unicorn keys translated blocks by address and never sees guest RAM change under it
 // (nor does an unmap drop them): the bytes of each code page are kept, and a page whose bytes
@@ -40,8 +41,6 @@
 #include <unicorn/unicorn.h>
 
 #include <array>
-#include <cstdlib>
-#include <memory>
 #include <cstdint>
 #include <map>
 #include <set>
