@@ -79,6 +79,12 @@ void EmulatingBackend::emulate() {
     ++stats_.ends[why];
     return;
   }
+  // An event KVM delivers at the next entry belongs before the instruction at RIP, and an
+  // interrupt shadow after it: KVM steps that one.
+  if (kvm.event_in_flight()) {
+    ++stats_.ends[kMachineState];
+    return;
+  }
   GuestRegisters g = general_registers(r);
   g.fs_base = s.fs.base, g.gs_base = s.gs.base;
   g.cr3 = s.cr3;

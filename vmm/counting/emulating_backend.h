@@ -43,7 +43,8 @@ class EmulatingBackend : public OverKvmStepping {
     kTimeSlice,       // interrupts must not wait longer
     kDetailNeeded,    // an enabled event needs each instruction's details: stepped
     kGuestDebugging,  // the guest's TF or DR7 breakpoints: stepped
-    kMachineState,    // alignment checks, protection keys, not 64-bit code: stepped
+    kMachineState,    // alignment checks, protection keys, not 64-bit code, an event or an
+                      // interrupt shadow in KVM: stepped
     kReasonCount,
   };
 

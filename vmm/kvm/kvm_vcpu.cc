@@ -216,6 +216,13 @@ bool KvmVcpu::interrupt_pending() const {
   return events.nmi.pending != 0;
 }
 
+bool KvmVcpu::event_in_flight() const {
+  kvm_vcpu_events e{};
+  if (ioctl(fd_, KVM_GET_VCPU_EVENTS, &e) < 0) throw_errno("KVM_GET_VCPU_EVENTS");
+  return e.exception.injected || e.exception.pending || e.interrupt.injected || e.nmi.injected ||
+         e.interrupt.shadow != 0;
+}
+
 void KvmVcpu::set_cr2(uint64_t value) {
   kvm_sregs s = sregs();  // fresh, not the exit copy: SET_SREGS writes every field back
   s.cr2 = value;

@@ -78,6 +78,11 @@ class KvmVcpu {
   // (IRR) or an NMI pending (KVM_GET_LAPIC, KVM_GET_VCPU_EVENTS). An expired LAPIC timer shows
   // after the KVM_RUN following its expiry (KVM moves it to the IRR on entry).
   bool interrupt_pending() const;
+  // Whether KVM holds an event it will deliver at the next entry (an exception pending or being
+  // injected, an interrupt or NMI being injected: one whose delivery an exit interrupted) or
+  // the vCPU is in an interrupt shadow (STI, MOV SS): the next instruction is not simply the
+  // one at RIP (KVM_GET_VCPU_EVENTS).
+  bool event_in_flight() const;
 
   // Snapshot / migration (kvm_state.h, kvm_vcpu_state.cc). Only while the vCPU is parked: after
   // its last exit it went through one more KVM_RUN with immediate_exit set, so an I/O or MSR
