@@ -275,8 +275,8 @@ TEST_F(UserCodeEmulatorTest, CodeThatWouldCrashTheTranslatorIsLeftToKvm) {
 }
 
 // A branch to a non-canonical address raises #GP at the branch on hardware (it does not retire,
-// RSP unchanged); Unicorn jumps there. The emulator undoes such a RET or JMP; after a CALL (its
-// return address written) it says the position is not known.
+// RSP unchanged); Unicorn jumps there. The emulator undoes such a RET, JMP or CALL (a hostile
+// guest's `call rax` must not end the VM); the CALL's return address stays below RSP.
 TEST_F(UserCodeEmulatorTest, ABranchToANonCanonicalAddressDoesNotRetire) {
   // inc rax; ret (to the non-canonical address on the stack)
   code({0x48, 0xff, 0xc0, 0xc3});
@@ -297,12 +297,18 @@ TEST_F(UserCodeEmulatorTest, ABranchToANonCanonicalAddressDoesNotRetire) {
   EXPECT_TRUE(r.position_known);
   EXPECT_EQ(r.retired, 0u);
   EXPECT_EQ(regs_.rip, kCode);
-  // call rax: its return address is written already
+  // inc rax; call rbx
   emulator_.flush();
-  code({0xff, 0xd0});
+  code({0x48, 0xff, 0xc0, 0xff, 0xd3});
+  regs_.rbx = 0x0000800000000000;
+  regs_.rsp = kData + 0x800;
   r = run(UINT64_MAX);
   EXPECT_EQ(r.end, EmulationRun::End::kFault);
-  EXPECT_FALSE(r.position_known);
+  EXPECT_TRUE(r.position_known);
+  EXPECT_EQ(r.retired, 1u);
+  EXPECT_EQ(r.branches, 0u);
+  EXPECT_EQ(regs_.rip, kCode + 3) << "at the call";
+  EXPECT_EQ(regs_.rsp, kData + 0x800) << "RSP as before the call";
 }
 
 // A page read before code is fetched from it (constants, a jump table beside the code) is

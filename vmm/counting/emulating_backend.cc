@@ -93,12 +93,11 @@ void EmulatingBackend::emulate() {
                                       .conditional_branches = most(allowance.conditional_branches)};
   const EmulationRun run = emulator_.run(g, s.cr3, (s.efer & kEferNoExecute) != 0, limit, kSliceUs);
   if (!run.position_known)
-    // The emulator ran past a point it cannot name (a refused access two instructions of one
-    // block could have made, each changing the other's address): its stores are in guest RAM,
-    // the registers are not those of any boundary. Never seen; the run cannot go on exactly.
+    // The emulator could not name where it stopped (Unicorn failed otherwise than by a guest
+    // fault: the host refused it memory for a window). Never seen; the run cannot go on
+    // exactly.
     throw VmmError("vCPU " + std::to_string(vcpu_.index()) +
-                   ": --stepper emulate: a refused access at a place the emulator cannot tell "
-                   "(block at rip " +
+                   ": --stepper emulate: the emulator stopped where it cannot tell (block at rip " +
                    std::to_string(g.rip) + "); use --stepper kvm");
   switch (run.end) {
     case EmulationRun::End::kLimit: ++stats_.ends[kBoundary]; break;

@@ -291,8 +291,12 @@ const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint
     if (offset >= size) {
       b.ends_in_branch = d->branch != pmu::BranchKind::kNone;
       b.ends_in_conditional = d->branch == pmu::BranchKind::kConditional;
-      b.branch_undoable = b.ends_in_branch && d->branch != pmu::BranchKind::kCall;
-      if (d->adjusted_gpr == 4) b.branch_rsp_adjustment = d->adjustment;  // RET's pop
+      // A CALL is undone too: RSP back, the return address it pushed left below RSP (where
+      // the CALL, had it run, wrote it; hardware checks the target first and writes nothing,
+      // so only the stack below RSP differs, which no compiled code keeps anything in across
+      // a call).
+      b.branch_undoable = b.ends_in_branch;
+      if (d->adjusted_gpr == 4) b.branch_rsp_adjustment = d->adjustment;  // RET's pop, CALL's push
     }
   }
   return blocks_.emplace(key, std::move(b)).first->second;

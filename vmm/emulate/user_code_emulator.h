@@ -70,9 +70,10 @@ struct EmulationRun {
   // models take as one unseen batch (pmu/unseen_retirements.h).
   uint64_t branches = 0;
   uint64_t conditional_branches = 0;
-  // False only after a refused data access whose instruction could not be told (see
-  // UserCodeEmulator): the registers and memory are those before it, RIP and `retired` are not
-  // known. The caller cannot go on exactly from there.
+  // False only where the run could not be ended at an instruction boundary: Unicorn failing
+  // otherwise than by a guest fault (the host refusing memory for a window), or code running
+  // off the top of the canonical addresses without a branch. The caller cannot go on exactly
+  // from there.
   bool position_known = true;
 };
 
@@ -114,9 +115,8 @@ class UserCodeEmulator {
     // Its last instruction is a branch (a block ends at one), and a conditional one.
     bool ends_in_branch = false;
     bool ends_in_conditional = false;
-    // How that branch can be undone when its target turns out non-canonical (hardware raises
-    // #GP at the branch, which does not retire; Unicorn jumps there): what it added to RSP, or
-    // not at all (a CALL has written its return address).
+    // How that branch is undone when its target turns out non-canonical (hardware raises #GP
+    // at the branch, which does not retire; Unicorn jumps there): what it added to RSP.
     bool branch_undoable = false;
     int64_t branch_rsp_adjustment = 0;
     int kvm_only_at = -1;  // index of the first instruction KVM must run
