@@ -79,10 +79,6 @@ bool far_transfer_through_a_register(uint8_t modrm) {
   return (modrm & 0xF8) == 0xD8 || (modrm & 0xF8) == 0xE8;
 }
 
-bool fetch_fault(uc_err e) {
-  return e == UC_ERR_FETCH_UNMAPPED || e == UC_ERR_FETCH_PROT || e == UC_ERR_FETCH_UNALIGNED;
-}
-
 }  // namespace
 
 UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus)
@@ -516,11 +512,6 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
       rsp -= static_cast<uint64_t>(last_block_->branch_rsp_adjustment);
       lib_.reg_write(uc_, UC_X86_REG_RSP, &rsp);
     }
-    return out;
-  }
-  if (fetch_fault(err) && exits_.contains(pc)) {  // (on_unmapped): KVM's #UD
-    out.end = EmulationRun::End::kKvmOnly;
-    out.kvm_only = KvmOnly::kNotComputing;
     return out;
   }
   if (err != UC_ERR_OK) {
