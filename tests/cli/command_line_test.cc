@@ -87,7 +87,9 @@ TEST(CommandLineTest, CountingOptionsAreKinds) {
   const std::string help = parse({"run", "--help"}).message;
   // Names and defaults by name, "none" not offered.
   EXPECT_NE(help.find("{precise,host,auto}=auto"), std::string::npos) << help;
-  EXPECT_NE(help.find("{kvm,kvm-single,guest,auto}=auto"), std::string::npos) << help;
+  EXPECT_NE(help.find("{kvm,kvm-single,emulate,guest,auto}=auto"), std::string::npos) << help;
+  EXPECT_EQ(parse({"run", "--stepper", "emulate", "--", "a"}).run.stepper,
+            vmm::StepperKind::kEmulate);
   EXPECT_NE(help.find("{perf,double}=perf"), std::string::npos) << help;
 }
 

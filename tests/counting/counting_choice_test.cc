@@ -125,6 +125,13 @@ TEST(CountingChoice, OptionsThatDoNotGoTogether) {
             std::string::npos);
   EXPECT_FALSE(Chosen({.stepper = StepperKind::kGuest}, kPmu).host.has_value())
       << "auto with the guest stepper";
+  // The emulator is a stepper of the precise backend too: it runs what the KVM stepper would.
+  EXPECT_NE(Refusal({.backend = BackendKind::kHost, .stepper = StepperKind::kEmulate}, kPmu)
+                .find("--stepper emulate"),
+            std::string::npos);
+  const CountingChoice emulated = Chosen({.stepper = StepperKind::kEmulate}, kPmu);
+  EXPECT_FALSE(emulated.host.has_value()) << "auto with the emulating stepper";
+  EXPECT_EQ(emulated.stepper, StepperKind::kEmulate);
 }
 
 TEST(CountingChoice, AutoIsResolvedAndTheHostIsProbedOnlyWhenItMayBeTaken) {
@@ -163,6 +170,8 @@ TEST(CountingChoice, EveryStepperOffersTheBundledKernelWhatItNeeds) {
             PMUVM_PV_CONSOLE | PMUVM_PV_USER_ENTRY | PMUVM_PV_GUEST_STEPPER);
   EXPECT_EQ(Precise(StepperKind::kKvm).pv_features(), PMUVM_PV_CONSOLE);
   EXPECT_EQ(Precise(StepperKind::kKvmSingle).pv_features(), PMUVM_PV_CONSOLE);
+  EXPECT_EQ(Precise(StepperKind::kEmulate).pv_features(), PMUVM_PV_CONSOLE);
+  EXPECT_TRUE(Precise(StepperKind::kEmulate).kvm_stepping());
   EXPECT_EQ(CountingChoice::resumed(StepperKind::kNone).pv_features(),
             PMUVM_PV_CONSOLE | PMUVM_PV_USER_ENTRY);
   EXPECT_TRUE(Precise(StepperKind::kKvmSingle).kvm_stepping());
