@@ -134,6 +134,14 @@ long long debug_exits(const std::string& err) {
   return -1;
 }
 
+// The instructions --stepper emulate ran, from --stats' emulator line (0: none, or no line).
+long long emulated_instructions(const std::string& err) {
+  std::smatch m;
+  if (std::regex_search(err, m, std::regex(R"(emulator: emulated instructions (\d+))")))
+    return std::stoll(m[1]);
+  return 0;
+}
+
 PmuvmRun run_pmuvm(const std::string& pmuvm, const std::string& program, const std::string& stepper,
                    const std::string& mode, const std::string& scale = "1",
                    const std::string& cpu = "amd-lwp") {
@@ -157,8 +165,7 @@ PmuvmRun run_pmuvm(const std::string& pmuvm, const std::string& program, const s
   } else if (mode != "unprofiled" && r.error.empty()) {
     r.error = "no --stats line in pmuvm's output";
   }
-  if (std::regex_search(s, m, std::regex(R"(emulator: emulated instructions (\d+))")))
-    r.emulated = std::stoll(m[1]);
+  r.emulated = emulated_instructions(s);
   if (std::regex_search(o, m, std::regex(R"(compute phases took (\d+) TSC ticks)")))
     r.ticks = std::stoll(m[1]);
   else if (r.error.empty())
@@ -223,13 +230,11 @@ void linux_program(const std::string& pmuvm, const std::string& kernel, const st
                "console=ttyS0 nmi_watchdog=0 quiet -- perf stat -x ; -e instructions:u "
                "-e r52001e0000000000:u busybox sh /etc/sort_check"});
     std::smatch m;
-    double instructions = -1, branches = -1, emulated = 0;
+    double instructions = -1, branches = -1;
     if (std::regex_search(p.out, m, std::regex(R"((\d+);;instructions:u;)")))
       instructions = std::stod(m[1]);
     if (std::regex_search(p.out, m, std::regex(R"((\d+);;r52001e0000000000:u;)")))
       branches = std::stod(m[1]);
-    if (std::regex_search(p.err, m, std::regex(R"(emulator: emulated instructions (\d+))")))
-      emulated = std::stod(m[1]);
     const long long stops = debug_exits(p.err);
     if (!p.error.empty() || instructions <= 0 || branches <= 0 || stops < 0) {
       std::printf("(5) %s FAILED: %s%s\n", stepper, p.error.c_str(), p.out.c_str());
@@ -243,7 +248,8 @@ void linux_program(const std::string& pmuvm, const std::string& kernel, const st
         "stops/counted %.3f (goal for kvm <= 1.2 / %.2f = %.3f); emulated %.0f; kvm / this "
         "%.2f x\n",
         stepper, p.seconds, instructions, branches, block, stops, stops / instructions, block,
-        1.2 / block, emulated, kvm_seconds > 0 ? kvm_seconds / p.seconds : 0.0);
+        1.2 / block, static_cast<double>(emulated_instructions(p.err)),
+        kvm_seconds > 0 ? kvm_seconds / p.seconds : 0.0);
   }
 }
 

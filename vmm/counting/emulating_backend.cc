@@ -10,8 +10,6 @@
 namespace vmm {
 namespace {
 
-constexpr uint64_t kTrapFlag = 1u << 8;
-constexpr uint64_t kResumeFlag = 1u << 16;
 constexpr uint64_t kAlignmentCheck = 1u << 18;  // RFLAGS.AC, and CR0.AM at the same bit
 constexpr uint64_t kCr4ProtectionKeys = 1u << 22;
 constexpr uint64_t kEferNoExecute = 1u << 11;
@@ -48,7 +46,8 @@ void EmulatingBackend::after_exit(bool raised, bool kicked) {
 
 EmulatingBackend::Reason EmulatingBackend::refused_start(const kvm_regs& r,
                                                          const kvm_sregs& s) const {
-  if ((r.rflags & kTrapFlag) || (stepping_.guest_debug().dr7 & kDr7Enables)) return kGuestDebugging;
+  if ((r.rflags & KvmVcpu::kTrapFlag) || (stepping_.guest_debug().dr7 & kDr7Enables))
+    return kGuestDebugging;
   // What the emulator does not model: #AC, protection keys, compatibility mode.
   if (((s.cr0 & kAlignmentCheck) && (r.rflags & kAlignmentCheck)) || (s.cr4 & kCr4ProtectionKeys) ||
       !s.cs.l || s.cs.dpl != 3)
@@ -118,12 +117,8 @@ void EmulatingBackend::emulate() {
   ++stats_.slices;
   stats_.instructions += run.retired;
   // The registers go back to KVM (RF cleared: an instruction completed since it was set).
-  r.rax = g.rax, r.rbx = g.rbx, r.rcx = g.rcx, r.rdx = g.rdx;
-  r.rsi = g.rsi, r.rdi = g.rdi, r.rsp = g.rsp, r.rbp = g.rbp;
-  r.r8 = g.r8, r.r9 = g.r9, r.r10 = g.r10, r.r11 = g.r11;
-  r.r12 = g.r12, r.r13 = g.r13, r.r14 = g.r14, r.r15 = g.r15;
-  r.rip = g.rip;
-  r.rflags = g.rflags & ~kResumeFlag;
+  set_general_registers(r, g);
+  r.rflags &= ~KvmVcpu::kResumeFlag;
   kvm.set_regs(r);
   g.cr3 = s.cr3;
   controller.ran_unseen(g);

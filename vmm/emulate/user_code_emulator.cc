@@ -183,8 +183,6 @@ void UserCodeEmulator::unmap_data_pages() {
   std::vector<uint64_t> data;
   for (const auto& [page, m] : mapped_)
     if (!(m.prot & UC_PROT_EXEC)) data.push_back(page);
-  // From the top: Unicorn keeps its regions in an array sorted by address.
-  std::sort(data.rbegin(), data.rend());
   for (const uint64_t page : data) unmap(page);
 }
 
@@ -373,17 +371,9 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   }
   if (mapped_.size() >= kMaxMappedPages) unmap_data_pages();
   if (code_copies_.size() >= kMaxCodePages && (prot & UC_PROT_EXEC)) flush();
-  // Its exits before Unicorn may translate from it (set_exits).
+  if (!alias(page, frame)) return false;
+  // Its exits before Unicorn may translate from it (set_exits): before this hook returns.
   if (prot & UC_PROT_EXEC) keep_code_copy(page, host);
-  if (!alias(page, frame)) {
-    code_copies_.erase(page);
-    if (auto e = exits_by_page_.find(page); e != exits_by_page_.end()) {
-      for (const uint64_t a : e->second) exits_.erase(a);
-      exits_by_page_.erase(e);
-      set_exits();
-    }
-    return false;
-  }
   mapped_.emplace(page, Mapping{prot, frame});
   return shadow_set(page, prot);
 }

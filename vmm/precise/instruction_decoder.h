@@ -47,6 +47,15 @@ GuestRegisters general_registers(const Registers& r) {
   g.rip = r.rip, g.rflags = r.rflags;
   return g;
 }
+// The other way: `g`'s general registers, RIP and RFLAGS into `r` (its other fields kept).
+template <typename Registers>
+void set_general_registers(Registers& r, const GuestRegisters& g) {
+  r.rax = g.rax, r.rbx = g.rbx, r.rcx = g.rcx, r.rdx = g.rdx;
+  r.rsi = g.rsi, r.rdi = g.rdi, r.rsp = g.rsp, r.rbp = g.rbp;
+  r.r8 = g.r8, r.r9 = g.r9, r.r10 = g.r10, r.r11 = g.r11;
+  r.r12 = g.r12, r.r13 = g.r13, r.r14 = g.r14, r.r15 = g.r15;
+  r.rip = g.rip, r.rflags = g.rflags;
+}
 
 struct MemoryAccess {
   uint64_t address = 0;  // linear, segment base included
