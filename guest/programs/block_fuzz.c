@@ -9,8 +9,10 @@
  *   JMP through a register and through memory, REP STOSB, a first touch of a demand-zero page
  *   (a #PF the kernel resolves: the load runs again), a store into a later instruction's
  *   immediate (self-modifying code: the second run sees the new byte), CPUID (completed by KVM),
- *   pushes and pops, a stack frame written and read through a moved RSP, and a yield system
- *   call.
+ *   pushes and pops, a stack frame written and read through a moved RSP, a yield system
+ *   call, and SSE integer code (XMM0-7: aligned and unaligned 16-byte loads and stores through
+ *   RDI, page-crossing ones too, byte compares, adds, shuffles, and moves to and from general
+ *   registers, which carry the XMM results into the checksum).
  * The code crosses page boundaries wherever it happens to. Prints the checksum of the data the
  * program wrote and of the registers it returned, and the number of records.
  * Linked with guest/lib/user_wx.ld: its text segment is writable. */
@@ -82,8 +84,49 @@ static void alu(void) {
 /* [rdi + disp32] with disp inside the first 4 KiB of data (8-byte aligned). */
 static void mem_rdi(uint8_t r) { b((uint8_t)(0x80 | (r & 7) << 3 | 7)), d32(8 * below(512)); }
 
+/* SSE2 integer code on XMM0-7 (what --stepper emulate runs with the vCPU's XMM
+ * registers): 66 [REX] 0F op modrm. */
+static void sse(uint8_t op, uint8_t r, uint8_t rm, int rex_w) {
+  b(0x66);
+  if (rex_w || r >= 8 || rm >= 8) b((uint8_t)(0x40 | (rex_w ? 8 : 0) | (r >> 3) << 2 | (rm >> 3)));
+  b(0x0F), b(op), modrm_rr(r, rm);
+}
+static void sse_snippet(void) {
+  const uint8_t x = (uint8_t)below(8), y = (uint8_t)below(8), r = reg();
+  static const uint8_t ops[] = {0x74, 0xFC, 0xEF, 0xDA, 0xD4, 0x60, 0xEB}; /* pcmpeqb paddb pxor
+                                                   pminub paddq punpcklbw por */
+  switch (below(8)) {
+    case 0: /* movdqu xmm, [rdi + any byte of the first page] (page-crossing near its end) */
+      b(0xF3), b(0x0F), b(0x6F), b((uint8_t)(0x87 | x << 3)), d32(below(4096));
+      break;
+    case 1: /* movdqa xmm, [rdi + 16k] */
+      b(0x66), b(0x0F), b(0x6F), b((uint8_t)(0x87 | x << 3)), d32(16 * below(256));
+      break;
+    case 2: sse(ops[below(sizeof ops)], x, y, 0); break;
+    case 3: /* pshufd xmm, xmm, imm8 (SSE2 only: the nested KVM host's qemu64 has no SSSE3) */
+      b(0x66), b(0x0F), b(0x70), modrm_rr(x, y), b((uint8_t)next());
+      break;
+    case 4: /* op xmm, [rdi + 16k] (legacy SSE: aligned) */
+      b(0x66), b(0x0F), b(ops[below(sizeof ops)]), b((uint8_t)(0x87 | x << 3)),
+          d32(16 * below(256));
+      break;
+    case 5: /* movdqu [rdi + any byte], xmm */
+      b(0xF3), b(0x0F), b(0x7F), b((uint8_t)(0x87 | x << 3)), d32(below(4096));
+      break;
+    case 6: /* pmovmskb r32, xmm; movq r', xmm; then an ALU that mixes them */
+      sse(0xD7, r, x, 0);
+      sse(0x7E, y, reg(), 1);
+      alu();
+      break;
+    case 7: /* movq xmm, r */
+      sse(0x6E, x, r, 1);
+      break;
+  }
+}
+
 static void snippet(int *demand_page) {
-  switch (below(16)) {
+  switch (below(17)) {
+    case 16: sse_snippet(); break;
     case 0: case 1: case 2: {  /* straight register code */
       const uint32_t n = 1 + below(8);
       for (uint32_t i = 0; i < n; ++i) alu();

@@ -475,5 +475,104 @@ TEST_F(UserCodeEmulatorTest, ARefusedAccessHandsBackTheFlagsOfTheInstructionsBef
   EXPECT_EQ(regs_.rflags, 0x202u | 0x55u) << std::hex << regs_.rflags;
 }
 
+// The vCPU's XMM registers as the emulator sees them (KVM's XSAVE area in pmuvm): what it read
+// and what it wrote back.
+struct FakeXmm : XmmRegisters {
+  File read() override {
+    ++reads;
+    return file;
+  }
+  void write(const File& xmm) override {
+    ++writes;
+    file = xmm;
+  }
+  File file{};
+  int reads = 0, writes = 0;
+};
+
+// SSE that computes in XMM registers and memory without floating-point exceptions runs in the
+// emulator on the vCPU's XMM registers, read once, written back changed.
+TEST_F(UserCodeEmulatorTest, SseIntegerCodeRunsOnTheVcpusXmmRegisters) {
+  // movdqa xmm0, [rdi]; pcmpeqb xmm0, xmm1; pmovmskb eax, xmm0; movdqu [rdi + 0x20], xmm1;
+  // jmp over an int3; syscall
+  code({0x66, 0x0f, 0x6f, 0x07, 0x66, 0x0f, 0x74, 0xc1, 0x66, 0x0f, 0xd7,
+        0xc0, 0xf3, 0x0f, 0x7f, 0x4f, 0x20, 0xeb, 0x01, 0xcc, 0x0f, 0x05});
+  std::array<uint8_t, 16> data{};
+  for (size_t i = 0; i < 16; ++i) data[i] = static_cast<uint8_t>(i);
+  ASSERT_TRUE(ram_.write(frame(kData) + 0x100, std::as_bytes(std::span(data))));
+  FakeXmm xmm;
+  xmm.file[1] = data;
+  xmm.file[1][3] = 0xEE, xmm.file[1][9] = 0xEE;  // bytes 3 and 9 differ
+  regs_.rdi = kData + 0x100;
+  const EmulationRun r = emulator_.run(regs_, kPml4, true, UINT64_MAX, 0, &xmm);
+  EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly);
+  EXPECT_EQ(r.kvm_only, KvmOnly::kKernelEntry);
+  EXPECT_EQ(r.retired, 5u);
+  EXPECT_EQ(regs_.rax, 0xFFFFu & ~((1u << 3) | (1u << 9)));
+  EXPECT_EQ(xmm.reads, 1);
+  EXPECT_EQ(xmm.writes, 1);
+  EXPECT_EQ(xmm.file[0][0], 0xFF);
+  EXPECT_EQ(xmm.file[0][3], 0x00);
+  std::array<uint8_t, 16> stored{};
+  ASSERT_TRUE(ram_.read(frame(kData) + 0x120, std::as_writable_bytes(std::span(stored))));
+  EXPECT_EQ(stored, xmm.file[1]);
+  // Code that leaves them as they were writes nothing back.
+  code({0x66, 0x0f, 0x6f, 0x07, 0x66, 0x0f, 0x7f, 0x07, 0xeb, 0x01, 0xcc, 0x0f, 0x05});
+  xmm.file[0] = data;  // movdqa xmm0, [rdi] loads what xmm0 holds; movdqa [rdi], xmm0
+  const EmulationRun same = emulator_.run(regs_, kPml4, true, UINT64_MAX, 0, &xmm);
+  EXPECT_EQ(same.retired, 3u);
+  EXPECT_EQ(xmm.reads, 2);
+  EXPECT_EQ(xmm.writes, 1);
+}
+
+// What the emulator cannot run as a CPU does goes to KVM, the block holding it from its start:
+// a 16-byte access a CPU refuses (misaligned where it must be aligned: #GP) or that crosses a
+// page (Unicorn makes two accesses of it: the first is done when the second faults), one whose
+// address is not known at the block's start, SSE floating point (MXCSR's flags), and SSE where
+// the guest cannot run it now (no XMM registers given: CR0.TS, CR0.EM, no CR4.OSFXSR).
+TEST_F(UserCodeEmulatorTest, SseTheEmulatorCannotRunAsACpuGoesToKvm) {
+  struct Case {
+    const char* what;
+    std::vector<uint8_t> insn;
+    uint64_t rdi;
+    bool give_xmm;
+  };
+  const std::vector<Case> cases = {
+      {"misaligned movdqa", {0x66, 0x0f, 0x6f, 0x07}, kData + 0x108, true},
+      {"misaligned pcmpeqb", {0x66, 0x0f, 0x74, 0x07}, kData + 0x101, true},
+      {"movdqu across a page", {0xf3, 0x0f, 0x6f, 0x07}, kData + 0xFF8, true},
+      {"movdqu store across a page", {0xf3, 0x0f, 0x7f, 0x07}, kData + 0xFF1, true},
+      {"address written before", {0x48, 0x89, 0xc7, 0x66, 0x0f, 0x6f, 0x07}, kData + 0x100, true},
+      {"addps", {0x0f, 0x58, 0xc1}, kData, true},
+      {"ldmxcsr", {0x0f, 0xae, 0x17}, kData, true},
+      {"paddb on MMX registers", {0x0f, 0xfc, 0xc1}, kData, true},
+      {"no XMM registers", {0x66, 0x0f, 0xef, 0xc0}, kData, false},
+  };
+  for (const Case& c : cases) {
+    // inc rax; jmp over an int3 (its own block), then the case's block
+    std::vector<uint8_t> bytes = {0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc};
+    bytes.insert(bytes.end(), c.insn.begin(), c.insn.end());
+    bytes.insert(bytes.end(), {0xeb, 0x01, 0xcc, 0x0f, 0x05});
+    emulator_.flush();
+    code(bytes);
+    regs_.rdi = c.rdi;
+    regs_.rax = kData + 0x100;
+    FakeXmm xmm;
+    const EmulationRun r =
+        emulator_.run(regs_, kPml4, true, UINT64_MAX, 0, c.give_xmm ? &xmm : nullptr);
+    EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly) << c.what;
+    EXPECT_EQ(r.kvm_only, KvmOnly::kNotComputing) << c.what;
+    EXPECT_EQ(r.retired, 2u) << c.what;
+    EXPECT_EQ(regs_.rip, kCode + 6) << c.what;
+    EXPECT_EQ(xmm.writes, 0) << c.what;
+  }
+  // The same movdqu within its page runs.
+  emulator_.flush();
+  code({0xf3, 0x0f, 0x6f, 0x07, 0xeb, 0x01, 0xcc, 0x0f, 0x05});
+  regs_.rdi = kData + 0xFF0;
+  FakeXmm xmm;
+  EXPECT_EQ(emulator_.run(regs_, kPml4, true, UINT64_MAX, 0, &xmm).retired, 2u);
+}
+
 }  // namespace
 }  // namespace vmm

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "vmm/vmm_error.h"
@@ -14,6 +15,14 @@ constexpr uint64_t kAlignmentCheck = 1u << 18;  // RFLAGS.AC, and CR0.AM at the 
 constexpr uint64_t kCr4ProtectionKeys = 1u << 22;
 constexpr uint64_t kEferNoExecute = 1u << 11;
 constexpr uint64_t kDr7Enables = 0xFF;  // L0-3, G0-3
+
+constexpr uint64_t kCr0Emulation = 1u << 2, kCr0TaskSwitched = 1u << 3;
+constexpr uint64_t kCr4FxsrEnabled = 1u << 9;
+
+// Where the guest can run SSE now: CR4.OSFXSR set, CR0.EM and TS clear (else #UD or #NM).
+bool sse_usable(const kvm_sregs& s) {
+  return (s.cr4 & kCr4FxsrEnabled) && !(s.cr0 & (kCr0Emulation | kCr0TaskSwitched));
+}
 
 // An emulated slice is at most this long: held interrupts wait no longer than the stepper's
 // window allows (kInterruptWindowNs; the window is looked at after each slice).
@@ -29,11 +38,31 @@ constexpr std::array<const char*, EmulatingBackend::kReasonCount> kReasonNames =
 
 }  // namespace
 
+// The vCPU's XMM registers in KVM's XSAVE area (the legacy region's XMM0-15 at byte 160). Read
+// only when emulated code uses them; written back only when it changed them.
+XmmRegisters::File EmulatingBackend::KvmXmm::read() {
+  vcpu.get_xsave(state);
+  XmmRegisters::File xmm{};
+  const auto* bytes = reinterpret_cast<const uint8_t*>(state.region);
+  // XSTATE_BV's SSE bit clear: the registers are in their initial state, zero.
+  if (*reinterpret_cast<const uint64_t*>(bytes + kXstateBv) & kXstateSse)
+    std::memcpy(xmm.data(), bytes + kXmm0, sizeof(xmm));
+  return xmm;
+}
+
+void EmulatingBackend::KvmXmm::write(const XmmRegisters::File& xmm) {
+  auto* bytes = reinterpret_cast<uint8_t*>(state.region);
+  std::memcpy(bytes + kXmm0, xmm.data(), sizeof(xmm));
+  *reinterpret_cast<uint64_t*>(bytes + kXstateBv) |= kXstateSse;
+  vcpu.set_xsave(state);
+}
+
 EmulatingBackend::EmulatingBackend(CountedVcpu& vcpu, GuestRam& ram,
                                    const pmu::cache::Geometry& cache, bool multiple_vcpus)
     : OverKvmStepping(vcpu, ram, cache, /*block_steps=*/true, /*trap_flag_steps=*/!multiple_vcpus),
       vcpu_(vcpu),
-      emulator_(ram, multiple_vcpus) {}
+      emulator_(ram, multiple_vcpus),
+      xmm_{vcpu.kvm()} {}
 
 void EmulatingBackend::before_run() {
   emulate();
@@ -90,7 +119,8 @@ void EmulatingBackend::emulate() {
   const UserCodeEmulator::Limit limit{.instructions = most(allowance.instructions),
                                       .branches = most(allowance.branches),
                                       .conditional_branches = most(allowance.conditional_branches)};
-  const EmulationRun run = emulator_.run(g, s.cr3, (s.efer & kEferNoExecute) != 0, limit, kSliceUs);
+  const EmulationRun run = emulator_.run(g, s.cr3, (s.efer & kEferNoExecute) != 0, limit, kSliceUs,
+                                         sse_usable(s) ? &xmm_ : nullptr);
   if (!run.position_known)
     // The emulator could not name where it stopped (Unicorn failed otherwise than by a guest
     // fault: the host refused it memory for a window). Never seen; the run cannot go on
@@ -145,6 +175,12 @@ void EmulatingBackend::print_stats(std::FILE* out, const ExitTally& exits) const
   for (size_t i = 0; i < kReasonCount; ++i)
     std::fprintf(out, ", %s %llu", kReasonNames[i], u(stats_.ends[i]));
   std::fprintf(out, "\n");
+  const UserCodeEmulator::Work& w = emulator_.work();
+  std::fprintf(out,
+               "pmuvm: vcpu%u: emulator work: runs %llu, pages checked %llu, dropped %llu, "
+               "mapped %llu, blocks decoded %llu, checking %.3f s, running %.3f s\n",
+               vcpu_.index(), u(w.runs), u(w.pages_checked), u(w.pages_dropped), u(w.pages_mapped),
+               u(w.blocks_decoded), w.checking_ns / 1e9, w.running_ns / 1e9);
 }
 
 }  // namespace vmm

@@ -55,8 +55,19 @@ class EmulatingBackend : public OverKvmStepping {
   // Why the emulator may not start here (kReasonCount: it may).
   Reason refused_start(const kvm_regs& r, const kvm_sregs& s) const;
 
+  struct KvmXmm : XmmRegisters {
+    explicit KvmXmm(KvmVcpu& v) : vcpu(v) {}
+    File read() override;
+    void write(const File& xmm) override;
+    static constexpr size_t kXmm0 = 160, kXstateBv = 512;
+    static constexpr uint64_t kXstateSse = 1u << 1;
+    KvmVcpu& vcpu;
+    kvm_xsave state{};  // as read last (written back with the new XMM registers)
+  };
+
   CountedVcpu& vcpu_;
   UserCodeEmulator emulator_;
+  KvmXmm xmm_;
   bool emulated_ = false;  // since the last exit was handled
   struct Stats {
     uint64_t slices = 0;                        // emulator runs that retired something

@@ -81,10 +81,13 @@ bool far_transfer_through_a_register(uint8_t modrm) {
 
 }  // namespace
 
-UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus)
-    : lib_(UnicornLibrary::get()), ram_(ram), multiple_vcpus_(multiple_vcpus) {
+UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus, SimdSupport simd)
+    : lib_(UnicornLibrary::get()), ram_(ram), multiple_vcpus_(multiple_vcpus), simd_(simd) {
   if (ram.fd() < 0) throw VmmError("emulator: guest RAM is not shareable (GuestRam::Backing)");
   check(lib_, lib_.open(UC_ARCH_X86, UC_MODE_64, &uc_), "uc_open");
+  // A CPU with SSSE3, SSE4.1 and SSE4.2 (Unicorn's default, qemu64, has SSE3 at most: its
+  // translator raises #UD for the others). Before anything else uses the CPU.
+  check(lib_, lib_.ctl(uc_, UC_CTL_WRITE(UC_CTL_CPU_MODEL, 1), UC_CPU_X86_NEHALEM), "CPU model");
   // Exits (find_exits) instead of uc_emu_start's `until`.
   check(lib_, lib_.ctl(uc_, UC_CTL_WRITE(UC_CTL_UC_USE_EXITS, 1), 1), "exits");
   // Paging on, through the shadow tables: every access is checked against them, and one they
@@ -254,6 +257,8 @@ void UserCodeEmulator::revalidate() {
   for (const auto& [page, m] : mapped_)
     if (!still_valid(page, m)) stale.push_back(page);
   for (const uint64_t page : stale) unmap(page);
+  work_.pages_checked += mapped_.size() + stale.size();
+  work_.pages_dropped += stale.size();
 }
 
 void UserCodeEmulator::keep_code_copy(uint64_t page, const std::byte* host) {
@@ -266,21 +271,36 @@ const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint
   const auto key = std::make_pair(address, size);
   if (auto it = blocks_.find(key); it != blocks_.end()) return it->second;
   Block b;
+  ++work_.blocks_decoded;
   std::vector<uint8_t> bytes(size);
   // The block was just fetched from mapped pages.
   lib_.mem_read(uc_, address, bytes.data(), size);
   GuestRegisters at;  // decoding for classes and lengths: addresses are not needed
+  // Through the block: general registers written (other than by a constant) and what was added
+  // to each (Block::checks).
+  uint16_t written = 0;
+  std::array<int64_t, 16> adjustment{};
   for (uint64_t offset = 0; offset < size;) {
     at.rip = address + offset;
     const std::optional<DecodedInstruction> d = decoder_.decode(
         std::span<const uint8_t>(bytes).subspan(offset, std::min<size_t>(15, size - offset)), at);
     b.starts.push_back(address + offset);
-    const KvmOnly why = d ? kvm_only(*d, multiple_vcpus_) : KvmOnly::kNotComputing;
+    KvmOnly why = d ? kvm_only(*d, multiple_vcpus_, simd_) : KvmOnly::kNotComputing;
+    if (why == KvmOnly::kNo && d->simd_computation) {
+      b.simd = true;
+      const bool wide = (d->load_count > 0 && d->loads[0].size == 16) ||
+                        (d->store_count > 0 && d->stores[0].size == 16);
+      if (wide && (d->gprs_addressing & written)) why = KvmOnly::kNotComputing;  // not known
+      if (wide && why == KvmOnly::kNo)
+        b.checks.push_back({static_cast<uint32_t>(offset), adjustment});
+    }
     if (why != KvmOnly::kNo && b.kvm_only_at < 0) {
       b.kvm_only_at = static_cast<int>(b.starts.size() - 1);
       b.why = why;
     }
     if (!d) break;
+    written |= d->gprs_written;
+    if (d->adjusted_gpr >= 0) adjustment[static_cast<size_t>(d->adjusted_gpr)] += d->adjustment;
     offset += d->length;
     if (offset >= size) {
       b.ends_in_branch = d->branch != pmu::BranchKind::kNone;
@@ -293,7 +313,46 @@ const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint
       if (d->adjusted_gpr == 4) b.branch_rsp_adjustment = d->adjustment;  // RET's pop, CALL's push
     }
   }
+  if (!b.checks.empty()) b.bytes = std::move(bytes);
   return blocks_.emplace(key, std::move(b)).first->second;
+}
+
+bool UserCodeEmulator::accesses_fit(const Block& b, uint64_t address) {
+  GuestRegisters start;
+  for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(start.*r.field));
+  for (const Block::AccessCheck& c : b.checks) {
+    GuestRegisters at = start;
+    for (int n = 0; n < 16; ++n)
+      general_register(at, n) += static_cast<uint64_t>(c.adjustment[static_cast<size_t>(n)]);
+    at.rip = address + c.offset;
+    const std::optional<DecodedInstruction> d =
+        decoder_.decode(std::span<const uint8_t>(b.bytes).subspan(
+                            c.offset, std::min<size_t>(15, b.bytes.size() - c.offset)),
+                        at);
+    if (!d) return false;
+    auto fits = [&](const MemoryAccess& a) {
+      if (a.size != 16) return true;
+      if (d->simd_aligned) return (a.address & 15) == 0;
+      return (a.address & (kPage - 1)) <= kPage - 16;
+    };
+    for (uint8_t i = 0; i < d->load_count; ++i)
+      if (!fits(d->loads[i])) return false;
+    for (uint8_t i = 0; i < d->store_count; ++i)
+      if (!fits(d->stores[i])) return false;
+  }
+  return true;
+}
+
+XmmRegisters::File UserCodeEmulator::read_xmm() const {
+  XmmRegisters::File xmm{};
+  for (int i = 0; i < 16; ++i)
+    lib_.reg_read(uc_, UC_X86_REG_XMM0 + i, xmm[static_cast<size_t>(i)].data());
+  return xmm;
+}
+
+void UserCodeEmulator::write_xmm(const XmmRegisters::File& xmm) {
+  for (int i = 0; i < 16; ++i)
+    lib_.reg_write(uc_, UC_X86_REG_XMM0 + i, xmm[static_cast<size_t>(i)].data());
 }
 
 void UserCodeEmulator::block_entered(uint64_t address, uint32_t size) {
@@ -310,6 +369,17 @@ void UserCodeEmulator::block_entered(uint64_t address, uint32_t size) {
     stop_ = b.kvm_only_at >= 0 ? b.why : KvmOnly::kCount;
     lib_.emu_stop(uc_);
     return;
+  }
+  // SIMD: where the guest can run it now, its wide accesses are what a CPU does, and with the
+  // vCPU's XMM registers (read once a run).
+  if (b.simd && (xmm_ == nullptr || !accesses_fit(b, address))) {
+    stop_ = KvmOnly::kNotComputing;
+    lib_.emu_stop(uc_);
+    return;
+  }
+  if (b.simd && !xmm_loaded_) {
+    xmm_loaded_ = xmm_->read();
+    write_xmm(*xmm_loaded_);
   }
   // The time slice: the clock is read every kBlocksPerClockRead blocks (Unicorn's own timeout
   // starts a thread per run).
@@ -436,6 +506,7 @@ void UserCodeEmulator::exception(uint32_t vector) {
     // tables allow it, and the instruction runs again.
     const bool mapped = mapped_.contains(page);
     if (map_page(page, /*write=*/mapped && !fetch, fetch)) {
+      ++work_.pages_mapped;
       restart_ = true;
       tlb_stale_ = true;  // Unicorn may keep the page's entry as it was
       return;
@@ -479,7 +550,10 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
     // A page gained what the faulting instruction needs: it runs again, from a clean CPU.
     GuestRegisters now;
     for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(now.*r.field));
+    const std::optional<XmmRegisters::File> xmm =
+        xmm_loaded_ ? std::optional(read_xmm()) : std::nullopt;
     load_registers(now);
+    if (xmm) write_xmm(*xmm);
   }
   EmulationRun out;
   if (faulted_) {
@@ -526,12 +600,18 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
 }
 
 EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe, const Limit& limit,
-                                   uint64_t timeout_us) {
+                                   uint64_t timeout_us, XmmRegisters* xmm) {
   cr3_ = cr3;
   nxe_ = nxe;
+  xmm_ = xmm;
+  xmm_loaded_.reset();
+  ++work_.runs;
+  const uint64_t start_ns = steady_now_ns();
   // Whatever ran since the last run (the kernel, KVM, other vCPUs, devices) may have changed
   // the tables, their A/D flags or code: the emulator's TLB keeps only what still holds.
   revalidate();
+  const uint64_t checked_ns = steady_now_ns();
+  work_.checking_ns += checked_ns - start_ns;
   limit_ = limit;
   deadline_ns_ = timeout_us ? steady_now_ns() + timeout_us * 1000 : 0;
   blocks_to_clock_ = kBlocksPerClockRead;
@@ -539,6 +619,7 @@ EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe,
   load_registers(regs);
   data_fetched_.reset();
   EmulationRun out = one_run(regs.rip);
+  work_.running_ns += steady_now_ns() - checked_ns;
   if (data_fetched_ && mapped_.contains(*data_fetched_)) unmap(*data_fetched_);
   out.retired = retired_;
   out.branches = branches_;
@@ -547,6 +628,8 @@ EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe,
   for (const auto& [page, m] : mapped_)
     if (m.prot & UC_PROT_WRITE) ram_.note_written(m.frame, kPage);
   for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(regs.*r.field));
+  if (xmm_loaded_)
+    if (const XmmRegisters::File now = read_xmm(); now != *xmm_loaded_) xmm_->write(now);
   return out;
 }
 

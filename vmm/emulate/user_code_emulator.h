@@ -77,10 +77,22 @@ struct EmulationRun {
   bool position_known = true;
 };
 
+// The XMM registers of the vCPU the emulator runs, wherever they live (KVM's XSAVE area): read
+// at a run's first SIMD block, written back when the run changed them.
+class XmmRegisters {
+ public:
+  using File = std::array<std::array<uint8_t, 16>, 16>;  // XMM0-15, little-endian
+  virtual ~XmmRegisters() = default;
+  virtual File read() = 0;
+  virtual void write(const File& xmm) = 0;
+};
+
 class UserCodeEmulator {
  public:
   // Throws VmmError when Unicorn cannot be loaded or opened.
-  explicit UserCodeEmulator(GuestRam& ram, bool multiple_vcpus = false);
+  // `simd`: the SSE extensions of the CPU KVM runs the guest on (emulation_policy.h).
+  explicit UserCodeEmulator(GuestRam& ram, bool multiple_vcpus = false,
+                            SimdSupport simd = SimdSupport::of_this_cpu());
   ~UserCodeEmulator();
   UserCodeEmulator(const UserCodeEmulator&) = delete;
   UserCodeEmulator& operator=(const UserCodeEmulator&) = delete;
@@ -96,18 +108,32 @@ class UserCodeEmulator {
   // Runs the user code at regs.rip in the address space `cr3` (EFER.NXE: `nxe`) until the next
   // block would pass `limit`, the next instruction is KVM's, or `timeout_us` passed (0: no
   // timeout; checked between blocks). `regs` (general registers, RIP, RFLAGS, FS/GS base) are
-  // updated to the state after the last retired instruction.
+  // updated to the state after the last retired instruction; `xmm` is read and written where
+  // SIMD instructions ran (nullptr: the guest cannot run them now, CR0.TS/EM or no CR4.OSFXSR:
+  // they are KVM's).
   EmulationRun run(GuestRegisters& regs, uint64_t cr3, bool nxe, const Limit& limit,
-                   uint64_t timeout_us = 0);
+                   uint64_t timeout_us = 0, XmmRegisters* xmm = nullptr);
   EmulationRun run(GuestRegisters& regs, uint64_t cr3, bool nxe, uint64_t instructions,
-                   uint64_t timeout_us = 0) {
-    return run(regs, cr3, nxe, Limit{.instructions = instructions}, timeout_us);
+                   uint64_t timeout_us = 0, XmmRegisters* xmm = nullptr) {
+    return run(regs, cr3, nxe, Limit{.instructions = instructions}, timeout_us, xmm);
   }
 
   // Forgets every mapped page and translated block.
   void flush();
 
   size_t mapped_pages() const { return mapped_.size(); }
+
+  // What the runs cost, for --stats: where a slow workload spends the emulator's time.
+  struct Work {
+    uint64_t runs = 0;
+    uint64_t pages_checked = 0;  // mappings revalidated at the runs' starts
+    uint64_t pages_dropped = 0;  // of them, no longer valid (or code whose bytes changed)
+    uint64_t pages_mapped = 0;   // page faults the emulator resolved by mapping
+    uint64_t blocks_decoded = 0;
+    uint64_t checking_ns = 0;  // revalidating
+    uint64_t running_ns = 0;   // in Unicorn (translating, running, the hooks)
+  };
+  const Work& work() const { return work_; }
 
  private:
   struct Block {
@@ -121,6 +147,18 @@ class UserCodeEmulator {
     int64_t branch_rsp_adjustment = 0;
     int kvm_only_at = -1;  // index of the first instruction KVM must run
     KvmOnly why = KvmOnly::kNo;
+    bool simd = false;  // it has SIMD instructions (the run needs the XMM registers)
+    // SIMD instructions with a 16-byte memory operand: Unicorn 2.0.1 checks no alignment and
+    // does such an access as two 8-byte ones (a fault on the second leaves the first done). Their
+    // addresses follow from the registers at the block's start (no instruction before them in
+    // the block writes an address register otherwise than by a constant): the block runs only
+    // where each is aligned if it must be, and within one page.
+    struct AccessCheck {
+      uint32_t offset = 0;                   // of the instruction in `bytes`
+      std::array<int64_t, 16> adjustment{};  // what the block added to each GPR before it
+    };
+    std::vector<AccessCheck> checks;
+    std::vector<uint8_t> bytes;  // the block's code (where it has checks)
   };
 
   static void on_block(uc_engine* uc, uint64_t address, uint32_t size, void* self);
@@ -130,6 +168,11 @@ class UserCodeEmulator {
 
   const Block& block_at(uint64_t address, uint32_t size);
   void block_entered(uint64_t address, uint32_t size);
+  // Block::checks hold at the block's start (Unicorn's registers now).
+  bool accesses_fit(const Block& b, uint64_t address);
+  // Unicorn's XMM registers.
+  XmmRegisters::File read_xmm() const;
+  void write_xmm(const XmmRegisters::File& xmm);
   // One run from `pc` (uc_emu_start, again after each fault that mapped more) and what ended it.
   EmulationRun one_run(uint64_t pc);
   // The CPU context of the constructor with `regs` in it (and the TLB flushed if it must be).
@@ -170,6 +213,7 @@ class UserCodeEmulator {
   const UnicornLibrary& lib_;
   GuestRam& ram_;
   const bool multiple_vcpus_;
+  const SimdSupport simd_;
   uc_engine* uc_ = nullptr;
   uc_context* clean_ = nullptr;  // the CPU as the constructor set it up
   ShadowPageTables shadow_;
@@ -207,6 +251,9 @@ class UserCodeEmulator {
   bool restart_ = false;                  // ... or mapped more: the run goes on from RIP
   bool exit_reached_ = false;             // ... or the run reached an exit (find_exits)
   std::optional<uint64_t> data_fetched_;  // a page mapped for data this run fetched from
+  XmmRegisters* xmm_ = nullptr;
+  std::optional<XmmRegisters::File> xmm_loaded_;  // as read from xmm_ (into Unicorn) this run
+  Work work_;
 };
 
 }  // namespace vmm

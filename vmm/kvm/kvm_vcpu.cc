@@ -223,6 +223,14 @@ bool KvmVcpu::event_in_flight() const {
          e.interrupt.shadow != 0;
 }
 
+void KvmVcpu::get_xsave(kvm_xsave& out) const {
+  if (ioctl(fd_, KVM_GET_XSAVE, &out) < 0) throw_errno("KVM_GET_XSAVE");
+}
+
+void KvmVcpu::set_xsave(const kvm_xsave& state) {
+  if (ioctl(fd_, KVM_SET_XSAVE, &state) < 0) throw_errno("KVM_SET_XSAVE");
+}
+
 void KvmVcpu::set_cr2(uint64_t value) {
   kvm_sregs s = sregs();  // fresh, not the exit copy: SET_SREGS writes every field back
   s.cr2 = value;

@@ -83,6 +83,10 @@ class KvmVcpu {
   // the vCPU is in an interrupt shadow (STI, MOV SS): the next instruction is not simply the
   // one at RIP (KVM_GET_VCPU_EVENTS).
   bool event_in_flight() const;
+  // The FPU/SSE/AVX state in the XSAVE layout (KVM_GET/SET_XSAVE): what the user code emulator
+  // reads and writes the XMM registers through.
+  void get_xsave(kvm_xsave& out) const;
+  void set_xsave(const kvm_xsave& state);
 
   // Snapshot / migration (kvm_state.h, kvm_vcpu_state.cc). Only while the vCPU is parked: after
   // its last exit it went through one more KVM_RUN with immediate_exit set, so an I/O or MSR

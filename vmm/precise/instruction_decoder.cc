@@ -374,6 +374,77 @@ bool memory_computation(const ZydisDecodedInstruction& insn, const ZydisDecodedO
   return memory;
 }
 
+// DecodedInstruction::simd_computation's extensions (isa sets that mix in MMX or x87 state,
+// MXCSR's LDMXCSR/STMXCSR, and everything VEX/EVEX-encoded are not among them).
+SimdIsa simd_isa(ZydisISASet set) {
+  switch (set) {
+    case ZYDIS_ISA_SET_SSE: return SimdIsa::kSse;
+    case ZYDIS_ISA_SET_SSE2: return SimdIsa::kSse2;
+    case ZYDIS_ISA_SET_SSE3: return SimdIsa::kSse3;
+    case ZYDIS_ISA_SET_SSSE3: return SimdIsa::kSsse3;
+    case ZYDIS_ISA_SET_SSE4: return SimdIsa::kSse41;
+    case ZYDIS_ISA_SET_SSE42: return SimdIsa::kSse42;
+    default: return SimdIsa::kNone;
+  }
+}
+
+// The exception types without SIMD floating-point exceptions (SDM vol. 2 §2.4: 1 aligned
+// moves, 4 full-width integer and logical operations, 5 narrower ones, 7 without memory).
+bool no_floating_point_exception(ZydisExceptionClass c) {
+  return c == ZYDIS_EXCEPTION_CLASS_SSE1 || c == ZYDIS_EXCEPTION_CLASS_SSE4 ||
+         c == ZYDIS_EXCEPTION_CLASS_SSE5 || c == ZYDIS_EXCEPTION_CLASS_SSE7;
+}
+
+// Types 1 and 4 want a 16-byte operand 16-byte aligned in their legacy SSE form, except these
+// (their own pages in the SDM say so).
+bool unaligned_allowed(ZydisMnemonic m) {
+  switch (m) {
+    case ZYDIS_MNEMONIC_MOVUPS:
+    case ZYDIS_MNEMONIC_MOVUPD:
+    case ZYDIS_MNEMONIC_MOVDQU:
+    case ZYDIS_MNEMONIC_LDDQU:
+    case ZYDIS_MNEMONIC_PCMPESTRI:
+    case ZYDIS_MNEMONIC_PCMPESTRM:
+    case ZYDIS_MNEMONIC_PCMPISTRI:
+    case ZYDIS_MNEMONIC_PCMPISTRM: return true;
+    default: return false;
+  }
+}
+
+// Fills DecodedInstruction's simd_* fields.
+void classify_simd(const ZydisDecodedInstruction& insn, const ZydisDecodedOperand* ops,
+                   DecodedInstruction& out) {
+  if (insn.encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY ||
+      (insn.attributes & ZYDIS_ATTRIB_HAS_LOCK) || insn.mnemonic == ZYDIS_MNEMONIC_MASKMOVDQU)
+    return;
+  const SimdIsa isa = simd_isa(insn.meta.isa_set);
+  if (isa == SimdIsa::kNone || !no_floating_point_exception(insn.meta.exception_class)) return;
+  bool xmm = false, aligned = false;
+  for (uint8_t i = 0; i < insn.operand_count; ++i) {
+    const ZydisDecodedOperand& op = ops[i];
+    switch (op.type) {
+      case ZYDIS_OPERAND_TYPE_IMMEDIATE: break;
+      case ZYDIS_OPERAND_TYPE_REGISTER:
+        if (ZydisRegisterGetClass(op.reg.value) == ZYDIS_REGCLASS_XMM) {
+          xmm = true;
+          break;
+        }
+        if (!general_or_flags(op.reg.value)) return;
+        break;
+      case ZYDIS_OPERAND_TYPE_MEMORY:
+        if (op.mem.type != ZYDIS_MEMOP_TYPE_MEM) return;
+        aligned = aligned || (op.size == 128 && !unaligned_allowed(insn.mnemonic) &&
+                              insn.meta.exception_class != ZYDIS_EXCEPTION_CLASS_SSE5);
+        break;
+      default: return;
+    }
+  }
+  if (!xmm) return;
+  out.simd_computation = true;
+  out.simd_isa = isa;
+  out.simd_aligned = aligned;
+}
+
 // General register n (RAX 0 ... R15 15) when `reg` is that 64-bit register, else -1.
 int8_t gpr64_index(ZydisRegister reg) {
   if (reg < ZYDIS_REGISTER_RAX || reg > ZYDIS_REGISTER_R15) return -1;
@@ -582,6 +653,7 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
   const bool vendor_dependent = vendor_dependent_branch(insn);
   out.trap_flag_safe = trap_flag_safe(insn, ops, out.flow);
   out.memory_computation = !out.trap_flag_safe && memory_computation(insn, ops);
+  classify_simd(insn, ops, out);
 
   out.stack_push_pop =
       (insn.mnemonic == ZYDIS_MNEMONIC_PUSH || insn.mnemonic == ZYDIS_MNEMONIC_POP) &&

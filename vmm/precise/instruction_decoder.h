@@ -81,6 +81,9 @@ struct ControlFlow {
   uint8_t vector = 0;
 };
 
+// The SSE extension a SIMD instruction belongs to (a CPU without it raises #UD).
+enum class SimdIsa : uint8_t { kNone, kSse, kSse2, kSse3, kSsse3, kSse41, kSse42 };
+
 struct DecodedInstruction {
   static constexpr int kMaxAccesses = 2;
 
@@ -131,6 +134,14 @@ struct DecodedInstruction {
   // It loads a segment register or an FS/GS base (MOV/POP to a segment register, LFS/LGS/LSS,
   // WRFSBASE/WRGSBASE): FS- and GS-relative addresses after it use another base.
   bool segment_written = false;
+  // A legacy-encoded SSE..SSE4.2 instruction that moves or computes in XMM and general registers
+  // and memory without a floating-point exception (the SDM's exception types 1, 4, 5 and 7, vol.
+  // 2 §2.4): it reads and writes no MXCSR flag, so whoever carries the XMM registers runs it
+  // exactly (the emulator, emulation_policy.h). `simd_isa`: the extension the CPU needs for it.
+  // `simd_aligned`: its 16-byte memory operand must be 16-byte aligned (#GP otherwise).
+  bool simd_computation = false;
+  SimdIsa simd_isa = SimdIsa::kNone;
+  bool simd_aligned = false;
   bool iret = false;    // IRET/IRETD/IRETQ
   bool sysret = false;  // SYSRET (64-bit when REX.W) / SYSEXIT: only ever returns to user mode
 
