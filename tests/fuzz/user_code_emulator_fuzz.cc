@@ -8,6 +8,8 @@
 // frame 0 and of frame 1, up to 512 each (page 0 at 0x400000, where the code starts, maps the
 // frame its flags byte picks).
 //
+// XMM registers are given to the run where RFLAGS' OF is set (SSE code then runs).
+//
 // Checked on every input (__builtin_trap otherwise): no more instructions retired than the
 // limit; guest RAM changes only in frames some page maps user-writable at every level, and in
 // the paging structures only by Accessed/Dirty flags being set; a known position after a fault
@@ -29,6 +31,21 @@ constexpr uint64_t kFrames = 0x100000, kPages = 8, kLinear = 0x400000;
 constexpr uint64_t kAccessedDirty = 0x60;
 
 bool is_table(uint64_t gpa) { return gpa >= kPml4 && gpa < kPt + 0x1000; }
+
+// The vCPU's XMM registers: SSE code runs on them (written back only where the run changed
+// them, and only after they were read).
+struct Xmm : vmm::XmmRegisters {
+  File read() override {
+    ++reads;
+    return file;
+  }
+  void write(const File& xmm) override {
+    FUZZ_CHECK(reads > 0 && xmm != file);
+    file = xmm;
+  }
+  File file{};
+  int reads = 0;
+};
 
 }  // namespace
 
@@ -62,8 +79,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<std::byte> before(ram.host_base(), ram.host_base() + ram.size());
 
+  Xmm xmm;
+  for (auto& x : xmm.file) x[0] = x[15] = static_cast<uint8_t>(regs.rax);
   vmm::UserCodeEmulator emulator(ram);
-  const vmm::EmulationRun r = emulator.run(regs, kPml4, nxe, limit, /*timeout_us=*/20000);
+  const vmm::EmulationRun r = emulator.run(regs, kPml4, nxe, limit, /*timeout_us=*/20000,
+                                           (regs.rflags & 0x800) ? &xmm : nullptr);
   FUZZ_CHECK(r.retired <= limit);
   FUZZ_CHECK(r.branches <= r.retired && r.conditional_branches <= r.branches);
   if (r.position_known)

@@ -181,6 +181,16 @@ void EmulatingBackend::print_stats(std::FILE* out, const ExitTally& exits) const
                "mapped %llu, blocks decoded %llu, checking %.3f s, running %.3f s\n",
                vcpu_.index(), u(w.runs), u(w.pages_checked), u(w.pages_dropped), u(w.pages_mapped),
                u(w.blocks_decoded), w.checking_ns / 1e9, w.running_ns / 1e9);
+  // What sent the runs back most often (where the emulator could run more).
+  std::vector<std::pair<uint64_t, ZydisMnemonic>> by;
+  for (const auto& [mnemonic, count] : w.kvm_only_by_mnemonic) by.emplace_back(count, mnemonic);
+  std::sort(by.rbegin(), by.rend());
+  std::fprintf(out, "pmuvm: vcpu%u: emulator stops: SIMD unusable %llu, SIMD accesses %llu",
+               vcpu_.index(), u(w.simd_unusable), u(w.simd_accesses_unfit));
+  for (size_t i = 0; i < by.size() && i < 12; ++i)
+    std::fprintf(out, ", %s %llu", InstructionDecoder::mnemonic_name(by[i].second).c_str(),
+                 u(by[i].first));
+  std::fprintf(out, "\n");
 }
 
 }  // namespace vmm

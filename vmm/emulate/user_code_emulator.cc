@@ -65,12 +65,16 @@ void check(const UnicornLibrary& lib, uc_err e, const char* what) {
 }
 
 // Unicorn 2.0.1 aborts the process translating FF /3 or FF /5 with a register operand (an
-// invalid far CALL/JMP; `ff ee` found by user_code_emulator_fuzz: tcg_gen_code's fatal
-// error), and it translates a block before anything sees it. Its translator stops before an
-// "exit" address, so every place such an instruction could start (the FF, and each run of
-// prefixes just before it) is one: should the code get there, the run ends before it and KVM
-// raises the #UD a CPU would. Elsewhere (the FF inside another instruction: an immediate -1
-// before a CALL is common) an exit is never reached as an instruction.
+// invalid far CALL/JMP; `ff ee` found by user_code_emulator_fuzz: tcg_gen_code's fatal error,
+// after the block is decoded). Its translator stops before an "exit" address, so every place
+// such an instruction could start (the FF, and each run of prefixes just before it) becomes
+// one when the translator fetches the ModRM byte after an FF (fetched): the block's
+// translation is abandoned and the run starts again, and should the code get to an exit, the
+// run ends before it and KVM raises the #UD a CPU would. Elsewhere (the FF inside another
+// instruction: an immediate -1 before a CALL is common) an exit is never reached as an
+// instruction. (Exits are found as the translator meets them, not by scanning each code page:
+// at the end of every run Unicorn invalidates the translated blocks at each exit, which cost
+// milliseconds per run with a busybox's ~13 per page.)
 bool is_prefix(uint8_t b) {
   return (b & 0xF0) == 0x40 || b == 0x66 || b == 0x67 || b == 0xF0 || b == 0xF2 || b == 0xF3 ||
          b == 0x2E || b == 0x36 || b == 0x3E || b == 0x26 || b == 0x64 || b == 0x65;
@@ -88,7 +92,7 @@ UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus, SimdSuppo
   // A CPU with SSSE3, SSE4.1 and SSE4.2 (Unicorn's default, qemu64, has SSE3 at most: its
   // translator raises #UD for the others). Before anything else uses the CPU.
   check(lib_, lib_.ctl(uc_, UC_CTL_WRITE(UC_CTL_CPU_MODEL, 1), UC_CPU_X86_NEHALEM), "CPU model");
-  // Exits (find_exits) instead of uc_emu_start's `until`.
+  // Exits (fetched) instead of uc_emu_start's `until`.
   check(lib_, lib_.ctl(uc_, UC_CTL_WRITE(UC_CTL_UC_USE_EXITS, 1), 1), "exits");
   // Paging on, through the shadow tables: every access is checked against them, and one they
   // refuse raises a precise #PF (on_interrupt). CR0: PE, MP, ET, NE, WP (read-only entries bind
@@ -120,6 +124,10 @@ UserCodeEmulator::UserCodeEmulator(GuestRam& ram, bool multiple_vcpus, SimdSuppo
   check(lib_,
         lib_.hook_add(uc_, &h, UC_HOOK_INTR, reinterpret_cast<void*>(on_interrupt), this, 1, 0),
         "interrupt hook");
+  check(
+      lib_,
+      lib_.hook_add(uc_, &h, UC_HOOK_MEM_FETCH_PROT, reinterpret_cast<void*>(on_fetch), this, 1, 0),
+      "fetch hook");
 }
 
 UserCodeEmulator::~UserCodeEmulator() {
@@ -136,7 +144,9 @@ std::byte* UserCodeEmulator::window(uint64_t page) {
   void* host =
       mmap(nullptr, kWindowBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (host == MAP_FAILED) return nullptr;
-  if (lib_.mem_map_ptr(uc_, base, kWindowBytes, UC_PROT_ALL, host) != UC_ERR_OK) {
+  // Not executable for Unicorn: each code byte its translator fetches goes through on_fetch (the
+  // shadow tables say what the guest may fetch).
+  if (lib_.mem_map_ptr(uc_, base, kWindowBytes, UC_PROT_READ | UC_PROT_WRITE, host) != UC_ERR_OK) {
     munmap(host, kWindowBytes);
     return nullptr;
   }
@@ -167,6 +177,7 @@ void UserCodeEmulator::unmap(uint64_t page) {
   // mapping (uc_ctl_remove_cache of a page it cannot fetch from removes nothing), and a page
   // mapped there later would run them.
   if (code_copies_.contains(page)) forget_code(page);
+  forget_exits(page);  // (a page fetched from before it was mapped as code may have some)
   mapped_.erase(page);
   shadow_.clear(page);  // (its alias stays: nothing reaches it)
   tlb_stale_ = true;
@@ -200,6 +211,10 @@ void UserCodeEmulator::forget_code(uint64_t page) {
     it = end > page ? blocks_.erase(it) : std::next(it);
   }
   code_copies_.erase(page);
+  forget_exits(page);
+}
+
+void UserCodeEmulator::forget_exits(uint64_t page) {
   if (auto e = exits_by_page_.find(page); e != exits_by_page_.end()) {
     for (const uint64_t a : e->second) exits_.erase(a);
     exits_by_page_.erase(e);
@@ -207,24 +222,43 @@ void UserCodeEmulator::forget_code(uint64_t page) {
   }
 }
 
-void UserCodeEmulator::find_exits(uint64_t page, const std::byte* host) {
-  // Every start of prefixes* FF /3|/5 with a register operand on the page; a prefix run or an
-  // FF that reaches the page's end is one too, whatever the next page holds (it may change, or
-  // be another process's, before a block runs into it).
-  const auto* b = reinterpret_cast<const uint8_t*>(host);
-  std::vector<uint64_t> found;
-  for (uint64_t a = 0; a < kPage; ++a) {
-    uint64_t i = a;
-    while (i < kPage && i - a < 14 && is_prefix(b[i])) ++i;
-    const bool dangerous =
-        i == kPage ||
-        (b[i] == 0xFF && (i + 1 == kPage || far_transfer_through_a_register(b[i + 1])));
-    if (dangerous) found.push_back(page + a);
+std::optional<uint8_t> UserCodeEmulator::code_byte(uint64_t address) const {
+  const auto it = aliased_.find(address & ~(kPage - 1));
+  if (it == aliased_.end()) return std::nullopt;
+  const std::byte* host = ram_.host(it->second, kPage);
+  if (host == nullptr) return std::nullopt;
+  return static_cast<uint8_t>(host[address & (kPage - 1)]);
+}
+
+bool UserCodeEmulator::fetched(uint64_t address, int size) {
+  // The translator fetches a ModRM byte alone; one of FF /3|/5 with a register after an FF may
+  // be such an instruction's (or an immediate's and the next opcode: then its exits are never
+  // reached as instructions and this finds them known).
+  if (size != 1) return true;
+  const std::optional<uint8_t> modrm = code_byte(address), ff = code_byte(address - 1);
+  if (!modrm || !ff || *ff != 0xFF || !far_transfer_through_a_register(*modrm)) return true;
+  bool added = false;
+  uint64_t start = address - 1;
+  for (int prefixes = 0;; ++prefixes) {
+    if (exits_.insert(start).second) {
+      exits_by_page_[start & ~(kPage - 1)].push_back(start);
+      added = true;
+    }
+    const std::optional<uint8_t> before = code_byte(start - 1);
+    if (prefixes == 14 || !before || !is_prefix(*before)) break;
+    --start;
   }
-  if (found.empty()) return;
-  exits_.insert(found.begin(), found.end());
-  exits_by_page_[page] = std::move(found);
+  if (!added) return true;  // the instruction being decoded starts elsewhere
   set_exits();
+  // Abandons this block's translation (Unicorn's "fetch from non-executable memory" error);
+  // the run goes on from the block's start, which the CPU has not left.
+  restart_ = true;
+  return false;
+}
+
+bool UserCodeEmulator::on_fetch(uc_engine*, uc_mem_type, uint64_t address, int size, int64_t,
+                                void* self) {
+  return static_cast<UserCodeEmulator*>(self)->fetched(address, size);
 }
 
 void UserCodeEmulator::set_exits() {
@@ -264,7 +298,6 @@ void UserCodeEmulator::revalidate() {
 void UserCodeEmulator::keep_code_copy(uint64_t page, const std::byte* host) {
   // (A page is mapped as code with no blocks of its own: unmap() removed any.)
   code_copies_[page].assign(host, host + kPage);
-  find_exits(page, host);
 }
 
 const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint32_t size) {
@@ -297,6 +330,7 @@ const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint
     if (why != KvmOnly::kNo && b.kvm_only_at < 0) {
       b.kvm_only_at = static_cast<int>(b.starts.size() - 1);
       b.why = why;
+      b.kvm_only_mnemonic = d ? d->mnemonic : ZYDIS_MNEMONIC_INVALID;
     }
     if (!d) break;
     written |= d->gprs_written;
@@ -367,12 +401,14 @@ void UserCodeEmulator::block_entered(uint64_t address, uint32_t size) {
       (b.ends_in_conditional && conditional_branches_ >= limit_.conditional_branches);
   if (b.kvm_only_at >= 0 || passes_limit) {
     stop_ = b.kvm_only_at >= 0 ? b.why : KvmOnly::kCount;
+    if (b.kvm_only_at >= 0) ++work_.kvm_only_by_mnemonic[b.kvm_only_mnemonic];
     lib_.emu_stop(uc_);
     return;
   }
   // SIMD: where the guest can run it now, its wide accesses are what a CPU does, and with the
   // vCPU's XMM registers (read once a run).
   if (b.simd && (xmm_ == nullptr || !accesses_fit(b, address))) {
+    ++(xmm_ == nullptr ? work_.simd_unusable : work_.simd_accesses_unfit);
     stop_ = KvmOnly::kNotComputing;
     lib_.emu_stop(uc_);
     return;
@@ -442,7 +478,6 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   if (mapped_.size() >= kMaxMappedPages) unmap_data_pages();
   if (code_copies_.size() >= kMaxCodePages && (prot & UC_PROT_EXEC)) flush();
   if (!alias(page, frame)) return false;
-  // Its exits before Unicorn may translate from it (set_exits): before this hook returns.
   if (prot & UC_PROT_EXEC) keep_code_copy(page, host);
   mapped_.emplace(page, Mapping{prot, frame});
   return shadow_set(page, prot);
@@ -483,7 +518,7 @@ void UserCodeEmulator::exception(uint32_t vector) {
   if (exits_.contains(rip)) {
     // Unicorn stops at an exit with a block of no instructions, and QEMU then looks up the code
     // page of that block's "last byte", the one before RIP: a #PF there, when RIP starts a page,
-    // is no access of the guest's. The instruction at RIP is KVM's (find_exits).
+    // is no access of the guest's. The instruction at RIP is KVM's (fetched).
     lib_.emu_stop(uc_);
     exit_reached_ = true;
     return;

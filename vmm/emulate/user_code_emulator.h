@@ -27,8 +27,8 @@
 // (nor does an unmap drop them): the bytes of each code page are kept, and a page whose bytes
 // changed (written by KVM, another vCPU, a device) has its blocks removed, while still mapped,
 // before it runs again. Unicorn 2.0.1 aborts the process translating FF /3 or /5 with a
-// register operand: every place such an instruction could start is an exit of Unicorn's, where
-// its translator stops (find_exits).
+// register operand: every place such an instruction could start becomes an exit of Unicorn's,
+// where its translator stops, when its translator first fetches one (fetched).
 //
 // Counting. A block hook decodes each translated block with pmuvm's decoder: the instructions
 // retired are the blocks entered (all of their instructions) less what a fault left unexecuted
@@ -132,6 +132,12 @@ class UserCodeEmulator {
     uint64_t blocks_decoded = 0;
     uint64_t checking_ns = 0;  // revalidating
     uint64_t running_ns = 0;   // in Unicorn (translating, running, the hooks)
+    // Runs that stopped before an instruction KVM must run, by its mnemonic (INVALID: one the
+    // decoder refused), and before SIMD code the guest cannot run now or whose 16-byte accesses
+    // are not aligned, within a page or known (Block::checks).
+    std::map<ZydisMnemonic, uint64_t> kvm_only_by_mnemonic;
+    uint64_t simd_unusable = 0;
+    uint64_t simd_accesses_unfit = 0;
   };
   const Work& work() const { return work_; }
 
@@ -147,6 +153,7 @@ class UserCodeEmulator {
     int64_t branch_rsp_adjustment = 0;
     int kvm_only_at = -1;  // index of the first instruction KVM must run
     KvmOnly why = KvmOnly::kNo;
+    ZydisMnemonic kvm_only_mnemonic = ZYDIS_MNEMONIC_INVALID;  // its (--stats)
     bool simd = false;  // it has SIMD instructions (the run needs the XMM registers)
     // SIMD instructions with a 16-byte memory operand: Unicorn 2.0.1 checks no alignment and
     // does such an access as two 8-byte ones (a fault on the second leaves the first done). Their
@@ -205,10 +212,17 @@ class UserCodeEmulator {
   bool still_valid(uint64_t page, const Mapping& m);
   // `page` is mapped as code with the bytes at `host`.
   void keep_code_copy(uint64_t page, const std::byte* host);
-  // The exits of the code page at `host` (the header of the .cc: where Unicorn's translator
-  // must stop), and Unicorn told of all of them.
-  void find_exits(uint64_t page, const std::byte* host);
+  // A code byte Unicorn's translator fetched (on_fetch): where it may be decoding an instruction
+  // that would crash it, the places that instruction may start become exits (the header of the
+  // .cc) and the translation is abandoned (false).
+  bool fetched(uint64_t address, int size);
+  static bool on_fetch(uc_engine* uc, uc_mem_type type, uint64_t address, int size, int64_t value,
+                       void* self);
+  // The byte at `address` as Unicorn sees it (its window's alias), if any.
+  std::optional<uint8_t> code_byte(uint64_t address) const;
+  // Unicorn told of all exits.
   void set_exits();
+  void forget_exits(uint64_t page);
 
   const UnicornLibrary& lib_;
   GuestRam& ram_;
@@ -233,7 +247,7 @@ class UserCodeEmulator {
   // The bytes each page mapped as code had when mapped, by linear page: its translated blocks
   // are current while they are.
   std::unordered_map<uint64_t, std::vector<std::byte>> code_copies_;
-  std::unordered_map<uint64_t, std::vector<uint64_t>> exits_by_page_;  // of pages with a copy
+  std::unordered_map<uint64_t, std::vector<uint64_t>> exits_by_page_;  // by the exit's page
   std::set<uint64_t> exits_;                                           // all of them
 
   // The run under way.
@@ -249,7 +263,7 @@ class UserCodeEmulator {
   std::optional<KvmOnly> stop_;           // the run stopped before a block (kCount: at the limit)
   bool faulted_ = false;                  // an exception ended the run (exception())
   bool restart_ = false;                  // ... or mapped more: the run goes on from RIP
-  bool exit_reached_ = false;             // ... or the run reached an exit (find_exits)
+  bool exit_reached_ = false;             // ... or the run reached an exit (fetched)
   std::optional<uint64_t> data_fetched_;  // a page mapped for data this run fetched from
   XmmRegisters* xmm_ = nullptr;
   std::optional<XmmRegisters::File> xmm_loaded_;  // as read from xmm_ (into Unicorn) this run
