@@ -574,5 +574,53 @@ TEST_F(UserCodeEmulatorTest, SseTheEmulatorCannotRunAsACpuGoesToKvm) {
   EXPECT_EQ(emulator_.run(regs_, kPml4, true, UINT64_MAX, 0, &xmm).retired, 2u);
 }
 
+// DIV and IDIV run in the emulator; a division by zero ends the run before the DIV (KVM raises
+// the #DE), with the instructions before it retired.
+TEST_F(UserCodeEmulatorTest, DivisionRunsAndADivideErrorIsKvms) {
+  // mov ecx, 7; mov eax, 100; xor edx, edx; div ecx; xor ecx, ecx; div ecx; jmp; int3; syscall
+  code({0xb9, 0x07, 0x00, 0x00, 0x00, 0xb8, 0x64, 0x00, 0x00, 0x00, 0x31, 0xd2,
+        0xf7, 0xf1, 0x31, 0xc9, 0xf7, 0xf1, 0xeb, 0x01, 0xcc, 0x0f, 0x05});
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kFault);
+  EXPECT_EQ(r.retired, 5u);
+  EXPECT_EQ(regs_.rip, kCode + 16);
+  EXPECT_EQ(regs_.rax, 14u);
+  EXPECT_EQ(regs_.rdx, 2u);
+}
+
+// LOCK-prefixed read-modify-writes and XCHG with memory run in the emulator when the guest has
+// one vCPU; with several they are KVM's (Unicorn's atomics are not atomic against other vCPU
+// threads).
+TEST_F(UserCodeEmulatorTest, LockedInstructionsRunOnlyWithOneVcpu) {
+  // mov eax, 5; lock xadd [rdi], eax; lock cmpxchg [rdi], ecx; xchg [rdi + 8], rdx; jmp; int3;
+  // syscall
+  const std::vector<uint8_t> bytes = {0xb8, 0x05, 0x00, 0x00, 0x00, 0xf0, 0x0f, 0xc1,
+                                      0x07, 0xf0, 0x0f, 0xb1, 0x0f, 0x48, 0x87, 0x57,
+                                      0x08, 0xeb, 0x01, 0xcc, 0x0f, 0x05};
+  code(bytes);
+  ASSERT_TRUE(ram_.write_u64(frame(kData), 10));
+  ASSERT_TRUE(ram_.write_u64(frame(kData) + 8, 0x77));
+  regs_.rdi = kData, regs_.rcx = 99, regs_.rdx = 0x55;
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly);
+  EXPECT_EQ(r.kvm_only, KvmOnly::kKernelEntry);
+  EXPECT_EQ(r.retired, 5u);
+  uint64_t v = 0;
+  ASSERT_TRUE(ram_.read_u64(frame(kData), v));
+  // xadd: [rdi] 15, EAX 10; cmpxchg: 10 is not 15, so EAX = 15 and [rdi] stays.
+  EXPECT_EQ(v, 15u);
+  EXPECT_EQ(regs_.rax, 15u);
+  EXPECT_EQ(regs_.rdx, 0x77u);
+  ASSERT_TRUE(ram_.read_u64(frame(kData) + 8, v));
+  EXPECT_EQ(v, 0x55u);
+
+  UserCodeEmulator several(ram_, /*multiple_vcpus=*/true);
+  code(bytes);
+  const EmulationRun locked = several.run(regs_, kPml4, true, UINT64_MAX);
+  EXPECT_EQ(locked.end, EmulationRun::End::kKvmOnly);
+  EXPECT_EQ(locked.kvm_only, KvmOnly::kLocked);
+  EXPECT_EQ(locked.retired, 0u);
+}
+
 }  // namespace
 }  // namespace vmm

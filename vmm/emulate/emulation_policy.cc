@@ -24,17 +24,18 @@ KvmOnly kvm_only(const DecodedInstruction& insn, bool multiple_vcpus, SimdSuppor
   if (insn.lwp_instruction || insn.completed_by_kvm || insn.segment_written)
     return KvmOnly::kNotComputing;
   // The decoder's classes of instructions that compute in general registers and memory only
-  // (trap_flag_safe, memory_computation exclude LOCK), the stack's PUSH/POP, near branches, and
-  // SSE's that compute without floating-point exceptions (no MXCSR flag to carry) where the CPU
-  // has them.
-  const bool computes = insn.trap_flag_safe || insn.memory_computation || insn.stack_push_pop ||
+  // (emulator_computation: DIV/IDIV, XADD, CMPXCHG, LOCK too), the stack's PUSH/POP, near
+  // branches, and SSE's that compute without floating-point exceptions (no MXCSR flag to carry)
+  // where the CPU has them.
+  const bool computes = insn.trap_flag_safe || insn.memory_computation ||
+                        insn.emulator_computation || insn.stack_push_pop ||
                         insn.branch != pmu::BranchKind::kNone ||
                         (insn.simd_computation && simd.has(insn.simd_isa));
   if (!computes) return KvmOnly::kNotComputing;
-  // XCHG with a memory operand is locked without the prefix; trap_flag_safe and
-  // memory_computation refused LOCK already.
-  if (multiple_vcpus && insn.mnemonic == ZYDIS_MNEMONIC_XCHG && insn.reads_memory)
-    return KvmOnly::kLocked;
+  // Unicorn's atomics are atomic within its own thread only: with other vCPUs running, a
+  // locked instruction is KVM's. (With one vCPU, pmuvm's devices write guest RAM on its exits,
+  // never while it runs in either.)
+  if (multiple_vcpus && insn.locked) return KvmOnly::kLocked;
   return KvmOnly::kNo;
 }
 

@@ -445,6 +445,41 @@ void classify_simd(const ZydisDecodedInstruction& insn, const ZydisDecodedOperan
   out.simd_aligned = aligned;
 }
 
+// DecodedInstruction::emulator_computation: what computes in general registers and memory, LOCK
+// allowed, DIV/IDIV (#DE), XADD and CMPXCHG too; branches are classed apart.
+bool emulator_computation(const ZydisDecodedInstruction& insn, const ZydisDecodedOperand* ops) {
+  switch (insn.mnemonic) {
+    case ZYDIS_MNEMONIC_DIV:
+    case ZYDIS_MNEMONIC_IDIV:
+    case ZYDIS_MNEMONIC_XADD:
+    case ZYDIS_MNEMONIC_CMPXCHG: break;
+    default:
+      if (!register_computation(insn.mnemonic)) return false;
+  }
+  switch (insn.meta.category) {
+    case ZYDIS_CATEGORY_COND_BR:
+    case ZYDIS_CATEGORY_UNCOND_BR:
+    case ZYDIS_CATEGORY_CALL:
+    case ZYDIS_CATEGORY_RET: return false;
+    default: break;
+  }
+  for (uint8_t i = 0; i < insn.operand_count; ++i) {
+    const ZydisDecodedOperand& op = ops[i];
+    switch (op.type) {
+      case ZYDIS_OPERAND_TYPE_IMMEDIATE: break;
+      case ZYDIS_OPERAND_TYPE_REGISTER:
+        if (!general_or_flags(op.reg.value)) return false;
+        break;
+      case ZYDIS_OPERAND_TYPE_MEMORY:
+        if (op.mem.type != ZYDIS_MEMOP_TYPE_MEM && op.mem.type != ZYDIS_MEMOP_TYPE_AGEN)
+          return false;
+        break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
 // General register n (RAX 0 ... R15 15) when `reg` is that 64-bit register, else -1.
 int8_t gpr64_index(ZydisRegister reg) {
   if (reg < ZYDIS_REGISTER_RAX || reg > ZYDIS_REGISTER_R15) return -1;
@@ -654,6 +689,11 @@ std::optional<DecodedInstruction> InstructionDecoder::decode(std::span<const uin
   out.trap_flag_safe = trap_flag_safe(insn, ops, out.flow);
   out.memory_computation = !out.trap_flag_safe && memory_computation(insn, ops);
   classify_simd(insn, ops, out);
+  out.emulator_computation = emulator_computation(insn, ops);
+  out.locked =
+      (insn.attributes & ZYDIS_ATTRIB_HAS_LOCK) ||
+      (insn.mnemonic == ZYDIS_MNEMONIC_XCHG && insn.operand_count > 1 &&
+       (ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY || ops[1].type == ZYDIS_OPERAND_TYPE_MEMORY));
 
   out.stack_push_pop =
       (insn.mnemonic == ZYDIS_MNEMONIC_PUSH || insn.mnemonic == ZYDIS_MNEMONIC_POP) &&

@@ -134,6 +134,12 @@ struct DecodedInstruction {
   // It loads a segment register or an FS/GS base (MOV/POP to a segment register, LFS/LGS/LSS,
   // WRFSBASE/WRGSBASE): FS- and GS-relative addresses after it use another base.
   bool segment_written = false;
+  // It computes in general registers and memory only, as trap_flag_safe and memory_computation
+  // instructions do, but also with a LOCK prefix, and DIV/IDIV (#DE), XADD and CMPXCHG: an
+  // emulator that raises exceptions precisely runs it exactly (emulation_policy.h). Not
+  // branches. `locked`: a LOCK prefix or XCHG with memory (atomic against other processors).
+  bool emulator_computation = false;
+  bool locked = false;
   // A legacy-encoded SSE..SSE4.2 instruction that moves or computes in XMM and general registers
   // and memory without a floating-point exception (the SDM's exception types 1, 4, 5 and 7, vol.
   // 2 §2.4): it reads and writes no MXCSR flag, so whoever carries the XMM registers runs it
