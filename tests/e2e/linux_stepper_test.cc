@@ -66,6 +66,12 @@ const std::map<std::string, Boot>& boots() {
          "--debug-pause-every", "300"},
         "guest/linux/initramfs.cpio",
         "console=ttyS0 norandmaps -- " + window_programs("lwp")}},
+      // --stepper emulate (issue 40): counted user code in the embedded TCG, the same lines and
+      // records as block stepping.
+      {"lwp-emulate",
+       {{"--cpu", "amd-lwp", "--lwp-trace", "TRACE", "--stepper", "emulate"},
+        "guest/linux/initramfs.cpio",
+        "console=ttyS0 norandmaps -- " + window_programs("lwp")}},
       {"netburst",
        {{"--cpu", "intel-netburst"},
         "guest/linux/initramfs_perf.cpio",
@@ -75,6 +81,10 @@ const std::map<std::string, Boot>& boots() {
       // The same with one exit per instruction: the same exact values.
       {"netburst-single",
        {{"--cpu", "intel-netburst", "--stepper", "kvm-single"},
+        "guest/linux/initramfs_perf.cpio",
+        "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks"}},
+      {"netburst-emulate",
+       {{"--cpu", "intel-netburst", "--stepper", "emulate"},
         "guest/linux/initramfs_perf.cpio",
         "console=ttyS0 nmi_watchdog=0 -- " + window_programs("perf") + " , @perf_checks"}},
       // pmuvm's Intel architectural PMU (intel-skylake: Linux's Intel driver, patch 0008): the
@@ -206,10 +216,34 @@ TEST_F(LinuxStepper, SingleSteppingAndPausingEveryFewHundredExitsChangeNothing) 
   EXPECT_NE(paused.err.find("paused and resumed"), std::string::npos) << paused.err;
 }
 
+// --stepper emulate: the same lines and LWP records as block stepping, and the emulator ran some
+// of it (--stats). (Which events the window programs enable decides how much: LWP's DCache-miss
+// slot needs each instruction, so those programs are stepped.)
+TEST_F(LinuxStepper, EmulatedCountingGivesTheLinesAndRecordsOfBlockStepping) {
+  const Result& plain = boot("lwp");
+  const Result& emulated = boot("lwp-emulate");
+  ASSERT_EQ(plain.status, 0) << dump(plain);
+  EXPECT_EQ(emulated.status, 0) << dump(emulated);
+  expect_window_programs(emulated, "lwp");
+  for (const char* prefix : {"signal_count:", "rep_count:", "self_tf:", "int3_count:",
+                             "ptrace_check:", "hazard_count:", "init:"})
+    EXPECT_EQ(lines(emulated, prefix), lines(plain, prefix)) << prefix;
+  static const std::regex task_number("\"task\":[0-9]+,");
+  EXPECT_EQ(std::regex_replace(pmuvm_e2e::slurp(trace_of("lwp-emulate")), task_number, ""),
+            std::regex_replace(pmuvm_e2e::slurp(trace_of("lwp")), task_number, ""));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(emulated.err, m, std::regex(R"(emulated instructions (\d+))")))
+      << emulated.err;
+  const Result& perf = boot("netburst-emulate");
+  ASSERT_TRUE(std::regex_search(perf.err, m, std::regex(R"(emulated instructions (\d+))")))
+      << perf.err;
+  EXPECT_GT(std::stol(m[1]), 100000) << "perf's loops run in the emulator\n" << perf.err;
+}
+
 // --cpu intel-netburst: Linux's P4 driver, perf_event_open and Debian's perf -------------------
 
 TEST_F(LinuxStepper, PerfCountsSignalHandlersRepOnceAndTheGuestsOwnDebugging) {
-  for (const char* name : {"netburst", "netburst-single"}) {
+  for (const char* name : {"netburst", "netburst-single", "netburst-emulate"}) {
     SCOPED_TRACE(name);
     expect_window_programs(boot(name), "perf");
   }
@@ -259,7 +293,7 @@ TEST_F(LinuxStepper, ATaskMovingBetweenVcpusIsCountedExactly) {
 // since perf's generic branches event is retired_branch_type on P4, which the NetBurst model
 // does not implement (perf showed 0 for it).
 TEST_F(LinuxStepper, DebiansPerfStatCountsTwoEventsExactly) {
-  for (const char* name : {"netburst", "netburst-single"}) {
+  for (const char* name : {"netburst", "netburst-single", "netburst-emulate"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
     EXPECT_NE(r.out.find("200004;;instructions:u;"), std::string::npos) << dump(r);
@@ -293,7 +327,8 @@ std::string alternating(const std::string& odd, const std::string& even, int n) 
 // but every sample is loop_small's and none is lost. The same on NetBurst (the P4 driver's
 // counter) and on the architectural PMU (fixed counter 0, zero skid).
 TEST_F(LinuxStepper, DebiansPerfRecordSamplesEveryPthInstructionExactly) {
-  for (const char* name : {"netburst", "netburst-single", "skylake", "skylake-single"}) {
+  for (const char* name :
+       {"netburst", "netburst-single", "netburst-emulate", "skylake", "skylake-single"}) {
     SCOPED_TRACE(name);
     const Result& r = boot(name);
     const std::string out = console(r);

@@ -622,5 +622,47 @@ TEST_F(UserCodeEmulatorTest, LockedInstructionsRunOnlyWithOneVcpu) {
   EXPECT_EQ(locked.retired, 0u);
 }
 
+// W^X holds per frame, not per linear page: code written through another mapping of its frame
+// (an alias) is never run stale. Unicorn keys translated blocks by address and sees no store
+// through another window as a write to the code: a store to a frame mapped as code elsewhere is
+// KVM's (the next run sees the new bytes), and a frame mapped writable elsewhere loses that
+// mapping's write permission when it becomes code.
+TEST_F(UserCodeEmulatorTest, CodeWrittenThroughAnAliasRunsAsWritten) {
+  constexpr uint64_t kAlias = 0x406000, kOther = 0x407000;
+  set(kPt, 6, frame(kCode) | P | W | U | A | D | XD);  // the code's frame, writable
+  set(kPt, 7, frame(kOther) | P | U);                  // more code
+  const auto disp = [](uint64_t a) {
+    return std::vector<uint8_t>{static_cast<uint8_t>(a), static_cast<uint8_t>(a >> 8),
+                                static_cast<uint8_t>(a >> 16), static_cast<uint8_t>(a >> 24)};
+  };
+  // At kOther: mov byte [kAlias + 0x800], 0 (the alias mapped writable); jmp kCode
+  std::vector<uint8_t> other = {0xc6, 0x04, 0x25};
+  for (uint8_t b : disp(kAlias + 0x800)) other.push_back(b);
+  other.push_back(0x00);
+  const uint64_t jmp_at = kOther + other.size();
+  other.push_back(0xe9);
+  for (uint8_t b : disp(kCode - (jmp_at + 5))) other.push_back(b);
+  code(other, kOther);
+  // At kCode: L: add rax, 1; mov byte [kAlias + 3], 5 (add's immediate); dec ecx; jnz L; jmp;
+  // int3; syscall
+  std::vector<uint8_t> loop = {0x48, 0x83, 0xc0, 0x01, 0xc6, 0x04, 0x25};
+  for (uint8_t b : disp(kAlias + 3)) loop.push_back(b);
+  loop.insert(loop.end(), {0x05, 0xff, 0xc9, 0x75, 0xf0, 0xeb, 0x01, 0xcc, 0x0f, 0x05});
+  code(loop);
+  regs_.rip = kOther, regs_.rax = 0, regs_.rcx = 2;
+  const EmulationRun first = run(UINT64_MAX);
+  EXPECT_EQ(first.end, EmulationRun::End::kFault) << "the store through the alias is KVM's";
+  EXPECT_EQ(first.retired, 3u);
+  ASSERT_EQ(regs_.rip, kCode + 4);
+  // KVM executes the store.
+  const uint8_t five = 5;
+  ASSERT_TRUE(ram_.write(frame(kCode) + 3, std::as_bytes(std::span(&five, 1))));
+  regs_.rip += 8;
+  const EmulationRun second = run(UINT64_MAX);
+  EXPECT_EQ(second.end, EmulationRun::End::kFault);
+  EXPECT_EQ(regs_.rax, 6u) << "the second pass added the new immediate";
+  EXPECT_EQ(regs_.rip, kCode + 4);
+}
+
 }  // namespace
 }  // namespace vmm

@@ -178,7 +178,15 @@ void UserCodeEmulator::unmap(uint64_t page) {
   // mapped there later would run them.
   if (code_copies_.contains(page)) forget_code(page);
   forget_exits(page);  // (a page fetched from before it was mapped as code may have some)
-  mapped_.erase(page);
+  if (const auto m = mapped_.find(page); m != mapped_.end()) {
+    const auto [first, last] = pages_of_frame_.equal_range(m->second.frame);
+    for (auto p = first; p != last; ++p)
+      if (p->second == page) {
+        pages_of_frame_.erase(p);
+        break;
+      }
+    mapped_.erase(m);
+  }
   shadow_.clear(page);  // (its alias stays: nothing reaches it)
   tlb_stale_ = true;
 }
@@ -453,19 +461,24 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   const bool executable = t->executable;
   if (fetch && !executable) return false;
   const bool as_code = executable && (fetch || (!write && !t->writable));
+  // Never writable and executable at once, per frame (W^X in the emulator's TLB): code is never
+  // written under the emulator, so no translated block goes stale by the emulator's own writes
+  // (Unicorn sees a store through another window as no write to the code). A write to a frame
+  // code was fetched from, at any of its pages, goes to KVM (the next run sees the new bytes);
+  // a fetch from a page mapped for data ends the run (the next run maps it as code); a frame
+  // that becomes code loses its other pages' write permission.
+  const bool code_elsewhere = frame_is(frame, UC_PROT_EXEC, page);
+  if (write && code_elsewhere) return false;
   // Writable at a read too where the guest's entry is dirty already: its first write then sets
   // nothing a CPU would, and costs no fault.
-  const bool writable = !as_code && t->writable && (write || t->dirty);
-  // Never writable and executable at once (W^X in the emulator's TLB): code is never written
-  // under the emulator, so no translated block goes stale by the emulator's own writes. A write
-  // to a page code was fetched from goes to KVM (the next run sees the new bytes), and a fetch
-  // from a page mapped for data ends the run (the next run maps it as code).
+  const bool writable = !as_code && !code_elsewhere && t->writable && (write || t->dirty);
   auto it = mapped_.find(page);
   if (it != mapped_.end() && (write || fetch)) {
     const uint32_t other = write ? UC_PROT_EXEC : UC_PROT_WRITE;
     if (it->second.prot & other) return false;
   }
   if (!walk_and_mark(ram_, cr3_, page, write)) return false;
+  if (as_code) take_write_permission(frame, page);
   const uint32_t prot =
       UC_PROT_READ | (as_code ? UC_PROT_EXEC : 0) | (writable ? UC_PROT_WRITE : 0);
   if (it != mapped_.end()) {
@@ -479,8 +492,32 @@ bool UserCodeEmulator::map_page(uint64_t page, bool write, bool fetch) {
   if (code_copies_.size() >= kMaxCodePages && (prot & UC_PROT_EXEC)) flush();
   if (!alias(page, frame)) return false;
   if (prot & UC_PROT_EXEC) keep_code_copy(page, host);
-  mapped_.emplace(page, Mapping{prot, frame});
+  add_mapping(page, Mapping{prot, frame});
   return shadow_set(page, prot);
+}
+
+void UserCodeEmulator::add_mapping(uint64_t page, const Mapping& m) {
+  mapped_.emplace(page, m);
+  pages_of_frame_.emplace(m.frame, page);
+}
+
+bool UserCodeEmulator::frame_is(uint64_t frame, uint32_t prot, uint64_t except_page) const {
+  const auto [first, last] = pages_of_frame_.equal_range(frame);
+  for (auto p = first; p != last; ++p)
+    if (p->second != except_page && (mapped_.at(p->second).prot & prot)) return true;
+  return false;
+}
+
+void UserCodeEmulator::take_write_permission(uint64_t frame, uint64_t except_page) {
+  const auto [first, last] = pages_of_frame_.equal_range(frame);
+  for (auto p = first; p != last; ++p) {
+    if (p->second == except_page) continue;
+    Mapping& m = mapped_.at(p->second);
+    if (!(m.prot & UC_PROT_WRITE)) continue;
+    m.prot &= ~UC_PROT_WRITE;
+    shadow_.set(p->second, false, (m.prot & UC_PROT_EXEC) != 0);  // (fewer permissions: no page)
+    tlb_stale_ = true;
+  }
 }
 
 bool UserCodeEmulator::shadow_set(uint64_t page, uint32_t prot) {
@@ -493,7 +530,7 @@ bool UserCodeEmulator::shadow_set(uint64_t page, uint32_t prot) {
   std::byte* host = ram_.host(m.frame, kPage);
   if (host == nullptr) return false;
   if (m.prot & UC_PROT_EXEC) keep_code_copy(page, host);
-  mapped_.emplace(page, m);
+  add_mapping(page, m);
   return shadow_.set(page, m.prot & UC_PROT_WRITE, m.prot & UC_PROT_EXEC);
 }
 

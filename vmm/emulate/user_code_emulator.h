@@ -196,6 +196,12 @@ class UserCodeEmulator {
   // The guest frame `frame` at `page` in its window.
   bool alias(uint64_t page, uint64_t frame);
   bool map_page(uint64_t page, bool write, bool fetch);
+  struct Mapping;
+  void add_mapping(uint64_t page, const Mapping& m);
+  // Whether a page of `frame` other than `except_page` is mapped with `prot` (UC_PROT_*).
+  bool frame_is(uint64_t frame, uint32_t prot, uint64_t except_page) const;
+  // `frame`'s pages other than `except_page` lose their write permission (it becomes code).
+  void take_write_permission(uint64_t frame, uint64_t except_page);
   // The shadow tables give `page` what `prot` says (UC_PROT_*); when their pages run out, every
   // other page is unmapped first.
   bool shadow_set(uint64_t page, uint32_t prot);
@@ -208,7 +214,6 @@ class UserCodeEmulator {
   void forget_code(uint64_t page);
   // Keeps the mappings still valid in the tables at cr3_ (still_valid) and unmaps the others.
   void revalidate();
-  struct Mapping;
   bool still_valid(uint64_t page, const Mapping& m);
   // `page` is mapped as code with the bytes at `host`.
   void keep_code_copy(uint64_t page, const std::byte* host);
@@ -243,7 +248,8 @@ class UserCodeEmulator {
     uint32_t prot = 0;   // UC_PROT_*
     uint64_t frame = 0;  // the guest frame it maps
   };
-  std::unordered_map<uint64_t, Mapping> mapped_;  // by linear page
+  std::unordered_map<uint64_t, Mapping> mapped_;                // by linear page
+  std::unordered_multimap<uint64_t, uint64_t> pages_of_frame_;  // frame -> its mapped pages
   // The bytes each page mapped as code had when mapped, by linear page: its translated blocks
   // are current while they are.
   std::unordered_map<uint64_t, std::vector<std::byte>> code_copies_;
