@@ -35,6 +35,7 @@
 //      (instructions retired: counts only, what the emulator runs), SCALE 1 and 10. (5) runs
 //      under emulate too. What the emulator core does on the host outside any VM, natively
 //      and emulated: bench/emulator_bench.
+// STEPPER_BENCH_ROWS=5,7 runs only those rows ((1)-(3) are one group: any of them runs all three).
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -46,6 +47,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -227,7 +229,7 @@ void linux_program(const std::string& pmuvm, const std::string& kernel, const st
     const Spawned p =
         spawn({pmuvm, "run", "--stats", "--stepper", stepper, "--cpu", "intel-netburst", "--mem",
                "512", "--kernel", kernel, "--initrd", initrd, "--cmdline",
-               "console=ttyS0 nmi_watchdog=0 quiet -- perf stat -x ; -e instructions:u "
+               "console=ttyS0 nmi_watchdog=0 quiet norandmaps -- perf stat -x ; -e instructions:u "
                "-e r52001e0000000000:u busybox sh /etc/sort_check"});
     std::smatch m;
     double instructions = -1, branches = -1, workload = -1;
@@ -366,6 +368,16 @@ void host_backend(const std::string& pmuvm, const std::string& programs) {
 
 }  // namespace
 
+// Whether row `n` was asked for (STEPPER_BENCH_ROWS, a comma-separated list; all by default).
+bool row_wanted(int n) {
+  const char* rows = std::getenv("STEPPER_BENCH_ROWS");
+  if (rows == nullptr || *rows == '\0') return true;
+  std::stringstream list(rows);
+  for (std::string item; std::getline(list, item, ',');)
+    if (item == std::to_string(n)) return true;
+  return false;
+}
+
 int main(int argc, char** argv) try {
   const std::string pmuvm = argc > 1 ? argv[1] : "bazel-bin/vmm/pmuvm";
   const std::string program = argc > 2 ? argv[2] : "bazel-bin/guest/programs/lwp_demo";
@@ -375,53 +387,58 @@ int main(int argc, char** argv) try {
   std::printf("stepper_bench — %s\n", ci.str().find("QEMU Virtual CPU") != std::string::npos
                                           ? "nested KVM host (QEMU/TCG): compare ratios only"
                                           : "direct /dev/kvm");
-  // The raw rate is measured before and after the pmuvm runs (the nested host's speed drifts);
-  // their mean is the reference, and both are printed so a drift shows.
-  const double raw_before = raw_steps_per_second(3.0);
-  // Unprofiled, the phases take milliseconds: run them 100 times over (SCALE 100; the work is
-  // linear in SCALE) so that first-touch page faults and host noise do not decide the ratio.
-  constexpr int kUnprofiledScale = 100;
-  PmuvmRun unprofiled =
-      run_pmuvm(pmuvm, program, "kvm", "unprofiled", std::to_string(kUnprofiledScale));
-  if (unprofiled.ticks > 0) unprofiled.ticks /= kUnprofiledScale;
-  std::vector<std::pair<std::string, PmuvmRun>> runs;
-  for (const char* stepper : {"kvm", "kvm-single", "guest"})
-    runs.emplace_back(stepper, run_pmuvm(pmuvm, program, stepper, "timed"));
-  const double raw_after = raw_steps_per_second(3.0);
-  const double raw = (raw_before + raw_after) / 2;
+  if (row_wanted(1) || row_wanted(2) || row_wanted(3)) {
+    // The raw rate is measured before and after the pmuvm runs (the nested host's speed drifts);
+    // their mean is the reference, and both are printed so a drift shows.
+    const double raw_before = raw_steps_per_second(3.0);
+    // Unprofiled, the phases take milliseconds: run them 100 times over (SCALE 100; the work is
+    // linear in SCALE) so that first-touch page faults and host noise do not decide the ratio.
+    constexpr int kUnprofiledScale = 100;
+    PmuvmRun unprofiled =
+        run_pmuvm(pmuvm, program, "kvm", "unprofiled", std::to_string(kUnprofiledScale));
+    if (unprofiled.ticks > 0) unprofiled.ticks /= kUnprofiledScale;
+    std::vector<std::pair<std::string, PmuvmRun>> runs;
+    for (const char* stepper : {"kvm", "kvm-single", "guest"})
+      runs.emplace_back(stepper, run_pmuvm(pmuvm, program, stepper, "timed"));
+    const double raw_after = raw_steps_per_second(3.0);
+    const double raw = (raw_before + raw_after) / 2;
 
-  std::printf(
-      "(1) raw KVM single-step, CPL-0 nop loop, KVM_SET_GUEST_DEBUG once: %.0f steps/s before, "
-      "%.0f after, mean %.0f (%.1f µs/step)\n",
-      raw_before, raw_after, raw, 1e6 / raw);
-  std::printf("(2) pmuvm run --stepper S -- %s 1 0 timed (whole run: boot, stepping, exit)\n",
-              program.c_str());
-  for (const auto& [stepper, r] : runs) {
-    if (!r.error.empty()) {
-      std::printf("  %-10s FAILED: %s\n", stepper.c_str(), r.error.c_str());
-      continue;
-    }
-    const double exits = static_cast<double>(r.exits);
     std::printf(
-        "  %-10s %7.2f s  %9lld exits, %9lld counting stops  %9lld counted  "
-        "exits/counted %.3f  %7.0f exits/s = %.2f x raw\n",
-        stepper.c_str(), r.seconds, r.exits, r.steps, r.counted, exits / r.counted,
-        exits / r.seconds, exits / r.seconds / raw);
+        "(1) raw KVM single-step, CPL-0 nop loop, KVM_SET_GUEST_DEBUG once: %.0f steps/s before, "
+        "%.0f after, mean %.0f (%.1f µs/step)\n",
+        raw_before, raw_after, raw, 1e6 / raw);
+    std::printf("(2) pmuvm run --stepper S -- %s 1 0 timed (whole run: boot, stepping, exit)\n",
+                program.c_str());
+    for (const auto& [stepper, r] : runs) {
+      if (!r.error.empty()) {
+        std::printf("  %-10s FAILED: %s\n", stepper.c_str(), r.error.c_str());
+        continue;
+      }
+      const double exits = static_cast<double>(r.exits);
+      std::printf(
+          "  %-10s %7.2f s  %9lld exits, %9lld counting stops  %9lld counted  "
+          "exits/counted %.3f  %7.0f exits/s = %.2f x raw\n",
+          stepper.c_str(), r.seconds, r.exits, r.steps, r.counted, exits / r.counted,
+          exits / r.seconds, exits / r.seconds / raw);
+    }
+    if (!unprofiled.error.empty())
+      std::printf("  unprofiled run FAILED: %s\n", unprofiled.error.c_str());
+    std::printf(
+        "(3) lwp_demo compute phases, TSC ticks: unprofiled %lld (SCALE %d, divided by %d)\n",
+        unprofiled.ticks, kUnprofiledScale, kUnprofiledScale);
+    for (const auto& [stepper, r] : runs)
+      if (r.error.empty())
+        std::printf(
+            "  %-10s profiled %lld ticks: instructions/s profiled / unprofiled = 1 / %.0f\n",
+            stepper.c_str(), r.ticks,
+            unprofiled.ticks > 0 ? static_cast<double>(r.ticks) / unprofiled.ticks : 0.0);
   }
-  if (!unprofiled.error.empty())
-    std::printf("  unprofiled run FAILED: %s\n", unprofiled.error.c_str());
-  std::printf("(3) lwp_demo compute phases, TSC ticks: unprofiled %lld (SCALE %d, divided by %d)\n",
-              unprofiled.ticks, kUnprofiledScale, kUnprofiledScale);
-  for (const auto& [stepper, r] : runs)
-    if (r.error.empty())
-      std::printf("  %-10s profiled %lld ticks: instructions/s profiled / unprofiled = 1 / %.0f\n",
-                  stepper.c_str(), r.ticks,
-                  unprofiled.ticks > 0 ? static_cast<double>(r.ticks) / unprofiled.ticks : 0.0);
-  block_loops(pmuvm, program.substr(0, program.rfind('/') + 1) + "block_loops");
-  linux_program(pmuvm, argc > 3 ? argv[3] : "bazel-bin/guest_kernel_patches/bzImage",
-                argc > 4 ? argv[4] : "bazel-bin/guest/linux/initramfs_perf.cpio");
-  host_backend(pmuvm, program.substr(0, program.rfind('/') + 1));
-  emulated_counting(pmuvm, program);
+  if (row_wanted(4)) block_loops(pmuvm, program.substr(0, program.rfind('/') + 1) + "block_loops");
+  if (row_wanted(5))
+    linux_program(pmuvm, argc > 3 ? argv[3] : "bazel-bin/guest_kernel_patches/bzImage",
+                  argc > 4 ? argv[4] : "bazel-bin/guest/linux/initramfs_perf.cpio");
+  if (row_wanted(6)) host_backend(pmuvm, program.substr(0, program.rfind('/') + 1));
+  if (row_wanted(7)) emulated_counting(pmuvm, program);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "stepper_bench: %s\n", e.what());
