@@ -127,6 +127,21 @@ class LinuxStepper : public pmuvm_e2e::GuestTest {
     return done.emplace(name, run(argv, 900)).first->second;
   }
   static std::string trace_of(const std::string& name) { return temp(name + ".trace"); }
+  // Boot `other` printed the lines of boot `plain` and stored its LWP records, byte for byte (the
+  // same programs at the same addresses: norandmaps), without pmuvm's task numbers: it numbers
+  // Linux tasks in the order it first sees their address spaces, and after ptrace_check's fork
+  // the scheduler decides whether parent or child runs first.
+  static void expect_same_lines_and_records(const Result& plain, const std::string& plain_name,
+                                            const Result& other, const std::string& other_name) {
+    ASSERT_EQ(plain.status, 0) << dump(plain);
+    EXPECT_EQ(other.status, 0) << dump(other);
+    for (const char* prefix : {"signal_count:", "rep_count:", "self_tf:", "int3_count:",
+                               "ptrace_check:", "hazard_count:", "init:"})
+      EXPECT_EQ(lines(other, prefix), lines(plain, prefix)) << prefix;
+    static const std::regex task_number("\"task\":[0-9]+,");
+    EXPECT_EQ(std::regex_replace(pmuvm_e2e::slurp(trace_of(other_name)), task_number, ""),
+              std::regex_replace(pmuvm_e2e::slurp(trace_of(plain_name)), task_number, ""));
+  }
   // The window programs' lines of a boot in `mode`: each must say its value was exact.
   static void expect_window_programs(const Result& r, const std::string& mode) {
     EXPECT_EQ(lines(r, "signal_count:"), "signal_count: " + mode + " counted " +
@@ -202,17 +217,7 @@ TEST_F(LinuxStepper, LwpCountsSignalHandlersRepOnceAndTheGuestsOwnDebugging) {
 TEST_F(LinuxStepper, SingleSteppingAndPausingEveryFewHundredExitsChangeNothing) {
   const Result& plain = boot("lwp");
   const Result& paused = boot("lwp-single-paused");
-  ASSERT_EQ(plain.status, 0) << dump(plain);
-  EXPECT_EQ(paused.status, 0) << dump(paused);
-  for (const char* prefix : {"signal_count:", "rep_count:", "self_tf:", "int3_count:",
-                             "ptrace_check:", "hazard_count:", "init:"})
-    EXPECT_EQ(lines(paused, prefix), lines(plain, prefix)) << prefix;
-  // LWP's records, byte for byte (the same programs at the same addresses: norandmaps), without
-  // pmuvm's task numbers: it numbers Linux tasks in the order it first sees their address spaces,
-  // and after ptrace_check's fork the scheduler decides whether parent or child runs first.
-  static const std::regex task_number("\"task\":[0-9]+,");
-  EXPECT_EQ(std::regex_replace(pmuvm_e2e::slurp(trace_of("lwp-single-paused")), task_number, ""),
-            std::regex_replace(pmuvm_e2e::slurp(trace_of("lwp")), task_number, ""));
+  expect_same_lines_and_records(plain, "lwp", paused, "lwp-single-paused");
   EXPECT_NE(paused.err.find("paused and resumed"), std::string::npos) << paused.err;
 }
 
@@ -222,15 +227,8 @@ TEST_F(LinuxStepper, SingleSteppingAndPausingEveryFewHundredExitsChangeNothing) 
 TEST_F(LinuxStepper, EmulatedCountingGivesTheLinesAndRecordsOfBlockStepping) {
   const Result& plain = boot("lwp");
   const Result& emulated = boot("lwp-emulate");
-  ASSERT_EQ(plain.status, 0) << dump(plain);
-  EXPECT_EQ(emulated.status, 0) << dump(emulated);
   expect_window_programs(emulated, "lwp");
-  for (const char* prefix : {"signal_count:", "rep_count:", "self_tf:", "int3_count:",
-                             "ptrace_check:", "hazard_count:", "init:"})
-    EXPECT_EQ(lines(emulated, prefix), lines(plain, prefix)) << prefix;
-  static const std::regex task_number("\"task\":[0-9]+,");
-  EXPECT_EQ(std::regex_replace(pmuvm_e2e::slurp(trace_of("lwp-emulate")), task_number, ""),
-            std::regex_replace(pmuvm_e2e::slurp(trace_of("lwp")), task_number, ""));
+  expect_same_lines_and_records(plain, "lwp", emulated, "lwp-emulate");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(emulated.err, m, std::regex(R"(emulated instructions (\d+))")))
       << emulated.err;

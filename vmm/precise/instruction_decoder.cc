@@ -303,6 +303,28 @@ bool general_or_flags(ZydisRegister reg) {
   }
 }
 
+// Whether every operand (hidden ones too) is an immediate, a general register or RFLAGS, a data
+// memory operand (`memory` then set) or LEA's address.
+bool general_operands(const ZydisDecodedInstruction& insn, const ZydisDecodedOperand* ops,
+                      bool& memory) {
+  for (uint8_t i = 0; i < insn.operand_count; ++i) {
+    const ZydisDecodedOperand& op = ops[i];
+    switch (op.type) {
+      case ZYDIS_OPERAND_TYPE_IMMEDIATE: break;
+      case ZYDIS_OPERAND_TYPE_REGISTER:
+        if (!general_or_flags(op.reg.value)) return false;
+        break;
+      case ZYDIS_OPERAND_TYPE_MEMORY:
+        if (op.mem.type == ZYDIS_MEMOP_TYPE_AGEN) break;  // LEA
+        if (op.mem.type != ZYDIS_MEMOP_TYPE_MEM) return false;
+        memory = true;
+        break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
 // May the KVM stepper single-step it with TF (DESIGN §4.7: the guest never sees a TF it did not
 // set)? Only where nothing can show the TF while it runs: it computes in general registers only,
 // so no exception frame (#PF, #AC, #GP, #DE, #UD) and no interrupt (they are held) can carry the
@@ -320,20 +342,8 @@ bool trap_flag_safe(const ZydisDecodedInstruction& insn, const ZydisDecodedOpera
       !(insn.attributes & ZYDIS_ATTRIB_IS_RELATIVE))
     return false;
   if (flow.kind == ControlFlow::Kind::kJump && !canonical(flow.target)) return false;
-  for (uint8_t i = 0; i < insn.operand_count; ++i) {  // hidden operands too
-    const ZydisDecodedOperand& op = ops[i];
-    switch (op.type) {
-      case ZYDIS_OPERAND_TYPE_IMMEDIATE: break;
-      case ZYDIS_OPERAND_TYPE_REGISTER:
-        if (!general_or_flags(op.reg.value)) return false;
-        break;
-      case ZYDIS_OPERAND_TYPE_MEMORY:
-        if (insn.mnemonic == ZYDIS_MNEMONIC_LEA && op.mem.type == ZYDIS_MEMOP_TYPE_AGEN) break;
-        return false;
-      default: return false;
-    }
-  }
-  return true;
+  bool memory = false;  // (only LEA's address: an address generation of the whitelist's)
+  return general_operands(insn, ops, memory) && !memory;
 }
 
 // The same rules with data memory operands allowed (DecodedInstruction::memory_computation):
@@ -356,22 +366,7 @@ bool memory_computation(const ZydisDecodedInstruction& insn, const ZydisDecodedO
     default: break;
   }
   bool memory = false;
-  for (uint8_t i = 0; i < insn.operand_count; ++i) {
-    const ZydisDecodedOperand& op = ops[i];
-    switch (op.type) {
-      case ZYDIS_OPERAND_TYPE_IMMEDIATE: break;
-      case ZYDIS_OPERAND_TYPE_REGISTER:
-        if (!general_or_flags(op.reg.value)) return false;
-        break;
-      case ZYDIS_OPERAND_TYPE_MEMORY:
-        if (op.mem.type == ZYDIS_MEMOP_TYPE_AGEN) break;  // LEA
-        if (op.mem.type != ZYDIS_MEMOP_TYPE_MEM) return false;
-        memory = true;
-        break;
-      default: return false;
-    }
-  }
-  return memory;
+  return general_operands(insn, ops, memory) && memory;
 }
 
 // DecodedInstruction::simd_computation's extensions (isa sets that mix in MMX or x87 state,
@@ -463,21 +458,8 @@ bool emulator_computation(const ZydisDecodedInstruction& insn, const ZydisDecode
     case ZYDIS_CATEGORY_RET: return false;
     default: break;
   }
-  for (uint8_t i = 0; i < insn.operand_count; ++i) {
-    const ZydisDecodedOperand& op = ops[i];
-    switch (op.type) {
-      case ZYDIS_OPERAND_TYPE_IMMEDIATE: break;
-      case ZYDIS_OPERAND_TYPE_REGISTER:
-        if (!general_or_flags(op.reg.value)) return false;
-        break;
-      case ZYDIS_OPERAND_TYPE_MEMORY:
-        if (op.mem.type != ZYDIS_MEMOP_TYPE_MEM && op.mem.type != ZYDIS_MEMOP_TYPE_AGEN)
-          return false;
-        break;
-      default: return false;
-    }
-  }
-  return true;
+  bool memory = false;
+  return general_operands(insn, ops, memory);
 }
 
 // General register n (RAX 0 ... R15 15) when `reg` is that 64-bit register, else -1.
