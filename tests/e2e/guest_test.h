@@ -18,8 +18,10 @@ namespace pmuvm_e2e {
 
 // The precise backend's steppers (DESIGN §4.7). Every exactness case runs under each and expects
 // the same values and byte-identical records: the KVM stepper with block stepping (the default),
-// the KVM stepper with one exit per instruction, and the bundled kernel's guest-assisted one.
-inline constexpr std::array<const char*, 3> kSteppers = {"kvm", "kvm-single", "guest"};
+// the KVM stepper with one exit per instruction, the bundled kernel's guest-assisted one, and the
+// KVM stepper with the embedded TCG in front (emulate: counted user code where the models need
+// counts only).
+inline constexpr std::array<const char*, 4> kSteppers = {"kvm", "kvm-single", "guest", "emulate"};
 
 class GuestTest : public ::testing::Test {
  protected:
