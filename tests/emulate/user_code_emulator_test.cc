@@ -664,5 +664,32 @@ TEST_F(UserCodeEmulatorTest, CodeWrittenThroughAnAliasRunsAsWritten) {
   EXPECT_EQ(regs_.rip, kCode + 4);
 }
 
+// A run from where the last one stopped before its first block (for what that block holds)
+// returns at once, without its checks; once the code there changed (found by a run elsewhere),
+// it runs again.
+TEST_F(UserCodeEmulatorTest, ARunWhereOneStoppedAtOnceReturnsAtOnceUntilTheCodeChanges) {
+  code({0x0f, 0xa2});                                                    // cpuid
+  code({0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0x0f, 0x05}, kCode + 0x100);  // inc rax; jmp; syscall
+  for (uint64_t known : {0u, 1u}) {
+    regs_.rip = kCode;
+    const EmulationRun r = run(UINT64_MAX);
+    EXPECT_EQ(r.end, EmulationRun::End::kKvmOnly);
+    EXPECT_EQ(r.kvm_only, KvmOnly::kNotComputing);
+    EXPECT_EQ(r.retired, 0u);
+    EXPECT_EQ(regs_.rip, kCode);
+    EXPECT_EQ(emulator_.work().known_stops, known);
+  }
+  // KVM rewrites it: inc rcx; jmp over an int3; syscall
+  const std::vector<uint8_t> now = {0x48, 0xff, 0xc1, 0xeb, 0x01, 0xcc, 0x0f, 0x05};
+  ASSERT_TRUE(ram_.write(frame(kCode), std::as_bytes(std::span(now))));
+  regs_.rip = kCode + 0x100;
+  EXPECT_EQ(run(UINT64_MAX).retired, 2u);
+  regs_.rip = kCode, regs_.rcx = 0;
+  const EmulationRun r = run(UINT64_MAX);
+  EXPECT_EQ(r.retired, 2u);
+  EXPECT_EQ(regs_.rcx, 1u);
+  EXPECT_EQ(emulator_.work().known_stops, 1u);
+}
+
 }  // namespace
 }  // namespace vmm

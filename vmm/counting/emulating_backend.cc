@@ -177,10 +177,11 @@ void EmulatingBackend::print_stats(std::FILE* out, const ExitTally& exits) const
   std::fprintf(out, "\n");
   const UserCodeEmulator::Work& w = emulator_.work();
   std::fprintf(out,
-               "pmuvm: vcpu%u: emulator work: runs %llu, pages checked %llu, dropped %llu, "
+               "pmuvm: vcpu%u: emulator work: runs %llu (and %llu known stops), pages checked "
+               "%llu, dropped %llu, "
                "mapped %llu, blocks decoded %llu, checking %.3f s, running %.3f s\n",
-               vcpu_.index(), u(w.runs), u(w.pages_checked), u(w.pages_dropped), u(w.pages_mapped),
-               u(w.blocks_decoded), w.checking_ns / 1e9, w.running_ns / 1e9);
+               vcpu_.index(), u(w.runs), u(w.known_stops), u(w.pages_checked), u(w.pages_dropped),
+               u(w.pages_mapped), u(w.blocks_decoded), w.checking_ns / 1e9, w.running_ns / 1e9);
   // What sent the runs back most often (where the emulator could run more).
   std::vector<std::pair<uint64_t, ZydisMnemonic>> by;
   for (const auto& [mnemonic, count] : w.kvm_only_by_mnemonic) by.emplace_back(count, mnemonic);

@@ -32,6 +32,8 @@ constexpr uint64_t kFlushPage = ShadowPageTables::kBase + (uint64_t{4} << 20);
 bool private_window(uint64_t base) { return base == ShadowPageTables::kBase || base == kFlushPage; }
 // Code pages mapped at once, each with a copy of its bytes (16 MiB).
 constexpr size_t kMaxCodePages = 4096;
+// Addresses remembered where runs stop before their first block (UserCodeEmulator::run).
+constexpr size_t kMaxKnownStops = 65536;
 // Blocks between two looks at the clock for the time slice: a block is a few to a few dozen
 // instructions, so a slice ends within some microseconds of its deadline.
 constexpr uint32_t kBlocksPerClockRead = 64;
@@ -213,6 +215,8 @@ void UserCodeEmulator::forget_code(uint64_t page) {
   // them: the page's are removed here (it is mapped), also those that begin on the page before
   // and run into it.
   lib_.ctl(uc_, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), page, page + kPage);
+  stops_at_start_.erase(stops_at_start_.lower_bound(page >= kPage ? page - kPage : 0),
+                        stops_at_start_.lower_bound(page + kPage));
   for (auto it = blocks_.lower_bound({page >= kPage ? page - kPage : 0, 0});
        it != blocks_.end() && it->first.first < page + kPage;) {
     const uint64_t start = it->first.first, end = start + it->first.second;
@@ -409,6 +413,7 @@ void UserCodeEmulator::block_entered(uint64_t address, uint32_t size) {
       (b.ends_in_conditional && conditional_branches_ >= limit_.conditional_branches);
   if (b.kvm_only_at >= 0 || passes_limit) {
     stop_ = b.kvm_only_at >= 0 ? b.why : KvmOnly::kCount;
+    first_block_kvm_only_ = b.kvm_only_at >= 0 && last_block_ == nullptr && retired_ == 0;
     if (b.kvm_only_at >= 0) ++work_.kvm_only_by_mnemonic[b.kvm_only_mnemonic];
     lib_.emu_stop(uc_);
     return;
@@ -673,6 +678,17 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
 
 EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe, const Limit& limit,
                                    uint64_t timeout_us, XmmRegisters* xmm) {
+  // Where the last run from here stopped before its first block for what that block holds, this
+  // one would too: KVM steps it without the run's checks. (Wrong only if the code changed since,
+  // which the next run elsewhere finds: KVM then steps it once more than it had to, exactly.)
+  if (const auto known = stops_at_start_.find(regs.rip);
+      known != stops_at_start_.end() && known->second.cr3 == cr3) {
+    ++work_.known_stops;
+    EmulationRun out;
+    out.end = EmulationRun::End::kKvmOnly;
+    out.kvm_only = known->second.why;
+    return out;
+  }
   cr3_ = cr3;
   nxe_ = nxe;
   xmm_ = xmm;
@@ -690,8 +706,13 @@ EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe,
   retired_ = branches_ = conditional_branches_ = 0;
   load_registers(regs);
   data_fetched_.reset();
+  first_block_kvm_only_ = false;
   EmulationRun out = one_run(regs.rip);
   work_.running_ns += steady_now_ns() - checked_ns;
+  if (first_block_kvm_only_ && out.end == EmulationRun::End::kKvmOnly && retired_ == 0) {
+    if (stops_at_start_.size() >= kMaxKnownStops) stops_at_start_.clear();
+    stops_at_start_[regs.rip] = {cr3, out.kvm_only};
+  }
   if (data_fetched_ && mapped_.contains(*data_fetched_)) unmap(*data_fetched_);
   out.retired = retired_;
   out.branches = branches_;

@@ -126,6 +126,7 @@ class UserCodeEmulator {
   // What the runs cost, for --stats: where a slow workload spends the emulator's time.
   struct Work {
     uint64_t runs = 0;
+    uint64_t known_stops = 0;    // runs not started: they stop at once where one did (run())
     uint64_t pages_checked = 0;  // mappings revalidated at the runs' starts
     uint64_t pages_dropped = 0;  // of them, no longer valid (or code whose bytes changed)
     uint64_t pages_mapped = 0;   // page faults the emulator resolved by mapping
@@ -273,6 +274,14 @@ class UserCodeEmulator {
   std::optional<uint64_t> data_fetched_;  // a page mapped for data this run fetched from
   XmmRegisters* xmm_ = nullptr;
   std::optional<XmmRegisters::File> xmm_loaded_;  // as read from xmm_ (into Unicorn) this run
+  // The run stopped before its first block, for an instruction of that block's.
+  bool first_block_kvm_only_ = false;
+  // Where runs stopped so, and why: a run from there (in that address space) returns at once.
+  struct KnownStop {
+    uint64_t cr3 = 0;
+    KvmOnly why = KvmOnly::kNo;
+  };
+  std::map<uint64_t, KnownStop> stops_at_start_;
   Work work_;
 };
 
