@@ -668,7 +668,7 @@ TEST_F(UserCodeEmulatorTest, CodeWrittenThroughAnAliasRunsAsWritten) {
 // returns at once, without its checks; once the code there changed (found by a run elsewhere),
 // it runs again.
 TEST_F(UserCodeEmulatorTest, ARunWhereOneStoppedAtOnceReturnsAtOnceUntilTheCodeChanges) {
-  code({0x0f, 0xa2});                                                    // cpuid
+  code({0x0f, 0xa2});                                                     // cpuid
   code({0x48, 0xff, 0xc0, 0xeb, 0x01, 0xcc, 0x0f, 0x05}, kCode + 0x100);  // inc rax; jmp; syscall
   for (uint64_t known : {0u, 1u}) {
     regs_.rip = kCode;
