@@ -179,7 +179,7 @@ void UserCodeEmulator::unmap(uint64_t page) {
   // mapping (uc_ctl_remove_cache of a page it cannot fetch from removes nothing), and a page
   // mapped there later would run them.
   if (code_copies_.contains(page)) forget_code(page);
-  forget_exits(page);  // (a page fetched from before it was mapped as code may have some)
+  forget_exits(page);  // (code's, and a page's fetched from before it was mapped as code)
   if (const auto m = mapped_.find(page); m != mapped_.end()) {
     const auto [first, last] = pages_of_frame_.equal_range(m->second.frame);
     for (auto p = first; p != last; ++p)
@@ -223,7 +223,6 @@ void UserCodeEmulator::forget_code(uint64_t page) {
     it = end > page ? blocks_.erase(it) : std::next(it);
   }
   code_copies_.erase(page);
-  forget_exits(page);
 }
 
 void UserCodeEmulator::forget_exits(uint64_t page) {
@@ -364,8 +363,8 @@ const UserCodeEmulator::Block& UserCodeEmulator::block_at(uint64_t address, uint
 }
 
 bool UserCodeEmulator::accesses_fit(const Block& b, uint64_t address) {
-  GuestRegisters start;
-  for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(start.*r.field));
+  if (b.checks.empty()) return true;  // (no register to read: most SIMD blocks)
+  const GuestRegisters start = read_registers();
   for (const Block::AccessCheck& c : b.checks) {
     GuestRegisters at = start;
     for (int n = 0; n < 16; ++n)
@@ -605,6 +604,12 @@ void UserCodeEmulator::undo_rest_of_block(uint64_t rip) {
   last_block_ = nullptr;
 }
 
+GuestRegisters UserCodeEmulator::read_registers() const {
+  GuestRegisters regs;
+  for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(regs.*r.field));
+  return regs;
+}
+
 void UserCodeEmulator::load_registers(const GuestRegisters& regs) {
   lib_.context_restore(uc_, clean_);  // no exception in flight (the constructor)
   for (const RegisterSlot& r : kRegisters) lib_.reg_write(uc_, r.uc, &(regs.*r.field));
@@ -625,8 +630,7 @@ EmulationRun UserCodeEmulator::one_run(uint64_t pc) {
       break;
     }
     // A page gained what the faulting instruction needs: it runs again, from a clean CPU.
-    GuestRegisters now;
-    for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(now.*r.field));
+    const GuestRegisters now = read_registers();
     const std::optional<XmmRegisters::File> xmm =
         xmm_loaded_ ? std::optional(read_xmm()) : std::nullopt;
     load_registers(now);
@@ -720,7 +724,7 @@ EmulationRun UserCodeEmulator::run(GuestRegisters& regs, uint64_t cr3, bool nxe,
   // Live migration: the emulator's stores bypass KVM's dirty log (GuestRam::note_written).
   for (const auto& [page, m] : mapped_)
     if (m.prot & UC_PROT_WRITE) ram_.note_written(m.frame, kPage);
-  for (const RegisterSlot& r : kRegisters) lib_.reg_read(uc_, r.uc, &(regs.*r.field));
+  regs = read_registers();
   if (xmm_loaded_)
     if (const XmmRegisters::File now = read_xmm(); now != *xmm_loaded_) xmm_->write(now);
   return out;

@@ -185,6 +185,8 @@ class UserCodeEmulator {
   EmulationRun one_run(uint64_t pc);
   // The CPU context of the constructor with `regs` in it (and the TLB flushed if it must be).
   void load_registers(const GuestRegisters& regs);
+  // Unicorn's registers (those load_registers writes).
+  GuestRegisters read_registers() const;
   // An exception of the instruction at Unicorn's RIP (precise: the state before it), or a #PF
   // of a block's fetch: the run ends there, or, where the page can be mapped for the access,
   // goes on from there (restart_).
@@ -210,8 +212,8 @@ class UserCodeEmulator {
   void flush_tlb();
   // Unmaps every page not mapped as code (kMaxMappedPages).
   void unmap_data_pages();
-  // Drops the blocks translated from `page` (Unicorn's and block_at's), its code copy and its
-  // exits; the page must still be mapped.
+  // Drops the blocks translated from `page` (Unicorn's and block_at's), its code copy and the
+  // stops remembered there; the page must still be mapped. (unmap drops its exits.)
   void forget_code(uint64_t page);
   // Keeps the mappings still valid in the tables at cr3_ (still_valid) and unmaps the others.
   void revalidate();

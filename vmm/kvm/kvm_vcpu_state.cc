@@ -28,7 +28,7 @@ VcpuArchState KvmVcpu::save_state(const std::vector<uint32_t>& msr_indices) cons
   VcpuArchState s;
   s.regs = regs();  // set_rflags_bits() may have left them in kvm_run for the next KVM_RUN
   if (ioctl(fd_, KVM_GET_SREGS, &s.sregs) < 0) throw_errno("KVM_GET_SREGS");
-  if (ioctl(fd_, KVM_GET_XSAVE, &s.xsave) < 0) throw_errno("KVM_GET_XSAVE");
+  get_xsave(s.xsave);
   if (ioctl(fd_, KVM_GET_XCRS, &s.xcrs) < 0) throw_errno("KVM_GET_XCRS");
   if (ioctl(fd_, KVM_GET_LAPIC, &s.lapic) < 0) throw_errno("KVM_GET_LAPIC");
   if (ioctl(fd_, KVM_GET_VCPU_EVENTS, &s.events) < 0) throw_errno("KVM_GET_VCPU_EVENTS");
@@ -53,7 +53,7 @@ VcpuArchState KvmVcpu::save_state(const std::vector<uint32_t>& msr_indices) cons
 
 void KvmVcpu::restore_state(const VcpuArchState& s, const std::vector<uint32_t>& msr_indices) {
   set_regs(s.regs);
-  if (ioctl(fd_, KVM_SET_XSAVE, &s.xsave) < 0) throw_errno("KVM_SET_XSAVE");
+  set_xsave(s.xsave);
   // A host without XSAVE reports no XCRs (nr_xcrs 0) and refuses to set any.
   if (s.xcrs.nr_xcrs > 0 && ioctl(fd_, KVM_SET_XCRS, &s.xcrs) < 0) throw_errno("KVM_SET_XCRS");
   write_sregs(s.sregs, "KVM_SET_SREGS");
